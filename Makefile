@@ -1,0 +1,149 @@
+# dstage: a plain Makefile.  `make`, `make test`, `make demo`, `make bench`,
+# `make install PREFIX=... DESTDIR=...`, `make SANITIZE=address,undefined`.
+#
+# Layout of the build tree (mirrors an installed prefix, so `dstage env` can
+# find the preload library next to itself):
+#   build/bin/dstage                 the command (MPI, HDF5, zlib)
+#   build/lib/libdstage-preload.so   the shim (libc, zlib only)
+#   build/t/*                        test helpers (t/helpers/*.c)
+
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+O        := build
+
+MPICC    ?= mpicc.mpich
+CC       ?= gcc
+ifeq ($(origin CC),default)
+CC       := gcc
+endif
+HDF5_PC  ?= hdf5-mpich
+HDF5_CFLAGS := $(shell pkg-config --cflags $(HDF5_PC) 2>/dev/null)
+HDF5_LIBS   := $(shell pkg-config --libs $(HDF5_PC) 2>/dev/null)
+ZLIB_CFLAGS := $(shell pkg-config --cflags zlib 2>/dev/null)
+ZLIB_LIBS   := $(shell pkg-config --libs zlib 2>/dev/null || echo -lz)
+
+WARN     := -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes \
+            -Wvla -Wshadow -Wpointer-arith -Wformat=2 -Wno-format-nonliteral \
+            -fno-common
+OPT      ?= -O2 -g
+CFLAGS_ALL := -std=gnu11 $(OPT) $(WARN) -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
+              -Icommon -fPIC $(EXTRA_CFLAGS)
+ifneq ($(SANITIZE),)
+SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+endif
+
+# Rebuild everything when the flags change (Redis' .make-settings).
+SETTINGS := $(O)/.make-settings
+SETTINGS_TEXT := $(CC) $(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) $(HDF5_CFLAGS)
+$(shell mkdir -p $(O) && if [ "$$(cat $(SETTINGS) 2>/dev/null)" != "$(SETTINGS_TEXT)" ]; then echo "$(SETTINGS_TEXT)" > $(SETTINGS); fi)
+
+COMMON_SRC  := $(wildcard common/*.c)
+HDF5_SRC    := $(wildcard hdf5/*.c)
+STAGE_SRC   := $(wildcard stage/*.c)
+SHUFFLE_SRC := $(wildcard shuffle/*.c)
+IO_SRC      := $(wildcard io/*.c)
+THELP_SRC   := $(wildcard t/helpers/*.c)
+
+COMMON_OBJ  := $(COMMON_SRC:%.c=$(O)/%.o)
+COMMON_PIC  := $(COMMON_SRC:%.c=$(O)/pic/%.o)
+HDF5_OBJ    := $(HDF5_SRC:%.c=$(O)/%.o)
+STAGE_OBJ   := $(STAGE_SRC:%.c=$(O)/%.o)
+SHUFFLE_OBJ := $(SHUFFLE_SRC:%.c=$(O)/%.o)
+IO_OBJ      := $(IO_SRC:%.c=$(O)/pic/%.o)
+
+DSTAGE   := $(O)/bin/dstage
+PRELOAD  := $(O)/lib/libdstage-preload.so
+LIBCOMMON := $(O)/libdscommon.a
+# Test helpers: t/helpers/NAME.c -> build/t/NAME.  Names starting with mpi-
+# link MPI, h5- link HDF5 and the pack module, the rest libc + common + zlib.
+THELP    := $(THELP_SRC:t/helpers/%.c=$(O)/t/%)
+
+all: $(DSTAGE) $(PRELOAD) $(THELP)
+
+# Objects of the MPI side: compiled by mpicc with HDF5's flags.
+$(O)/hdf5/%.o $(O)/stage/%.o $(O)/shuffle/%.o: CCX = $(MPICC)
+$(O)/hdf5/%.o $(O)/stage/%.o $(O)/shuffle/%.o: XFLAGS = $(HDF5_CFLAGS) $(ZLIB_CFLAGS) -Ihdf5 -Istage -Ishuffle $(SAN_FLAGS)
+$(O)/common/%.o: CCX = $(CC)
+$(O)/common/%.o: XFLAGS = $(SAN_FLAGS)
+
+$(O)/%.o: %.c $(SETTINGS)
+	@mkdir -p $(@D)
+	$(CCX) $(CFLAGS_ALL) $(XFLAGS) -MMD -MP -c $< -o $@
+
+# The shim and the common objects it links: no sanitizer (an LD_PRELOAD'ed
+# library cannot carry ASan's runtime into arbitrary programs), no MPI.
+$(O)/pic/%.o: %.c $(SETTINGS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -Iio -MMD -MP -c $< -o $@
+
+$(LIBCOMMON): $(COMMON_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(DSTAGE): $(STAGE_OBJ) $(SHUFFLE_OBJ) $(HDF5_OBJ) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(MPICC) $(SAN_FLAGS) -o $@ $(STAGE_OBJ) $(SHUFFLE_OBJ) $(HDF5_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) -lpthread -lm
+
+$(PRELOAD): $(IO_OBJ) $(COMMON_PIC)
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-z,defs -Wl,-soname,libdstage-preload.so -o $@ $^ $(ZLIB_LIBS) -ldl -lpthread
+
+$(O)/t/mpi-%: t/helpers/mpi-%.c $(LIBCOMMON) $(SETTINGS)
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) -It -o $@ $< $(LIBCOMMON) $(ZLIB_LIBS) -lpthread -lm
+
+$(O)/t/h5-%: t/helpers/h5-%.c $(HDF5_OBJ) $(LIBCOMMON) $(SETTINGS)
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) $(HDF5_CFLAGS) -Ihdf5 -It -o $@ $< $(HDF5_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) -lpthread -lm
+
+$(O)/t/%: t/helpers/%.c $(LIBCOMMON) $(SETTINGS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(SAN_FLAGS) -It -o $@ $< $(LIBCOMMON) $(ZLIB_LIBS) -lpthread -lm
+
+-include $(wildcard $(O)/*/*.d $(O)/pic/*/*.d)
+
+# ---------------------------------------------------------------------------
+# Packages from Debian.  As root: install what is missing; otherwise print the
+# exact command.  `make demo` and `make test` pull this in, so both work as the
+# first command typed on a fresh Debian 12 machine.
+DEB_BUILD := mpich libmpich-dev libhdf5-mpich-dev hdf5-tools zlib1g-dev pkg-config
+DEB_TEST  := python3-h5py python3-pil python3-numpy python3-torch python3-torchvision \
+             clang libclang-rt-14-dev procps psmisc
+DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox
+DEB_SLURM := slurm-wlm munge
+DEB_ALL   := $(DEB_BUILD) $(DEB_TEST) $(DEB_SLURM)
+
+deps:
+	@sh tools/deps.sh $(DEB_ALL)
+deps-build:
+	@sh tools/deps.sh $(DEB_BUILD)
+deps-bench:
+	@sh tools/deps.sh $(DEB_ALL) $(DEB_BENCH)
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	prove $(PROVE_FLAGS) t/
+
+check: all
+	prove $(PROVE_FLAGS) t/
+
+demo: deps-build
+	@$(MAKE) --no-print-directory all
+	sh tools/demo.sh
+
+bench: deps-bench
+	@$(MAKE) --no-print-directory all
+	sh bench/run.sh $(if $(QUICK),--quick)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
+	install -m 0755 $(DSTAGE) $(DESTDIR)$(PREFIX)/bin/dstage
+	install -m 0755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/libdstage-preload.so
+
+style:
+	clang-format -i $(wildcard */*.c */*.h)
+
+clean:
+	rm -rf $(O)
+
+.PHONY: all deps deps-build deps-bench test check demo bench install style clean

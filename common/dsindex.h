@@ -1,0 +1,177 @@
+/* dsindex.h: the node store and its index, the one contract between the MPI
+ * side (stage, serve) and the preload shim.  libc only.
+ *
+ * A node store is a directory DIR/dstage.<uid>.<job>/<node>/ (mode 0700):
+ *
+ *   index     this file format: the global index of the whole dataset plus
+ *             the placement of every partition (written by stage, mapped
+ *             read-only by the shim and the service)
+ *   store     this node's payload: the payload of every partition placed on
+ *             this node, concatenated in increasing partition order, each at
+ *             a 4 KiB-aligned base (ds_loc.base)
+ *   sock      the node service's Unix socket (0600), when serve runs
+ *   epochs/   the node service's epoch cache (shuffle/)
+ *
+ * The index is one little-endian file, built once, mapped read-only, never
+ * modified in place.  Sections are 8-byte aligned; all offsets are from the
+ * start of the file.  Everything a reader needs (stat, readdir, readlink,
+ * which node holds which byte) is answered from it without a system call.
+ *
+ * Entry 0 is the root directory (name "").  Entries are sorted by path
+ * (bytewise), so a directory's subtree is a contiguous range after it.
+ * Symlinks keep their target text in the string pool; only targets that stay
+ * inside the tree are ever packed. */
+#ifndef DSINDEX_H
+#define DSINDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#define DS_INDEX_MAGIC "DSTAGEIX"
+#define DS_INDEX_VERSION 1u
+#define DS_STORE_ALIGN 4096u
+
+enum ds_codec { DS_CODEC_NONE = 0, DS_CODEC_ZLIB = 1 };
+
+enum ds_entry_flag {
+	DS_EF_REPLICATED = 1u, /* under a --replicate subtree: on every node */
+	DS_EF_SAMPLE = 2u,     /* a training sample: takes part in the shuffle */
+};
+
+/* One file, directory or symlink.  64 bytes. */
+struct ds_entry {
+	uint64_t size;     /* st_size; symlink: length of the target;
+	                      dir: st_size the source reported */
+	uint64_t poff;     /* file: offset of its stored bytes in its partition's
+	                      payload; dir: first index in the dirents array;
+	                      symlink: string-pool offset of the target */
+	uint64_t stored;   /* file: stored byte count; dir: number of children */
+	int64_t mtime_ns;  /* st_mtim in nanoseconds since the epoch */
+	uint32_t name;     /* string-pool offset of the path (NUL-terminated) */
+	uint32_t parent;   /* entry id of the parent directory (root: 0) */
+	uint32_t mode;     /* st_mode with the type bits (S_IFREG/S_IFDIR/S_IFLNK) */
+	uint32_t part;     /* file: partition number; others: UINT32_MAX */
+	uint32_t crc;      /* file: CRC-32C of the content (uncompressed) */
+	uint32_t nlink;    /* st_nlink (dirs: 2 + subdirectories) */
+	uint16_t name_len; /* length of the path */
+	uint16_t base_off; /* offset of the last component within the path */
+	uint8_t codec;     /* enum ds_codec of the stored bytes */
+	uint8_t flags;     /* enum ds_entry_flag */
+	uint16_t pad;
+};
+
+/* Where one partition's payload lives. */
+struct ds_part {
+	uint64_t size;  /* payload bytes */
+	uint32_t loc;   /* first index into the locs array */
+	uint32_t nloc;  /* how many nodes hold it */
+};
+
+struct ds_loc {
+	uint32_t node;  /* node number */
+	uint32_t pad;
+	uint64_t base;  /* offset of the partition's payload in that node's store */
+};
+
+struct ds_index_header {
+	char magic[8];           /* DS_INDEX_MAGIC */
+	uint32_t version;        /* DS_INDEX_VERSION */
+	uint32_t header_size;    /* sizeof(struct ds_index_header) */
+	uint64_t total_size;     /* size of the whole file */
+	uint32_t node;           /* the node this store belongs to */
+	uint32_t nnodes;         /* nodes in the job */
+	uint32_t nentries;
+	uint32_t nparts;
+	uint32_t nlocs;
+	uint32_t nsamples;
+	uint32_t ndirents;
+	uint32_t hash_cap;       /* power of two, >= 2 * nentries */
+	uint64_t off_entries;    /* struct ds_entry[nentries] */
+	uint64_t off_hash;       /* uint32_t[hash_cap]: entry id + 1, 0 = empty */
+	uint64_t off_dirents;    /* uint32_t[ndirents]: children, sorted by name */
+	uint64_t off_parts;      /* struct ds_part[nparts] */
+	uint64_t off_locs;       /* struct ds_loc[nlocs] */
+	uint64_t off_samples;    /* uint32_t[nsamples]: sample entry ids, path order */
+	uint64_t off_strings;    /* string pool */
+	uint64_t strings_size;
+	uint64_t store_size;     /* size of this node's store file */
+	uint64_t dev;            /* st_dev readers see for the whole dataset */
+	uint64_t pack_id;        /* identifies the pack (hash of its manifest) */
+	uint32_t uid, gid;       /* owner readers see (the user who staged) */
+	char job[64];            /* job id, NUL-terminated */
+	uint32_t crc;            /* CRC-32C of the file with this field zero */
+	uint32_t pad;
+};
+
+/* ---- reading (shim, service, stage) ------------------------------------- */
+struct ds_index {
+	const struct ds_index_header *h;
+	const struct ds_entry *e;
+	const uint32_t *hash;
+	const uint32_t *dirents;
+	const struct ds_part *parts;
+	const struct ds_loc *locs;
+	const uint32_t *samples;
+	const char *strings;
+	size_t map_len;
+};
+
+/* Map an index file read-only and check its header, section bounds and (when
+ * full != 0) every entry and the CRC.  Returns 0 or -errno/-DS_E*. */
+int ds_index_open(struct ds_index *ix, const char *path, int full);
+/* Same over a buffer the caller owns (not copied; must outlive ix). */
+int ds_index_from_buf(struct ds_index *ix, const void *buf, size_t len, int full);
+void ds_index_close(struct ds_index *ix);
+
+/* Entry id of a relative path ("" is the root; no leading or trailing '/'),
+ * or -1.  No system call, no allocation. */
+int64_t ds_index_lookup(const struct ds_index *ix, const char *path, size_t len);
+static inline const char *ds_index_name(const struct ds_index *ix, uint32_t id)
+{
+	return ix->strings + ix->e[id].name;
+}
+/* Is partition `part` held by `node`?  Sets *base to its offset in that
+ * node's store. */
+int ds_index_part_on(const struct ds_index *ix, uint32_t part, uint32_t node, uint64_t *base);
+/* Inode number readers see for entry id (stable for a pack). */
+#define DS_INO(id) ((uint64_t)(id) + 16)
+/* Fill a struct stat for entry id as readers see it. */
+void ds_index_stat(const struct ds_index *ix, uint32_t id, struct stat *st);
+uint64_t ds_hash_path(const char *p, size_t len);
+
+/* ---- building (stage, tests) -------------------------------------------- */
+struct ds_index_builder;
+
+struct ds_index_builder *ds_index_builder_new(void);
+void ds_index_builder_free(struct ds_index_builder *b);
+/* Add an entry by relative path; parents must have been added (or are added
+ * implicitly as 0755 directories).  For files: size, part, poff, stored,
+ * codec, crc, flags.  For symlinks: target.  Returns 0 or -errno/-DS_ENAME. */
+int ds_index_add_dir(struct ds_index_builder *b, const char *path, uint32_t mode, int64_t mtime_ns,
+                     uint64_t size);
+int ds_index_add_file(struct ds_index_builder *b, const char *path, uint32_t mode, int64_t mtime_ns,
+                      uint64_t size, uint32_t part, uint64_t poff, uint64_t stored,
+                      uint8_t codec, uint32_t crc, uint8_t flags);
+int ds_index_add_symlink(struct ds_index_builder *b, const char *path, int64_t mtime_ns,
+                         const char *target);
+/* Partitions: sizes, then for each the nodes holding it (locations). */
+void ds_index_set_parts(struct ds_index_builder *b, uint32_t nparts, const uint64_t *sizes);
+void ds_index_add_loc(struct ds_index_builder *b, uint32_t part, uint32_t node, uint64_t base);
+/* Node identity and job info recorded in the header. */
+void ds_index_set_node(struct ds_index_builder *b, uint32_t node, uint32_t nnodes,
+                       uint64_t store_size, const char *job, uint64_t pack_id);
+/* Serialise (sorts, links directories, builds the hash and the sample list)
+ * into a malloc'd buffer.  Returns 0 or -errno. */
+int ds_index_build(struct ds_index_builder *b, void **out, size_t *len);
+/* Build and write to path atomically (path.tmp, fsync, rename), mode 0600. */
+int ds_index_write(struct ds_index_builder *b, const char *path);
+
+/* ---- store paths -------------------------------------------------------- */
+/* DIR/dstage.<uid>.<job> and DIR/dstage.<uid>.<job>/<node>; returns a
+ * malloc'd string. The job is $SLURM_JOB_ID, else the given job, else "0". */
+char *ds_store_jobdir(const char *dir, const char *job);
+char *ds_store_nodedir(const char *dir, const char *job, uint32_t node);
+const char *ds_store_default_job(void);
+
+#endif

@@ -1,0 +1,65 @@
+/* main.c: the dstage command: one binary, one subcommand per step. */
+#include "dscommon.h"
+#include "dspack.h"
+#include "dsserve.h"
+#include "dsstage.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define DSTAGE_VERSION "0.1.0"
+
+static const struct cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+} cmds[] = {
+	{"pack", ds_cmd_pack, "pack a tree into HDF5 partitions and a manifest (serial or under mpiexec)"},
+	{"verify", ds_cmd_verify, "check a pack's structure and every checksum"},
+	{"ls", ds_cmd_ls, "list what a pack holds"},
+	{"cat", ds_cmd_cat, "write one file of a pack to stdout"},
+	{"stage", ds_cmd_stage, "MPI job step: stage a pack into node-local storage"},
+	{"serve", ds_cmd_serve, "MPI job step: run the node service (remote reads, epoch shuffle)"},
+	{"run", ds_cmd_run, "MPI job step: stage, then serve"},
+	{"env", ds_cmd_env, "print the environment a reader on this node needs"},
+	{"status", ds_cmd_status, "per-node figures of a staged job"},
+	{"stop", ds_cmd_stop, "stop the node service on every node"},
+	{"clean", ds_cmd_clean, "remove this job's node store"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: dstage COMMAND [OPTIONS] ...\n\n"
+	           "Stage a training dataset into node memory, shuffle it every epoch over MPI,\n"
+	           "and show it to unmodified readers through libdstage-preload.so.\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
+	fprintf(f, "\n'dstage COMMAND --help' lists the options of a command.\n"
+	           "environment: DSTAGE_MOUNT (default /dstage), DSTAGE_NODE, DSTAGE_LOG "
+	           "(error, warn, info, debug)\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("dstage %s\n", DSTAGE_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		if (strcmp(argv[1], cmds[i].name))
+			continue;
+		ds_log_set_cmd(cmds[i].name);
+		ds_log_init(0);
+		return cmds[i].fn(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "dstage: '%s': unknown command (see 'dstage --help')\n", argv[1]);
+	return 2;
+}

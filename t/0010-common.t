@@ -1,0 +1,3 @@
+#!/bin/sh
+# Unit tests of common/: checksums, sizes, name checks, the node index.
+exec "$(dirname "$0")/../build/t/test-common"

@@ -1,0 +1,119 @@
+/* test-common.c: unit tests of common/ (checksums, sizes, names, index). */
+#include "dscommon.h"
+#include "dsindex.h"
+#include "tap.h"
+
+#include <limits.h>
+#include <sys/stat.h>
+
+static void test_crc(void)
+{
+	is(ds_crc32c(0, "123456789", 9), 0xe3069283u, "crc32c check value");
+	/* pieces and alignment must not matter, hardware and software agree */
+	static unsigned char big[100003];
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (unsigned char)(i * 2654435761u >> 13);
+	uint32_t whole = ds_crc32c(0, big, sizeof(big));
+	uint32_t parts = ds_crc32c(ds_crc32c(ds_crc32c(0, big, 7), big + 7, 50000), big + 50007,
+	                           sizeof(big) - 50007);
+	is(parts, whole, "crc32c of pieces equals crc32c of the whole");
+	setenv("DSTAGE_CRC_SOFT", "1", 1);
+}
+
+static void test_sizes(void)
+{
+	uint64_t v = 0;
+	ok(!ds_parse_size("64KiB", &v) && v == 65536, "64KiB");
+	ok(!ds_parse_size("1GiB", &v) && v == 1ull << 30, "1GiB");
+	ok(!ds_parse_size("4096", &v) && v == 4096, "4096");
+	ok(!ds_parse_size("1.5M", &v) && v == 3ull << 19, "1.5M");
+	ok(ds_parse_size("12 apples", &v) == -EINVAL, "garbage refused");
+	ok(ds_parse_size("-1", &v) == -EINVAL, "negative refused");
+}
+
+static void test_names(void)
+{
+	const char *why;
+	ok(!ds_name_check("a/b c/\xc3\xa9t\xc3\xa9.jpg", strlen("a/b c/\xc3\xa9t\xc3\xa9.jpg"), &why), "unicode and spaces are fine");
+	ok(ds_name_check("../x", 4, &why) == -DS_ENAME, "'..' refused");
+	ok(ds_name_check("a/../x", 6, &why) == -DS_ENAME, "inner '..' refused");
+	ok(ds_name_check("/etc/passwd", 11, &why) == -DS_ENAME, "absolute refused");
+	ok(ds_name_check("a//b", 4, &why) == -DS_ENAME, "empty component refused");
+	ok(ds_name_check("a\nb", 3, &why) == -DS_ENAME, "newline refused");
+	ok(ds_name_check("a\xff" "b", 3, &why) == -DS_ENAME, "invalid UTF-8 refused");
+	ok(ds_name_check("a\xc3", 2, &why) == -DS_ENAME, "truncated UTF-8 refused");
+	char p[64] = "/a//b/./c/../d/";
+	ds_path_normalise(p);
+	is_str(p, "/a/b/d", "path normalised");
+	char q[16] = "/../..";
+	ds_path_normalise(q);
+	is_str(q, "/", "'..' stops at the root");
+}
+
+static void test_index(void)
+{
+	struct ds_index_builder *b = ds_index_builder_new();
+	uint64_t sizes[2] = {100, 50};
+	ok(!ds_index_add_dir(b, "", 0755, 1, 4096), "root");
+	ok(!ds_index_add_file(b, "train/b.jpg", 0644, 5, 10, 0, 0, 10, DS_CODEC_NONE, 7, 0), "file");
+	ok(!ds_index_add_file(b, "train/a.jpg", 0600, 5, 20, 1, 0, 20, DS_CODEC_NONE, 8, 0), "file 2");
+	ok(!ds_index_add_file(b, "val/x", 0644, 5, 30, 0, 10, 30, DS_CODEC_NONE, 9, DS_EF_REPLICATED), "file in implicit dir");
+	ok(!ds_index_add_dir(b, "train", 0750, 3, 4096), "dir after its children");
+	ok(!ds_index_add_dir(b, "train.old", 0755, 3, 4096), "sibling sorting between");
+	ok(!ds_index_add_symlink(b, "train/c.jpg", 6, "a.jpg"), "symlink");
+	ok(ds_index_add_file(b, "../x", 0644, 5, 1, 0, 0, 1, 0, 0, 0) == -DS_ENAME, "'..' refused by the builder");
+	ds_index_set_parts(b, 2, sizes);
+	ds_index_add_loc(b, 1, 1, 0);
+	ds_index_add_loc(b, 0, 0, 0);
+	ds_index_add_loc(b, 0, 1, 4096);
+	ds_index_set_node(b, 1, 2, 8192, "42", 99);
+	void *buf;
+	size_t len;
+	is(ds_index_build(b, &buf, &len), 0, "build");
+	struct ds_index ix;
+	is(ds_index_from_buf(&ix, buf, len, 1), 0, "the built index passes the full check");
+	is(ix.h->nentries, 8, "root, train, train.old, val + 3 files + link");
+	int64_t t = ds_index_lookup(&ix, "train", 5);
+	ok(t > 0, "lookup train");
+	is(ix.e[t].stored, 3, "train has 3 children");
+	is_str(ds_index_name(&ix, ix.dirents[ix.e[t].poff]), "train/a.jpg", "children in name order");
+	is(ix.e[t].mode, S_IFDIR | 0750, "explicit dir mode kept");
+	int64_t r = ds_index_lookup(&ix, "", 0);
+	is(r, 0, "root is entry 0");
+	is(ix.e[0].stored, 3, "root has train, train.old, val");
+	is(ix.e[0].nlink, 5, "root nlink = 2 + 3 subdirectories");
+	int64_t v = ds_index_lookup(&ix, "val/x", 5);
+	ok(v > 0 && (ix.e[v].flags & DS_EF_REPLICATED) && !(ix.e[v].flags & DS_EF_SAMPLE), "replicated is not a sample");
+	is(ix.h->nsamples, 2, "two samples");
+	int64_t l = ds_index_lookup(&ix, "train/c.jpg", 11);
+	ok(l > 0 && S_ISLNK(ix.e[l].mode) && !strcmp(ix.strings + ix.e[l].poff, "a.jpg"), "symlink target");
+	is(ds_index_lookup(&ix, "train/zzz", 9), -1, "missing path");
+	uint64_t base = 0;
+	ok(ds_index_part_on(&ix, 0, 1, &base) && base == 4096, "part 0 on node 1 at 4096");
+	ok(!ds_index_part_on(&ix, 1, 0, &base), "part 1 not on node 0");
+	struct stat st;
+	ds_index_stat(&ix, t, &st);
+	ok(st.st_ino == DS_INO(t) && st.st_nlink == 2 && st.st_mtim.tv_sec == 0 && st.st_mtim.tv_nsec == 3, "stat of a dir");
+	((char *)buf)[len - 1] ^= 1;
+	is(ds_index_from_buf(&ix, buf, len, 1), -DS_ECHECKSUM, "a flipped byte is caught");
+	is(ds_index_from_buf(&ix, buf, len - 8, 0), -DS_ECORRUPT, "a truncated index is refused");
+	free(buf);
+	ds_index_builder_free(b);
+
+	b = ds_index_builder_new();
+	ds_index_add_file(b, "a", 0644, 0, 1, 0, 0, 1, 0, 0, 0);
+	ds_index_add_file(b, "a", 0644, 0, 1, 0, 0, 1, 0, 0, 0);
+	ds_index_set_parts(b, 1, sizes);
+	is(ds_index_build(b, &buf, &len), -EEXIST, "duplicate path refused");
+	ds_index_builder_free(b);
+}
+
+int main(void)
+{
+	test_crc();
+	test_crc(); /* again with the software path */
+	test_sizes();
+	test_names();
+	test_index();
+	return done_testing();
+}
