@@ -1,7 +1,63 @@
 /* dspack.h: the pack format (HDF5 partitions + manifest) and the commands
- * that write and read it: pack, verify, ls, cat.  See README "Pack format". */
+ * that write and read it: pack, verify, ls, cat.  The on-disk layout is
+ * documented in README.md, "Pack format".
+ *
+ * Readers treat every pack as untrusted: all functions here validate what
+ * they read (bounds, names, counts) and return -DS_ECORRUPT / -DS_ENAME /
+ * -DS_EFORMAT with a message, never read out of bounds. */
 #ifndef DSPACK_H
 #define DSPACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One entry of the manifest: a directory, a regular file or a symlink. */
+struct ds_mentry {
+	char *path;        /* relative to the pack root, "" never appears */
+	char *target;      /* symlink target (relative, stays in the tree), else NULL */
+	uint32_t mode;     /* st_mode with type bits (S_IFDIR/S_IFREG/S_IFLNK) */
+	int64_t mtime_ns;  /* source mtime, ns since the epoch */
+	uint64_t size;     /* st_size of the source (dirs too) */
+	uint32_t part;     /* files: partition number; others UINT32_MAX */
+	uint64_t offset;   /* files: offset of the stored bytes in the partition payload */
+	uint64_t stored;   /* files: stored byte count */
+	uint8_t codec;     /* files: enum ds_codec (dsindex.h) */
+	uint8_t flags;     /* DS_EF_REPLICATED for entries under --replicate */
+	uint32_t crc;      /* files: CRC-32C of the content (uncompressed) */
+};
+
+struct ds_mpart {
+	uint64_t size;     /* payload bytes */
+	uint32_t nfiles;
+	uint8_t replicated;/* holds only --replicate files: staged to every node */
+};
+
+struct ds_manifest {
+	size_t n;                /* entries, sorted by path */
+	struct ds_mentry *e;
+	uint32_t nparts;
+	struct ds_mpart *parts;
+	uint64_t total_size;     /* sum of file sizes */
+	uint64_t total_stored;   /* sum of stored sizes */
+};
+
+/* Read and fully validate OUT/index.h5 (or an in-memory image of it, e.g.
+ * after an MPI_Bcast: the caller keeps buf alive during the call only).
+ * Returns 0 or a negative code; on failure a message naming the problem has
+ * been logged with ds_error. */
+int ds_manifest_read(const char *packdir, struct ds_manifest *m);
+int ds_manifest_read_image(const void *buf, size_t len, const char *what, struct ds_manifest *m);
+void ds_manifest_release(struct ds_manifest *m);
+
+/* Path of partition `part` ("OUT/part-00003.h5"), malloc'd. */
+char *ds_part_path(const char *packdir, uint32_t part);
+/* Where partition part's payload lies inside its file: byte offset and
+ * length of the contiguous payload dataset (H5Dget_offset), checked against
+ * the file size and the manifest's partition size.  Stage then reads the
+ * bytes with plain pread, without HDF5.  Returns 0 or a negative code (and
+ * logs why). */
+int ds_part_locate(const char *packdir, uint32_t part, const struct ds_manifest *m,
+                   uint64_t *offset, uint64_t *len);
 
 int ds_cmd_pack(int argc, char **argv);
 int ds_cmd_verify(int argc, char **argv);
