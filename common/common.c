@@ -270,6 +270,21 @@ int ds_name_check(const char *path, size_t len, const char **why)
 	return 0;
 }
 
+int ds_path_cmp(const char *a, const char *b)
+{
+	for (;; a++, b++) {
+		unsigned ca = (unsigned char)*a, cb = (unsigned char)*b;
+		if (ca == cb) {
+			if (!ca)
+				return 0;
+			continue;
+		}
+		ca = ca == '/' ? 1 : ca;
+		cb = cb == '/' ? 1 : cb;
+		return ca < cb ? -1 : 1;
+	}
+}
+
 size_t ds_path_normalise(char *path)
 {
 	char *w = path;

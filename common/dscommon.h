@@ -81,6 +81,10 @@ uint32_t ds_crc32c(uint32_t crc, const void *buf, size_t len);
  * PATH_MAX, each component shorter than NAME_MAX+1.  Returns 0 or -DS_ENAME
  * with *why set to a static reason. */
 int ds_name_check(const char *path, size_t len, const char **why);
+/* The order of paths in packs and indexes: bytewise, with '/' below every
+ * other byte, so a directory's subtree follows it contiguously and siblings
+ * come out in name order. */
+int ds_path_cmp(const char *a, const char *b);
 /* Lexically normalise an absolute path in place ("//" -> "/", "." dropped,
  * ".." pops).  Returns the new length. */
 size_t ds_path_normalise(char *path);

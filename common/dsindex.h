@@ -169,7 +169,7 @@ int ds_index_write(struct ds_index_builder *b, const char *path);
 
 /* ---- store paths -------------------------------------------------------- */
 /* DIR/dstage.<uid>.<job> and DIR/dstage.<uid>.<job>/<node>; returns a
- * malloc'd string. The job is $SLURM_JOB_ID, else the given job, else "0". */
+ * malloc'd string. The job is the given one, else $SLURM_JOB_ID, else "0". */
 char *ds_store_jobdir(const char *dir, const char *job);
 char *ds_store_nodedir(const char *dir, const char *job, uint32_t node);
 const char *ds_store_default_job(void);

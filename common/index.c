@@ -362,26 +362,9 @@ void ds_index_set_node(struct ds_index_builder *b, uint32_t node, uint32_t nnode
 	snprintf(b->job, sizeof(b->job), "%s", job ? job : "");
 }
 
-/* Path order with '/' below every other byte: a directory's subtree follows
- * it contiguously and siblings come out in name order. */
-static int path_cmp(const char *a, const char *b)
-{
-	for (;; a++, b++) {
-		unsigned ca = (unsigned char)*a, cb = (unsigned char)*b;
-		if (ca == cb) {
-			if (!ca)
-				return 0;
-			continue;
-		}
-		ca = ca == '/' ? 1 : ca;
-		cb = cb == '/' ? 1 : cb;
-		return ca < cb ? -1 : 1;
-	}
-}
-
 static int bent_cmp(const void *x, const void *y)
 {
-	return path_cmp(((const struct bent *)x)->path, ((const struct bent *)y)->path);
+	return ds_path_cmp(((const struct bent *)x)->path, ((const struct bent *)y)->path);
 }
 
 static int loc_cmp(const void *x, const void *y)
@@ -398,7 +381,7 @@ static int64_t bfind(const struct ds_index_builder *b, size_t n, const char *pat
 	size_t lo = 0, hi = n;
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		int c = path_cmp(b->v[mid].path, path);
+		int c = ds_path_cmp(b->v[mid].path, path);
 		if (!c)
 			return mid;
 		if (c < 0)
@@ -423,7 +406,7 @@ int ds_index_build(struct ds_index_builder *b, void **out, size_t *len)
 		qsort(b->v, b->n, sizeof(*b->v), bent_cmp);
 		size_t w = 1;
 		for (size_t i = 1; i < b->n; i++) {
-			if (path_cmp(b->v[i].path, b->v[w - 1].path)) {
+			if (ds_path_cmp(b->v[i].path, b->v[w - 1].path)) {
 				b->v[w++] = b->v[i];
 				continue;
 			}
@@ -682,13 +665,10 @@ const char *ds_store_default_job(void)
 
 char *ds_store_jobdir(const char *dir, const char *job)
 {
-	const char *j = ds_store_default_job();
-	if (!j)
-		j = job && *j ? job : "0";
-	if (job && *job)
-		j = job;
+	/* an explicit job wins; else Slurm's; else "0" */
+	const char *j = job && *job ? job : ds_store_default_job();
 	char *s;
-	if (asprintf(&s, "%s/dstage.%u.%s", dir, (unsigned)geteuid(), j) < 0)
+	if (asprintf(&s, "%s/dstage.%u.%s", dir, (unsigned)geteuid(), j ? j : "0") < 0)
 		return NULL;
 	return s;
 }

@@ -1,6 +1,7 @@
 /* test-common.c: unit tests of common/ (checksums, sizes, names, index). */
 #include "dscommon.h"
 #include "dsindex.h"
+#include "dsplace.h"
 #include "tap.h"
 
 #include <limits.h>
@@ -108,8 +109,36 @@ static void test_index(void)
 	ds_index_builder_free(b);
 }
 
+static void test_place(void)
+{
+	uint64_t sizes[6] = {100, 90, 80, 10, 5, 1000};
+	uint8_t repl[6] = {0, 0, 0, 0, 0, 1};
+	struct ds_placement pl, pl2;
+	is(ds_place(&pl, 6, sizes, repl, 3, 2), 0, "place 6 parts on 3 nodes, R=2");
+	int ok_r = 1;
+	for (uint32_t p = 0; p < 6; p++)
+		ok_r &= pl.first[p + 1] - pl.first[p] == (p == 5 ? 3u : 2u);
+	ok(ok_r, "every part on R distinct nodes, the replicated one on all");
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (uint32_t k = 0; k < 3; k++) {
+		lo = pl.store_size[k] < lo ? pl.store_size[k] : lo;
+		hi = pl.store_size[k] > hi ? pl.store_size[k] : hi;
+	}
+	ok(hi - lo <= 4096 * 2, "stores balanced within two alignment units");
+	ds_place(&pl2, 6, sizes, repl, 3, 2);
+	ok(!memcmp(pl.node, pl2.node, pl.first[6] * 4) && !memcmp(pl.base, pl2.base, pl.first[6] * 8), "deterministic");
+	ds_placement_release(&pl2);
+	uint64_t base;
+	ok(ds_placement_has(&pl, 5, 2, &base) && base % DS_STORE_ALIGN == 0, "aligned bases");
+	ds_placement_release(&pl);
+	is(ds_place(&pl, 2, sizes, NULL, 2, 5), 0, "R above the node count");
+	is(pl.r, 2, "R capped at the node count");
+	ds_placement_release(&pl);
+}
+
 int main(void)
 {
+	test_place();
 	test_crc();
 	test_crc(); /* again with the software path */
 	test_sizes();
