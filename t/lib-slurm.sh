@@ -1,0 +1,421 @@
+# t/lib-slurm.sh: a private, real 4-node Slurm cluster on 127.0.0.1 for tests.
+#
+#   . ./test-lib.sh
+#   . "$SRCDIR/t/lib-slurm.sh"
+#   slurm_start || skip_all "$slurm_skip_reason"
+#   test_expect_success 'four nodes' 'srun -N4 hostname'
+#   test_done                      (slurm_stop runs on exit, also on failure)
+#
+# slurm_start [STATE_DIR] installs slurm-wlm and munge when missing (as root,
+# with apt-get), then starts, all under STATE_DIR (default
+# ${DSTAGE_TEST_TMP:-/tmp}/dstage-slurm.$$):
+#   - its own munged (own key, socket, pid, log and seed files),
+#   - one slurmctld and four `slurmd -N nN` (n1..n4), each on a free port of
+#     127.0.0.1, from a private slurm.conf (t/helpers/slurm/slurm.conf.in),
+# waits until sinfo shows n[1-4] idle, and exports SLURM_CONF so that srun,
+# sbatch, sinfo, squeue and scancel talk to this cluster and no other.  It
+# returns non-zero with the reason in $slurm_skip_reason when the cluster
+# cannot start.  The system's own munged, slurmctld and slurmd (if any) are
+# never used or touched.
+#
+# slurm_stop cancels the cluster's jobs, kills only the daemons named by its
+# own pid files (checking that each pid really runs with this cluster's
+# config), any slurmstepd or task left from its jobs, and removes STATE_DIR.
+# slurm_start registers it to run at exit and on INT/TERM/HUP.
+#
+# Settings read by slurm_start:
+#   DSTAGE_SLURM_NODES   number of nodes (default 4)
+#   DSTAGE_SLURM_CPUS    CPUs per node (default: the machine's, from nproc)
+#   DSTAGE_SLURM_TIMEOUT seconds to wait for the nodes to be idle (default 60)
+#   DSTAGE_SLURM_DEBUG   slurmctld/slurmd log level (default info)
+#   slurm_extra_conf     extra slurm.conf lines (e.g. "Epilog=/path/epilog.sh")
+#   DSTAGE_TEST_KEEP     keep STATE_DIR (logs) after slurm_stop
+# Set after slurm_start: SLURM_CONF (exported), slurm_dir, slurm_nodes
+# ("n[1-4]"), slurm_hostname, slurm_ctld_port, slurm_node_ports.
+#
+# Helpers: slurm_log_tail [N] prints the last N lines of every daemon log;
+# slurm_wait_idle waits until no job is left in the queue.
+#
+# Written for /bin/sh (dash) as well as bash.
+
+slurm_skip_reason=
+slurm_dir=
+slurm_started=
+slurm_lib_dir="${SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}/t/helpers/slurm"
+
+_slurm_say() { printf '# slurm: %s\n' "$*" >&2; }
+
+# --- packages --------------------------------------------------------------
+
+_slurm_have_tools() {
+	for _c in slurmctld slurmd slurmstepd munged sinfo srun sbatch squeue scancel scontrol; do
+		command -v "$_c" >/dev/null 2>&1 || [ -x "/usr/sbin/$_c" ] || return 1
+	done
+	return 0
+}
+
+slurm_install() {
+	case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH="$PATH:/usr/sbin:/sbin"; export PATH ;; esac
+	_slurm_have_tools && return 0
+	if [ "$(id -u)" != 0 ]; then
+		slurm_skip_reason="slurm-wlm/munge not installed and not root (apt-get install slurm-wlm munge)"
+		return 1
+	fi
+	if ! command -v apt-get >/dev/null 2>&1; then
+		slurm_skip_reason="slurm-wlm/munge not installed and no apt-get"
+		return 1
+	fi
+	_slurm_say "installing slurm-wlm munge with apt-get"
+	if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; } >/dev/null 2>&1; then
+		slurm_skip_reason="apt-get install slurm-wlm munge failed"
+		return 1
+	fi
+	_slurm_have_tools || { slurm_skip_reason="slurm-wlm installed but daemons missing"; return 1; }
+}
+
+# --- ports -----------------------------------------------------------------
+
+# Local TCP ports in use (any state), from /proc/net/tcp and tcp6.
+_slurm_used_ports() {
+	cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+		awk '$2 ~ /:/ { n = split($2, a, ":"); print a[n] }' | sort -u |
+		while read -r _h; do printf '%d\n' "0x$_h"; done
+}
+
+# Print N distinct free ports from 20000..31999 (below the ephemeral range,
+# so that clients' outgoing connections do not take them while we start).
+_slurm_free_ports() {
+	_n=$1
+	_used=$(_slurm_used_ports | sort -un | tr '\n' ' ')
+	_got=
+	_k=0
+	_tries=0
+	while [ "$_k" -lt "$_n" ] && [ "$_tries" -lt 1000 ]; do
+		_tries=$((_tries + 1))
+		_r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
+		_p=$((20000 + _r % 12000))
+		case " $_used $_got " in *" $_p "*) continue ;; esac
+		# a port whose neighbour is taken is fine; only the port itself matters
+		_got="$_got $_p"
+		_k=$((_k + 1))
+	done
+	[ "$_k" = "$_n" ] || return 1
+	# Where python is there, confirm each port binds on all addresses.
+	if [ -x /usr/bin/python3 ]; then
+		/usr/bin/python3 - $_got <<-'EOF' || return 1
+		import socket, sys
+		for p in sys.argv[1:]:
+		    s = socket.socket()
+		    try:
+		        s.bind(("0.0.0.0", int(p)))
+		    except OSError:
+		        sys.exit(1)
+		    finally:
+		        s.close()
+		EOF
+	fi
+	echo $_got
+}
+
+# --- process bookkeeping ----------------------------------------------------
+
+# _slurm_pid_ok PID PATTERN: PID runs and its command line contains PATTERN
+_slurm_pid_ok() {
+	[ -n "$1" ] && [ -r "/proc/$1/cmdline" ] &&
+		tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$2"
+}
+
+# _slurm_kill_pidfile FILE PATTERN: TERM, then KILL, the daemon named by FILE
+_slurm_kill_pidfile() {
+	[ -f "$1" ] || return 0
+	_pid=$(cat "$1" 2>/dev/null)
+	if _slurm_pid_ok "$_pid" "$2"; then
+		kill -TERM "$_pid" 2>/dev/null
+		_i=0
+		while _slurm_pid_ok "$_pid" "$2" && [ $_i -lt 50 ]; do
+			sleep 0.2
+			_i=$((_i + 1))
+		done
+		_slurm_pid_ok "$_pid" "$2" && kill -KILL "$_pid" 2>/dev/null
+	fi
+	rm -f "$1"
+}
+
+# Kill processes (other than this shell) whose initial environment holds
+# SLURM_CONF=<this cluster's slurm.conf>: the slurmstepds that our slurmds
+# forked and the tasks of our jobs.
+_slurm_env_kill() {
+	_conf="$1/slurm.conf"
+	for _e in /proc/[0-9]*/environ; do
+		_p=${_e#/proc/}
+		_p=${_p%/environ}
+		[ "$_p" = "$$" ] && continue
+		if { tr '\0' '\n' <"$_e"; } 2>/dev/null | grep -qxF "SLURM_CONF=$_conf"; then
+			kill -KILL "$_p" 2>/dev/null
+		fi
+	done
+}
+
+# Stop the cluster whose state directory is $1.
+_slurm_stop_dir() {
+	_d=$1
+	[ -n "$_d" ] && [ -d "$_d" ] || return 0
+	if [ -f "$_d/slurm.conf" ] && [ -f "$_d/run/slurmctld.pid" ] &&
+		_slurm_pid_ok "$(cat "$_d/run/slurmctld.pid" 2>/dev/null)" "$_d/slurm.conf"; then
+		# let jobs end the Slurm way (epilogs run), briefly
+		_jobs=$(SLURM_CONF="$_d/slurm.conf" timeout 5 squeue -h -o %i 2>/dev/null)
+		[ -n "$_jobs" ] && SLURM_CONF="$_d/slurm.conf" timeout 10 scancel $_jobs >/dev/null 2>&1
+		_i=0
+		while [ $_i -lt 30 ] && [ -n "$(SLURM_CONF="$_d/slurm.conf" timeout 5 squeue -h -o %i 2>/dev/null)" ]; do
+			sleep 0.3
+			_i=$((_i + 1))
+		done
+	fi
+	for _f in "$_d"/run/slurmd.*.pid; do
+		_slurm_kill_pidfile "$_f" "$_d/slurm.conf"
+	done
+	_slurm_kill_pidfile "$_d/run/slurmctld.pid" "$_d/slurm.conf"
+	# slurmstepds and tasks of our jobs left behind
+	# (scanned with SLURM_CONF unset, so that the scan's own tr and grep
+	# do not match)
+	(
+		unset SLURM_CONF
+		_slurm_env_kill "$_d"
+	)
+	_slurm_kill_pidfile "$_d/run/munged.pid" "$_d/munge"
+}
+
+# Clusters of this harness left by a test that died without slurm_stop
+# (kill -9, a crash): their owner pid is gone.  Stop them; never touch one
+# whose owner still runs (another test running in parallel).
+_slurm_reap_stale() {
+	for _o in "${DSTAGE_TEST_TMP:-/tmp}"/dstage-slurm.*/owner; do
+		[ -f "$_o" ] || continue
+		_sd=${_o%/owner}
+		[ "$_sd" = "$slurm_dir" ] && continue
+		_op=$(cat "$_o" 2>/dev/null)
+		if [ -n "$_op" ] && kill -0 "$_op" 2>/dev/null; then
+			continue
+		fi
+		_slurm_say "stopping a stale cluster in $_sd (owner $_op gone)"
+		_slurm_stop_dir "$_sd"
+		rm -rf "$_sd"
+	done
+}
+
+# --- logs ------------------------------------------------------------------
+
+slurm_log_tail() {
+	[ -n "$slurm_dir" ] || return 0
+	for _l in "$slurm_dir"/log/*.log; do
+		[ -f "$_l" ] || continue
+		echo "--- $_l"
+		tail -n "${1:-20}" "$_l"
+	done
+}
+
+# --- start / stop ----------------------------------------------------------
+
+_slurm_fail() {
+	slurm_skip_reason="$*"
+	_slurm_say "$slurm_skip_reason"
+	slurm_log_tail 15 | sed 's/^/# /' >&2
+	slurm_stop
+	return 1
+}
+
+# _slurm_nodes_idle: number of our nodes sinfo reports idle
+_slurm_nodes_idle() {
+	timeout 10 sinfo -h -N -p debug -o '%N %t' 2>/dev/null | awk '$2 == "idle" { n++ } END { print n + 0 }'
+}
+
+# _slurm_write_conf CTLD_PORT NODE_PORTS...
+_slurm_write_conf() {
+	_cport=$1
+	shift
+	_nodelines=
+	_i=1
+	for _np in "$@"; do
+		_nodelines="${_nodelines}NodeName=n$_i NodeAddr=127.0.0.1 NodeHostname=$slurm_hostname Port=$_np CPUs=$_slurm_cpus RealMemory=$_slurm_mem State=UNKNOWN
+"
+		_i=$((_i + 1))
+	done
+	sed -e "s|@DIR@|$slurm_dir|g" \
+		-e "s|@CTLD_PORT@|$_cport|g" \
+		-e "s|@DEBUG@|${DSTAGE_SLURM_DEBUG:-info}|g" \
+		-e "s|@NODES@|$slurm_nodes|g" \
+		"$slurm_lib_dir/slurm.conf.in" >"$slurm_dir/slurm.conf" || return 1
+	printf '%s' "$_nodelines" >>"$slurm_dir/slurm.conf"
+	echo "PartitionName=debug Nodes=$slurm_nodes Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES" \
+		>>"$slurm_dir/slurm.conf"
+	if [ -n "$slurm_extra_conf" ]; then
+		printf '%s\n' "# slurm_extra_conf" "$slurm_extra_conf" >>"$slurm_dir/slurm.conf"
+	fi
+	# An empty plugstack so that /etc/slurm/plugstack.conf(.d) is not read.
+	: >"$slurm_dir/plugstack.conf"
+	# cgroup.conf next to slurm.conf: nothing here uses cgroups.
+	cp "$slurm_lib_dir/cgroup.conf" "$slurm_dir/cgroup.conf"
+}
+
+_slurm_start_munged() {
+	_m="$slurm_dir/munge"
+	mkdir -p "$_m" && chmod 0700 "$_m" || return 1
+	dd if=/dev/urandom of="$_m/munge.key" bs=1024 count=1 2>/dev/null &&
+		chmod 0400 "$_m/munge.key" || return 1
+	munged --force --socket="$_m/munge.socket" --key-file="$_m/munge.key" \
+		--pid-file="$slurm_dir/run/munged.pid" --log-file="$slurm_dir/log/munged.log" \
+		--seed-file="$_m/munged.seed" --num-threads=4 >>"$slurm_dir/log/munged.log" 2>&1 ||
+		return 1
+	_i=0
+	while [ ! -S "$_m/munge.socket" ] && [ $_i -lt 50 ]; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	[ -S "$_m/munge.socket" ] &&
+		munge --socket="$_m/munge.socket" -n 2>/dev/null | unmunge --socket="$_m/munge.socket" >/dev/null 2>&1
+}
+
+# One attempt at starting slurmctld and the slurmds on fresh ports; the
+# reason for a failure in $_slurm_why.
+_slurm_start_daemons() {
+	_ports=$(_slurm_free_ports $((_slurm_n + 1))) || { _slurm_why="no free ports"; return 1; }
+	# shellcheck disable=SC2086
+	set -- $_ports
+	slurm_ctld_port=$1
+	shift
+	slurm_node_ports="$*"
+	_slurm_write_conf "$slurm_ctld_port" "$@" || { _slurm_why="cannot write slurm.conf"; return 1; }
+	rm -rf "$slurm_dir/ctld" "$slurm_dir/spool" && mkdir -p "$slurm_dir/ctld" "$slurm_dir/spool"
+	for _i in $(seq 1 "$_slurm_n"); do mkdir -p "$slurm_dir/spool/n$_i"; done
+
+	slurmctld -f "$slurm_dir/slurm.conf" -i >>"$slurm_dir/log/slurmctld.out" 2>&1 ||
+		{ _slurm_why="slurmctld did not start"; return 1; }
+	_i=0
+	until timeout 5 scontrol ping 2>/dev/null | grep -q 'UP'; do
+		_i=$((_i + 1))
+		[ $_i -lt 50 ] || { _slurm_why="slurmctld does not answer"; return 1; }
+		sleep 0.2
+	done
+	for _i in $(seq 1 "$_slurm_n"); do
+		slurmd -f "$slurm_dir/slurm.conf" -N "n$_i" >>"$slurm_dir/log/slurmd.out" 2>&1 ||
+			{ _slurm_why="slurmd -N n$_i did not start"; return 1; }
+	done
+	_i=0
+	_deadline=$(($(date +%s) + ${DSTAGE_SLURM_TIMEOUT:-60}))
+	while [ "$(_slurm_nodes_idle)" != "$_slurm_n" ]; do
+		if [ "$(date +%s)" -ge "$_deadline" ]; then
+			_slurm_why="nodes not idle after ${DSTAGE_SLURM_TIMEOUT:-60}s: $(timeout 5 sinfo -h -N -o '%N=%t' 2>&1 | tr '\n' ' ')"
+			return 1
+		fi
+		# a node that registered as down/drained (e.g. after a restart) is resumed
+		_bad=$(timeout 5 sinfo -h -N -o '%N %t' 2>/dev/null | awk '$2 ~ /^(down|drain|drng|fail)/ { print $1 }' |
+			tr '\n' ',' | sed 's/,$//')
+		[ -n "$_bad" ] && timeout 5 scontrol update NodeName="$_bad" State=RESUME >/dev/null 2>&1
+		sleep 0.5
+	done
+	return 0
+}
+
+slurm_start() {
+	slurm_skip_reason=
+	if [ -n "$slurm_started" ]; then
+		return 0
+	fi
+	slurm_install || return 1
+	if [ "$(id -u)" != 0 ]; then
+		slurm_skip_reason="a private Slurm cluster needs root (slurmd runs jobs as their user)"
+		return 1
+	fi
+	_slurm_n=${DSTAGE_SLURM_NODES:-4}
+	_slurm_cpus=${DSTAGE_SLURM_CPUS:-$(nproc 2>/dev/null || echo 1)}
+	_slurm_mem=1024
+	slurm_nodes="n[1-$_slurm_n]"
+	[ "$_slurm_n" = 1 ] && slurm_nodes=n1
+	slurm_hostname=$(hostname -s 2>/dev/null || hostname)
+	slurm_dir=${1:-${DSTAGE_TEST_TMP:-/tmp}/dstage-slurm.$$}
+	case $slurm_dir in /*) ;; *) slurm_dir="$(pwd)/$slurm_dir" ;; esac
+	# unix socket paths (munge, slurmd spool) must stay short
+	if [ ${#slurm_dir} -gt 60 ]; then
+		slurm_skip_reason="slurm state dir path too long for unix sockets: $slurm_dir"
+		return 1
+	fi
+
+	_slurm_reap_stale
+	# a leftover of a crashed run that had our pid: stop it, start afresh
+	_slurm_stop_dir "$slurm_dir"
+	rm -rf "$slurm_dir"
+	mkdir -p "$slurm_dir/run" "$slurm_dir/log" || {
+		slurm_skip_reason="cannot make $slurm_dir"
+		return 1
+	}
+	chmod 0755 "$slurm_dir"
+	echo $$ >"$slurm_dir/owner"
+	slurm_started=1
+	trap '_slurm_on_exit' EXIT
+	trap '_slurm_on_signal' INT TERM HUP
+
+	SLURM_CONF="$slurm_dir/slurm.conf"
+	export SLURM_CONF
+	# nothing of a surrounding allocation may leak into ours
+	unset SLURM_JOB_ID SLURM_JOBID SLURM_NODEID SLURM_PROCID SLURM_STEP_ID SLURM_NODELIST \
+		SLURM_JOB_NODELIST SLURM_NNODES SLURM_NTASKS SLURM_CLUSTER_NAME
+
+	_slurm_start_munged || { _slurm_fail "private munged did not start"; return 1; }
+
+	_try=1
+	while :; do
+		_slurm_start_daemons && break
+		if [ $_try -ge 2 ]; then
+			_slurm_fail "cluster did not start: $_slurm_why"
+			return 1
+		fi
+		_slurm_say "start failed ($_slurm_why), retrying on other ports"
+		for _f in "$slurm_dir"/run/slurmd.*.pid; do
+			_slurm_kill_pidfile "$_f" "$slurm_dir/slurm.conf"
+		done
+		_slurm_kill_pidfile "$slurm_dir/run/slurmctld.pid" "$slurm_dir/slurm.conf"
+		_try=$((_try + 1))
+	done
+	return 0
+}
+
+slurm_stop() {
+	[ -n "$slurm_dir" ] || return 0
+	_slurm_stop_dir "$slurm_dir"
+	# a failed test keeps its $TRASH: keep the daemon logs there too
+	if [ "${test_failed:-0}" != 0 ] && [ -n "$TRASH" ] && [ -d "$TRASH" ]; then
+		mkdir -p "$TRASH/slurm" && cp -r "$slurm_dir/log" "$slurm_dir/slurm.conf" "$TRASH/slurm/" 2>/dev/null
+	fi
+	if [ -z "$DSTAGE_TEST_KEEP" ]; then
+		rm -rf "$slurm_dir"
+	else
+		rm -f "$slurm_dir/owner"
+	fi
+	slurm_dir=
+	slurm_started=
+	unset SLURM_CONF
+}
+
+# Wait (at most $1 s, default 30) until no job is left in the queue.
+slurm_wait_idle() {
+	_i=0
+	while [ -n "$(timeout 5 squeue -h -o %i 2>/dev/null)" ]; do
+		_i=$((_i + 1))
+		[ $_i -lt $((${1:-30} * 2)) ] || return 1
+		sleep 0.5
+	done
+}
+
+_slurm_on_exit() {
+	_rc=$?
+	slurm_stop
+	exit $_rc
+}
+
+_slurm_on_signal() {
+	trap - EXIT
+	slurm_stop
+	command -v cleanup_trash >/dev/null 2>&1 && cleanup_trash
+	exit 1
+}
