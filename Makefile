@@ -139,6 +139,9 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
 	install -m 0755 $(DSTAGE) $(DESTDIR)$(PREFIX)/bin/dstage
 	install -m 0755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/libdstage-preload.so
+	if [ -d io/python/dstage ]; then \
+		install -d $(DESTDIR)$(PREFIX)/share/dstage/python/dstage && \
+		install -m 0644 io/python/dstage/*.py $(DESTDIR)$(PREFIX)/share/dstage/python/dstage/; fi
 
 style:
 	clang-format -i $(wildcard */*.c */*.h)
