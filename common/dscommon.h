@@ -100,4 +100,9 @@ int ds_mkdir_p(const char *path, mode_t mode);
 /* rm -rf, not following symlinks, not crossing devices. 0 or -errno. */
 int ds_rm_rf(const char *path);
 
+/* ---- fault injection (tests) -------------------------------------------- */
+/* DSTAGE_FAULT=POINT[:rank=N][:action=error|kill|exit],...: returns -EIO
+ * when an error is injected at `point` on `rank` (see common/fault.c). */
+int ds_fault(const char *point, int rank);
+
 #endif
