@@ -29,6 +29,16 @@ int ds_epoch_cfg_save(const char *jobdir, const struct ds_epoch_cfg *cfg);
  * remainder); shares are equal.  Returns 0 or -errno. */
 int ds_epoch_share(const struct ds_index *ix, const struct ds_epoch_cfg *cfg, uint64_t epoch,
                    uint32_t node, uint32_t **ids, size_t *n);
+/* Equal share of every node: ceil(N/K) with padding, floor(N/K) with
+ * drop_last (0 when nnodes is 0). */
+size_t ds_epoch_share_size(uint32_t nsamples, uint32_t nnodes, int drop_last);
+/* Locality: with cfg->locality = L > 0 a node keeps round(L * share) of the
+ * samples it OWNS, i.e. whose partition's first location (primary copy) is
+ * this node; when its quota is full, a sample may stay on another node that
+ * holds a replica.  The rest is dealt at random.  L = 1 moves nothing when
+ * the placement allows it, else only the unavoidable excess (common/epoch.c
+ * explains the algorithm). */
+
 /* Local reader l of nreaders on a node: its part of the node's share, in
  * read order (same rule as torch DistributedSampler: ids[l], ids[l+n], ...,
  * padded/dropped like the share).  *out malloc'd. */
@@ -45,7 +55,7 @@ struct ds_cache_ref; /* keeps one epoch's mapping alive while held */
 struct ds_cache_set *ds_cache_set_new(const char *nodedir);
 void ds_cache_set_free(struct ds_cache_set *cs);
 /* Look up entry id in the caches of the epochs the service currently keeps.
- * Returns 1 and sets *data/*len (the STORED bytes) and *ref (release with
+ * Returns 1 and sets *data and *len (the STORED bytes) and *ref (release with
  * ds_cache_put when done with data); 0 when the id is not cached; -EAGAIN
  * when it is in a cache but its fetch has not completed yet. */
 int ds_cache_find(struct ds_cache_set *cs, uint32_t id, const void **data, uint64_t *len,
