@@ -18,6 +18,14 @@ orphan=$(exec 2>/dev/null; sh -c '
 orphan_dir=${orphan%% *}
 orphan_pids=${orphan#* }
 
+# An Epilog (slurm_extra_conf) that records each node's end of each job.
+cat >"$TRASH/epilog.sh" <<EOF
+#!/bin/sh
+echo "\$SLURMD_NODENAME \$SLURM_JOB_ID" >>"$TRASH/epilog.out"
+EOF
+chmod +x "$TRASH/epilog.sh"
+slurm_extra_conf="Epilog=$TRASH/epilog.sh"
+
 slurm_start || skip_all "$slurm_skip_reason"
 say "# cluster in $slurm_dir, slurmctld port $slurm_ctld_port, slurmd ports $slurm_node_ports"
 
@@ -143,6 +151,42 @@ test_expect_success 'sbatch -N4 --wait: a batch script runs srun on four nodes, 
 	if [ -n "$have_mpi" ]; then
 		test "$(grep -c "^rank [0-3] of 4 node [0-3] sum 6$" job-$job.out)" = 4
 	fi
+'
+
+test_expect_success 'the Epilog of slurm_extra_conf ran on the four nodes' '
+	job=$(sed -n "s/^Submitted batch job //p" sb.out) &&
+	i=0 &&
+	while [ "$(grep -c " $job$" epilog.out 2>/dev/null)" != 4 ] && [ $i -lt 50 ]; do
+		sleep 0.2; i=$((i + 1))
+	done &&
+	printf "n%s $job\n" 1 2 3 4 >expect &&
+	grep " $job$" epilog.out | sort >actual &&
+	test_cmp expect actual
+'
+
+# The shape of jobs/train.sbatch: a service step in the background with
+# srun --overlap, the main step beside it on the same nodes, then the
+# service stopped.
+cat >"$TRASH/overlap.sbatch" <<\EOF
+#!/bin/sh
+#SBATCH --output=overlap-%j.out
+mark=$PWD/mark.$SLURM_JOB_ID
+srun --overlap --ntasks-per-node=1 sh -c "touch $mark.\$SLURM_NODEID; exec sleep 60" &
+svc=$!
+srun --ntasks-per-node=1 sh -c "i=0
+	while [ ! -e $mark.\$SLURM_NODEID ] && [ \$i -lt 150 ]; do sleep 0.1; i=\$((i + 1)); done
+	test -e $mark.\$SLURM_NODEID && echo main sees service on \$SLURM_NODEID"
+rc=$?
+kill $svc
+wait $svc
+exit $rc
+EOF
+
+test_expect_success 'sbatch: a background srun --overlap step runs beside the main step' '
+	timeout -k 5 90 sbatch -N4 --wait "$TRASH/overlap.sbatch" >sb2.out &&
+	job=$(sed -n "s/^Submitted batch job //p" sb2.out) &&
+	cat overlap-$job.out &&
+	test "$(grep -c "^main sees service on [0-3]$" overlap-$job.out)" = 4
 '
 
 test_expect_code 3 'sbatch --wait passes on the batch script'"'"'s exit code' '

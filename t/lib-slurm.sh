@@ -21,7 +21,8 @@
 # slurm_stop cancels the cluster's jobs, kills only the daemons named by its
 # own pid files (checking that each pid really runs with this cluster's
 # config), any slurmstepd or task left from its jobs, and removes STATE_DIR.
-# slurm_start registers it to run at exit and on INT/TERM/HUP.
+# slurm_start registers it to run at exit and on INT/TERM/HUP/PIPE (a shell
+# runs a trap once its foreground command, e.g. srun, has returned).
 #
 # Settings read by slurm_start:
 #   DSTAGE_SLURM_NODES   number of nodes (default 4)
@@ -260,7 +261,8 @@ _slurm_write_conf() {
 
 _slurm_start_munged() {
 	_m="$slurm_dir/munge"
-	mkdir -p "$_m" && chmod 0700 "$_m" || return 1
+	# 0755: any user's job must reach the socket; the key itself is 0400
+	mkdir -p "$_m" && chmod 0755 "$_m" || return 1
 	dd if=/dev/urandom of="$_m/munge.key" bs=1024 count=1 2>/dev/null &&
 		chmod 0400 "$_m/munge.key" || return 1
 	munged --force --socket="$_m/munge.socket" --key-file="$_m/munge.key" \
@@ -291,10 +293,14 @@ _slurm_start_daemons() {
 
 	slurmctld -f "$slurm_dir/slurm.conf" -i >>"$slurm_dir/log/slurmctld.out" 2>&1 ||
 		{ _slurm_why="slurmctld did not start"; return 1; }
-	_i=0
-	until timeout 5 scontrol ping 2>/dev/null | grep -q 'UP'; do
-		_i=$((_i + 1))
-		[ $_i -lt 50 ] || { _slurm_why="slurmctld does not answer"; return 1; }
+	_deadline=$(($(date +%s) + 15))
+	until timeout 3 scontrol ping 2>/dev/null | grep -q 'UP'; do
+		if ! _slurm_pid_ok "$(cat "$slurm_dir/run/slurmctld.pid" 2>/dev/null)" "$slurm_dir/slurm.conf"; then
+			sleep 0.3	# the pid file may not be written yet
+			_slurm_pid_ok "$(cat "$slurm_dir/run/slurmctld.pid" 2>/dev/null)" "$slurm_dir/slurm.conf" ||
+				{ _slurm_why="slurmctld exited: $(tail -n 1 "$slurm_dir/log/slurmctld.log" 2>/dev/null)"; return 1; }
+		fi
+		[ "$(date +%s)" -lt "$_deadline" ] || { _slurm_why="slurmctld does not answer"; return 1; }
 		sleep 0.2
 	done
 	for _i in $(seq 1 "$_slurm_n"); do
@@ -303,10 +309,18 @@ _slurm_start_daemons() {
 	done
 	_i=0
 	_deadline=$(($(date +%s) + ${DSTAGE_SLURM_TIMEOUT:-60}))
+	_grace=$(($(date +%s) + 3))
 	while [ "$(_slurm_nodes_idle)" != "$_slurm_n" ]; do
 		if [ "$(date +%s)" -ge "$_deadline" ]; then
 			_slurm_why="nodes not idle after ${DSTAGE_SLURM_TIMEOUT:-60}s: $(timeout 5 sinfo -h -N -o '%N=%t' 2>&1 | tr '\n' ' ')"
 			return 1
+		fi
+		# a slurmd that exited (its port taken, a bad config) never comes up
+		if [ "$(date +%s)" -ge "$_grace" ]; then
+			for _i in $(seq 1 "$_slurm_n"); do
+				_slurm_pid_ok "$(cat "$slurm_dir/run/slurmd.n$_i.pid" 2>/dev/null)" "$slurm_dir/slurm.conf" ||
+					{ _slurm_why="slurmd -N n$_i exited: $(tail -n 1 "$slurm_dir/log/slurmd.n$_i.log" 2>/dev/null)"; return 1; }
+			done
 		fi
 		# a node that registered as down/drained (e.g. after a restart) is resumed
 		_bad=$(timeout 5 sinfo -h -N -o '%N %t' 2>/dev/null | awk '$2 ~ /^(down|drain|drng|fail)/ { print $1 }' |
@@ -353,7 +367,7 @@ slurm_start() {
 	echo $$ >"$slurm_dir/owner"
 	slurm_started=1
 	trap '_slurm_on_exit' EXIT
-	trap '_slurm_on_signal' INT TERM HUP
+	trap '_slurm_on_signal' INT TERM HUP PIPE
 
 	SLURM_CONF="$slurm_dir/slurm.conf"
 	export SLURM_CONF
@@ -414,7 +428,7 @@ _slurm_on_exit() {
 }
 
 _slurm_on_signal() {
-	trap - EXIT
+	trap - EXIT PIPE
 	slurm_stop
 	command -v cleanup_trash >/dev/null 2>&1 && cleanup_trash
 	exit 1
