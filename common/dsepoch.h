@@ -64,4 +64,82 @@ void ds_cache_put(struct ds_cache_ref *ref);
 /* After fork, in the child: make the set consistent (darshan-style). */
 void ds_cache_set_atfork_child(struct ds_cache_set *cs);
 
+/* ---- the epoch cache, writer side (the node service only) ----------------
+ * Files (all in NODEDIR/epochs/, mode 0600 in a 0700 directory):
+ *   ctl   struct ds_cache_ctl: which epoch files are live, under a seqlock
+ *   <e>   struct ds_cache_hdr, ds_cache_ent[n] sorted by id, then the data
+ * An entry's bytes are written first (memcpy or MPI_Get + flush), then its
+ * state is set to READY with a release store; readers load it with acquire,
+ * so a READY entry's bytes are always complete.  Retiring an epoch removes
+ * it from ctl and unlinks its file: readers that still hold a ref keep a
+ * valid mapping until ds_cache_put. */
+#define DS_CACHE_MAGIC "DSCACHE1"
+#define DS_CACHE_CTL_MAGIC 0x314c544348434344ull /* "DCCHCTL1" */
+#define DS_CACHE_VERSION 1u
+#define DS_CACHE_MAX_LIVE 4
+#define DS_CACHE_ALIGN 64u /* every entry's data starts on a cache line */
+
+enum ds_cache_state { DS_CACHE_PENDING = 0, DS_CACHE_READY = 1, DS_CACHE_FAILED = 2 };
+
+struct ds_cache_hdr {
+	char magic[8];        /* DS_CACHE_MAGIC */
+	uint32_t version;     /* DS_CACHE_VERSION */
+	uint32_t hdr_size;    /* sizeof(struct ds_cache_hdr) */
+	uint64_t epoch;
+	uint64_t gen;         /* equals the ctl slot that publishes it */
+	uint64_t nentries;
+	uint64_t off_entries; /* struct ds_cache_ent[nentries], sorted by id */
+	uint64_t off_data;
+	uint64_t data_size;
+	uint64_t total_size;  /* size of the file */
+};
+
+struct ds_cache_ent {
+	uint32_t id;    /* entry id in the index */
+	uint32_t state; /* enum ds_cache_state; release/acquire */
+	uint64_t off;   /* from hdr.off_data */
+	uint64_t len;   /* stored bytes */
+};
+
+struct ds_cache_ctl {
+	uint64_t magic;   /* DS_CACHE_CTL_MAGIC */
+	uint64_t version;
+	uint64_t seq;     /* seqlock: odd while the service updates live[] */
+	uint64_t closed;  /* 1 once the service has left: readers drop the set */
+	uint64_t nlive;
+	struct {
+		uint64_t epoch, gen;
+	} live[DS_CACHE_MAX_LIVE];
+};
+
+struct ds_cache_svc;   /* the node's cache directory and ctl */
+struct ds_cache_epoch; /* one epoch's cache being filled */
+
+/* Create (or take over) NODEDIR/epochs/: stale epoch files of an earlier
+ * service are removed, a fresh ctl is published.  0 or -errno. */
+int ds_cache_svc_new(const char *nodedir, struct ds_cache_svc **out);
+/* Retire every epoch, mark ctl closed, remove NODEDIR/epochs. */
+void ds_cache_svc_free(struct ds_cache_svc *svc);
+/* A cache file for `epoch` holding ids[i] with stored length lens[i], in
+ * fetch order; repeated ids are stored once.  Not visible until published.
+ * 0 or -errno (-ENOSPC when the file system cannot hold it). */
+int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t *ids,
+                       const uint64_t *lens, size_t n, struct ds_cache_epoch **out);
+/* Distinct entries, in fetch order, and the bytes their data takes. */
+size_t ds_cache_epoch_count(const struct ds_cache_epoch *ep);
+uint64_t ds_cache_epoch_bytes(const struct ds_cache_epoch *ep);
+uint64_t ds_cache_epoch_number(const struct ds_cache_epoch *ep);
+/* Where the i-th distinct entry's bytes go (writable), its id and length. */
+void *ds_cache_epoch_slot(struct ds_cache_epoch *ep, size_t i, uint32_t *id, uint64_t *len);
+/* Mark the i-th distinct entry READY (ok != 0) or FAILED, with release order. */
+void ds_cache_epoch_mark(struct ds_cache_epoch *ep, size_t i, int ok);
+/* Make it visible to readers (adds it to ctl).  -ENOSPC when DS_CACHE_MAX_LIVE
+ * epochs are live already. */
+int ds_cache_epoch_publish(struct ds_cache_svc *svc, struct ds_cache_epoch *ep);
+/* Remove from ctl, unlink, unmap, free. */
+void ds_cache_epoch_free(struct ds_cache_svc *svc, struct ds_cache_epoch *ep);
+/* Upper bound of the bytes a cache of n entries of these lengths takes
+ * (table + aligned data), for the --shuffle-buffer check. */
+uint64_t ds_cache_epoch_need(const uint64_t *lens, size_t n);
+
 #endif

@@ -1,0 +1,214 @@
+/* test-cache.c: unit tests of the epoch cache (common/cache.c): publish,
+ * pending/ready, duplicates, retire while held, a service restart, a reader
+ * in another process racing the writer (every READY entry's bytes complete). */
+#include "dscommon.h"
+#include "dsepoch.h"
+#include "tap.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char nodedir[64];
+
+/* Content of entry id: a pattern the reader can verify byte for byte. */
+static void fill(unsigned char *p, uint32_t id, uint64_t len)
+{
+	for (uint64_t i = 0; i < len; i++)
+		p[i] = (unsigned char)(id * 131 + i * 7);
+}
+static int check(const unsigned char *p, uint32_t id, uint64_t len)
+{
+	for (uint64_t i = 0; i < len; i++)
+		if (p[i] != (unsigned char)(id * 131 + i * 7))
+			return 0;
+	return 1;
+}
+
+static void test_basic(void)
+{
+	struct ds_cache_svc *svc;
+	ok(!ds_cache_svc_new(nodedir, &svc), "service creates NODEDIR/epochs");
+	struct ds_cache_set *cs = ds_cache_set_new(nodedir);
+	uint32_t ids[] = {50, 7, 9, 7, 1000};
+	uint64_t lens[] = {100, 4096, 0, 4096, 70000};
+	struct ds_cache_epoch *ep;
+	ok(!ds_cache_epoch_new(svc, 3, ids, lens, 5, &ep), "epoch 3 cache created");
+	is(ds_cache_epoch_count(ep), 4, "a repeated id is stored once");
+	ok(ds_cache_epoch_bytes(ep) <= ds_cache_epoch_need(lens, 5), "need() bounds the file size");
+	const void *d;
+	uint64_t len;
+	struct ds_cache_ref *ref;
+	is(ds_cache_find(cs, 7, &d, &len, &ref), 0, "not visible before publish");
+	ok(!ds_cache_epoch_publish(svc, ep), "published");
+	is(ds_cache_find(cs, 7, &d, &len, &ref), -EAGAIN, "published, not fetched yet: -EAGAIN");
+	is(ds_cache_find(cs, 8, &d, &len, &ref), 0, "an id not in the cache: 0");
+	/* fill in fetch order: 50, 7, 9, 1000 */
+	uint32_t want[] = {50, 7, 9, 1000};
+	int order_ok = 1;
+	for (size_t i = 0; i < ds_cache_epoch_count(ep); i++) {
+		uint32_t id;
+		uint64_t l;
+		unsigned char *p = ds_cache_epoch_slot(ep, i, &id, &l);
+		order_ok &= id == want[i] && ((uintptr_t)p % DS_CACHE_ALIGN) == 0;
+		fill(p, id, l);
+		ds_cache_epoch_mark(ep, i, 1);
+	}
+	ok(order_ok, "slots in fetch order, cache-line aligned");
+	is(ds_cache_find(cs, 1000, &d, &len, &ref), 1, "ready: found");
+	ok(len == 70000 && check(d, 1000, len), "its bytes are right");
+	/* retire while held: the mapping stays valid */
+	ds_cache_epoch_free(svc, ep);
+	ok(check(d, 1000, len), "retired and unlinked while held: bytes still readable");
+	const void *d2;
+	struct ds_cache_ref *ref2;
+	is(ds_cache_find(cs, 50, &d2, &len, &ref2), 0, "retired: no longer found");
+	ds_cache_put(ref);
+	ok(1, "last put unmaps");
+
+	/* two live epochs; a failed fetch falls back to the other */
+	struct ds_cache_epoch *a, *b;
+	uint32_t ia[] = {1, 2}, ib[] = {2, 3};
+	uint64_t la[] = {10, 20}, lb[] = {20, 30};
+	ds_cache_epoch_new(svc, 4, ia, la, 2, &a);
+	ds_cache_epoch_new(svc, 5, ib, lb, 2, &b);
+	ds_cache_epoch_publish(svc, a);
+	ds_cache_epoch_publish(svc, b);
+	for (size_t i = 0; i < 2; i++) {
+		uint32_t id = 0;
+		uint64_t l = 0;
+		unsigned char *p = ds_cache_epoch_slot(a, i, &id, &l);
+		fill(p, id, l);
+		ds_cache_epoch_mark(a, i, 1);
+	}
+	uint32_t id;
+	uint64_t l;
+	ds_cache_epoch_slot(b, 0, &id, &l);
+	ds_cache_epoch_mark(b, 0, 0); /* id 2 failed in epoch 5 */
+	ok(ds_cache_find(cs, 2, &d, &len, &ref) == 1 && check(d, 2, 20), "id in two epochs: the ready copy is used");
+	ds_cache_put(ref);
+	is(ds_cache_find(cs, 3, &d, &len, &ref), -EAGAIN, "epoch 5 id 3 still pending");
+
+	/* a new service on the same node: readers follow it */
+	ds_cache_epoch_free(svc, a);
+	ds_cache_epoch_free(svc, b);
+	ds_cache_svc_free(svc);
+	is(ds_cache_find(cs, 3, &d, &len, &ref), 0, "service gone: nothing cached");
+	ok(!ds_cache_svc_new(nodedir, &svc), "a new service");
+	ds_cache_epoch_new(svc, 0, ib, lb, 2, &b);
+	ds_cache_epoch_publish(svc, b);
+	for (size_t i = 0; i < 2; i++) {
+		unsigned char *p = ds_cache_epoch_slot(b, i, &id, &l);
+		fill(p, id, l);
+		ds_cache_epoch_mark(b, i, 1);
+	}
+	usleep(600000); /* the set looks for a new ctl at most every 0.5 s */
+	ok(ds_cache_find(cs, 3, &d, &len, &ref) == 1 && check(d, 3, 30), "readers find the new service's cache");
+	ds_cache_put(ref);
+	ds_cache_epoch_free(svc, b);
+	ds_cache_svc_free(svc);
+	ds_cache_set_free(cs);
+}
+
+/* Writer fills 20000 entries in fetch order while a child process looks
+ * them up at random: every READY hit must have complete bytes. */
+static void test_race(void)
+{
+	struct ds_cache_svc *svc;
+	ds_cache_svc_new(nodedir, &svc);
+	enum { N = 20000 };
+	uint32_t *ids = ds_xmalloc(N * 4);
+	uint64_t *lens = ds_xmalloc(N * 8);
+	for (uint32_t i = 0; i < N; i++) {
+		ids[i] = (i * 7919u) % N;
+		lens[i] = 1 + (i % 3000);
+	}
+	struct ds_cache_epoch *ep;
+	ds_cache_epoch_new(svc, 1, ids, lens, N, &ep);
+	ds_cache_epoch_publish(svc, ep);
+	int pfd[2];
+	if (pipe(pfd) < 0)
+		abort();
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct ds_cache_set *cs = ds_cache_set_new(nodedir);
+		long hits = 0, bad = 0, pending = 0;
+		uint64_t x = 88172645463325252ull;
+		double end = ds_now() + 20;
+		while (hits < N && ds_now() < end) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			uint32_t id = (uint32_t)(x % N);
+			const void *d;
+			uint64_t len;
+			struct ds_cache_ref *ref;
+			int rc = ds_cache_find(cs, id, &d, &len, &ref);
+			if (rc == 1) {
+				hits++;
+				bad += !check(d, id, len);
+				ds_cache_put(ref);
+			} else if (rc == -EAGAIN) {
+				pending++;
+			}
+		}
+		dprintf(pfd[1], "%ld %ld %ld\n", hits, bad, pending);
+		_exit(0);
+	}
+	for (size_t i = 0; i < ds_cache_epoch_count(ep); i++) {
+		uint32_t id;
+		uint64_t l;
+		unsigned char *p = ds_cache_epoch_slot(ep, i, &id, &l);
+		fill(p, id, l);
+		ds_cache_epoch_mark(ep, i, 1);
+		if (i % 500 == 0)
+			usleep(1000);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	char buf[128] = "";
+	if (read(pfd[0], buf, sizeof(buf) - 1) < 0)
+		buf[0] = 0;
+	long hits = 0, bad = 1, pending = 0;
+	sscanf(buf, "%ld %ld %ld", &hits, &bad, &pending);
+	diag("reader process: %ld hits, %ld while pending", hits, pending);
+	ok(hits > 0 && bad == 0, "a reader racing the writer never sees incomplete bytes (%ld bad)", bad);
+	ok(pending > 0, "and did see pending entries (the race was real)");
+	ds_cache_epoch_free(svc, ep);
+	ds_cache_svc_free(svc);
+	free(ids);
+	free(lens);
+}
+
+static void test_enospc(void)
+{
+	/* a cache larger than the file system: a clean -ENOSPC, no SIGBUS */
+	struct ds_cache_svc *svc;
+	ds_cache_svc_new(nodedir, &svc);
+	uint32_t id = 1;
+	uint64_t huge = 1ull << 50;
+	struct ds_cache_epoch *ep;
+	int rc = ds_cache_epoch_new(svc, 0, &id, &huge, 1, &ep);
+	ok(rc == -ENOSPC || rc == -EFBIG || rc == -EINVAL, "a cache the file system cannot hold: %s", ds_strerror(rc));
+	ds_cache_svc_free(svc);
+	struct stat st;
+	char path[128];
+	snprintf(path, sizeof(path), "%s/epochs", nodedir);
+	ok(stat(path, &st) < 0 && errno == ENOENT, "service gone: NODEDIR/epochs removed");
+}
+
+int main(void)
+{
+	snprintf(nodedir, sizeof(nodedir), "/dev/shm/dstage-test-cache.%d", (int)getpid());
+	if (mkdir(nodedir, 0700) < 0)
+		skip_all("cannot make a directory in /dev/shm");
+	test_basic();
+	test_race();
+	test_enospc();
+	ds_rm_rf(nodedir);
+	return done_testing();
+}
