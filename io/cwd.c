@@ -1,0 +1,215 @@
+/* cwd.c: the working directory inside the mount, and canonical names.
+ *
+ * The mount does not exist for the kernel, so a cwd inside it is emulated:
+ * chdir into the tree records the directory's entry (ds__cwd) and relative
+ * paths resolve from it; getcwd reports its name under the mount.  The real
+ * cwd is moved to "/" meanwhile, and DSTAGE_CWD carries the emulated one
+ * across exec (init.c picks it up when the real cwd is still "/"), so
+ * `cd /dstage/x && ls` works from a shell.  Leaving the tree (chdir or
+ * fchdir to a real directory) ends the emulation. */
+#include "shim.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+static pthread_mutex_t cwd_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Enter directory id of the tree (caller checked it is one). */
+static int enter(int64_t id)
+{
+	char abs[PATH_MAX];
+	pthread_mutex_lock(&cwd_lock);
+	if (atomic_load(&ds__cwd) < 0 && DS_REAL(chdir)("/") < 0) {
+		int e = errno;
+		pthread_mutex_unlock(&cwd_lock);
+		return -e;
+	}
+	atomic_store(&ds__cwd, id);
+	if (ds__abs_name(id, NULL, abs, sizeof(abs)) > 0)
+		setenv("DSTAGE_CWD", abs, 1);
+	pthread_mutex_unlock(&cwd_lock);
+	return 0;
+}
+
+/* A real chdir succeeded: the emulation ends. */
+static void leave(void)
+{
+	if (atomic_load(&ds__cwd) < 0)
+		return;
+	pthread_mutex_lock(&cwd_lock);
+	atomic_store(&ds__cwd, -1);
+	unsetenv("DSTAGE_CWD");
+	pthread_mutex_unlock(&cwd_lock);
+}
+
+static int chdir_res(const struct ds_res *r)
+{
+	struct stat st;
+	ds__stat_res(r, &st);
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if (r->v.kind != DS_V_NONE)
+		return -ENOTSUP; /* the virtual tree is for open, not for living in */
+	if (ds__perm(&st, X_OK))
+		return -EACCES;
+	return enter(r->id);
+}
+
+DS_EXPORT int DS_WRAP(chdir)(const char *path)
+{
+	if (DS_LIKELY(!ds__maybe_ours(path))) {
+		int rc = DS_REAL(chdir)(path);
+		if (rc == 0)
+			leave();
+		return rc;
+	}
+	struct ds_res r;
+	int rc = ds__resolve(AT_FDCWD, path, DS_RES_FOLLOW, &r);
+	if (rc)
+		return ds__fail(-rc);
+	if (!r.ours) {
+		rc = DS_REAL(chdir)(r.rpath);
+		if (rc == 0)
+			leave();
+		return rc;
+	}
+	rc = chdir_res(&r);
+	return rc ? ds__fail(-rc) : 0;
+}
+
+DS_EXPORT int DS_WRAP(fchdir)(int fd)
+{
+	ds__ensure_init();
+	struct ds_file *f = ds__fd_get(fd);
+	if (DS_LIKELY(!f)) {
+		int rc = DS_REAL(fchdir)(fd);
+		if (rc == 0)
+			leave();
+		return rc;
+	}
+	struct ds_res r;
+	r.ours = 1;
+	r.id = f->id;
+	r.v = f->v;
+	ds__file_put(f);
+	int rc = chdir_res(&r);
+	return rc ? ds__fail(-rc) : 0;
+}
+
+/* getcwd with glibc's conventions: buf NULL allocates (size bytes, or as
+ * many as needed when size is 0). */
+static char *cwd_name(char *buf, size_t size)
+{
+	char abs[PATH_MAX];
+	int64_t id = atomic_load(&ds__cwd);
+	int n = ds__abs_name(id, NULL, abs, sizeof(abs));
+	if (n < 0) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	if (!buf) {
+		size_t want = size ? size : (size_t)n + 1;
+		if (want < (size_t)n + 1) {
+			errno = ERANGE;
+			return NULL;
+		}
+		buf = malloc(want);
+		if (!buf) {
+			errno = ENOMEM;
+			return NULL;
+		}
+	} else if (size == 0) {
+		errno = EINVAL;
+		return NULL;
+	} else if (size < (size_t)n + 1) {
+		errno = ERANGE;
+		return NULL;
+	}
+	memcpy(buf, abs, n + 1);
+	return buf;
+}
+
+DS_EXPORT char *DS_WRAP(getcwd)(char *buf, size_t size)
+{
+	ds__ensure_init();
+	if (DS_LIKELY(atomic_load_explicit(&ds__cwd, memory_order_relaxed) < 0))
+		return DS_REAL(getcwd)(buf, size);
+	return cwd_name(buf, size);
+}
+
+DS_EXPORT char *DS_WRAP(__getcwd_chk)(char *buf, size_t size, size_t buflen)
+{
+	if (size > buflen)
+		return DS_REAL(__getcwd_chk)(buf, size, buflen);
+	return DS_WRAP(getcwd)(buf, size);
+}
+
+DS_EXPORT char *DS_WRAP(get_current_dir_name)(void)
+{
+	ds__ensure_init();
+	if (DS_LIKELY(atomic_load_explicit(&ds__cwd, memory_order_relaxed) < 0))
+		return DS_REAL(get_current_dir_name)();
+	return cwd_name(NULL, 0);
+}
+
+/* ---- realpath ------------------------------------------------------------ */
+/* glibc's realpath calls its internal lstat and readlink, never ours: the
+ * whole function is done here for paths of ours. */
+static char *real_path(const char *path, char *resolved, int *handled)
+{
+	struct ds_res r;
+	*handled = 0;
+	if (!path) {
+		errno = EINVAL;
+		*handled = 1;
+		return NULL;
+	}
+	if (DS_LIKELY(!ds__maybe_ours(path)))
+		return NULL;
+	*handled = 1;
+	int rc = ds__resolve(AT_FDCWD, path, DS_RES_FOLLOW, &r);
+	if (rc) {
+		errno = -rc;
+		return NULL;
+	}
+	if (!r.ours) {
+		char *p = DS_REAL(realpath)(r.rpath, resolved);
+		return p;
+	}
+	char abs[PATH_MAX];
+	if (ds__abs_name(r.id, &r.v, abs, sizeof(abs)) < 0) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	if (!resolved) {
+		resolved = strdup(abs);
+		if (!resolved)
+			errno = ENOMEM;
+		return resolved;
+	}
+	strcpy(resolved, abs);
+	return resolved;
+}
+
+DS_EXPORT char *DS_WRAP(realpath)(const char *path, char *resolved)
+{
+	int handled;
+	char *p = real_path(path, resolved, &handled);
+	return handled ? p : DS_REAL(realpath)(path, resolved);
+}
+
+DS_EXPORT char *DS_WRAP(__realpath_chk)(const char *path, char *resolved, size_t len)
+{
+	if (len < PATH_MAX)
+		return DS_REAL(__realpath_chk)(path, resolved, len);
+	int handled;
+	char *p = real_path(path, resolved, &handled);
+	return handled ? p : DS_REAL(__realpath_chk)(path, resolved, len);
+}
+
+DS_EXPORT char *DS_WRAP(canonicalize_file_name)(const char *path)
+{
+	int handled;
+	char *p = real_path(path, NULL, &handled);
+	return handled ? p : DS_REAL(canonicalize_file_name)(path);
+}

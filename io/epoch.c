@@ -1,0 +1,194 @@
+/* epoch.c: the virtual epoch lists (DESIGN 4).
+ *
+ *   $DSTAGE_MOUNT/.dstage/epochs/<e>/all        this node's share of epoch e
+ *   $DSTAGE_MOUNT/.dstage/epochs/<e>/<l>-of-<n> local reader l of n's part
+ *
+ * Read-only files whose content is the paths (relative to the mount, one a
+ * line, in read order) from ds_epoch_share / ds_epoch_reader_slice, the pure
+ * function every node and the service compute alike (cfg from
+ * DSTAGE_STORE/epoch.conf).  Opening one tells the service the epoch started
+ * (best effort).  .dstage is not listed in the root; .dstage/epochs lists
+ * the epoch readers are in (stats), <e> lists "all". */
+#include "shim.h"
+#include "dsepoch.h"
+
+#include <stdio.h>
+
+static int parse_u64(const char *s, size_t len, uint64_t *v)
+{
+	if (len == 0 || len > 19)
+		return -1;
+	uint64_t x = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		x = x * 10 + (s[i] - '0');
+	}
+	if (len > 1 && s[0] == '0')
+		return -1; /* one name per number */
+	*v = x;
+	return 0;
+}
+
+int ds__virt_lookup(const char *rest, size_t len, struct ds_vent *v)
+{
+	const char *p = rest, *end = rest + len;
+	memset(v, 0, sizeof(*v));
+	v->kind = DS_V_ROOT;
+	while (p < end) {
+		while (p < end && *p == '/')
+			p++;
+		if (p == end)
+			break;
+		const char *c = p;
+		while (p < end && *p != '/')
+			p++;
+		size_t cl = p - c;
+		if (cl == 1 && c[0] == '.')
+			continue;
+		uint64_t a, b;
+		switch (v->kind) {
+		case DS_V_ROOT:
+			if (cl != 6 || memcmp(c, "epochs", 6))
+				return -ENOENT;
+			v->kind = DS_V_EPOCHS;
+			break;
+		case DS_V_EPOCHS:
+			if (parse_u64(c, cl, &v->epoch))
+				return -ENOENT;
+			v->kind = DS_V_EPOCH;
+			break;
+		case DS_V_EPOCH: {
+			if (cl == 3 && !memcmp(c, "all", 3)) {
+				v->n = 0;
+			} else {
+				const char *of = memmem(c, cl, "-of-", 4);
+				if (!of || parse_u64(c, of - c, &a) ||
+				    parse_u64(of + 4, cl - (of + 4 - c), &b) || b == 0 || a >= b ||
+				    b > UINT32_MAX)
+					return -ENOENT;
+				v->l = (uint32_t)a;
+				v->n = (uint32_t)b;
+			}
+			v->kind = DS_V_LIST;
+			break;
+		}
+		default:
+			return -ENOTDIR;
+		}
+	}
+	if (v->kind == DS_V_LIST && len && rest[len - 1] == '/')
+		return -ENOTDIR;
+	return 0;
+}
+
+int ds__virt_content(const struct ds_vent *v, char **data, size_t *len)
+{
+	struct ds_epoch_cfg cfg;
+	uint32_t *ids = NULL, *part = NULL;
+	size_t n = 0, np = 0;
+	int rc = ds_epoch_cfg_load(ds__g.jobdir, &cfg);
+	if (rc == 0)
+		rc = ds_epoch_share(&ds__g.ix, &cfg, v->epoch, ds__g.node, &ids, &n);
+	if (rc == 0 && v->n) {
+		rc = ds_epoch_reader_slice(ids, n, v->l, v->n, cfg.drop_last, &part, &np);
+		free(ids);
+		ids = part;
+		n = np;
+	}
+	if (rc) {
+		free(ids);
+		return rc < 0 && rc > -4096 ? rc : -EIO;
+	}
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += ds__g.ix.e[ids[i]].name_len + 1;
+	char *buf = malloc(total + 1), *w = buf;
+	if (!buf) {
+		free(ids);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct ds_entry *e = &ds__g.ix.e[ids[i]];
+		memcpy(w, ds__g.ix.strings + e->name, e->name_len);
+		w += e->name_len;
+		*w++ = '\n';
+	}
+	*w = 0;
+	free(ids);
+	*data = buf;
+	*len = total;
+	return 0;
+}
+
+uint64_t ds__virt_ino(const struct ds_vent *v)
+{
+	/* above every real entry's; lists hashed by (epoch, l, n) */
+	uint64_t base = DS_INO(ds__g.ix.h->nentries) + 1;
+	switch (v->kind) {
+	case DS_V_ROOT: return base;
+	case DS_V_EPOCHS: return base + 1;
+	case DS_V_EPOCH: return base + 2 + (v->epoch << 1);
+	default: {
+		char key[64];
+		int k = snprintf(key, sizeof(key), "%llu/%u/%u", (unsigned long long)v->epoch, v->l, v->n);
+		return base + 2 + (((ds_hash_path(key, k) >> 1) | 1) & ((1ull << 48) - 1));
+	}
+	}
+}
+
+void ds__virt_stat(const struct ds_vent *v, struct stat *st)
+{
+	const struct ds_index_header *h = ds__g.ix.h;
+	memset(st, 0, sizeof(*st));
+	st->st_dev = h->dev;
+	st->st_ino = ds__virt_ino(v);
+	st->st_uid = h->uid;
+	st->st_gid = h->gid;
+	st->st_blksize = 4096;
+	st->st_mtim.tv_sec = ds__g.ix.e[0].mtime_ns / 1000000000;
+	st->st_atim = st->st_ctim = st->st_mtim;
+	if (v->kind == DS_V_LIST) {
+		char *data;
+		size_t len = 0;
+		if (ds__virt_content(v, &data, &len) == 0)
+			free(data);
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		st->st_size = len;
+		st->st_blocks = (len + 511) / 512;
+	} else {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = v->kind == DS_V_EPOCH ? 2 : 3;
+		st->st_size = 4096;
+	}
+}
+
+size_t ds__virt_count(const struct ds_vent *v)
+{
+	return v->kind == DS_V_LIST ? 0 : 1;
+}
+
+int ds__virt_child(const struct ds_vent *v, size_t i, char *name, size_t len, struct ds_vent *c)
+{
+	if (i != 0 || v->kind == DS_V_LIST)
+		return -ENOENT;
+	*c = *v;
+	switch (v->kind) {
+	case DS_V_ROOT:
+		c->kind = DS_V_EPOCHS;
+		snprintf(name, len, "epochs");
+		break;
+	case DS_V_EPOCHS:
+		c->kind = DS_V_EPOCH;
+		c->epoch = ds__g.stats ? __atomic_load_n(&ds__g.stats->epoch, __ATOMIC_RELAXED) : 0;
+		snprintf(name, len, "%llu", (unsigned long long)c->epoch);
+		break;
+	default:
+		c->kind = DS_V_LIST;
+		c->n = 0;
+		snprintf(name, len, "all");
+		break;
+	}
+	return 0;
+}

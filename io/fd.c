@@ -1,0 +1,947 @@
+/* fd.c: opening staged files and everything done with their descriptors.
+ *
+ * The open path is: prefix check, one hash lookup in the mapped index, one
+ * fcntl to reserve the descriptor.  A file held in this node's store is read
+ * with memcpy straight out of the mapped store; a zlib file is inflated once
+ * per open file (FanStore) at its first read and freed at its last close; a
+ * file held by another node comes from the epoch cache or the node service
+ * (remote.c) at its first read, or chunk by chunk when it is large.
+ *
+ * Reads at the file offset are atomic with respect to each other like the
+ * kernel's: the offset advances with a compare-and-swap, and a read that
+ * lost the race copies again (the bytes never change). */
+#include "shim.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+/* The kernel's O_LARGEFILE, which F_GETFL reports on 64-bit (the userspace
+ * constant is 0 there). */
+#if defined(__aarch64__)
+#define K_LARGEFILE 0400000
+#else
+#define K_LARGEFILE 0100000
+#endif
+/* Remote files up to this size are fetched whole at the first read. */
+#define DS_REMOTE_WHOLE (16u << 20)
+
+
+/* ---- open ----------------------------------------------------------------- */
+int ds__open_res(struct ds_res *r, int flags, mode_t mode)
+{
+	(void)mode;
+	int acc = flags & O_ACCMODE;
+	struct stat st;
+	ds__stat_res(r, &st);
+	int isdir = S_ISDIR(st.st_mode);
+
+	if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL))
+		return -EEXIST;
+	if (flags & O_PATH) {
+		/* O_PATH ignores everything but O_DIRECTORY, O_NOFOLLOW, O_CLOEXEC */
+		if ((flags & O_DIRECTORY) && !isdir)
+			return -ENOTDIR;
+	} else {
+		if (S_ISLNK(st.st_mode))
+			return -ELOOP; /* O_NOFOLLOW on a symlink */
+		if ((flags & O_TMPFILE) == O_TMPFILE)
+			return isdir ? -EROFS : -ENOTDIR;
+		if (isdir) {
+			if (acc != O_RDONLY || (flags & (O_CREAT | O_TRUNC)))
+				return -EISDIR;
+		} else {
+			if (flags & O_DIRECTORY)
+				return -ENOTDIR;
+			if (acc != O_RDONLY || (flags & O_TRUNC))
+				return -EROFS;
+		}
+		if (ds__perm(&st, acc == 3 ? R_OK | W_OK : R_OK))
+			return -EACCES;
+	}
+
+	struct ds_file *f = ds__file_new();
+	if (!f)
+		return -ENOMEM;
+	f->id = r->id;
+	f->v = r->v;
+	f->size = st.st_size;
+	int keep = O_ACCMODE | O_APPEND | O_NONBLOCK | O_DIRECT | O_NOATIME | O_ASYNC | O_DSYNC |
+	           O_SYNC | O_PATH;
+	int fl = (flags & keep) | K_LARGEFILE;
+	if (flags & O_PATH)
+		fl = O_PATH | K_LARGEFILE | (isdir ? O_DIRECTORY : 0) | (flags & O_NOFOLLOW);
+	atomic_store(&f->flags, fl);
+
+	if (r->v.kind != DS_V_NONE) {
+		f->kind = isdir ? DS_F_VDIR : DS_F_VIRT;
+		if (!isdir && !(flags & O_PATH)) {
+			char *data;
+			size_t len;
+			int rc = ds__virt_content(&r->v, &data, &len);
+			if (rc) {
+				ds__file_put(f);
+				return rc;
+			}
+			f->own = data;
+			f->size = len;
+			atomic_store(&f->data, data);
+			ds__remote_epoch(r->v.epoch);
+		}
+	} else if (isdir) {
+		f->kind = DS_F_DIR;
+	} else if (S_ISLNK(st.st_mode)) {
+		f->kind = DS_F_LNK;
+	} else {
+		const struct ds_entry *e = &ds__g.ix.e[r->id];
+		uint64_t base;
+		f->kind = DS_F_REG;
+		if (!(flags & O_PATH))
+			DS_COUNT(opens, 1);
+		if (e->size == 0) {
+			atomic_store(&f->data, "");
+		} else if (ds__g.store && ds_index_part_on(&ds__g.ix, e->part, ds__g.node, &base) &&
+		           base + e->poff + e->stored <= ds__g.store_len) {
+			if (!(flags & O_PATH))
+				DS_COUNT(local_reads, 1);
+			if (e->codec == DS_CODEC_NONE)
+				atomic_store(&f->data, ds__g.store + base + e->poff);
+		} else {
+			f->remote = 1;
+		}
+	}
+	int fd = ds__fd_install(f, 0, (flags & O_CLOEXEC) != 0);
+	if (fd < 0)
+		ds__file_put(f);
+	return fd;
+}
+
+static int open_at(int dirfd, const char *path, int flags, mode_t mode)
+{
+	struct ds_res r;
+	int rf = DS_RES_PARENT;
+	/* O_CREAT|O_EXCL never follows a final symlink */
+	if (!(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL))
+		rf |= DS_RES_FOLLOW;
+	int rc = ds__resolve(dirfd, path, rf, &r);
+	if (rc == 0 && !r.ours)
+		return DS_REAL(openat)(r.rdirfd, r.rpath, flags, mode);
+	if (rc == -ENOENT && r.ours && (flags & O_CREAT))
+		return ds__fail(EROFS); /* would create a file in a directory of ours */
+	if (rc)
+		return ds__fail(-rc);
+	rc = ds__open_res(&r, flags, mode);
+	return rc < 0 ? ds__fail(-rc) : rc;
+}
+
+static mode_t mode_arg(int flags, va_list ap)
+{
+	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
+}
+
+DS_EXPORT int DS_WRAP(open)(const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	if (DS_LIKELY(!ds__maybe_ours(path)))
+		return DS_REAL(open)(path, flags, mode);
+	return open_at(AT_FDCWD, path, flags, mode);
+}
+
+DS_EXPORT int DS_WRAP(open64)(const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	if (DS_LIKELY(!ds__maybe_ours(path)))
+		return DS_REAL(open64)(path, flags, mode);
+	return open_at(AT_FDCWD, path, flags, mode);
+}
+
+/* *at() calls are ours for a path of ours, or a relative path from a staged
+ * directory descriptor. */
+static int at_ours(int dirfd, const char *path)
+{
+	ds__ensure_init();
+	if (!path)
+		return 0;
+	if (path[0] != '/' && dirfd != AT_FDCWD)
+		return ds__fd_is_ours(dirfd);
+	return ds__maybe_ours(path);
+}
+
+DS_EXPORT int DS_WRAP(openat)(int dirfd, const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	if (DS_LIKELY(!at_ours(dirfd, path)))
+		return DS_REAL(openat)(dirfd, path, flags, mode);
+	return open_at(dirfd, path, flags, mode);
+}
+
+DS_EXPORT int DS_WRAP(openat64)(int dirfd, const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	if (DS_LIKELY(!at_ours(dirfd, path)))
+		return DS_REAL(openat64)(dirfd, path, flags, mode);
+	return open_at(dirfd, path, flags, mode);
+}
+
+/* The fortified opens (-D_FORTIFY_SOURCE) call these when the flags are not
+ * a compile-time constant. */
+DS_EXPORT int DS_WRAP(__open_2)(const char *path, int flags)
+{
+	if (DS_LIKELY(!ds__maybe_ours(path)))
+		return DS_REAL(__open_2)(path, flags);
+	return open_at(AT_FDCWD, path, flags, 0);
+}
+
+DS_EXPORT int DS_WRAP(__open64_2)(const char *path, int flags)
+{
+	if (DS_LIKELY(!ds__maybe_ours(path)))
+		return DS_REAL(__open64_2)(path, flags);
+	return open_at(AT_FDCWD, path, flags, 0);
+}
+
+DS_EXPORT int DS_WRAP(__openat_2)(int dirfd, const char *path, int flags)
+{
+	if (DS_LIKELY(!at_ours(dirfd, path)))
+		return DS_REAL(__openat_2)(dirfd, path, flags);
+	return open_at(dirfd, path, flags, 0);
+}
+
+DS_EXPORT int DS_WRAP(__openat64_2)(int dirfd, const char *path, int flags)
+{
+	if (DS_LIKELY(!at_ours(dirfd, path)))
+		return DS_REAL(__openat64_2)(dirfd, path, flags);
+	return open_at(dirfd, path, flags, 0);
+}
+
+DS_EXPORT int DS_WRAP(creat)(const char *path, mode_t mode)
+{
+	if (DS_LIKELY(!ds__maybe_ours(path)))
+		return DS_REAL(creat)(path, mode);
+	return open_at(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+DS_EXPORT int DS_WRAP(creat64)(const char *path, mode_t mode)
+{
+	if (DS_LIKELY(!ds__maybe_ours(path)))
+		return DS_REAL(creat64)(path, mode);
+	return open_at(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+/* ---- close ---------------------------------------------------------------- */
+int ds__close(int fd)
+{
+	struct ds_file *f = ds__fd_unbind(fd);
+	int rc = DS_REAL(close)(fd);
+	if (!f)
+		return rc;
+	ds__file_put(f);
+	return 0; /* the descriptor was ours: closing it cannot fail */
+}
+
+DS_EXPORT int DS_WRAP(close)(int fd)
+{
+	ds__ensure_init();
+	if (DS_LIKELY(!ds__fd_is_ours(fd)))
+		return DS_REAL(close)(fd);
+	return ds__close(fd);
+}
+
+static void forget_range(unsigned first, unsigned last)
+{
+	unsigned h = atomic_load(&ds__fd_hwm);
+	if (last >= h)
+		last = h ? h - 1 : 0;
+	for (unsigned fd = first; fd <= last && fd < h; fd++) {
+		struct ds_file *f = ds__fd_unbind((int)fd);
+		if (f)
+			ds__file_put(f);
+	}
+}
+
+DS_EXPORT int DS_WRAP(close_range)(unsigned first, unsigned last, int flags)
+{
+	ds__ensure_init();
+	if (!DS_REAL(close_range))
+		return ds__fail(ENOSYS);
+	int rc = DS_REAL(close_range)(first, last, flags);
+	if (rc == 0 && ds__fdtab) {
+		if (flags & CLOSE_RANGE_CLOEXEC) {
+			unsigned h = atomic_load(&ds__fd_hwm);
+			for (unsigned fd = first; fd <= last && fd < h; fd++)
+				if (ds__fd_is_ours((int)fd))
+					ds__fd_set_cloexec((int)fd, 1);
+		} else {
+			forget_range(first, last);
+		}
+	}
+	return rc;
+}
+
+DS_EXPORT void DS_WRAP(closefrom)(int lowfd)
+{
+	ds__ensure_init();
+	if (DS_REAL(closefrom))
+		DS_REAL(closefrom)(lowfd);
+	if (ds__fdtab && lowfd >= 0)
+		forget_range((unsigned)lowfd, ~0u);
+}
+
+/* ---- read ----------------------------------------------------------------- */
+/* Bytes of a large remote file straight from the service (no whole copy). */
+static ssize_t remote_range(struct ds_file *f, void *buf, size_t n, uint64_t off)
+{
+	int rc = ds__remote_read((uint32_t)f->id, off, buf, n);
+	return rc ? rc : (ssize_t)n;
+}
+
+static const char *file_data(struct ds_file *f, int *rc)
+{
+	const char *d = atomic_load_explicit(&f->data, memory_order_acquire);
+	*rc = 0;
+	if (DS_LIKELY(d != NULL))
+		return d;
+	if (f->remote && f->size > DS_REMOTE_WHOLE && ds__g.ix.e[f->id].codec == DS_CODEC_NONE)
+		return NULL; /* read range by range */
+	*rc = ds__materialize(f);
+	return *rc ? NULL : atomic_load_explicit(&f->data, memory_order_acquire);
+}
+
+static int readable(const struct ds_file *f)
+{
+	int fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
+	if (fl & O_PATH)
+		return -EBADF;
+	if (f->kind == DS_F_DIR || f->kind == DS_F_VDIR)
+		return -EISDIR;
+	if (f->kind != DS_F_REG && f->kind != DS_F_VIRT)
+		return -EBADF;
+	return 0;
+}
+
+ssize_t ds__file_read(struct ds_file *f, void *buf, size_t n, int64_t off)
+{
+	int rc = readable(f);
+	if (rc)
+		return rc;
+	if (n == 0)
+		return 0;
+	if (!buf)
+		return -EFAULT;
+	if (n > SSIZE_MAX)
+		n = SSIZE_MAX;
+	const char *d = file_data(f, &rc);
+	if (rc)
+		return rc;
+	uint64_t size = f->size;
+	if (off >= 0) { /* pread: the offset is the caller's */
+		if ((uint64_t)off >= size)
+			return 0;
+		size_t k = size - off < n ? size - off : n;
+		if (d) {
+			memcpy(buf, d + off, k);
+		} else {
+			ssize_t got = remote_range(f, buf, k, off);
+			if (got < 0)
+				return got;
+		}
+		if (!f->remote)
+			DS_COUNT(local_bytes, k);
+		return k;
+	}
+	int64_t cur = atomic_load_explicit(&f->off, memory_order_relaxed);
+	for (;;) {
+		if ((uint64_t)cur >= size)
+			return 0;
+		size_t k = size - cur < n ? size - cur : n;
+		if (d) {
+			memcpy(buf, d + cur, k);
+		} else {
+			ssize_t got = remote_range(f, buf, k, cur);
+			if (got < 0)
+				return got;
+		}
+		if (atomic_compare_exchange_strong_explicit(&f->off, &cur, cur + (int64_t)k,
+		                                            memory_order_relaxed,
+		                                            memory_order_relaxed)) {
+			if (!f->remote)
+				DS_COUNT(local_bytes, k);
+			return k;
+		}
+		/* another reader of this file moved the offset: copy again */
+	}
+}
+
+static ssize_t file_readv(struct ds_file *f, const struct iovec *iov, int cnt, int64_t off)
+{
+	if (cnt < 0 || cnt > IOV_MAX)
+		return -EINVAL;
+	size_t total = 0;
+	for (int i = 0; i < cnt; i++) {
+		if (iov[i].iov_len > SSIZE_MAX - total)
+			return -EINVAL;
+		total += iov[i].iov_len;
+	}
+	int rc = readable(f);
+	if (rc)
+		return rc;
+	const char *d = file_data(f, &rc);
+	if (rc)
+		return rc;
+	int64_t cur = off >= 0 ? off : atomic_load(&f->off);
+	for (;;) {
+		if ((uint64_t)cur >= f->size)
+			return 0;
+		size_t want = f->size - cur < total ? f->size - cur : total, done = 0;
+		for (int i = 0; i < cnt && done < want; i++) {
+			size_t k = iov[i].iov_len < want - done ? iov[i].iov_len : want - done;
+			if (d) {
+				memcpy(iov[i].iov_base, d + cur + done, k);
+			} else {
+				ssize_t got = remote_range(f, iov[i].iov_base, k, cur + done);
+				if (got < 0)
+					return got;
+			}
+			done += k;
+		}
+		if (off >= 0 || atomic_compare_exchange_strong(&f->off, &cur, cur + (int64_t)done)) {
+			if (!f->remote)
+				DS_COUNT(local_bytes, done);
+			return done;
+		}
+	}
+}
+
+/* The fd wrappers share one shape: not ours -> libc; ours -> emulate. */
+#define DS_FD_CALL(fd, real_call, ours_expr)                                                  \
+	do {                                                                                  \
+		ds__ensure_init();                                                            \
+		struct ds_file *f_ = ds__fd_get(fd);                                          \
+		if (DS_LIKELY(!f_))                                                           \
+			return real_call;                                                     \
+		struct ds_file *f = f_;                                                       \
+		ssize_t r_ = (ours_expr);                                                     \
+		ds__file_put(f_);                                                             \
+		if (r_ < 0) {                                                                 \
+			errno = (int)-r_;                                                     \
+			return -1;                                                            \
+		}                                                                             \
+		return r_;                                                                    \
+	} while (0)
+
+DS_EXPORT ssize_t DS_WRAP(read)(int fd, void *buf, size_t n)
+{
+	DS_FD_CALL(fd, DS_REAL(read)(fd, buf, n), ds__file_read(f, buf, n, -1));
+}
+
+DS_EXPORT ssize_t DS_WRAP(__read_chk)(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (n > buflen) /* let libc report the overflow */
+		return DS_REAL(__read_chk)(fd, buf, n, buflen);
+	DS_FD_CALL(fd, DS_REAL(__read_chk)(fd, buf, n, buflen), ds__file_read(f, buf, n, -1));
+}
+
+DS_EXPORT ssize_t DS_WRAP(pread)(int fd, void *buf, size_t n, off_t off)
+{
+	DS_FD_CALL(fd, DS_REAL(pread)(fd, buf, n, off),
+	           off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
+}
+
+DS_EXPORT ssize_t DS_WRAP(pread64)(int fd, void *buf, size_t n, off64_t off)
+{
+	DS_FD_CALL(fd, DS_REAL(pread64)(fd, buf, n, off),
+	           off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
+}
+
+DS_EXPORT ssize_t DS_WRAP(__pread_chk)(int fd, void *buf, size_t n, off_t off, size_t buflen)
+{
+	if (n > buflen)
+		return DS_REAL(__pread_chk)(fd, buf, n, off, buflen);
+	DS_FD_CALL(fd, DS_REAL(__pread_chk)(fd, buf, n, off, buflen),
+	           off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
+}
+
+DS_EXPORT ssize_t DS_WRAP(__pread64_chk)(int fd, void *buf, size_t n, off64_t off, size_t buflen)
+{
+	if (n > buflen)
+		return DS_REAL(__pread64_chk)(fd, buf, n, off, buflen);
+	DS_FD_CALL(fd, DS_REAL(__pread64_chk)(fd, buf, n, off, buflen),
+	           off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
+}
+
+DS_EXPORT ssize_t DS_WRAP(readv)(int fd, const struct iovec *iov, int cnt)
+{
+	DS_FD_CALL(fd, DS_REAL(readv)(fd, iov, cnt), file_readv(f, iov, cnt, -1));
+}
+
+DS_EXPORT ssize_t DS_WRAP(preadv)(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	DS_FD_CALL(fd, DS_REAL(preadv)(fd, iov, cnt, off),
+	           off < 0 ? -EINVAL : file_readv(f, iov, cnt, off));
+}
+
+DS_EXPORT ssize_t DS_WRAP(preadv64)(int fd, const struct iovec *iov, int cnt, off64_t off)
+{
+	DS_FD_CALL(fd, DS_REAL(preadv64)(fd, iov, cnt, off),
+	           off < 0 ? -EINVAL : file_readv(f, iov, cnt, off));
+}
+
+/* preadv2: offset -1 means the file offset; the RWF_* hints change nothing
+ * for bytes already in memory. */
+DS_EXPORT ssize_t DS_WRAP(preadv2)(int fd, const struct iovec *iov, int cnt, off_t off, int fl)
+{
+	DS_FD_CALL(fd, DS_REAL(preadv2)(fd, iov, cnt, off, fl),
+	           off < -1 ? -EINVAL : file_readv(f, iov, cnt, off));
+}
+
+DS_EXPORT ssize_t DS_WRAP(preadv64v2)(int fd, const struct iovec *iov, int cnt, off64_t off, int fl)
+{
+	DS_FD_CALL(fd, DS_REAL(preadv64v2)(fd, iov, cnt, off, fl),
+	           off < -1 ? -EINVAL : file_readv(f, iov, cnt, off));
+}
+
+/* ---- seek ----------------------------------------------------------------- */
+int64_t ds__file_seek(struct ds_file *f, int64_t off, int whence)
+{
+	if (atomic_load(&f->flags) & O_PATH)
+		return -EBADF;
+	if (f->kind == DS_F_DIR || f->kind == DS_F_VDIR) {
+		/* a directory descriptor's position: only rewinding is useful */
+		if (whence == SEEK_SET && off >= 0) {
+			atomic_store(&f->off, off);
+			return off;
+		}
+		if (whence == SEEK_CUR && off == 0)
+			return atomic_load(&f->off);
+		return -EINVAL;
+	}
+	int64_t size = (int64_t)f->size, cur, nw;
+	do {
+		cur = atomic_load(&f->off);
+		switch (whence) {
+		case SEEK_SET: nw = off; break;
+		case SEEK_CUR: nw = cur + off; break;
+		case SEEK_END: nw = size + off; break;
+		case SEEK_DATA:
+			if (off < 0 || off >= size)
+				return -ENXIO;
+			nw = off;
+			break;
+		case SEEK_HOLE:
+			if (off < 0 || off >= size)
+				return -ENXIO;
+			nw = size;
+			break;
+		default: return -EINVAL;
+		}
+		if (nw < 0)
+			return -EINVAL;
+	} while (!atomic_compare_exchange_weak(&f->off, &cur, nw));
+	return nw;
+}
+
+DS_EXPORT off_t DS_WRAP(lseek)(int fd, off_t off, int whence)
+{
+	DS_FD_CALL(fd, DS_REAL(lseek)(fd, off, whence), ds__file_seek(f, off, whence));
+}
+
+DS_EXPORT off64_t DS_WRAP(lseek64)(int fd, off64_t off, int whence)
+{
+	DS_FD_CALL(fd, DS_REAL(lseek64)(fd, off, whence), ds__file_seek(f, off, whence));
+}
+
+/* ---- duplication ---------------------------------------------------------- */
+/* A new descriptor >= minfd for f: the kernel duplicates ours (so numbers
+ * follow its rules), the table binds it to the same open file. */
+static int dup_file(int fd, struct ds_file *f, int minfd, int cloexec)
+{
+	int nfd = DS_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, minfd);
+	if (nfd < 0)
+		return -errno;
+	struct ds_file *old = ds__fd_bind(nfd, f, cloexec);
+	if (old)
+		ds__file_put(old);
+	return nfd;
+}
+
+DS_EXPORT int DS_WRAP(dup)(int fd)
+{
+	DS_FD_CALL(fd, DS_REAL(dup)(fd), dup_file(fd, f, 0, 0));
+}
+
+static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
+{
+	ds__ensure_init();
+	struct ds_file *f = ds__fd_get(oldfd);
+	if (!f) {
+		int rc = is_dup3 ? DS_REAL(dup3)(oldfd, newfd, flags) : DS_REAL(dup2)(oldfd, newfd);
+		if (rc >= 0 && oldfd != newfd && ds__fd_is_ours(newfd)) {
+			/* a file of the program replaced one of ours */
+			struct ds_file *old = ds__fd_unbind(newfd);
+			if (old)
+				ds__file_put(old);
+		}
+		return rc;
+	}
+	int rc;
+	if (is_dup3 && (oldfd == newfd || (flags & ~O_CLOEXEC))) {
+		rc = -EINVAL;
+	} else if (oldfd == newfd) {
+		rc = newfd;
+	} else if (DS_REAL(dup3)(oldfd, newfd, O_CLOEXEC) < 0) {
+		rc = -errno;
+	} else {
+		struct ds_file *old = ds__fd_bind(newfd, f, (flags & O_CLOEXEC) != 0);
+		if (old)
+			ds__file_put(old);
+		rc = newfd;
+	}
+	ds__file_put(f);
+	return rc < 0 ? ds__fail(-rc) : rc;
+}
+
+DS_EXPORT int DS_WRAP(dup2)(int oldfd, int newfd) { return dup_onto(oldfd, newfd, 0, 0); }
+DS_EXPORT int DS_WRAP(dup3)(int oldfd, int newfd, int flags) { return dup_onto(oldfd, newfd, flags, 1); }
+
+/* ---- fcntl ---------------------------------------------------------------- */
+static int file_fcntl(int fd, struct ds_file *f, int cmd, void *arg)
+{
+	switch (cmd) {
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		if ((intptr_t)arg < 0)
+			return -EINVAL;
+		return dup_file(fd, f, (int)(intptr_t)arg, cmd == F_DUPFD_CLOEXEC);
+	case F_GETFD:
+		return ds__fd_cloexec(fd) ? FD_CLOEXEC : 0;
+	case F_SETFD:
+		ds__fd_set_cloexec(fd, ((intptr_t)arg & FD_CLOEXEC) != 0);
+		return 0;
+	case F_GETFL:
+		return atomic_load(&f->flags);
+	case F_SETFL: {
+		int chg = O_APPEND | O_ASYNC | O_DIRECT | O_NOATIME | O_NONBLOCK;
+		int cur = atomic_load(&f->flags);
+		if (cur & O_PATH)
+			return -EBADF;
+		atomic_store(&f->flags, (cur & ~chg) | ((int)(intptr_t)arg & chg));
+		return 0;
+	}
+	case F_GETLK:
+	case F_SETLK:
+	case F_SETLKW:
+	case F_OFD_GETLK:
+	case F_OFD_SETLK:
+	case F_OFD_SETLKW: {
+		/* record locks on a read-only file nobody writes: read locks
+		 * always succeed, write locks fail as on an O_RDONLY descriptor */
+		struct flock *fl = arg;
+		if (atomic_load(&f->flags) & O_PATH)
+			return -EBADF;
+		if (!fl)
+			return -EFAULT;
+		if (cmd == F_GETLK || cmd == F_OFD_GETLK) {
+			if (fl->l_type != F_RDLCK && fl->l_type != F_WRLCK)
+				return -EINVAL;
+			fl->l_type = F_UNLCK;
+			return 0;
+		}
+		if (fl->l_type == F_WRLCK)
+			return -EBADF;
+		if (fl->l_type != F_RDLCK && fl->l_type != F_UNLCK)
+			return -EINVAL;
+		return 0;
+	}
+	default:
+		/* the reserved O_PATH descriptor answers (EBADF for I/O) */
+		return DS_REAL(fcntl)(fd, cmd, arg) < 0 ? -errno : 0;
+	}
+}
+
+DS_EXPORT int DS_WRAP(fcntl)(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	DS_FD_CALL(fd, DS_REAL(fcntl)(fd, cmd, arg), file_fcntl(fd, f, cmd, arg));
+}
+
+DS_EXPORT int DS_WRAP(fcntl64)(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	DS_FD_CALL(fd, (DS_REAL(fcntl64) ? DS_REAL(fcntl64) : DS_REAL(fcntl))(fd, cmd, arg),
+	           file_fcntl(fd, f, cmd, arg));
+}
+
+/* ---- mmap ----------------------------------------------------------------- */
+/* A private copy of the bytes: anonymous memory filled from the file, then
+ * given the caller's protection.  When the bytes sit page-aligned in the
+ * store, the whole pages are mapped from the store file instead (no copy)
+ * and only the partial last page is filled. */
+static void *file_mmap(struct ds_file *f, void *addr, size_t len, int prot, int flags, int64_t off,
+                       int *err)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	int type = flags & MAP_TYPE;
+	*err = 0;
+	if (atomic_load(&f->flags) & O_PATH) {
+		*err = EBADF;
+		return MAP_FAILED;
+	}
+	if (f->kind == DS_F_DIR || f->kind == DS_F_VDIR) {
+		*err = ENODEV;
+		return MAP_FAILED;
+	}
+	if (len == 0 || off < 0 || off % pg) {
+		*err = EINVAL;
+		return MAP_FAILED;
+	}
+	if ((type == MAP_SHARED || type == MAP_SHARED_VALIDATE) && (prot & PROT_WRITE)) {
+		*err = EACCES;
+		return MAP_FAILED;
+	}
+	int rc;
+	const char *d = file_data(f, &rc);
+	if (rc || !d) {
+		if (!rc) {
+			rc = ds__materialize(f);
+			d = atomic_load(&f->data);
+		}
+		if (rc || !d) {
+			*err = rc ? -rc : EIO;
+			return MAP_FAILED;
+		}
+	}
+	int keep = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_NORESERVE | MAP_32BIT);
+	void *m = DS_REAL(mmap)(addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | keep,
+	                        -1, 0);
+	if (m == MAP_FAILED) {
+		*err = errno;
+		return MAP_FAILED;
+	}
+	size_t have = (uint64_t)off < f->size ? f->size - off : 0;
+	if (have > len)
+		have = len;
+	size_t whole = have & ~(size_t)(pg - 1), done = 0;
+	const char *src = d + off;
+	if (whole >= (64u << 10) && ds__g.store && src >= ds__g.store &&
+	    src + whole <= ds__g.store + ds__g.store_len && ((uintptr_t)src % pg) == 0) {
+		char path[PATH_MAX + 16];
+		snprintf(path, sizeof(path), "%s/store", ds__g.nodedir);
+		int sfd = DS_REAL(open)(path, O_RDONLY | O_CLOEXEC);
+		if (sfd >= 0) {
+			void *w = DS_REAL(mmap)(m, whole, prot, MAP_PRIVATE | MAP_FIXED, sfd,
+			                        src - ds__g.store);
+			if (w != MAP_FAILED)
+				done = whole;
+			DS_REAL(close)(sfd);
+		}
+	}
+	memcpy((char *)m + done, src + done, have - done);
+	if (done < len && prot != (PROT_READ | PROT_WRITE) &&
+	    mprotect((char *)m + done, len - done, prot) < 0) {
+		*err = errno;
+		munmap(m, len);
+		return MAP_FAILED;
+	}
+	return m;
+}
+
+static void *mmap_any(void *addr, size_t len, int prot, int flags, int fd, int64_t off, int is64)
+{
+	ds__ensure_init();
+	struct ds_file *f = (flags & MAP_ANONYMOUS) ? NULL : ds__fd_get(fd);
+	if (DS_LIKELY(!f))
+		return is64 ? DS_REAL(mmap64)(addr, len, prot, flags, fd, off)
+		            : DS_REAL(mmap)(addr, len, prot, flags, fd, off);
+	int err;
+	void *m = file_mmap(f, addr, len, prot, flags, off, &err);
+	ds__file_put(f);
+	if (m == MAP_FAILED)
+		errno = err;
+	return m;
+}
+
+DS_EXPORT void *DS_WRAP(mmap)(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return mmap_any(addr, len, prot, flags, fd, off, 0);
+}
+
+DS_EXPORT void *DS_WRAP(mmap64)(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
+{
+	return mmap_any(addr, len, prot, flags, fd, off, 1);
+}
+
+/* ---- advice, locks, sync: nothing to do on memory nobody writes ------------ */
+static int not_path(struct ds_file *f)
+{
+	return (atomic_load(&f->flags) & O_PATH) ? -EBADF : 0;
+}
+
+static int file_flock(struct ds_file *f, int op)
+{
+	int rc = not_path(f);
+	if (rc)
+		return rc;
+	switch (op & ~LOCK_NB) {
+	case LOCK_SH:
+	case LOCK_EX:
+	case LOCK_UN: return 0;
+	default: return -EINVAL;
+	}
+}
+
+DS_EXPORT int DS_WRAP(flock)(int fd, int op)
+{
+	DS_FD_CALL(fd, DS_REAL(flock)(fd, op), file_flock(f, op));
+}
+
+static int fadvise(struct ds_file *f, int64_t len, int advice)
+{
+	if (not_path(f))
+		return EBADF;
+	if (len < 0 || advice < POSIX_FADV_NORMAL || advice > POSIX_FADV_NOREUSE)
+		return EINVAL;
+	return 0;
+}
+
+/* posix_fadvise returns the error number; errno stays untouched */
+DS_EXPORT int DS_WRAP(posix_fadvise)(int fd, off_t off, off_t len, int advice)
+{
+	(void)off;
+	ds__ensure_init();
+	struct ds_file *f = ds__fd_get(fd);
+	if (DS_LIKELY(!f))
+		return DS_REAL(posix_fadvise)(fd, off, len, advice);
+	int rc = fadvise(f, len, advice);
+	ds__file_put(f);
+	return rc;
+}
+
+DS_EXPORT int DS_WRAP(posix_fadvise64)(int fd, off64_t off, off64_t len, int advice)
+{
+	(void)off;
+	ds__ensure_init();
+	struct ds_file *f = ds__fd_get(fd);
+	if (DS_LIKELY(!f))
+		return DS_REAL(posix_fadvise64)(fd, off, len, advice);
+	int rc = fadvise(f, len, advice);
+	ds__file_put(f);
+	return rc;
+}
+
+DS_EXPORT ssize_t DS_WRAP(readahead)(int fd, off64_t off, size_t n)
+{
+	DS_FD_CALL(fd, DS_REAL(readahead)(fd, off, n),
+	           not_path(f) ? -EBADF : f->kind != DS_F_REG && f->kind != DS_F_VIRT ? -EINVAL : 0);
+}
+
+DS_EXPORT int DS_WRAP(fsync)(int fd) { DS_FD_CALL(fd, DS_REAL(fsync)(fd), not_path(f)); }
+DS_EXPORT int DS_WRAP(fdatasync)(int fd) { DS_FD_CALL(fd, DS_REAL(fdatasync)(fd), not_path(f)); }
+
+/* ---- copying out: sendfile, copy_file_range -------------------------------- */
+/* Read from staged in (at *inoff when given, else its offset) and write to
+ * the real descriptor out (at *outoff when given).  Bytes copied or -errno;
+ * partial counts like the kernel's. */
+static ssize_t copy_out(struct ds_file *f, int64_t *inoff, int out, int64_t *outoff, size_t n)
+{
+	char buf[32768];
+	size_t done = 0;
+	while (done < n) {
+		size_t want = n - done < sizeof(buf) ? n - done : sizeof(buf);
+		ssize_t got = ds__file_read(f, buf, want, inoff ? *inoff : -1);
+		if (got < 0)
+			return done ? (ssize_t)done : got;
+		if (got == 0)
+			break;
+		ssize_t put = 0;
+		while (put < got) {
+			ssize_t w = outoff ? pwrite(out, buf + put, got - put, *outoff + put)
+			                   : write(out, buf + put, got - put);
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				int e = errno;
+				if (!inoff) /* give back what was read but not written */
+					ds__file_seek(f, put - got, SEEK_CUR);
+				done += put;
+				if (outoff)
+					*outoff += put;
+				return done ? (ssize_t)done : -e;
+			}
+			put += w;
+		}
+		if (inoff)
+			*inoff += got;
+		if (outoff)
+			*outoff += got;
+		done += got;
+		if ((size_t)got < want)
+			break;
+	}
+	return done;
+}
+
+DS_EXPORT ssize_t DS_WRAP(sendfile)(int out, int in, off_t *off, size_t n)
+{
+	int64_t o = off ? *off : 0;
+	ds__ensure_init();
+	struct ds_file *f = ds__fd_get(in);
+	if (DS_LIKELY(!f))
+		return DS_REAL(sendfile)(out, in, off, n);
+	ssize_t r = (off && o < 0) ? -EINVAL : copy_out(f, off ? &o : NULL, out, NULL, n);
+	ds__file_put(f);
+	if (r < 0)
+		return ds__fail((int)-r);
+	if (off)
+		*off = o;
+	return r;
+}
+
+DS_EXPORT ssize_t DS_WRAP(sendfile64)(int out, int in, off64_t *off, size_t n)
+{
+	return DS_WRAP(sendfile)(out, in, (off_t *)off, n);
+}
+
+DS_EXPORT ssize_t DS_WRAP(copy_file_range)(int in, off64_t *inoff, int out, off64_t *outoff,
+                                           size_t n, unsigned flags)
+{
+	ds__ensure_init();
+	struct ds_file *f = ds__fd_get(in);
+	if (DS_LIKELY(!f))
+		return DS_REAL(copy_file_range)(in, inoff, out, outoff, n, flags);
+	int64_t io = inoff ? *inoff : 0, oo = outoff ? *outoff : 0;
+	ssize_t r;
+	if (flags || (inoff && io < 0) || (outoff && oo < 0))
+		r = -EINVAL;
+	else if (ds__fd_is_ours(out))
+		r = -EBADF;
+	else
+		r = copy_out(f, inoff ? &io : NULL, out, outoff ? &oo : NULL, n);
+	ds__file_put(f);
+	if (r < 0)
+		return ds__fail((int)-r);
+	if (inoff)
+		*inoff = io;
+	if (outoff)
+		*outoff = oo;
+	return r;
+}

@@ -1,0 +1,212 @@
+/* init.c: the shim's once-only start and its fork handling.
+ *
+ * Init runs from the library constructor, or from the first wrapper called
+ * before it (another library's constructor may call open first).  It must
+ * not change errno (libfaketime, GekkoFS) and must not recurse: everything it
+ * calls that is itself wrapped (open, fstat, mmap in ds_index_open; write in
+ * logging) runs with the per-thread guard ds__busy set, so the wrappers go
+ * straight to libc. */
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct ds_global ds__g = {.tmpl_fd = -1};
+int ds__ready;
+__thread int ds__busy __attribute__((tls_model("initial-exec")));
+#ifndef DS_LINK_WRAP
+struct ds_real ds__real;
+#endif
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+void ds__real_resolve(void)
+{
+#ifndef DS_LINK_WRAP
+	/* A symbol this libc lacks (closefrom before 2.34...) stays NULL: its
+	 * wrapper then reports ENOSYS, as a libc without it would not link. */
+#define DS__RESOLVE(ret, name, params) ds__real.name = (ret(*) params)dlsym(RTLD_NEXT, #name);
+	DS_REAL_FUNCS(DS__RESOLVE)
+#undef DS__RESOLVE
+#endif
+}
+
+/* The node this reader is on: DSTAGE_NODE, SLURM_NODEID, the node stage
+ * recorded for this host (by-host/<hostname> -> "<node>"), else 0. */
+static uint32_t find_node(const char *jobdir)
+{
+	const char *e = getenv("DSTAGE_NODE");
+	uint64_t v;
+	if (!e || !*e)
+		e = getenv("SLURM_NODEID");
+	if (e && *e && !ds_parse_u64(e, &v) && v < UINT32_MAX)
+		return (uint32_t)v;
+	char host[256], link[PATH_MAX], target[64];
+	if (gethostname(host, sizeof(host)) == 0) {
+		host[sizeof(host) - 1] = 0;
+		snprintf(link, sizeof(link), "%s/by-host/%s", jobdir, host);
+		ssize_t n = DS_REAL(readlink)(link, target, sizeof(target) - 1);
+		if (n > 0) {
+			target[n] = 0;
+			const char *t = strrchr(target, '/');
+			if (!ds_parse_u64(t ? t + 1 : target, &v) && v < UINT32_MAX)
+				return (uint32_t)v;
+		}
+	}
+	return 0;
+}
+
+static void map_store(void)
+{
+	char path[PATH_MAX + 16];
+	uint64_t want = ds__g.ix.h->store_size;
+	if (want == 0)
+		return;
+	snprintf(path, sizeof(path), "%s/store", ds__g.nodedir);
+	int fd = DS_REAL(open)(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || DS_REAL(fstat)(fd, &st) < 0 || (uint64_t)st.st_size < want) {
+		ds_info("'%s': cannot map the node store: %s", path,
+		        fd < 0 ? strerror(errno) : "shorter than the index says");
+		if (fd >= 0)
+			DS_REAL(close)(fd);
+		return;
+	}
+	void *m = DS_REAL(mmap)(NULL, want, PROT_READ, MAP_SHARED, fd, 0);
+	DS_REAL(close)(fd);
+	if (m == MAP_FAILED)
+		return;
+	ds__g.store = m;
+	ds__g.store_len = want;
+}
+
+static void map_stats(void)
+{
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/%s", ds__g.nodedir, DS_STATS_NAME);
+	int fd = DS_REAL(open)(path, O_RDWR | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0)
+		return;
+	if (DS_REAL(fstat)(fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct ds_stats)) {
+		void *m = DS_REAL(mmap)(NULL, sizeof(struct ds_stats), PROT_READ | PROT_WRITE,
+		                        MAP_SHARED, fd, 0);
+		if (m != MAP_FAILED) {
+			struct ds_stats *s = m;
+			/* stage creates it zeroed; the service stamps the magic */
+			if (s->magic == DS_STATS_MAGIC || s->magic == 0)
+				ds__g.stats = s;
+			else
+				munmap(m, sizeof(struct ds_stats));
+		}
+	}
+	DS_REAL(close)(fd);
+}
+
+/* A child exec'd while its parent's emulated cwd was inside the mount finds
+ * DSTAGE_CWD set and its real cwd at "/" (chdir put it there). */
+static void inherit_cwd(void)
+{
+	const char *c = getenv("DSTAGE_CWD");
+	char real[8];
+	if (!c || !*c || !DS_REAL(getcwd)(real, sizeof(real)) || strcmp(real, "/"))
+		return;
+	struct ds_res r;
+	if (ds__resolve(AT_FDCWD, c, DS_RES_FOLLOW, &r) == 0 && r.ours && r.v.kind == DS_V_NONE &&
+	    S_ISDIR(ds__g.ix.e[r.id].mode))
+		atomic_store(&ds__cwd, r.id);
+}
+
+static void atfork_child(void)
+{
+	ds__g.pid = getpid();
+	ds__fdtab_atfork_child();
+	ds__dir_atfork_child();
+	ds__stdio_atfork_child();
+	ds__remote_atfork_child();
+}
+
+static void setup(void)
+{
+	const char *store = getenv("DSTAGE_STORE");
+	const char *mount = getenv("DSTAGE_MOUNT");
+	if (!mount || !*mount)
+		mount = "/dstage";
+	ds__g.pid = getpid();
+	ds__g.timeout_ms = 30000;
+	const char *to = getenv("DSTAGE_TIMEOUT");
+	double t;
+	if (to && *to && !ds_parse_double(to, &t) && t > 0 && t < 1e6)
+		ds__g.timeout_ms = (int)(t * 1000);
+
+	if (mount[0] != '/' || strlen(mount) >= sizeof(ds__g.mount)) {
+		ds_info("DSTAGE_MOUNT '%s' is not an absolute path: staying out of the way", mount);
+		return;
+	}
+	strcpy(ds__g.mount, mount);
+	ds__g.mlen = ds_path_normalise(ds__g.mount);
+	if (ds__g.mlen <= 1) {
+		ds_info("DSTAGE_MOUNT '/' would hide the whole file system: staying out of the way");
+		return;
+	}
+	if (!store || !*store) {
+		ds_info("DSTAGE_STORE is not set: staying out of the way");
+		return;
+	}
+	if (strlen(store) >= sizeof(ds__g.jobdir) - 32) {
+		ds_info("DSTAGE_STORE '%s' is too long", store);
+		return;
+	}
+	strcpy(ds__g.jobdir, store);
+	ds__g.node = find_node(ds__g.jobdir);
+	snprintf(ds__g.nodedir, sizeof(ds__g.nodedir), "%s/%u", ds__g.jobdir, ds__g.node);
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/index", ds__g.nodedir);
+	/* full = 0: checking every entry and the CRC of a 100 MB index would cost
+	 * every process (ls, a DataLoader worker) its start-up time; stage wrote
+	 * it atomically and checked it. */
+	int rc = ds_index_open(&ds__g.ix, path, 0);
+	if (rc) {
+		ds_info("'%s': %s: staying out of the way", path, ds_strerror(rc));
+		return;
+	}
+	map_store();
+	map_stats();
+	ds__fdtab_init();
+	if (!ds__fdtab) {
+		ds_index_close(&ds__g.ix);
+		return;
+	}
+	pthread_atfork(NULL, NULL, atfork_child);
+	ds__g.active = 1;
+	inherit_cwd();
+	ds_debug("node %u of %u, %u entries under '%s'", ds__g.node, ds__g.ix.h->nnodes,
+	         ds__g.ix.h->nentries, ds__g.mount);
+}
+
+static void init_once_fn(void)
+{
+	int saved = errno;
+	ds__busy++;
+	ds__real_resolve();
+	ds_log_set_cmd("shim");
+	ds_log_init(0);
+	setup();
+	__atomic_store_n(&ds__ready, 1, __ATOMIC_RELEASE);
+	ds__busy--;
+	errno = saved;
+}
+
+void ds__init(void)
+{
+	int saved = errno;
+	pthread_once(&init_once, init_once_fn);
+	errno = saved;
+}
+
+__attribute__((constructor)) static void ds__ctor(void)
+{
+	ds__init();
+}

@@ -1,0 +1,368 @@
+/* remote.c: the bytes of a file that are not simply in this node's store,
+ * behind one small interface (shim.h: ds__materialize, ds__remote_read,
+ * ds__remote_epoch):
+ *
+ *   - a zlib file: inflated once per open file, at its first read;
+ *   - a file whose partition is on another node: the epoch cache
+ *     (dsepoch.h: the service prefetched this epoch's samples), else the node
+ *     service over NODEDIR/sock (dsproto.h), in chunks of at most
+ *     DS_MAX_READ.
+ *
+ * Every remote answer is bounded by DSTAGE_TIMEOUT (poll with a deadline):
+ * a dead or silent service gives EIO, counted in stats.read_errors, never a
+ * hang.  Whole files fetched or inflated are checked against their CRC-32C.
+ *
+ * Connections are per thread (requests are one at a time per connection)
+ * and per process: a forked child never talks on its parent's socket, it
+ * connects anew (the pid is checked).  The service's uid is checked with
+ * SO_PEERCRED; the socket itself lives in the 0700 node directory. */
+#include "shim.h"
+#include "dsepoch.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* The epoch cache is implemented in common/cache.c by the service's side;
+ * until that file is in the tree the shim links without it and asks the
+ * service for everything (weak references resolve to NULL). */
+#pragma weak ds_cache_set_new
+#pragma weak ds_cache_find
+#pragma weak ds_cache_put
+#pragma weak ds_cache_set_atfork_child
+
+static struct ds_cache_set *cache;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void cache_init(void)
+{
+	if (ds_cache_set_new) {
+		ds__busy++;
+		cache = ds_cache_set_new(ds__g.nodedir);
+		ds__busy--;
+	}
+}
+
+void ds__cache_release(struct ds_file *f)
+{
+	if (f->cref && ds_cache_put)
+		ds_cache_put(f->cref);
+	f->cref = NULL;
+}
+
+/* ---- the connection --------------------------------------------------------- */
+struct conn {
+	int fd;
+	pid_t pid;
+	dev_t dev;
+	ino_t ino;
+};
+static __thread struct conn conn = {-1, 0, 0, 0};
+static pthread_key_t conn_key;
+static pthread_once_t conn_once = PTHREAD_ONCE_INIT;
+
+static void conn_drop(void)
+{
+	if (conn.fd >= 0 && conn.pid == getpid())
+		DS_REAL(close)(conn.fd);
+	conn.fd = -1;
+}
+
+static void conn_destructor(void *unused)
+{
+	(void)unused;
+	conn_drop();
+}
+
+static void conn_key_init(void)
+{
+	pthread_key_create(&conn_key, conn_destructor);
+}
+
+static int deadline_left(double deadline)
+{
+	double left = deadline - ds_now();
+	return left <= 0 ? 0 : (int)(left * 1000) + 1;
+}
+
+static int conn_get(double deadline)
+{
+	struct stat st;
+	if (conn.fd >= 0) {
+		/* the same socket?  A program may close descriptors behind our
+		 * back (closefrom) and the number may now be its own file. */
+		if (conn.pid == getpid() && DS_REAL(fstat)(conn.fd, &st) == 0 &&
+		    S_ISSOCK(st.st_mode) && st.st_dev == conn.dev && st.st_ino == conn.ino)
+			return conn.fd;
+		if (conn.pid != getpid())
+			conn.fd = -1; /* the parent's: leave it to the parent */
+		else
+			conn_drop();
+	}
+	pthread_once(&conn_once, conn_key_init);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/%s", ds__g.nodedir, DS_SOCK_NAME);
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		if (e == EINPROGRESS || e == EAGAIN) {
+			struct pollfd p = {fd, POLLOUT, 0};
+			int so = 0;
+			socklen_t sl = sizeof(so);
+			if (poll(&p, 1, deadline_left(deadline)) != 1 ||
+			    getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) < 0 || so) {
+				DS_REAL(close)(fd);
+				return -EIO;
+			}
+		} else {
+			DS_REAL(close)(fd);
+			return -e;
+		}
+	}
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != geteuid()) {
+		ds_warn("'%s': the service runs as another user: not using it", path);
+		DS_REAL(close)(fd);
+		return -EACCES;
+	}
+	DS_REAL(fstat)(fd, &st);
+	conn.fd = fd;
+	conn.pid = getpid();
+	conn.dev = st.st_dev;
+	conn.ino = st.st_ino;
+	pthread_setspecific(conn_key, &conn);
+	return fd;
+}
+
+void ds__remote_atfork_child(void)
+{
+	/* the thread that forked keeps its struct conn: mark it foreign */
+	if (conn.fd >= 0)
+		DS_REAL(close)(conn.fd);
+	conn.fd = -1;
+	if (cache && ds_cache_set_atfork_child)
+		ds_cache_set_atfork_child(cache);
+}
+
+static int xfer(int fd, void *buf, size_t len, int out, double deadline)
+{
+	char *p = buf;
+	while (len) {
+		ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+		if (n > 0) {
+			p += n;
+			len -= n;
+			continue;
+		}
+		if (n == 0)
+			return -EIO; /* the service went away */
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -EIO;
+		struct pollfd pf = {fd, out ? POLLOUT : POLLIN, 0};
+		int left = deadline_left(deadline);
+		if (left == 0)
+			return -ETIMEDOUT;
+		int r = poll(&pf, 1, left);
+		if (r < 0 && errno != EINTR)
+			return -EIO;
+		if (r == 0)
+			return -ETIMEDOUT;
+	}
+	return 0;
+}
+
+/* One request; the answer's data (resp.len bytes) into buf (cap bytes). */
+static int request(uint32_t op, uint32_t id, uint64_t off, uint64_t len, void *buf, uint64_t cap,
+                   uint64_t *got)
+{
+	double deadline = ds_now() + ds__g.timeout_ms / 1000.0;
+	int fd = conn_get(deadline);
+	if (fd < 0)
+		return fd;
+	struct ds_req q = {DS_PROTO_MAGIC, op, id, 0, off, len};
+	struct ds_resp a;
+	int rc = xfer(fd, &q, sizeof(q), 1, deadline);
+	if (!rc)
+		rc = xfer(fd, &a, sizeof(a), 0, deadline);
+	if (!rc && (a.magic != DS_PROTO_MAGIC || (a.status == 0 && a.len > cap)))
+		rc = -EPROTO;
+	if (!rc && a.status == 0 && a.len)
+		rc = xfer(fd, buf, a.len, 0, deadline);
+	if (rc) {
+		/* the stream is out of step now: never reuse it */
+		conn_drop();
+		return rc;
+	}
+	if (a.status)
+		return a.status < 0 ? a.status : -EIO;
+	if (got)
+		*got = a.len;
+	return 0;
+}
+
+int ds__remote_read(uint32_t id, uint64_t off, void *buf, uint64_t len)
+{
+	char *p = buf;
+	while (len) {
+		uint64_t want = len < DS_MAX_READ ? len : DS_MAX_READ, got = 0;
+		int rc = request(DS_OP_READ, id, off, want, p, want, &got);
+		if (rc == 0 && got != want)
+			rc = -EIO; /* short only at the end of the stored bytes */
+		if (rc) {
+			ds_debug("remote read of '%s': %s", ds__ename(id), strerror(-rc));
+			DS_COUNT(read_errors, 1);
+			return -EIO;
+		}
+		DS_COUNT(remote_bytes, got);
+		p += got;
+		off += got;
+		len -= got;
+	}
+	return 0;
+}
+
+void ds__remote_epoch(uint64_t epoch)
+{
+	/* best effort, and quick: a short deadline of its own */
+	int saved = ds__g.timeout_ms;
+	struct ds_req q = {DS_PROTO_MAGIC, DS_OP_EPOCH, 0, 0, epoch, 0};
+	double deadline = ds_now() + 0.2;
+	int fd = conn_get(deadline);
+	(void)saved;
+	if (fd < 0)
+		return;
+	struct ds_resp a;
+	if (xfer(fd, &q, sizeof(q), 1, deadline) || xfer(fd, &a, sizeof(a), 0, deadline))
+		conn_drop();
+}
+
+/* ---- making a file's bytes available ------------------------------------------- */
+static int inflate_into(const void *z, uint64_t zlen, char *out, uint64_t size)
+{
+	z_stream s;
+	memset(&s, 0, sizeof(s));
+	if (inflateInit(&s) != Z_OK)
+		return -ENOMEM;
+	uint64_t in_left = zlen, out_left = size;
+	s.next_in = (Bytef *)z;
+	s.next_out = (Bytef *)out;
+	int rc;
+	do {
+		if (!s.avail_in) {
+			s.avail_in = in_left > UINT32_MAX ? UINT32_MAX : (uInt)in_left;
+			in_left -= s.avail_in;
+		}
+		if (!s.avail_out) {
+			s.avail_out = out_left > UINT32_MAX ? UINT32_MAX : (uInt)out_left;
+			out_left -= s.avail_out;
+		}
+		rc = inflate(&s, Z_NO_FLUSH);
+	} while (rc == Z_OK && (s.avail_in || in_left) && (s.avail_out || out_left));
+	uint64_t total = s.total_out;
+	inflateEnd(&s);
+	return (rc == Z_STREAM_END && total == size) ? 0 : -EIO;
+}
+
+/* Fetch or find the stored bytes of a remote entry.  *stored points at
+ * them; *owned is set when they were malloc'd (else they belong to the cache
+ * reference f->cref). */
+static int fetch_stored(struct ds_file *f, const struct ds_entry *e, const char **stored, char **owned)
+{
+	*owned = NULL;
+	pthread_once(&cache_once, cache_init);
+	if (cache && ds_cache_find) {
+		const void *data;
+		uint64_t len;
+		struct ds_cache_ref *ref;
+		int rc = ds_cache_find(cache, (uint32_t)f->id, &data, &len, &ref);
+		if (rc == 1 && len == e->stored) {
+			f->cref = ref;
+			*stored = data;
+			DS_COUNT(cache_reads, 1);
+			DS_COUNT(cache_bytes, len);
+			return 0;
+		}
+		if (rc == 1)
+			ds_cache_put(ref);
+		if (rc == -EAGAIN)
+			DS_COUNT(stalls, 1); /* being fetched: the service will wait for it */
+	}
+	char *buf = malloc(e->stored ? e->stored : 1);
+	if (!buf)
+		return -ENOMEM;
+	DS_COUNT(remote_reads, 1);
+	int rc = ds__remote_read((uint32_t)f->id, 0, buf, e->stored);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*stored = *owned = buf;
+	return 0;
+}
+
+int ds__materialize(struct ds_file *f)
+{
+	int rc = 0;
+	pthread_mutex_lock(&f->lock);
+	if (atomic_load(&f->data))
+		goto out;
+	const struct ds_entry *e = &ds__g.ix.e[f->id];
+	const char *stored = NULL;
+	char *owned = NULL;
+	if (f->remote) {
+		rc = fetch_stored(f, e, &stored, &owned);
+		if (rc)
+			goto out;
+	} else {
+		uint64_t base = 0;
+		ds_index_part_on(&ds__g.ix, e->part, ds__g.node, &base);
+		stored = ds__g.store + base + e->poff;
+	}
+	const char *data = stored;
+	if (e->codec == DS_CODEC_ZLIB) {
+		char *out = malloc(e->size);
+		rc = out ? inflate_into(stored, e->stored, out, e->size) : -ENOMEM;
+		free(owned);
+		if (f->cref)
+			ds__cache_release(f);
+		if (rc) {
+			free(out);
+			DS_COUNT(read_errors, 1);
+			rc = rc == -ENOMEM ? rc : -EIO;
+			goto out;
+		}
+		owned = out;
+		data = out;
+	}
+	/* bytes that crossed a socket or went through inflate: check them */
+	if (f->remote || e->codec != DS_CODEC_NONE) {
+		if (ds_crc32c(0, data, e->size) != e->crc) {
+			ds_warn("'%s': checksum mismatch in the bytes %s", ds__ename(f->id),
+			        f->remote ? "fetched" : "inflated");
+			free(owned);
+			if (f->cref)
+				ds__cache_release(f);
+			DS_COUNT(read_errors, 1);
+			rc = -EIO;
+			goto out;
+		}
+	}
+	f->own = owned;
+	atomic_store_explicit(&f->data, data, memory_order_release);
+out:
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}

@@ -1,0 +1,159 @@
+/* rofs.c: the dataset is read-only.  Every call that would change it fails
+ * the way the kernel fails it on a read-only mount, errno for errno:
+ *
+ *   create   mkdir, symlink, mknod, link's new name: EEXIST when the name
+ *            exists, else EROFS (the parent must exist: ENOENT, ENOTDIR)
+ *   remove   unlink, rmdir, rename: EROFS once the parent resolves (the
+ *            kernel asks for write access before looking at the name)
+ *   change   chmod, chown, truncate, utime*, setxattr, removexattr: the
+ *            entry must exist, then EROFS
+ *
+ * A rename or link between the dataset and a real file system is EXDEV. */
+#include "shim.h"
+
+#include <fcntl.h>
+#include <sys/time.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+enum ro_how { RO_CREATE, RO_REMOVE, RO_CHANGE, RO_CHANGE_NOFOLLOW };
+
+static int at_ours(int dirfd, const char *path)
+{
+	ds__ensure_init();
+	if (!path)
+		return 0;
+	if (path[0] != '/' && dirfd != AT_FDCWD)
+		return ds__fd_is_ours(dirfd);
+	return ds__maybe_ours(path);
+}
+
+/* 1: not ours, libc must do it with (r->rdirfd, r->rpath); else -errno. */
+static int ro(int dirfd, const char *path, enum ro_how how, struct ds_res *r)
+{
+	r->rdirfd = dirfd;
+	r->rpath = path;
+	if (DS_LIKELY(!at_ours(dirfd, path)))
+		return 1;
+	int flags = how == RO_CHANGE ? DS_RES_FOLLOW : DS_RES_PARENT;
+	int rc = ds__resolve(dirfd, path, flags, r);
+	if (rc == 0 && !r->ours)
+		return 1;
+	switch (how) {
+	case RO_CREATE:
+		if (rc == -ENOENT && r->ours)
+			return -EROFS;
+		return rc ? rc : -EEXIST;
+	case RO_REMOVE:
+		if (rc == -ENOENT && r->ours)
+			return -EROFS;
+		return rc ? rc : -EROFS;
+	default:
+		return rc ? rc : -EROFS;
+	}
+}
+
+#define RO_CALL(dirfd, path, how, real_call)                                            \
+	do {                                                                            \
+		struct ds_res r_;                                                       \
+		int rc_ = ro(dirfd, path, how, &r_);                                    \
+		if (rc_ == 1) {                                                         \
+			int d_ = r_.rdirfd;                                             \
+			const char *p_ = r_.rpath;                                      \
+			(void)d_;                                                       \
+			return real_call;                                               \
+		}                                                                       \
+		return ds__fail(-rc_);                                                  \
+	} while (0)
+
+DS_EXPORT int DS_WRAP(mkdir)(const char *path, mode_t m) { RO_CALL(AT_FDCWD, path, RO_CREATE, DS_REAL(mkdir)(p_, m)); }
+DS_EXPORT int DS_WRAP(mkdirat)(int fd, const char *path, mode_t m) { RO_CALL(fd, path, RO_CREATE, DS_REAL(mkdirat)(d_, p_, m)); }
+DS_EXPORT int DS_WRAP(mknod)(const char *path, mode_t m, dev_t dev) { RO_CALL(AT_FDCWD, path, RO_CREATE, DS_REAL(mknod)(p_, m, dev)); }
+DS_EXPORT int DS_WRAP(mknodat)(int fd, const char *path, mode_t m, dev_t dev) { RO_CALL(fd, path, RO_CREATE, DS_REAL(mknodat)(d_, p_, m, dev)); }
+DS_EXPORT int DS_WRAP(symlink)(const char *target, const char *path) { RO_CALL(AT_FDCWD, path, RO_CREATE, DS_REAL(symlink)(target, p_)); }
+DS_EXPORT int DS_WRAP(symlinkat)(const char *target, int fd, const char *path) { RO_CALL(fd, path, RO_CREATE, DS_REAL(symlinkat)(target, d_, p_)); }
+DS_EXPORT int DS_WRAP(unlink)(const char *path) { RO_CALL(AT_FDCWD, path, RO_REMOVE, DS_REAL(unlink)(p_)); }
+DS_EXPORT int DS_WRAP(unlinkat)(int fd, const char *path, int fl) { RO_CALL(fd, path, RO_REMOVE, DS_REAL(unlinkat)(d_, p_, fl)); }
+DS_EXPORT int DS_WRAP(rmdir)(const char *path) { RO_CALL(AT_FDCWD, path, RO_REMOVE, DS_REAL(rmdir)(p_)); }
+DS_EXPORT int DS_WRAP(chmod)(const char *path, mode_t m) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(chmod)(p_, m)); }
+DS_EXPORT int DS_WRAP(fchmodat)(int fd, const char *path, mode_t m, int fl)
+{
+	RO_CALL(fd, path, (fl & AT_SYMLINK_NOFOLLOW) ? RO_CHANGE_NOFOLLOW : RO_CHANGE, DS_REAL(fchmodat)(d_, p_, m, fl));
+}
+DS_EXPORT int DS_WRAP(chown)(const char *path, uid_t u, gid_t g) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(chown)(p_, u, g)); }
+DS_EXPORT int DS_WRAP(lchown)(const char *path, uid_t u, gid_t g) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS_REAL(lchown)(p_, u, g)); }
+DS_EXPORT int DS_WRAP(fchownat)(int fd, const char *path, uid_t u, gid_t g, int fl)
+{
+	RO_CALL(fd, path, (fl & AT_SYMLINK_NOFOLLOW) ? RO_CHANGE_NOFOLLOW : RO_CHANGE, DS_REAL(fchownat)(d_, p_, u, g, fl));
+}
+DS_EXPORT int DS_WRAP(truncate)(const char *path, off_t len) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(truncate)(p_, len)); }
+DS_EXPORT int DS_WRAP(truncate64)(const char *path, off64_t len) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(truncate64)(p_, len)); }
+DS_EXPORT int DS_WRAP(utime)(const char *path, const struct utimbuf *t) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(utime)(p_, t)); }
+DS_EXPORT int DS_WRAP(utimes)(const char *path, const struct timeval t[2]) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(utimes)(p_, t)); }
+DS_EXPORT int DS_WRAP(lutimes)(const char *path, const struct timeval t[2]) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS_REAL(lutimes)(p_, t)); }
+DS_EXPORT int DS_WRAP(futimesat)(int fd, const char *path, const struct timeval t[2]) { RO_CALL(fd, path, RO_CHANGE, DS_REAL(futimesat)(d_, p_, t)); }
+DS_EXPORT int DS_WRAP(utimensat)(int fd, const char *path, const struct timespec t[2], int fl)
+{
+	RO_CALL(fd, path, (fl & AT_SYMLINK_NOFOLLOW) ? RO_CHANGE_NOFOLLOW : RO_CHANGE, DS_REAL(utimensat)(d_, p_, t, fl));
+}
+DS_EXPORT int DS_WRAP(setxattr)(const char *path, const char *n, const void *v, size_t s, int fl)
+{
+	RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(setxattr)(p_, n, v, s, fl));
+}
+DS_EXPORT int DS_WRAP(lsetxattr)(const char *path, const char *n, const void *v, size_t s, int fl)
+{
+	RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS_REAL(lsetxattr)(p_, n, v, s, fl));
+}
+DS_EXPORT int DS_WRAP(removexattr)(const char *path, const char *n) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(removexattr)(p_, n)); }
+DS_EXPORT int DS_WRAP(lremovexattr)(const char *path, const char *n) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS_REAL(lremovexattr)(p_, n)); }
+
+/* Two names: both outside -> libc; both inside -> the dataset's answer for
+ * the new name (after the old one resolved); one of each -> EXDEV. */
+static int two_names(int ofd, const char *op, int nfd, const char *np, enum ro_how how_new,
+                     struct ds_res *ro_, struct ds_res *rn)
+{
+	int a = ro(ofd, op, RO_REMOVE, ro_);
+	int b = ro(nfd, np, how_new, rn);
+	if (a == 1 && b == 1)
+		return 1;
+	if (a != 1 && a != -EROFS)
+		return a; /* the old name does not resolve */
+	if (a == 1 || b == 1)
+		return -EXDEV;
+	return b;
+}
+
+DS_EXPORT int DS_WRAP(rename)(const char *o, const char *n)
+{
+	struct ds_res a, b;
+	int rc = two_names(AT_FDCWD, o, AT_FDCWD, n, RO_REMOVE, &a, &b);
+	return rc == 1 ? DS_REAL(rename)(a.rpath, b.rpath) : ds__fail(-rc);
+}
+
+DS_EXPORT int DS_WRAP(renameat)(int ofd, const char *o, int nfd, const char *n)
+{
+	struct ds_res a, b;
+	int rc = two_names(ofd, o, nfd, n, RO_REMOVE, &a, &b);
+	return rc == 1 ? DS_REAL(renameat)(a.rdirfd, a.rpath, b.rdirfd, b.rpath) : ds__fail(-rc);
+}
+
+DS_EXPORT int DS_WRAP(renameat2)(int ofd, const char *o, int nfd, const char *n, unsigned fl)
+{
+	struct ds_res a, b;
+	int rc = two_names(ofd, o, nfd, n, RO_REMOVE, &a, &b);
+	return rc == 1 ? DS_REAL(renameat2)(a.rdirfd, a.rpath, b.rdirfd, b.rpath, fl) : ds__fail(-rc);
+}
+
+DS_EXPORT int DS_WRAP(link)(const char *o, const char *n)
+{
+	struct ds_res a, b;
+	int rc = two_names(AT_FDCWD, o, AT_FDCWD, n, RO_CREATE, &a, &b);
+	return rc == 1 ? DS_REAL(link)(a.rpath, b.rpath) : ds__fail(-rc);
+}
+
+DS_EXPORT int DS_WRAP(linkat)(int ofd, const char *o, int nfd, const char *n, int fl)
+{
+	struct ds_res a, b;
+	int rc = two_names(ofd, o, nfd, n, RO_CREATE, &a, &b);
+	return rc == 1 ? DS_REAL(linkat)(a.rdirfd, a.rpath, b.rdirfd, b.rpath, fl) : ds__fail(-rc);
+}

@@ -1,0 +1,255 @@
+/* shim.h: the inside of libdstage-preload.so (io/).  Not a public header.
+ *
+ * Include first in every io/ source file: the Makefile compiles everything with
+ * _FILE_OFFSET_BITS=64, which makes glibc's headers rename open to open64,
+ * stat to stat64 and so on; the shim must define both generations under
+ * their own names, so it undoes that before any system header is read.
+ *
+ * The pieces:
+ *   init.c    once-only start: real functions, environment, the mapped
+ *             index, store and counters, fork handling
+ *   path.c    "is this path ours" and resolution of a path to an entry
+ *             (cwd, dirfd, symlinks, "..", the virtual .dstage tree)
+ *   fdtab.c   the descriptor table and open-file objects
+ *   fd.c      open, read, seek, dup, fcntl, mmap, close ...
+ *   stat.c    stat family, statfs, access, readlink, xattrs
+ *   cwd.c     chdir, fchdir, getcwd, realpath
+ *   dir.c     directory streams
+ *   stdio.c   FILE streams (fopencookie)
+ *   rofs.c    every call that would change the tree: EROFS
+ *   remote.c  bytes held by another node: epoch cache, node service
+ *   epoch.c   the virtual epoch lists */
+#ifndef DS_SHIM_H
+#define DS_SHIM_H
+
+#undef _FILE_OFFSET_BITS
+
+#include "dscommon.h"
+#include "dsindex.h"
+#include "dsproto.h"
+#include "wrap.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DS_LIKELY(x) __builtin_expect(!!(x), 1)
+#define DS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- global state (init.c) ---------------------------------------------- */
+struct ds_global {
+	int active;             /* a node store is mapped: paths under mount are ours */
+	char mount[PATH_MAX];   /* normalised, no trailing '/' */
+	size_t mlen;
+	char jobdir[PATH_MAX];  /* $DSTAGE_STORE */
+	char nodedir[PATH_MAX]; /* jobdir/<node> */
+	uint32_t node;
+	struct ds_index ix;
+	const char *store;      /* this node's store, mapped read-only */
+	size_t store_len;
+	struct ds_stats *stats; /* NULL when there is no stats file */
+	int timeout_ms;         /* bound on a remote read */
+	int tmpl_fd;            /* O_PATH descriptor duplicated to reserve fds */
+	pid_t pid;              /* process that owns per-process state */
+};
+extern struct ds_global ds__g;
+/* 0 before init, 1 after; read on every call, written once. */
+extern int ds__ready;
+/* Per-thread recursion guard: set while the shim itself runs code that may
+ * call wrapped functions (init, logging); wrappers then go straight to libc. */
+extern __thread int ds__busy __attribute__((tls_model("initial-exec")));
+
+void ds__init(void);
+static inline void ds__ensure_init(void)
+{
+	if (DS_UNLIKELY(!ds__ready) && !ds__busy)
+		ds__init();
+}
+
+/* Relaxed counter update in the node's shared stats (no-op without). */
+#define DS_COUNT(field, n)                                                               \
+	do {                                                                             \
+		if (ds__g.stats)                                                         \
+			__atomic_fetch_add(&ds__g.stats->field, (n), __ATOMIC_RELAXED);  \
+	} while (0)
+
+/* Is p NULL?  Without telling the compiler: glibc declares most path
+ * arguments nonnull, yet programs do pass NULL and expect EFAULT. */
+static inline int ds__null(const void *p)
+{
+	const void *volatile q = p;
+	return q == NULL;
+}
+
+/* Set errno and return -1 (or NULL): wrappers report errors the libc way. */
+static inline int ds__fail(int err)
+{
+	errno = err;
+	return -1;
+}
+
+/* ---- paths (path.c) ----------------------------------------------------- */
+/* Emulated current directory: entry id inside the mount, or -1 when the real
+ * (kernel) cwd is in force. */
+extern _Atomic int64_t ds__cwd;
+
+/* Virtual entries (the .dstage tree) carry ids above every real entry. */
+enum ds_virt {
+	DS_V_NONE = 0,
+	DS_V_ROOT,   /* .dstage */
+	DS_V_EPOCHS, /* .dstage/epochs */
+	DS_V_EPOCH,  /* .dstage/epochs/<e> */
+	DS_V_LIST,   /* .dstage/epochs/<e>/all or <l>-of-<n> */
+};
+struct ds_vent {
+	enum ds_virt kind;
+	uint64_t epoch;
+	uint32_t l, n; /* n == 0: "all" */
+};
+
+/* The result of resolving a path. */
+struct ds_res {
+	int ours;             /* 1: id/virt name an entry of ours */
+	int64_t id;           /* entry id (ours, not virtual) */
+	struct ds_vent v;     /* virtual entry when v.kind != DS_V_NONE */
+	/* not ours: what to hand to libc instead */
+	int rdirfd;           /* the caller's dirfd, or AT_FDCWD with a rewritten path */
+	const char *rpath;    /* the caller's path or buf */
+	char buf[PATH_MAX];
+};
+
+/* Fast test done first by every path wrapper: can this path possibly be
+ * ours?  No system call, no allocation; false for almost every path outside
+ * the prefix after two byte compares. */
+int ds__maybe_ours(const char *path);
+/* Resolve path (relative to dirfd, AT_FDCWD or a staged directory) to an
+ * entry.  follow: follow a symlink in the last component.  Returns 0 (see
+ * r->ours), or -errno for a path of ours that does not resolve. */
+#define DS_RES_FOLLOW 1
+#define DS_RES_PARENT 2 /* the last component need not exist: r->id = its parent (rofs) */
+int ds__resolve(int dirfd, const char *path, int flags, struct ds_res *r);
+/* The path of entry id relative to the mount ("" for the root). */
+static inline const char *ds__ename(int64_t id) { return ds_index_name(&ds__g.ix, (uint32_t)id); }
+/* Absolute name under the mount of entry id into buf; -ERANGE if too small,
+ * else the length. */
+int ds__abs_name(int64_t id, const struct ds_vent *v, char *buf, size_t size);
+
+/* ---- descriptors and open files (fdtab.c) -------------------------------- */
+enum ds_fkind { DS_F_REG = 1, DS_F_DIR, DS_F_LNK, DS_F_VIRT, DS_F_VDIR };
+
+/* One open file description, shared by every descriptor dup'ed from it (like
+ * the kernel's struct file).  Objects come from a type-stable pool and are
+ * never returned to malloc, so a reader racing with close can look at one
+ * safely (see ds__fd_get). */
+struct ds_file {
+	_Atomic uint32_t ref;
+	uint16_t kind;         /* enum ds_fkind */
+	uint16_t remote;       /* bytes are not in this node's store */
+	int64_t id;            /* entry id (or -1 for virtual) */
+	struct ds_vent v;      /* virtual entry */
+	_Atomic int flags;     /* status flags as F_GETFL reports them */
+	_Atomic int64_t off;   /* file offset (directories: stream position) */
+	uint64_t size;         /* st_size */
+	const char *_Atomic data; /* the file's bytes once available */
+	void *own;             /* malloc'd bytes to free at the last close */
+	struct ds_cache_ref *cref; /* epoch cache mapping held */
+	pthread_mutex_t lock;  /* making data available (inflate, fetch) */
+	struct ds_file *next;  /* pool free list */
+};
+
+extern _Atomic uintptr_t *ds__fdtab; /* [fd]: struct ds_file * | DS_FD_CLOEXEC */
+extern unsigned ds__fdtab_len;
+#define DS_FD_CLOEXEC ((uintptr_t)1) /* FD_CLOEXEC as the caller sees it */
+
+void ds__fdtab_init(void);
+struct ds_file *ds__file_new(void);
+void ds__file_put(struct ds_file *f);
+/* The file behind fd with a reference taken, or NULL when fd is not ours.
+ * Lock-free (async-signal-safe for read). */
+static inline struct ds_file *ds__fd_get(int fd);
+struct ds_file *ds__fd_get_slow(int fd, uintptr_t v);
+static inline struct ds_file *ds__fd_get(int fd)
+{
+	if (DS_UNLIKELY((unsigned)fd < ds__fdtab_len)) {
+		uintptr_t v = atomic_load_explicit(&ds__fdtab[fd], memory_order_acquire);
+		if (v)
+			return ds__fd_get_slow(fd, v);
+	}
+	return NULL;
+}
+/* Is fd ours right now (no reference taken)? */
+static inline int ds__fd_is_ours(int fd)
+{
+	return (unsigned)fd < ds__fdtab_len &&
+	       atomic_load_explicit(&ds__fdtab[fd], memory_order_relaxed);
+}
+/* Reserve a kernel descriptor (>= minfd) and bind f to it (takes over the
+ * caller's reference).  cloexec: what F_GETFD will report.  fd or -errno. */
+int ds__fd_install(struct ds_file *f, int minfd, int cloexec);
+/* Bind f (one new reference taken) to a descriptor number the kernel has just
+ * made for us; returns the file previously bound there, if any (put it). */
+struct ds_file *ds__fd_bind(int fd, struct ds_file *f, int cloexec);
+/* Forget fd; returns its file (the caller puts it) or NULL. */
+struct ds_file *ds__fd_unbind(int fd);
+int ds__fd_cloexec(int fd);
+void ds__fd_set_cloexec(int fd, int on);
+/* Highest descriptor ever bound + 1 (for fork and close_range). */
+extern _Atomic unsigned ds__fd_hwm;
+void ds__fdtab_atfork_child(void);
+
+/* ---- operations on open files (fd.c) ------------------------------------- */
+/* Open an entry of ours.  Returns the fd or -errno. */
+int ds__open_res(struct ds_res *r, int flags, mode_t mode);
+/* pread (off >= 0) or read at the file offset (off == -1).  n or -errno. */
+ssize_t ds__file_read(struct ds_file *f, void *buf, size_t n, int64_t off);
+int64_t ds__file_seek(struct ds_file *f, int64_t off, int whence);
+int ds__close(int fd);
+
+/* ---- metadata (stat.c) ---------------------------------------------------- */
+/* stat of an entry (real or virtual). */
+int ds__stat_res(const struct ds_res *r, struct stat *st);
+int ds__stat_file(const struct ds_file *f, struct stat *st);
+/* May the caller access entry (mode bits R_OK/X_OK as the kernel checks). */
+int ds__perm(const struct stat *st, int mask);
+
+/* ---- directory listing (dir.c) ------------------------------------------- */
+/* Number of entries of directory f listed after "." and ".."; name, d_ino and
+ * d_type of the i-th. */
+size_t ds__dir_count(const struct ds_file *f);
+int ds__dir_child(const struct ds_file *f, size_t i, const char **name, size_t *nlen,
+                  uint64_t *ino, unsigned char *type, char *tmp, size_t tmplen);
+void ds__dir_atfork_child(void);
+
+/* ---- stdio (stdio.c) ------------------------------------------------------ */
+void ds__stdio_atfork_child(void);
+
+/* ---- remote bytes (remote.c) --------------------------------------------- */
+/* Make f->data available: inflate a zlib file, fetch a remote one (epoch
+ * cache, else the service).  0 or -EIO/-ENOMEM. */
+int ds__materialize(struct ds_file *f);
+/* Drop the epoch-cache mapping f holds. */
+void ds__cache_release(struct ds_file *f);
+/* Fetch `len` STORED bytes of entry id from offset off of its stored bytes
+ * through the node service.  0 or -EIO/-errno. */
+int ds__remote_read(uint32_t id, uint64_t off, void *buf, uint64_t len);
+/* Tell the service a reader started epoch e (best effort, never blocks). */
+void ds__remote_epoch(uint64_t epoch);
+void ds__remote_atfork_child(void);
+
+/* ---- virtual epoch lists (epoch.c) ---------------------------------------- */
+/* Parse a path relative to the mount that starts with ".dstage": 0 with *v
+ * set, -ENOENT/-ENOTDIR.  rest: what follows ".dstage". */
+int ds__virt_lookup(const char *rest, size_t len, struct ds_vent *v);
+/* The content of a list (malloc'd), its length. */
+int ds__virt_content(const struct ds_vent *v, char **data, size_t *len);
+uint64_t ds__virt_ino(const struct ds_vent *v);
+void ds__virt_stat(const struct ds_vent *v, struct stat *st);
+/* Children of a virtual directory: count, and the i-th name. */
+size_t ds__virt_count(const struct ds_vent *v);
+int ds__virt_child(const struct ds_vent *v, size_t i, char *name, size_t len, struct ds_vent *c);
+
+#endif
