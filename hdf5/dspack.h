@@ -39,6 +39,8 @@ struct ds_manifest {
 	struct ds_mpart *parts;
 	uint64_t total_size;     /* sum of file sizes */
 	uint64_t total_stored;   /* sum of stored sizes */
+	uint64_t pack_id;        /* identifies the pack: a hash of its plan (the
+	                            same in index.h5 and every part-NNNNN.h5) */
 };
 
 /* Read and fully validate OUT/index.h5 (or an in-memory image of it, e.g.
@@ -47,6 +49,7 @@ struct ds_manifest {
  * been logged with ds_error. */
 int ds_manifest_read(const char *packdir, struct ds_manifest *m);
 int ds_manifest_read_image(const void *buf, size_t len, const char *what, struct ds_manifest *m);
+/* Frees e (one block that also holds every path and target) and parts. */
 void ds_manifest_release(struct ds_manifest *m);
 
 /* Path of partition `part` ("OUT/part-00003.h5"), malloc'd. */

@@ -1,31 +1,610 @@
-/* placeholder until the module lands */
-#include "dscommon.h"
-#include "dspack.h"
+/* pack.c: `dstage pack [opts] SRC OUT`.
+ *
+ * Serial, or under mpiexec with P ranks:
+ *   1. rank 0 checks SRC and OUT, makes OUT/.tmp-<pid>, scans SRC and plans
+ *      the partitions (scan.c, plan.c); the plan is broadcast;
+ *   2. rank r writes partitions r, r+P, r+2P, ... into the temporary
+ *      directory with the serial HDF5 API (writer.c); after each round all
+ *      ranks agree whether anyone failed (MPI_LOR), so a failure stops
+ *      every rank within one partition's time;
+ *   3. the offsets, sizes and CRCs of every file reach rank 0, which writes
+ *      index.h5 and renames everything into OUT, index.h5 last.
+ * Any failure: every rank exits 1, the failing one saying why, and the
+ * temporary directory (and OUT, when pack made it) is removed.  Nothing
+ * half-written is ever visible under its final name.
+ *
+ * MPI is initialised only when a process manager launched us (PMI in the
+ * environment): a plain `dstage pack` on a login node needs no MPI at all. */
+#include "pack_int.h"
+
+#include <mpi.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct pack_opts {
+	const char *src, *out;
+	uint32_t nparts;
+	uint64_t part_size;
+	uint32_t codec, level;
+	char **exclude, **replicate;
+	size_t nexclude, nreplicate;
+	const char *files_from;
+	int dereference, force, quiet, verbose, fsync;
+	double progress;
+};
+
+static const char usage_text[] =
+	"usage: dstage pack [OPTIONS] SRC OUT\n"
+	"\n"
+	"Pack the tree SRC into the directory OUT: part-NNNNN.h5 partitions and the\n"
+	"manifest index.h5.  Serial, or in parallel under mpiexec -n P (the output is\n"
+	"byte-identical for every P).\n"
+	"\n"
+	"  -p, --partitions N     N partitions for the training files (replicated files\n"
+	"                         get extra partitions of about the same size)\n"
+	"  -S, --part-size SIZE   about SIZE bytes per partition (64MiB, 1GiB; default 1GiB)\n"
+	"  -z, --compress CODEC   none (default), zlib or zlib:LEVEL (1-9): per file,\n"
+	"                         kept only where it saves at least 5%\n"
+	"      --replicate PATH   the subtree PATH (relative to SRC) goes to every node,\n"
+	"                         e.g. the validation set (repeatable)\n"
+	"      --files-from FILE  pack exactly the paths listed in FILE, one per line,\n"
+	"                         relative to SRC ('-': standard input)\n"
+	"      --exclude GLOB     leave out entries whose path or name matches GLOB\n"
+	"                         (a directory: with its subtree; repeatable)\n"
+	"      --dereference      pack what symlinks leaving SRC point to, instead of\n"
+	"                         skipping them\n"
+	"  -f, --force            OUT may hold a previous pack: replace it\n"
+	"      --no-fsync         do not fsync the files before renaming them into OUT\n"
+	"      --progress SECS    a progress line every SECS seconds (default 10 on a\n"
+	"                         terminal, else none; 0: none)\n"
+	"  -q, --quiet            errors only: no warnings, progress or summary\n"
+	"  -v, --verbose          more messages\n"
+	"  -h, --help             this text\n";
+
+/* ---- MPI, when launched by a process manager ---------------------------- */
+struct comm {
+	int mpi, rank, size;
+};
+
+static int launched_by_mpi(void)
+{
+	static const char *const vars[] = {"PMI_RANK", "PMI_SIZE", "PMI_FD", "PMI_PORT",
+	                                   "PMIX_RANK", "OMPI_COMM_WORLD_SIZE"};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		if (getenv(vars[i]))
+			return 1;
+	return 0;
+}
+
+static void comm_init(struct comm *c, int *argc, char ***argv)
+{
+	int inited = 0;
+	c->mpi = 0;
+	c->rank = 0;
+	c->size = 1;
+	MPI_Initialized(&inited);
+	if (!inited && !launched_by_mpi())
+		return;
+	if (!inited)
+		MPI_Init(argc, argv);
+	c->mpi = !inited ? 2 : 1; /* 2: ours to finalize */
+	MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+}
+
+static void comm_finalize(struct comm *c)
+{
+	if (c->mpi == 2)
+		MPI_Finalize();
+}
+
+/* Wait for a request without spinning: ranks waiting for rank 0's scan or
+ * for a slow partition leave the cores to the ranks doing the work (MPICH
+ * busy-polls in blocking calls, and we may share cores). */
+static void comm_wait(MPI_Request *req)
+{
+	struct timespec ts = {0, 200000};
+	for (;;) {
+		int done = 0;
+		MPI_Test(req, &done, MPI_STATUS_IGNORE);
+		if (done)
+			return;
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Did any rank fail?  Every rank calls this at the same points. */
+static int comm_any(const struct comm *c, int failed)
+{
+	if (c->size == 1)
+		return failed;
+	int any = 0;
+	MPI_Request req;
+	MPI_Iallreduce(&failed, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD, &req);
+	comm_wait(&req);
+	return any;
+}
+
+/* Chunks below INT_MAX elements for the MPI calls that take an int count. */
+#define MPI_CHUNK (1u << 30)
+
+static void comm_bcast(const struct comm *c, void *buf, size_t len)
+{
+	for (size_t off = 0; c->size > 1 && off < len; off += MPI_CHUNK) {
+		size_t n = len - off < MPI_CHUNK ? len - off : MPI_CHUNK;
+		MPI_Request req;
+		MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+		comm_wait(&req);
+	}
+}
+
+/* Every file's result to rank 0: each slot was filled by exactly one rank
+ * and is zero elsewhere, so a bitwise OR assembles them. */
+static void comm_gather_results(const struct comm *c, struct ds__result *res, uint64_t n)
+{
+	if (c->size == 1)
+		return;
+	uint64_t *v = ds_xcalloc(n * 3 + 1, sizeof(*v));
+	for (uint64_t i = 0; i < n; i++) {
+		v[3 * i] = res[i].offset;
+		v[3 * i + 1] = res[i].stored;
+		v[3 * i + 2] = res[i].crc | (uint64_t)res[i].codec << 32;
+	}
+	uint64_t *out = c->rank == 0 ? ds_xcalloc(n * 3 + 1, sizeof(*out)) : NULL;
+	for (uint64_t off = 0; off < n * 3; off += MPI_CHUNK / 8) {
+		uint64_t k = n * 3 - off < MPI_CHUNK / 8 ? n * 3 - off : MPI_CHUNK / 8;
+		MPI_Request req;
+		MPI_Ireduce(v + off, out ? out + off : NULL, (int)k, MPI_UINT64_T, MPI_BOR, 0,
+		            MPI_COMM_WORLD, &req);
+		comm_wait(&req);
+	}
+	for (uint64_t i = 0; out && i < n; i++) {
+		res[i].offset = out[3 * i];
+		res[i].stored = out[3 * i + 1];
+		res[i].crc = (uint32_t)out[3 * i + 2];
+		res[i].codec = (uint8_t)(out[3 * i + 2] >> 32);
+	}
+	free(v);
+	free(out);
+}
+
+/* ---- progress ----------------------------------------------------------- */
+volatile sig_atomic_t ds__pack_interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	ds__pack_interrupted = 1;
+}
+
+void ds__progress_tick(struct ds__progress *pr)
+{
+	if (!pr->interval)
+		return;
+	double now = ds_now();
+	if (now < pr->next)
+		return;
+	pr->next = now + pr->interval;
+	char a[32], b[32], r[32];
+	double dt = now - pr->start;
+	fprintf(stderr, "dstage: pack: %s%llu/%llu files, %s/%s, %s/s\n", pr->label,
+	        (unsigned long long)pr->files, (unsigned long long)pr->total_files,
+	        ds_fmt_size(pr->bytes, a, sizeof(a)), ds_fmt_size(pr->total_bytes, b, sizeof(b)),
+	        ds_fmt_size(dt > 0 ? (uint64_t)(pr->bytes / dt) : 0, r, sizeof(r)));
+}
+
+/* ---- options ------------------------------------------------------------ */
+static int usage_error(const struct comm *c, const char *fmt, const char *arg)
+{
+	if (c->rank == 0) {
+		char msg[512];
+		snprintf(msg, sizeof(msg), fmt, arg);
+		ds_error("%s (see 'dstage pack --help')", msg);
+	}
+	return -1;
+}
+
+static void add_str(char ***v, size_t *n, char *s)
+{
+	*v = ds_xrealloc(*v, (*n + 1) * sizeof(**v));
+	(*v)[(*n)++] = s;
+}
+
+static int parse_codec(const char *s, struct pack_opts *o)
+{
+	uint64_t level;
+	if (!strcmp(s, "none")) {
+		o->codec = DS_CODEC_NONE;
+		o->level = 0;
+		return 0;
+	}
+	if (!strcmp(s, "zlib")) {
+		o->codec = DS_CODEC_ZLIB;
+		o->level = 6;
+		return 0;
+	}
+	if (!strncmp(s, "zlib:", 5) && !ds_parse_u64(s + 5, &level) && level >= 1 && level <= 9) {
+		o->codec = DS_CODEC_ZLIB;
+		o->level = (uint32_t)level;
+		return 0;
+	}
+	return -1;
+}
+
+enum { OPT_REPLICATE = 256, OPT_FILES_FROM, OPT_EXCLUDE, OPT_DEREF, OPT_PROGRESS, OPT_NO_FSYNC };
+
+/* 0: go on; 1: --help was printed; -1: usage error (printed by rank 0). */
+static int parse_args(const struct comm *c, int argc, char **argv, struct pack_opts *o)
+{
+	static const struct option longs[] = {
+		{"partitions", required_argument, NULL, 'p'}, {"part-size", required_argument, NULL, 'S'},
+		{"compress", required_argument, NULL, 'z'},   {"replicate", required_argument, NULL, OPT_REPLICATE},
+		{"files-from", required_argument, NULL, OPT_FILES_FROM},
+		{"exclude", required_argument, NULL, OPT_EXCLUDE},
+		{"dereference", no_argument, NULL, OPT_DEREF}, {"force", no_argument, NULL, 'f'},
+		{"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
+		{"progress", required_argument, NULL, OPT_PROGRESS}, {"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},          {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}};
+	uint64_t v;
+	int ch, have_p = 0, have_s = 0;
+	o->fsync = 1;
+	o->part_size = 1ull << 30;
+	o->progress = -1;
+	opterr = 0;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "p:S:z:fqvh", longs, NULL)) != -1) {
+		switch (ch) {
+		case 'p':
+			if (ds_parse_u64(optarg, &v) || v < 1 || v > DS__MAX_PARTS)
+				return usage_error(c, "'%s': -p wants a partition count from 1 to 100000", optarg);
+			o->nparts = (uint32_t)v;
+			have_p = 1;
+			break;
+		case 'S':
+			if (ds_parse_size(optarg, &o->part_size) || !o->part_size)
+				return usage_error(c, "'%s': -S wants a size (64MiB, 1GiB, ...)", optarg);
+			have_s = 1;
+			break;
+		case 'z':
+			if (parse_codec(optarg, o))
+				return usage_error(c, "'%s': -z wants none, zlib or zlib:LEVEL (1-9)", optarg);
+			break;
+		case OPT_REPLICATE: add_str(&o->replicate, &o->nreplicate, optarg); break;
+		case OPT_EXCLUDE: add_str(&o->exclude, &o->nexclude, optarg); break;
+		case OPT_FILES_FROM: o->files_from = optarg; break;
+		case OPT_DEREF: o->dereference = 1; break;
+		case OPT_NO_FSYNC: o->fsync = 0; break;
+		case 'f': o->force = 1; break;
+		case 'q': o->quiet = 1; break;
+		case 'v': o->verbose++; break;
+		case OPT_PROGRESS:
+			if (ds_parse_double(optarg, &o->progress) || o->progress < 0)
+				return usage_error(c, "'%s': --progress wants seconds", optarg);
+			break;
+		case 'h':
+			if (c->rank == 0)
+				fputs(usage_text, stdout);
+			return 1;
+		default:
+			return usage_error(c, "'%s': unknown option or missing argument", argv[optind - 1]);
+		}
+	}
+	if (have_p && have_s)
+		return usage_error(c, "%s-p and -S exclude each other", "");
+	if (argc - optind != 2)
+		return usage_error(c, "%swants SRC and OUT", "");
+	o->src = argv[optind];
+	o->out = argv[optind + 1];
+	if (o->progress < 0)
+		o->progress = isatty(2) ? 10 : 0;
+	if (o->quiet)
+		o->progress = 0;
+	return 0;
+}
+
+/* ---- SRC and OUT -------------------------------------------------------- */
+struct job {
+	struct pack_opts o;
+	struct comm c;
+	int srcfd;
+	char tmp[PATH_MAX];     /* OUT/.tmp-<pid of rank 0> */
+	int made_out;           /* OUT did not exist: remove it on failure */
+	struct ds__plan plan;
+	struct ds__result *res;
+	double start;
+};
+
+static int open_src(struct job *j)
+{
+	j->srcfd = open(j->o.src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (j->srcfd < 0) {
+		ds_error("'%s': %s", j->o.src, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* Names in OUT that a previous pack left: removed by --force. */
+static int is_pack_file(const char *name)
+{
+	return !strcmp(name, DS__INDEX_NAME) || !fnmatch("part-[0-9][0-9][0-9][0-9][0-9].h5", name, 0) ||
+	       !strncmp(name, ".tmp-", 5);
+}
+
+/* OUT: make it, or check it is empty (or holds only a pack, with --force). */
+static int check_out(struct job *j)
+{
+	const char *out = j->o.out;
+	if (mkdir(out, 0777) == 0) {
+		j->made_out = 1;
+		return 0;
+	}
+	if (errno != EEXIST) {
+		ds_error("'%s': %s", out, strerror(errno));
+		return -errno;
+	}
+	DIR *d = opendir(out);
+	if (!d) {
+		ds_error("'%s': %s", out, strerror(errno));
+		return -errno;
+	}
+	struct dirent *de;
+	int rc = 0;
+	while (!rc && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (!j->o.force) {
+			ds_error("'%s': not empty (--force replaces a pack in it)", out);
+			rc = -ENOTEMPTY;
+		} else if (!is_pack_file(de->d_name)) {
+			ds_warn("'%s/%s': not part of a pack, left alone", out, de->d_name);
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+/* Packing OUT into itself would never end well. */
+static int check_not_inside(const struct job *j)
+{
+	char s[PATH_MAX], o[PATH_MAX];
+	if (!realpath(j->o.src, s) || !realpath(j->o.out, o)) {
+		ds_error("'%s': %s", j->o.out, strerror(errno));
+		return -errno;
+	}
+	size_t n = strlen(s);
+	if (!strncmp(s, o, n) && (o[n] == '/' || o[n] == '\0' || n == 1)) {
+		ds_error("'%s': inside the source tree '%s'", j->o.out, j->o.src);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int make_tmp(struct job *j)
+{
+	snprintf(j->tmp, sizeof(j->tmp), "%s/.tmp-%ld", j->o.out, (long)getpid());
+	if (mkdir(j->tmp, 0700) < 0) {
+		ds_error("'%s': %s", j->tmp, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* Rank 0: everything up to the plan. */
+static int prepare(struct job *j)
+{
+	int rc;
+	if ((rc = open_src(j)) || (rc = check_out(j)) || (rc = check_not_inside(j)) ||
+	    (rc = make_tmp(j)))
+		return rc;
+	struct ds__scan_opts so = {
+		.src = j->o.src, .srcfd = j->srcfd, .exclude = j->o.exclude, .nexclude = j->o.nexclude,
+		.replicate = j->o.replicate, .nreplicate = j->o.nreplicate, .files_from = j->o.files_from,
+		.dereference = j->o.dereference, .progress = j->o.progress};
+	if ((rc = ds__scan(&so, &j->plan.tree)))
+		return rc;
+	j->plan.codec = j->o.codec;
+	j->plan.level = j->o.level;
+	if ((rc = ds__plan_make(&j->plan, j->o.nparts, j->o.part_size)))
+		return rc;
+	/* For tests only: run a command between the scan and the packing, to
+	 * change the source under our feet deterministically. */
+	const char *hook = getenv("DSTAGE_TEST_AFTER_SCAN");
+	if (hook && *hook && system(hook) != 0)
+		ds_warn("DSTAGE_TEST_AFTER_SCAN failed");
+	return 0;
+}
+
+/* The plan and the temporary directory's name, from rank 0 to every rank. */
+static int share_plan(struct job *j, int failed)
+{
+	struct comm *c = &j->c;
+	struct ds_buf buf = {0};
+	uint64_t hdr[2] = {(uint64_t)failed, 0};
+	if (c->size == 1)
+		return failed ? -1 : 0;
+	if (c->rank == 0 && !failed) {
+		ds__plan_encode(&j->plan, &buf);
+		hdr[1] = buf.len;
+	}
+	comm_bcast(c, hdr, sizeof(hdr));
+	if (hdr[0])
+		return -1;
+	comm_bcast(c, j->tmp, sizeof(j->tmp));
+	if (c->rank != 0)
+		ds_buf_reserve(&buf, hdr[1]);
+	comm_bcast(c, buf.data, hdr[1]);
+	int rc = 0;
+	if (c->rank != 0) {
+		if ((rc = ds__plan_decode(&j->plan, buf.data, hdr[1])))
+			ds_error("cannot decode the plan from rank 0");
+		if (!rc)
+			rc = open_src(j);
+	}
+	ds_buf_release(&buf);
+	return comm_any(c, rc != 0) ? -1 : 0;
+}
+
+/* This rank's partitions, round by round, stopping when any rank failed. */
+static int pack_parts(struct job *j)
+{
+	const struct ds__plan *pl = &j->plan;
+	struct comm *c = &j->c;
+	struct ds__write_opts wo = {.srcfd = j->srcfd, .dir = j->tmp, .out = j->o.out, .fsync = j->o.fsync};
+	struct ds__progress pr = {.interval = c->rank == 0 ? j->o.progress : 0, .start = j->start,
+	                          .label = c->size > 1 ? "rank 0's share: " : ""};
+	pr.next = pr.start + pr.interval;
+	for (uint32_t p = (uint32_t)c->rank; p < pl->nparts; p += (uint32_t)c->size) {
+		pr.total_files += pl->parts[p].nfiles;
+		pr.total_bytes += pl->parts[p].raw;
+	}
+	j->res = ds_xcalloc(pl->nfiles + 1, sizeof(*j->res));
+	uint32_t rounds = (pl->nparts + (uint32_t)c->size - 1) / (uint32_t)c->size;
+	for (uint32_t r = 0; r < rounds; r++) {
+		uint32_t p = r * (uint32_t)c->size + (uint32_t)c->rank;
+		int rc = 0;
+		if (p < pl->nparts)
+			rc = ds__write_part(pl, p, &wo, j->res, &pr);
+
+		if (comm_any(c, rc != 0))
+			return -1;
+	}
+	return 0;
+}
+
+/* Move the finished files into OUT: parts first, index.h5 last, so OUT
+ * never shows an index without its partitions. */
+static int commit(struct job *j)
+{
+	const char *out = j->o.out;
+	char from[PATH_MAX + 32], to[PATH_MAX + 32];
+	int rc = 0;
+	if (j->o.force) {
+		/* an old index goes first: a half-replaced pack must not look whole */
+		snprintf(to, sizeof(to), "%s/%s", out, DS__INDEX_NAME);
+		unlink(to);
+		DIR *d = opendir(out);
+		struct dirent *de;
+		while (d && (de = readdir(d)))
+			if (is_pack_file(de->d_name) && strcmp(de->d_name, j->tmp + strlen(out) + 1)) {
+				snprintf(to, sizeof(to), "%s/%s", out, de->d_name);
+				if (ds_rm_rf(to))
+					ds_warn("'%s': cannot remove", to);
+			}
+		if (d)
+			closedir(d);
+	}
+	for (uint32_t p = 0; !rc && p <= j->plan.nparts; p++) {
+		char name[32];
+		if (p < j->plan.nparts)
+			snprintf(name, sizeof(name), "part-%05u.h5", p);
+		else
+			snprintf(name, sizeof(name), "%s", DS__INDEX_NAME);
+		snprintf(from, sizeof(from), "%s/%s", j->tmp, name);
+		snprintf(to, sizeof(to), "%s/%s", out, name);
+		if (rename(from, to) < 0) {
+			rc = -errno;
+			ds_error("'%s': %s", to, strerror(errno));
+		}
+	}
+	int dfd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		if (j->o.fsync)
+			fsync(dfd);
+		close(dfd);
+	}
+	rmdir(j->tmp);
+	return rc;
+}
+
+/* On failure, rank 0 removes what this run made. */
+static void remove_output(struct job *j)
+{
+	if (j->tmp[0])
+		ds_rm_rf(j->tmp);
+	if (j->made_out)
+		rmdir(j->o.out);
+	ds_error("'%s': pack failed, nothing written", j->o.out);
+}
+
+static void summary(const struct job *j)
+{
+	const struct ds__tree *t = &j->plan.tree;
+	uint64_t stored = 0;
+	for (uint64_t i = 0; i < j->plan.nfiles; i++)
+		stored += j->res[i].stored;
+	double dt = ds_now() - j->start;
+	char in[32], st[32], rate[32];
+	printf("packed %llu files, %llu dirs, %llu symlinks into %u partitions: %s in, %s stored "
+	       "(ratio %.3f), %.2f s, %s/s\n",
+	       (unsigned long long)t->nfiles, (unsigned long long)t->ndirs,
+	       (unsigned long long)t->nlinks, j->plan.nparts, ds_fmt_size(t->bytes, in, sizeof(in)),
+	       ds_fmt_size(stored, st, sizeof(st)), t->bytes ? (double)stored / (double)t->bytes : 1.0,
+	       dt, ds_fmt_size(dt > 0 ? (uint64_t)(t->bytes / dt) : 0, rate, sizeof(rate)));
+	fflush(stdout);
+}
+
+static int run(struct job *j)
+{
+	struct comm *c = &j->c;
+	int rc = c->rank == 0 ? prepare(j) : 0;
+	if (share_plan(j, rc != 0))
+		return -1;
+	if (pack_parts(j))
+		return -1;
+	comm_gather_results(c, j->res, j->plan.nfiles);
+	rc = 0;
+	if (c->rank == 0) {
+		struct ds__write_opts wo = {.srcfd = j->srcfd, .dir = j->tmp, .out = j->o.out,
+		                            .fsync = j->o.fsync};
+		if (!(rc = ds__write_index(&j->plan, j->res, &wo)))
+			rc = commit(j);
+	}
+	return comm_any(c, rc != 0) ? -1 : 0;
+}
+
 int ds_cmd_pack(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	ds_error("this build has no pack yet");
-	return 1;
-}
-int ds_cmd_verify(int argc, char **argv)
-{
-	(void)argc;
-	(void)argv;
-	ds_error("this build has no verify yet");
-	return 1;
-}
-int ds_cmd_ls(int argc, char **argv)
-{
-	(void)argc;
-	(void)argv;
-	ds_error("this build has no ls yet");
-	return 1;
-}
-int ds_cmd_cat(int argc, char **argv)
-{
-	(void)argc;
-	(void)argv;
-	ds_error("this build has no cat yet");
-	return 1;
+	struct job j;
+	memset(&j, 0, sizeof(j));
+	j.srcfd = -1;
+	comm_init(&j.c, &argc, &argv);
+	int rc = parse_args(&j.c, argc, argv, &j.o);
+	if (rc) {
+		comm_finalize(&j.c);
+		return rc > 0 ? 0 : 2;
+	}
+	ds_log_init(j.o.quiet ? -1 : j.o.verbose);
+	if (j.c.size > 1 && j.c.rank) {
+		char prefix[32];
+		snprintf(prefix, sizeof(prefix), "rank %d: ", j.c.rank);
+		ds_log_set_prefix(prefix);
+	}
+	ds__h5_quiet();
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	j.start = ds_now();
+	rc = run(&j);
+	if (rc && j.c.rank == 0)
+		remove_output(&j);
+	if (!rc && j.c.rank == 0 && !j.o.quiet)
+		summary(&j);
+	ds__plan_release(&j.plan);
+	free(j.res);
+	free(j.o.exclude);
+	free(j.o.replicate);
+	if (j.srcfd >= 0)
+		close(j.srcfd);
+	comm_finalize(&j.c);
+	return rc ? 1 : 0;
 }

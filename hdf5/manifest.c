@@ -1,0 +1,576 @@
+/* manifest.c: reading index.h5 (from disk or from an in-memory image) and
+ * the entries tables of partitions.  Everything read is untrusted: every
+ * count is bounded by the bytes really present before memory is allocated
+ * for it, every offset is checked against what it points into, every name
+ * is checked before anyone uses it as a path. */
+#include "pack_int.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- small helpers ------------------------------------------------------ */
+/* Strict UTF-8 (no overlongs, no surrogates), as ds_name_check wants it. */
+static int utf8_valid(const unsigned char *s, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		unsigned c = s[i];
+		size_t n;
+		uint32_t cp;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if ((c & 0xe0) == 0xc0) {
+			n = 1;
+			cp = c & 0x1f;
+		} else if ((c & 0xf0) == 0xe0) {
+			n = 2;
+			cp = c & 0x0f;
+		} else if ((c & 0xf8) == 0xf0) {
+			n = 3;
+			cp = c & 0x07;
+		} else {
+			return 0;
+		}
+		if (i + n >= len)
+			return 0;
+		for (size_t k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return 0;
+			cp = cp << 6 | (s[i + k] & 0x3f);
+		}
+		if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+		i += n + 1;
+	}
+	return 1;
+}
+
+char *ds__quote(const char *s, size_t len, char *buf, size_t cap)
+{
+	/* escape high bytes only when the name is not valid UTF-8 */
+	int high = !utf8_valid((const unsigned char *)s, len);
+	size_t w = 0;
+	for (size_t i = 0; i < len && w + 5 < cap; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c < 0x20 || c == 0x7f || (high && c >= 0x80))
+			w += snprintf(buf + w, cap - w, "\\x%02x", c);
+		else
+			buf[w++] = (char)c;
+	}
+	if (cap)
+		buf[w < cap ? w : cap - 1] = '\0';
+	return buf;
+}
+
+char *ds__join(const char *dir, const char *name)
+{
+	size_t a = strlen(dir), b = strlen(name);
+	char *p = ds_xmalloc(a + b + 2);
+	memcpy(p, dir, a);
+	p[a] = '/';
+	memcpy(p + a + 1, name, b + 1);
+	return p;
+}
+
+void ds__mode_string(uint32_t mode, char buf[11])
+{
+	static const char rwx[] = "rwxrwxrwx";
+	buf[0] = S_ISDIR(mode) ? 'd' : S_ISLNK(mode) ? 'l' : '-';
+	for (int i = 0; i < 9; i++)
+		buf[1 + i] = mode & (0400u >> i) ? rwx[i] : '-';
+	if (mode & S_ISUID)
+		buf[3] = mode & S_IXUSR ? 's' : 'S';
+	if (mode & S_ISGID)
+		buf[6] = mode & S_IXGRP ? 's' : 'S';
+	if (mode & S_ISVTX)
+		buf[9] = mode & S_IXOTH ? 't' : 'T';
+	buf[10] = '\0';
+}
+
+char *ds_part_path(const char *packdir, uint32_t part)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "part-%05u.h5", part);
+	return ds__join(packdir, name);
+}
+
+/* ---- names -------------------------------------------------------------- */
+int ds__target_check(const char *link, const char *target, size_t len, const char **why)
+{
+	if (len == 0 || len >= PATH_MAX) {
+		*why = len ? "symlink target longer than PATH_MAX" : "empty symlink target";
+		return -DS_ENAME;
+	}
+	if (target[0] == '/') {
+		*why = "absolute symlink target";
+		return -EXDEV;
+	}
+	if (memchr(target, '\0', len)) {
+		*why = "NUL byte in symlink target";
+		return -DS_ENAME;
+	}
+	/* depth of the directory holding the link: its count of '/' */
+	long depth = 0;
+	for (const char *p = link; *p; p++)
+		depth += *p == '/';
+	for (size_t i = 0; i < len;) {
+		size_t j = i;
+		while (j < len && target[j] != '/')
+			j++;
+		size_t c = j - i;
+		if (c == 2 && target[i] == '.' && target[i + 1] == '.') {
+			if (--depth < 0) {
+				*why = "symlink target outside the tree";
+				return -EXDEV;
+			}
+		} else if (c && !(c == 1 && target[i] == '.')) {
+			const char *w;
+			if (ds_name_check(target + i, c, &w)) {
+				*why = w;
+				return -DS_ENAME;
+			}
+			depth++;
+		}
+		i = j + 1;
+	}
+	return 0;
+}
+
+/* ---- tables ------------------------------------------------------------- */
+static const char *const row_fields[] = {"path_off", "path_len", "mode",   "mtime_ns", "size",
+                                         "part",     "offset",   "stored", "codec",    "flags",
+                                         "crc",      "target_off", "target_len"};
+static const char *const prow_fields[] = {"size", "nfiles", "replicated"};
+
+/* Does the file's compound type have every field we read, each an integer?
+ * HDF5 converts by field name; a missing field would be left unset. */
+static int compound_ok(hid_t d, const char *const *fields, size_t nf)
+{
+	hid_t t = H5Dget_type(d);
+	int ok = t >= 0 && H5Tget_class(t) == H5T_COMPOUND;
+	for (size_t i = 0; ok && i < nf; i++) {
+		int idx = H5Tget_member_index(t, fields[i]);
+		hid_t mt = idx >= 0 ? H5Tget_member_type(t, (unsigned)idx) : H5I_INVALID_HID;
+		ok = mt >= 0 && H5Tget_class(mt) == H5T_INTEGER && H5Tget_size(mt) <= 8;
+		if (mt >= 0)
+			H5Tclose(mt);
+	}
+	if (t >= 0)
+		H5Tclose(t);
+	return ok;
+}
+
+static int bytes_ok(hid_t d)
+{
+	hid_t t = H5Dget_type(d);
+	int ok = t >= 0 && H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) == 1;
+	if (t >= 0)
+		H5Tclose(t);
+	return ok;
+}
+
+/* Read a whole 1-D dataset into a new buffer of n elements of mtype. */
+static int read_all(hid_t d, hid_t mtype, uint64_t n, size_t elem, void **out)
+{
+	void *buf = ds_xmalloc(n * elem + 1);
+	if (n && H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+		free(buf);
+		return -DS_ECORRUPT;
+	}
+	*out = buf;
+	return 0;
+}
+
+void ds__table_release(struct ds__table *t)
+{
+	ds_free(&t->rows);
+	ds_free(&t->pool);
+	t->n = t->pool_len = 0;
+}
+
+int ds__table_read(hid_t file, uint64_t file_len, const char *what, struct ds__table *t)
+{
+	hid_t d = H5I_INVALID_HID, s = H5I_INVALID_HID, mt = H5I_INVALID_HID;
+	int rc;
+	memset(t, 0, sizeof(*t));
+	if ((rc = ds__h5_open_1d(file, "entries", file_len, &d, &t->n, NULL)) ||
+	    !compound_ok(d, row_fields, sizeof(row_fields) / sizeof(row_fields[0]))) {
+		ds_error("'%s': dataset 'entries' missing or malformed", what);
+		rc = -DS_ECORRUPT;
+		goto out;
+	}
+	if (t->n > DS__MAX_ENTRIES) {
+		ds_error("'%s': %llu entries, more than dstage supports", what, (unsigned long long)t->n);
+		rc = -DS_ECORRUPT;
+		goto out;
+	}
+	if ((rc = ds__h5_open_1d(file, "strings", file_len, &s, &t->pool_len, NULL)) || !bytes_ok(s)) {
+		ds_error("'%s': dataset 'strings' missing or malformed", what);
+		rc = -DS_ECORRUPT;
+		goto out;
+	}
+	mt = ds__h5_row_type(0);
+	if (mt < 0 || (rc = read_all(d, mt, t->n, sizeof(struct ds__row), (void **)&t->rows)) ||
+	    (rc = read_all(s, H5T_NATIVE_UINT8, t->pool_len, 1, (void **)&t->pool))) {
+		ds_error("'%s': cannot read the entries table", what);
+		rc = -DS_ECORRUPT;
+		goto out;
+	}
+	t->pool[t->pool_len] = '\0';
+out:
+	if (mt >= 0)
+		H5Tclose(mt);
+	if (s >= 0)
+		H5Dclose(s);
+	if (d >= 0)
+		H5Dclose(d);
+	if (rc)
+		ds__table_release(t);
+	return rc;
+}
+
+/* ---- manifest validation ------------------------------------------------ */
+struct check {
+	const char *what;     /* file name for messages */
+	const struct ds__table *t;
+	struct ds_manifest *m;
+	uint32_t *dirstack;   /* entries of the open ancestor directories */
+	size_t depth;
+	uint32_t *nfiles;     /* per partition, counted */
+};
+
+static int bad_entry(const struct check *c, uint64_t i, const char *path, size_t len,
+                     const char *why)
+{
+	char q[512];
+	if (path)
+		ds_error("'%s': entry %llu ('%s'): %s", c->what, (unsigned long long)i,
+		         ds__quote(path, len, q, sizeof(q)), why);
+	else
+		ds_error("'%s': entry %llu: %s", c->what, (unsigned long long)i, why);
+	return -DS_ECORRUPT;
+}
+
+static int in_pool(const struct ds__table *t, uint64_t off, uint64_t len)
+{
+	return off <= t->pool_len && len <= t->pool_len - off;
+}
+
+/* Is the parent of path (everything before its last '/') the directory on
+ * top of the stack?  Pops the directories whose subtree has ended.  Works
+ * because entries are sorted with '/' below every other byte: a
+ * directory's subtree follows it contiguously. */
+static int parent_ok(struct check *c, const char *path, size_t len)
+{
+	const char *slash = memrchr(path, '/', len);
+	size_t plen = slash ? (size_t)(slash - path) : 0;
+	while (c->depth) {
+		const char *top = c->m->e[c->dirstack[c->depth - 1]].path;
+		size_t tl = strlen(top);
+		if (tl < len && !memcmp(top, path, tl) && path[tl] == '/')
+			break;
+		c->depth--;
+	}
+	if (!c->depth)
+		return plen == 0;
+	return strlen(c->m->e[c->dirstack[c->depth - 1]].path) == plen;
+}
+
+static int check_file(struct check *c, uint64_t i, const struct ds__row *r, const char *path)
+{
+	const struct ds_manifest *m = c->m;
+	if (r->part >= m->nparts)
+		return bad_entry(c, i, path, r->path_len, "partition number out of range");
+	if (r->codec != DS_CODEC_NONE && r->codec != DS_CODEC_ZLIB)
+		return bad_entry(c, i, path, r->path_len, "unknown codec");
+	if (r->codec == DS_CODEC_NONE ? r->stored != r->size : r->stored == 0)
+		return bad_entry(c, i, path, r->path_len, "stored size does not fit the codec");
+	uint64_t psize = m->parts[r->part].size;
+	if (r->stored > psize || r->offset > psize - r->stored)
+		return bad_entry(c, i, path, r->path_len, "stored bytes outside the partition payload");
+	if (!(r->flags & DS_EF_REPLICATED) != !m->parts[r->part].replicated)
+		return bad_entry(c, i, path, r->path_len, "replicated flag differs from its partition's");
+	if (r->target_len)
+		return bad_entry(c, i, path, r->path_len, "a file with a symlink target");
+	c->nfiles[r->part]++;
+	return 0;
+}
+
+static int check_other(struct check *c, uint64_t i, const struct ds__row *r, const char *path)
+{
+	if (r->part != UINT32_MAX || r->offset || r->stored || r->codec)
+		return bad_entry(c, i, path, r->path_len, "payload fields set on a non-file");
+	if (S_ISDIR(r->mode)) {
+		if (r->target_len)
+			return bad_entry(c, i, path, r->path_len, "a directory with a symlink target");
+		return 0;
+	}
+	const char *why;
+	if (!in_pool(c->t, r->target_off, r->target_len))
+		return bad_entry(c, i, path, r->path_len, "symlink target outside the string pool");
+	if (ds__target_check(path, c->t->pool + r->target_off, r->target_len, &why))
+		return bad_entry(c, i, path, r->path_len, why);
+	if (r->size != r->target_len)
+		return bad_entry(c, i, path, r->path_len, "symlink size differs from its target's length");
+	return 0;
+}
+
+/* Copy row i into manifest entry i, strings into the arena at *arena. */
+static void fill_entry(struct ds_mentry *e, const struct ds__row *r, const struct ds__table *t,
+                       char **arena)
+{
+	e->path = *arena;
+	memcpy(e->path, t->pool + r->path_off, r->path_len);
+	e->path[r->path_len] = '\0';
+	*arena += r->path_len + 1;
+	e->target = NULL;
+	if (S_ISLNK(r->mode)) {
+		e->target = *arena;
+		memcpy(e->target, t->pool + r->target_off, r->target_len);
+		e->target[r->target_len] = '\0';
+		*arena += r->target_len + 1;
+	}
+	e->mode = r->mode;
+	e->mtime_ns = r->mtime_ns;
+	e->size = r->size;
+	e->part = r->part;
+	e->offset = r->offset;
+	e->stored = r->stored;
+	e->codec = r->codec;
+	e->flags = r->flags;
+	e->crc = r->crc;
+}
+
+static int check_row(struct check *c, uint64_t i)
+{
+	const struct ds__row *r = &c->t->rows[i];
+	const struct ds__table *t = c->t;
+	const char *why;
+	if (!in_pool(t, r->path_off, r->path_len))
+		return bad_entry(c, i, NULL, 0, "path outside the string pool");
+	const char *path = t->pool + r->path_off;
+	if (ds_name_check(path, r->path_len, &why))
+		return bad_entry(c, i, path, r->path_len, why);
+	uint32_t type = r->mode & S_IFMT;
+	if ((type != S_IFDIR && type != S_IFREG && type != S_IFLNK) || (r->mode & ~(S_IFMT | 07777)))
+		return bad_entry(c, i, path, r->path_len, "not a directory, file or symlink");
+	if (r->flags & ~(DS_EF_REPLICATED | DS_EF_SAMPLE))
+		return bad_entry(c, i, path, r->path_len, "unknown flags");
+	return type == S_IFREG ? check_file(c, i, r, path) : check_other(c, i, r, path);
+}
+
+/* Validate every row and build the manifest's entries (one block: the
+ * entries, then their paths and targets). */
+static int build_entries(struct check *c)
+{
+	const struct ds__table *t = c->t;
+	struct ds_manifest *m = c->m;
+	uint64_t strbytes = 0, nstr = 0;
+	int rc;
+	for (uint64_t i = 0; i < t->n; i++) {
+		const struct ds__row *r = &t->rows[i];
+		if ((rc = check_row(c, i)))
+			return rc;
+		strbytes += r->path_len + (S_ISLNK(r->mode) ? (uint64_t)r->target_len : 0);
+		nstr += 1 + !!S_ISLNK(r->mode);
+	}
+	/* Strings never share pool bytes in a pack we wrote; requiring it bounds
+	 * the arena by the pool, so rows that all point at one long string
+	 * cannot make us allocate terabytes. */
+	if (strbytes > t->pool_len) {
+		ds_error("'%s': string pool reused across entries", c->what);
+		return -DS_ECORRUPT;
+	}
+	strbytes += nstr; /* terminators */
+	m->e = ds_xmalloc(t->n * sizeof(*m->e) + strbytes);
+	char *arena = (char *)(m->e + t->n);
+	c->dirstack = ds_xmalloc((t->n + 1) * sizeof(*c->dirstack));
+	for (uint64_t i = 0; i < t->n; i++) {
+		struct ds_mentry *e = &m->e[i];
+		fill_entry(e, &t->rows[i], t, &arena);
+		m->n = i + 1;
+		if (i && ds_path_cmp(m->e[i - 1].path, e->path) >= 0)
+			return bad_entry(c, i, e->path, strlen(e->path), "entries not sorted, or a duplicate");
+		if (!parent_ok(c, e->path, strlen(e->path)))
+			return bad_entry(c, i, e->path, strlen(e->path), "parent directory missing");
+		if (S_ISDIR(e->mode))
+			c->dirstack[c->depth++] = (uint32_t)i;
+		if (S_ISREG(e->mode)) {
+			if (m->total_size + e->size < m->total_size)
+				return bad_entry(c, i, e->path, strlen(e->path), "sizes overflow");
+			m->total_size += e->size;
+			m->total_stored += e->stored;
+		}
+	}
+	for (uint32_t p = 0; p < m->nparts; p++)
+		if (c->nfiles[p] != m->parts[p].nfiles) {
+			ds_error("'%s': partition %u: %u files listed, the entries name %u", c->what, p,
+			         m->parts[p].nfiles, c->nfiles[p]);
+			return -DS_ECORRUPT;
+		}
+	return 0;
+}
+
+static int read_partitions(hid_t file, uint64_t file_len, const char *what, struct ds_manifest *m)
+{
+	hid_t d, mt = H5I_INVALID_HID;
+	uint64_t n;
+	struct ds__prow *rows = NULL;
+	int rc = ds__h5_open_1d(file, "partitions", file_len, &d, &n, NULL);
+	if (rc || !compound_ok(d, prow_fields, 3)) {
+		if (!rc)
+			H5Dclose(d);
+		ds_error("'%s': dataset 'partitions' missing or malformed", what);
+		return -DS_ECORRUPT;
+	}
+	if (n != m->nparts) {
+		ds_error("'%s': %llu partitions listed, attribute nparts says %u", what,
+		         (unsigned long long)n, m->nparts);
+		rc = -DS_ECORRUPT;
+	}
+	if (!rc && ((mt = ds__h5_prow_type(0)) < 0 || read_all(d, mt, n, sizeof(*rows), (void **)&rows))) {
+		ds_error("'%s': cannot read the partitions table", what);
+		rc = -DS_ECORRUPT;
+	}
+	if (!rc) {
+		m->parts = ds_xcalloc(n ? n : 1, sizeof(*m->parts));
+		for (uint64_t i = 0; i < n; i++) {
+			m->parts[i].size = rows[i].size;
+			m->parts[i].nfiles = rows[i].nfiles;
+			m->parts[i].replicated = rows[i].replicated != 0;
+		}
+	}
+	free(rows);
+	if (mt >= 0)
+		H5Tclose(mt);
+	H5Dclose(d);
+	return rc;
+}
+
+/* Root attributes: format, version, checksum, nparts, pack_id. */
+static int read_root_attrs(hid_t file, const char *what, struct ds_manifest *m)
+{
+	char s[64];
+	uint64_t v;
+	if (ds__h5_read_attr_str(file, "format", s, sizeof(s)) || strcmp(s, DS__PACK_FORMAT)) {
+		ds_error("'%s': not a dstage pack (attribute 'format')", what);
+		return -DS_EFORMAT;
+	}
+	if (ds__h5_read_attr_u64(file, "version", &v) || v != DS__PACK_VERSION) {
+		ds_error("'%s': pack format version not supported (this dstage reads version %u)", what,
+		         DS__PACK_VERSION);
+		return -DS_EFORMAT;
+	}
+	if (ds__h5_read_attr_str(file, "checksum", s, sizeof(s)) || strcmp(s, DS__CHECKSUM)) {
+		ds_error("'%s': unknown checksum (attribute 'checksum')", what);
+		return -DS_EFORMAT;
+	}
+	if (ds__h5_read_attr_u64(file, "nparts", &v) || v > DS__MAX_PARTS) {
+		ds_error("'%s': attribute 'nparts' missing or out of range", what);
+		return -DS_ECORRUPT;
+	}
+	m->nparts = (uint32_t)v;
+	if (ds__h5_read_attr_u64(file, "pack_id", &m->pack_id)) {
+		ds_error("'%s': attribute 'pack_id' missing", what);
+		return -DS_ECORRUPT;
+	}
+	return 0;
+}
+
+static int manifest_from_file(hid_t file, uint64_t file_len, const char *what, struct ds_manifest *m)
+{
+	struct ds__table t;
+	int rc;
+	memset(m, 0, sizeof(*m));
+	if ((rc = read_root_attrs(file, what, m)) || (rc = read_partitions(file, file_len, what, m)))
+		goto fail;
+	if ((rc = ds__table_read(file, file_len, what, &t)))
+		goto fail;
+	struct check c = {.what = what, .t = &t, .m = m};
+	c.nfiles = ds_xcalloc(m->nparts + 1, sizeof(*c.nfiles));
+	rc = build_entries(&c);
+	free(c.nfiles);
+	free(c.dirstack);
+	ds__table_release(&t);
+	if (!rc)
+		return 0;
+fail:
+	ds_manifest_release(m);
+	return rc;
+}
+
+int ds_manifest_read_image(const void *buf, size_t len, const char *what, struct ds_manifest *m)
+{
+	struct ds__seal seal;
+	memset(m, 0, sizeof(*m));
+	int rc = ds__seal_check_buf(buf, len, what, DS__SEAL_PACK_MAGIC, &seal);
+	if (rc)
+		return rc;
+	hid_t f = ds__h5_open_image(buf, len);
+	if (f < 0) {
+		ds_error("'%s': not readable as HDF5", what);
+		return -DS_ECORRUPT;
+	}
+	rc = manifest_from_file(f, len, what, m);
+	H5Fclose(f);
+	return rc;
+}
+
+int ds_manifest_read(const char *packdir, struct ds_manifest *m)
+{
+	char *path = ds__join(packdir, DS__INDEX_NAME);
+	struct ds__seal seal;
+	int rc;
+	memset(m, 0, sizeof(*m));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		ds_error("'%s': %s", path, strerror(errno));
+		goto out;
+	}
+	rc = ds__seal_check_fd(fd, path, DS__SEAL_PACK_MAGIC, &seal);
+	close(fd);
+	if (rc)
+		goto out;
+	hid_t f = ds__h5_open_file(path);
+	if (f < 0) {
+		ds_error("'%s': not readable as HDF5", path);
+		rc = -DS_ECORRUPT;
+		goto out;
+	}
+	rc = manifest_from_file(f, seal.file_size, path, m);
+	H5Fclose(f);
+out:
+	free(path);
+	return rc;
+}
+
+void ds_manifest_release(struct ds_manifest *m)
+{
+	ds_free(&m->e);
+	ds_free(&m->parts);
+	m->n = 0;
+	m->nparts = 0;
+}
+
+int64_t ds__manifest_find(const struct ds_manifest *m, const char *path)
+{
+	size_t lo = 0, hi = m->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = ds_path_cmp(m->e[mid].path, path);
+		if (!c)
+			return (int64_t)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}

@@ -1,0 +1,287 @@
+/* pack_int.h: internals shared by the .c files of hdf5/ (never included
+ * outside this folder; the module's face is dspack.h).
+ *
+ * Files of the module:
+ *   h5util.c    HDF5 property lists, table types, attributes, checked opens
+ *   seal.c      the seal: a CRC-protected header in each file's user block
+ *   manifest.c  reading and validating index.h5 and partition tables
+ *   payload.c   locating a partition's payload, decoding one file's bytes
+ *   scan.c      walking SRC into a sorted entry list (pack, rank 0)
+ *   plan.c      partitioning, the plan broadcast to every rank
+ *   writer.c    writing one part-NNNNN.h5 (sink, zlib, CRC-32C)
+ *   pack.c      `dstage pack`: options, MPI, the temporary directory, commit
+ *   verify.c    `dstage verify`
+ *   cmd_read.c  `dstage ls`, `dstage cat` */
+#ifndef DS_PACK_INT_H
+#define DS_PACK_INT_H
+
+#include "dscommon.h"
+#include "dsindex.h"
+#include "dspack.h"
+
+#include <hdf5.h>
+#include <signal.h>
+#include <stdio.h>
+
+#define DS__PACK_FORMAT "dstage-pack" /* root attribute "format" of index.h5 */
+#define DS__PART_FORMAT "dstage-part" /* ... and of part-NNNNN.h5 */
+#define DS__PACK_VERSION 1u
+#define DS__CHECKSUM "crc32c"
+#define DS__MAX_PARTS 100000u         /* part-NNNNN.h5 has five digits */
+#define DS__MAX_ENTRIES 0xfffffff0u   /* entry ids are uint32 in the node index */
+#define DS__INDEX_NAME "index.h5"
+/* Stored raw unless zlib makes a file at least this much smaller (percent). */
+#define DS__ZLIB_MIN_SAVING 5
+
+/* ---- tables ------------------------------------------------------------- */
+/* One row of an "entries" table (index.h5: every entry; part-NNNNN.h5: that
+ * partition's files).  On disk the fields are packed little-endian in this
+ * order (see ds__h5_row_type); in memory this native struct. */
+struct ds__row {
+	uint64_t path_off;   /* path: bytes [path_off, path_off+path_len) of "strings" */
+	uint32_t path_len;
+	uint32_t mode;
+	int64_t mtime_ns;
+	uint64_t size;
+	uint32_t part;       /* files: partition; others: UINT32_MAX */
+	uint64_t offset;     /* files: offset of the stored bytes in the payload */
+	uint64_t stored;     /* files: stored byte count */
+	uint8_t codec;       /* enum ds_codec */
+	uint8_t flags;       /* enum ds_entry_flag */
+	uint32_t crc;        /* files: CRC-32C of the content */
+	uint64_t target_off; /* symlinks: target in "strings"; others 0, 0 */
+	uint32_t target_len;
+};
+
+/* One row of the "partitions" table of index.h5. */
+struct ds__prow {
+	uint64_t size;
+	uint32_t nfiles;
+	uint8_t replicated;
+};
+
+/* An entries table and its string pool, as read from a file. */
+struct ds__table {
+	uint64_t n;
+	struct ds__row *rows;
+	char *pool;
+	uint64_t pool_len;
+};
+
+/* ---- HDF5 helpers (h5util.c) -------------------------------------------- */
+/* Once per process: no automatic printing of HDF5's error stack (we name the
+ * problem ourselves). */
+void ds__h5_quiet(void);
+/* Access list: sec2, fixed format bounds (EARLIEST..V18, so the bytes do not
+ * depend on the library's defaults), 4 KiB alignment of large blocks, no file
+ * locking (Lustre is often mounted without flock). */
+hid_t ds__h5_fapl(void);
+/* Creation list: the 4 KiB user block that holds the seal, no timestamps. */
+hid_t ds__h5_fcpl(void);
+/* Dataset creation: contiguous, allocated at creation, never filled (we write
+ * every byte), no timestamps. */
+hid_t ds__h5_dcpl(void);
+hid_t ds__h5_row_type(int on_disk);
+hid_t ds__h5_prow_type(int on_disk);
+/* Create a 1-D contiguous dataset of n elements and write data (may be NULL
+ * to only allocate).  Returns the open dataset or H5I_INVALID_HID. */
+hid_t ds__h5_dataset(hid_t loc, const char *name, hid_t ftype, hid_t mtype, uint64_t n,
+                     const void *data);
+int ds__h5_attr_str(hid_t loc, const char *name, const char *val);
+int ds__h5_attr_u64(hid_t loc, const char *name, hid_t ftype, uint64_t v);
+/* Checked reads of attributes of an untrusted file. */
+int ds__h5_read_attr_str(hid_t loc, const char *name, char *buf, size_t cap);
+int ds__h5_read_attr_u64(hid_t loc, const char *name, uint64_t *v);
+/* Open 1-D dataset `name` and check what the untrusted file says about it:
+ * contiguous, no filter, no external file, storage that covers n elements
+ * of its type within file_len bytes.  Sets *n and the file type's size. */
+int ds__h5_open_1d(hid_t file, const char *name, uint64_t file_len, hid_t *dset, uint64_t *n,
+                   size_t *type_size);
+/* Open an HDF5 file read-only from disk or from an in-memory image. */
+hid_t ds__h5_open_file(const char *path);
+hid_t ds__h5_open_image(const void *buf, size_t len);
+
+/* ---- the seal (seal.c) -------------------------------------------------- */
+/* Every file of a pack starts with a 4 KiB HDF5 user block (HDF5 and h5py skip
+ * it).  Its first 64 bytes, little-endian:
+ *     0  char[16] magic "dstage-pack\n" or "dstage-part\n", zero padded
+ *    16  u32 seal version (1)          20  u32 user block size (4096)
+ *    24  u64 file size                 32  u64 payload offset (0 in index.h5)
+ *    40  u64 payload length            48  u32 CRC-32C of every byte after
+ *        the user block except the payload (all that HDF5 parses)
+ *    52  u32 CRC-32C of bytes 0..51    56  zero
+ * A reader checks it before HDF5 parses anything: truncation and flipped
+ * bits become a clear error instead of a crash in the HDF5 library. */
+#define DS__SEAL_SIZE 4096u
+#define DS__SEAL_USED 64u
+#define DS__SEAL_PACK_MAGIC "dstage-pack\n"
+#define DS__SEAL_PART_MAGIC "dstage-part\n"
+
+struct ds__seal {
+	uint64_t file_size, payload_off, payload_len;
+	uint32_t meta_crc;
+};
+
+/* Write the seal of a closed HDF5 file open as fd (payload range given). */
+int ds__seal_write(int fd, const char *magic, uint64_t payload_off, uint64_t payload_len);
+/* Check the seal of a file / an image; log why not with `what` as subject.
+ * Returns 0, -DS_ECORRUPT, -DS_EFORMAT or -errno. */
+int ds__seal_check_fd(int fd, const char *what, const char *magic, struct ds__seal *s);
+int ds__seal_check_buf(const void *buf, size_t len, const char *what, const char *magic,
+                       struct ds__seal *s);
+/* Fill in the seal of an image in place (the fuzzer uses it to get past the
+ * CRC gate into the HDF5 parser and our validation). */
+void ds__seal_fixup_buf(void *buf, size_t len, const char *magic);
+
+/* ---- tables and manifest (manifest.c) ----------------------------------- */
+int ds__table_read(hid_t file, uint64_t file_len, const char *what, struct ds__table *t);
+void ds__table_release(struct ds__table *t);
+/* Check a symlink target: valid names (else -DS_ENAME), relative and
+ * lexically inside the tree when resolved from the directory of the link
+ * (else -EXDEV).  Sets *why on failure. */
+int ds__target_check(const char *link, const char *target, size_t len, const char **why);
+/* Entry index of path in a manifest (binary search), or -1. */
+int64_t ds__manifest_find(const struct ds_manifest *m, const char *path);
+
+/* ---- payload (payload.c) ------------------------------------------------ */
+/* An open partition: its file and where its payload lies in it. */
+struct ds__part {
+	int fd;
+	uint32_t part;
+	uint64_t base, len; /* payload: file bytes [base, base+len) */
+	char *path;
+};
+
+/* Check and open partition `part` of the pack at packdir: the seal, the
+ * HDF5 structure (format, pack_id, part number, payload dataset), the size.
+ * When table != NULL, also read the partition's own entries table. */
+int ds__part_open(const char *packdir, uint32_t part, const struct ds_manifest *m,
+                  struct ds__part *p, struct ds__table *table);
+void ds__part_close(struct ds__part *p);
+
+/* Receives the decoded bytes of a file, in order.  Returns 0 or -errno. */
+typedef int (*ds__sink_fn)(void *ctx, const void *buf, size_t len);
+/* Read file entry e from its open partition, decode it, check its size and
+ * CRC-32C, and hand the bytes to fn (which may be NULL).  Returns 0,
+ * -DS_ECHECKSUM, -DS_ECORRUPT (bad zlib stream, wrong size) or -errno. */
+int ds__entry_read(const struct ds__part *p, const struct ds_mentry *e, ds__sink_fn fn, void *ctx);
+
+/* ---- small helpers (manifest.c) ----------------------------------------- */
+/* Quote a name for a message: control bytes, and when the name is not valid
+ * UTF-8 every byte >= 0x80, become \xNN.  Returns buf. */
+char *ds__quote(const char *s, size_t len, char *buf, size_t cap);
+/* "OUT/NAME" in a malloc'd string. */
+char *ds__join(const char *dir, const char *name);
+/* mode string of ls -l ("drwxr-xr-x") into buf[11]. */
+void ds__mode_string(uint32_t mode, char buf[11]);
+
+/* ---- the pack side (scan.c, plan.c, writer.c, pack.c) ------------------- */
+/* One entry found in SRC. */
+struct ds__pentry {
+	uint64_t size;
+	int64_t mtime_ns;
+	uint64_t ino;       /* recognises the file when it is opened to be read */
+	uint64_t path;      /* offset of the NUL-terminated path in tree.names */
+	uint64_t target;    /* symlinks: offset of the target in tree.names */
+	uint32_t path_len, target_len;
+	uint32_t mode;
+	uint32_t part;      /* files: partition (plan.c); others UINT32_MAX */
+	uint8_t flags;      /* DS_EF_REPLICATED */
+	uint8_t follow;     /* reached through --dereference: open following links */
+	uint16_t pad;
+};
+
+struct ds__tree {
+	struct ds__pentry *e; /* sorted by path (ds_path_cmp) */
+	size_t n, cap;
+	struct ds_buf names;
+	uint64_t nfiles, ndirs, nlinks, bytes;
+};
+
+static inline const char *ds__tree_path(const struct ds__tree *t, const struct ds__pentry *e)
+{
+	return t->names.data + e->path;
+}
+
+struct ds__scan_opts {
+	const char *src;       /* SRC as given, for messages */
+	int srcfd;             /* O_DIRECTORY descriptor of SRC */
+	char **exclude;        /* --exclude globs */
+	size_t nexclude;
+	char **replicate;      /* --replicate subpaths */
+	size_t nreplicate;
+	const char *files_from; /* --files-from FILE ("-": stdin), or NULL */
+	int dereference;
+	double progress;       /* seconds between progress lines; 0: none */
+};
+
+/* Walk SRC (or the --files-from list) into t, sorted, replicated subtrees
+ * flagged.  Fatal problems are logged and returned as a negative code;
+ * special files and escaping symlinks are skipped with a warning. */
+int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t);
+void ds__tree_release(struct ds__tree *t);
+
+/* A partition of the plan: files[first .. first+nfiles) of plan.files. */
+struct ds__ppart {
+	uint64_t first;
+	uint64_t raw;        /* sum of the files' sizes */
+	uint32_t nfiles;
+	uint8_t replicated;
+};
+
+/* What every rank needs to write its partitions, and rank 0 the index. */
+struct ds__plan {
+	struct ds__tree tree;
+	uint32_t *files;     /* entry ids of the regular files, partition by partition,
+	                        each partition in path order */
+	uint64_t nfiles;
+	struct ds__ppart *parts;
+	uint32_t nparts;
+	uint32_t codec;      /* enum ds_codec */
+	uint32_t level;      /* zlib level */
+	uint64_t pack_id;
+};
+
+/* Partition the scanned tree in pl->tree: `nparts` partitions (when not 0)
+ * or about `part_size` bytes each.  Sets files, parts, pack_id. */
+int ds__plan_make(struct ds__plan *pl, uint32_t nparts, uint64_t part_size);
+/* Serialise a plan into a byte buffer / rebuild it from one (for MPI_Bcast). */
+void ds__plan_encode(const struct ds__plan *pl, struct ds_buf *out);
+int ds__plan_decode(struct ds__plan *pl, const void *buf, size_t len);
+void ds__plan_release(struct ds__plan *pl);
+
+/* What packing file slot i of the plan produced. */
+struct ds__result {
+	uint64_t offset, stored;
+	uint32_t crc;
+	uint8_t codec;
+};
+
+/* Progress of this process, shared by the writer and the command. */
+struct ds__progress {
+	double interval, next, start;
+	uint64_t files, bytes;          /* done */
+	uint64_t total_files, total_bytes; /* this rank's share */
+	const char *label;              /* "" or "rank 0's share: " */
+};
+void ds__progress_tick(struct ds__progress *pr);
+/* Set by SIGINT/SIGTERM: the writer stops after the chunk it is on. */
+extern volatile sig_atomic_t ds__pack_interrupted;
+
+struct ds__write_opts {
+	int srcfd;
+	const char *dir;       /* where part files go (the temporary directory) */
+	const char *out;       /* OUT as given, for messages */
+	int fsync;
+};
+
+/* Write part-NNNNN.h5 of partition `part` into o->dir, filling res[] for
+ * its file slots.  Logs and returns a negative code on failure (the caller
+ * removes the directory). */
+int ds__write_part(const struct ds__plan *pl, uint32_t part, const struct ds__write_opts *o,
+                   struct ds__result *res, struct ds__progress *pr);
+/* Write index.h5 into o->dir from the plan and every file's result. */
+int ds__write_index(const struct ds__plan *pl, const struct ds__result *res,
+                    const struct ds__write_opts *o);
+
+#endif

@@ -1,0 +1,814 @@
+/* writer.c: write one part-NNNNN.h5, and index.h5.
+ *
+ * A partition file is created with HDF5 (attributes, the partition's own
+ * entries table, and the payload dataset allocated at its final size), and
+ * the payload bytes are then streamed into the space HDF5 allocated with
+ * plain pwrite: no HDF5 call per file, no copy of a whole file in memory.
+ *
+ * Without compression the payload size is known before the first byte is
+ * read.  With zlib it is not, so the payload goes to a spool file next to
+ * the partition first and is copied into place once its size is known.
+ *
+ * Source files are read once, in chunks, with the CRC-32C computed on the
+ * bytes as they arrive.  Holes of sparse sources (SEEK_DATA/SEEK_HOLE) are
+ * not read and not written: the payload region HDF5 allocated reads as
+ * zeros, so a sparse source stays sparse in the pack. */
+#include "pack_int.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define CHUNK (4u << 20)    /* unit of reads and writes; files up to this size
+                               are compressed in one call */
+#define ZEROS (1u << 20)
+
+static const char zeros[ZEROS];
+
+/* ---- the sink: where stored bytes go ------------------------------------ */
+struct sink {
+	int fd;
+	uint64_t base;  /* file offset of payload byte 0 */
+	uint64_t off;   /* payload bytes so far, buffered ones included */
+	uint64_t hwm;   /* payload bytes ever written: holes below this need zeros */
+	char *buf;      /* payload bytes [off - len, off) not yet written */
+	size_t len, cap;
+	int err;        /* first write error (reported by the caller, with the
+	                   partition's name) */
+};
+
+static int sink_flush(struct sink *k)
+{
+	if (!k->len)
+		return 0;
+	int rc = ds_pwrite_full(k->fd, k->buf, k->len, (off_t)(k->base + k->off - k->len));
+	if (k->off > k->hwm)
+		k->hwm = k->off;
+	k->len = 0;
+	if (rc && !k->err)
+		k->err = rc;
+	return rc;
+}
+
+/* Room for at least min(want, cap) bytes at *p; *avail says how much. */
+static int sink_space(struct sink *k, size_t want, char **p, size_t *avail)
+{
+	int rc = 0;
+	if (want > k->cap)
+		want = k->cap;
+	if (k->cap - k->len < want)
+		rc = sink_flush(k);
+	*p = k->buf + k->len;
+	*avail = k->cap - k->len;
+	return rc;
+}
+
+static void sink_commit(struct sink *k, size_t n)
+{
+	k->len += n;
+	k->off += n;
+}
+
+static int sink_write(struct sink *k, const char *p, size_t n)
+{
+	while (n) {
+		char *dst;
+		size_t avail;
+		int rc = sink_space(k, n, &dst, &avail);
+		if (rc)
+			return rc;
+		size_t m = n < avail ? n : avail;
+		memcpy(dst, p, m);
+		sink_commit(k, m);
+		p += m;
+		n -= m;
+	}
+	return 0;
+}
+
+/* n zero bytes: a hole where nothing was written before, zeros elsewhere
+ * (a rewound zlib attempt may have left bytes there). */
+static int sink_zeros(struct sink *k, uint64_t n)
+{
+	int rc = sink_flush(k);
+	while (!rc && n && k->off < k->hwm) {
+		uint64_t m = k->hwm - k->off;
+		if (m > n)
+			m = n;
+		if (m > ZEROS)
+			m = ZEROS;
+		if ((rc = ds_pwrite_full(k->fd, zeros, m, (off_t)(k->base + k->off))) && !k->err)
+			k->err = rc;
+		k->off += m;
+		n -= m;
+	}
+	k->off += n;
+	return rc;
+}
+
+static int sink_rewind(struct sink *k, uint64_t to)
+{
+	int rc = sink_flush(k);
+	k->off = to;
+	return rc;
+}
+
+/* ---- per-partition state ------------------------------------------------ */
+struct wpart {
+	const struct ds__plan *pl;
+	const struct ds__write_opts *o;
+	struct ds__progress *pr;
+	uint32_t part;
+	char name[32];       /* "part-00003.h5" */
+	struct sink k;
+	char *in;            /* CHUNK bytes: source data for zlib */
+	char *zout;          /* deflateBound(CHUNK) bytes */
+	size_t zout_cap;
+	z_stream z;
+	int zinit;
+};
+
+/* "'OUT/part-00003.h5': what" */
+static int part_fail(const struct wpart *w, int rc, const char *what)
+{
+	ds_error("'%s/%s': %s", w->o->out, w->name, what);
+	return rc;
+}
+
+static int file_fail(const struct wpart *w, const struct ds__pentry *e, int rc, const char *what)
+{
+	char q[PATH_MAX + 64];
+	ds_error("'%s': %s", ds__quote(ds__tree_path(&w->pl->tree, e), e->path_len, q, sizeof(q)), what);
+	return rc;
+}
+
+/* ---- reading a source file ---------------------------------------------- */
+/* Where the bytes read go: raw into the sink, or into zlib. */
+struct feed {
+	int (*space)(void *ctx, size_t want, char **p, size_t *avail);
+	int (*data)(void *ctx, char *p, size_t n);
+	int (*zeros)(void *ctx, uint64_t n);
+	void *ctx;
+};
+
+static int64_t mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+/* Open e and make sure it is the file the scan saw (same inode, size and
+ * mtime): what is packed is what the manifest describes, or an error. */
+static int open_source(const struct wpart *w, const struct ds__pentry *e, int *fdp, struct stat *st)
+{
+	const char *path = ds__tree_path(&w->pl->tree, e);
+	/* O_NONBLOCK: a FIFO swapped in since the scan must not hang us */
+	int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (e->follow ? 0 : O_NOFOLLOW);
+	int fd = openat(w->o->srcfd, path, flags);
+	if (fd < 0) {
+		int err = errno;
+		if (err == ENOENT)
+			return file_fail(w, e, -ENOENT, "vanished while packing");
+		if (err == ELOOP)
+			return file_fail(w, e, -ELOOP, "changed while packing (now a symlink)");
+		return file_fail(w, e, -err, strerror(err));
+	}
+	if (fstat(fd, st) < 0) {
+		int err = errno;
+		close(fd);
+		return file_fail(w, e, -err, strerror(err));
+	}
+	if (!S_ISREG(st->st_mode) || (uint64_t)st->st_ino != e->ino ||
+	    (uint64_t)st->st_size != e->size || mtime_ns(st) != e->mtime_ns) {
+		close(fd);
+		return file_fail(w, e, -ESTALE, "changed while packing");
+	}
+	*fdp = fd;
+	return 0;
+}
+
+/* Bytes [from, to) of fd into the feed. */
+static int read_span(const struct wpart *w, const struct ds__pentry *e, int fd, uint64_t from,
+                     uint64_t to, const struct feed *f, uint32_t *crc)
+{
+	while (from < to) {
+		char *p;
+		size_t avail;
+		uint64_t want = to - from < CHUNK ? to - from : CHUNK;
+		if (ds__pack_interrupted)
+			return file_fail(w, e, -EINTR, "interrupted");
+		int rc = f->space(f->ctx, (size_t)want, &p, &avail);
+		if (rc)
+			return rc;
+		if (avail > want)
+			avail = (size_t)want;
+		ssize_t n = pread(fd, p, avail, (off_t)from);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return file_fail(w, e, -errno, strerror(errno));
+		if (n == 0)
+			return file_fail(w, e, -ESTALE, "changed while packing (shrank)");
+		*crc = ds_crc32c(*crc, p, (size_t)n);
+		if ((rc = f->data(f->ctx, p, (size_t)n)))
+			return rc;
+		from += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int zero_span(uint64_t n, const struct feed *f, uint32_t *crc)
+{
+	for (uint64_t left = n; left;) {
+		size_t m = left < ZEROS ? (size_t)left : ZEROS;
+		*crc = ds_crc32c(*crc, zeros, m);
+		left -= m;
+	}
+	return f->zeros(f->ctx, n);
+}
+
+/* Where the next data starts at or after pos, and where it ends; a file
+ * system without SEEK_DATA gives one span of data to the end. */
+static void next_data(int fd, uint64_t pos, uint64_t size, uint64_t *data, uint64_t *hole)
+{
+	off_t d = lseek(fd, (off_t)pos, SEEK_DATA);
+	if (d < 0) {
+		*data = errno == ENXIO ? size : pos;
+		*hole = size;
+		return;
+	}
+	*data = (uint64_t)d < size ? (uint64_t)d : size;
+	off_t h = lseek(fd, (off_t)*data, SEEK_HOLE);
+	*hole = h < 0 || (uint64_t)h > size ? size : (uint64_t)h;
+}
+
+/* The whole content of e, in order, into the feed; sets *crc. */
+static int read_source(const struct wpart *w, const struct ds__pentry *e, int fd,
+                       const struct stat *st, const struct feed *f, uint32_t *crc)
+{
+	uint64_t size = e->size, pos = 0;
+	/* fewer blocks than bytes: the file has holes worth skipping */
+	int sparse = (uint64_t)st->st_blocks * 512 < size;
+	int rc = 0;
+	*crc = 0;
+	while (!rc && pos < size) {
+		uint64_t data = pos, hole = size;
+		if (sparse)
+			next_data(fd, pos, size, &data, &hole);
+		if (data > pos) {
+			rc = zero_span(data - pos, f, crc);
+			pos = data;
+			continue;
+		}
+		rc = read_span(w, e, fd, pos, hole, f, crc);
+		pos = hole;
+	}
+	return rc;
+}
+
+/* ---- feeds -------------------------------------------------------------- */
+static int raw_space(void *ctx, size_t want, char **p, size_t *avail)
+{
+	return sink_space(ctx, want, p, avail);
+}
+
+static int raw_data(void *ctx, char *p, size_t n)
+{
+	(void)p; /* read in place */
+	sink_commit(ctx, n);
+	return 0;
+}
+
+static int raw_zeros(void *ctx, uint64_t n)
+{
+	return sink_zeros(ctx, n);
+}
+
+/* Whole-file zlib: collect the file in w->in. */
+struct whole {
+	struct wpart *w;
+	size_t len;
+};
+
+static int whole_space(void *ctx, size_t want, char **p, size_t *avail)
+{
+	struct whole *h = ctx;
+	(void)want;
+	*p = h->w->in + h->len;
+	*avail = CHUNK - h->len;
+	return 0;
+}
+
+static int whole_data(void *ctx, char *p, size_t n)
+{
+	(void)p;
+	((struct whole *)ctx)->len += n;
+	return 0;
+}
+
+static int whole_zeros(void *ctx, uint64_t n)
+{
+	struct whole *h = ctx;
+	memset(h->w->in + h->len, 0, (size_t)n);
+	h->len += (size_t)n;
+	return 0;
+}
+
+/* Streaming zlib: deflate straight into the sink. */
+static int deflate_into(struct wpart *w, const char *p, size_t n, int flush)
+{
+	z_stream *z = &w->z;
+	z->next_in = (Bytef *)p;
+	z->avail_in = (uInt)n;
+	for (;;) {
+		char *o;
+		size_t avail;
+		int rc = sink_space(&w->k, 64 << 10, &o, &avail);
+		if (rc)
+			return rc;
+		z->next_out = (Bytef *)o;
+		z->avail_out = (uInt)avail;
+		int zr = deflate(z, flush);
+		sink_commit(&w->k, avail - z->avail_out);
+		if (zr == Z_STREAM_END || (flush == Z_NO_FLUSH && !z->avail_in && z->avail_out))
+			return 0;
+		if (zr != Z_OK && zr != Z_BUF_ERROR)
+			return part_fail(w, -EIO, "zlib failed");
+	}
+}
+
+static int stream_space(void *ctx, size_t want, char **p, size_t *avail)
+{
+	(void)want;
+	*p = ((struct wpart *)ctx)->in;
+	*avail = CHUNK;
+	return 0;
+}
+
+static int stream_data(void *ctx, char *p, size_t n)
+{
+	return deflate_into(ctx, p, n, Z_NO_FLUSH);
+}
+
+static int stream_zeros(void *ctx, uint64_t n)
+{
+	while (n) {
+		size_t m = n < ZEROS ? (size_t)n : ZEROS;
+		int rc = deflate_into(ctx, zeros, m, Z_NO_FLUSH);
+		if (rc)
+			return rc;
+		n -= m;
+	}
+	return 0;
+}
+
+/* ---- one file ----------------------------------------------------------- */
+static int pays(uint64_t stored, uint64_t size)
+{
+	/* zlib is kept only when it saves at least DS__ZLIB_MIN_SAVING percent */
+	return stored * 100 <= size * (100 - DS__ZLIB_MIN_SAVING);
+}
+
+static int pack_raw(struct wpart *w, const struct ds__pentry *e, int fd, const struct stat *st,
+                    struct ds__result *r)
+{
+	struct feed f = {raw_space, raw_data, raw_zeros, &w->k};
+	r->codec = DS_CODEC_NONE;
+	return read_source(w, e, fd, st, &f, &r->crc);
+}
+
+static int pack_zlib_whole(struct wpart *w, const struct ds__pentry *e, int fd,
+                           const struct stat *st, struct ds__result *r)
+{
+	struct whole h = {w, 0};
+	struct feed f = {whole_space, whole_data, whole_zeros, &h};
+	int rc = read_source(w, e, fd, st, &f, &r->crc);
+	if (rc)
+		return rc;
+	deflateReset(&w->z);
+	w->z.next_in = (Bytef *)w->in;
+	w->z.avail_in = (uInt)h.len;
+	w->z.next_out = (Bytef *)w->zout;
+	w->z.avail_out = (uInt)w->zout_cap;
+	if (deflate(&w->z, Z_FINISH) != Z_STREAM_END)
+		return part_fail(w, -EIO, "zlib failed");
+	size_t zlen = w->zout_cap - w->z.avail_out;
+	if (pays(zlen, h.len)) {
+		r->codec = DS_CODEC_ZLIB;
+		return sink_write(&w->k, w->zout, zlen);
+	}
+	r->codec = DS_CODEC_NONE;
+	return sink_write(&w->k, w->in, h.len);
+}
+
+/* A large file: deflate as it is read.  When that did not pay, store it raw:
+ * rewind and read it again (the only case a source is read twice), and
+ * insist on the same CRC. */
+static int pack_zlib_stream(struct wpart *w, const struct ds__pentry *e, int fd,
+                            const struct stat *st, struct ds__result *r)
+{
+	struct feed f = {stream_space, stream_data, stream_zeros, w};
+	uint64_t start = w->k.off;
+	deflateReset(&w->z);
+	int rc = read_source(w, e, fd, st, &f, &r->crc);
+	if (!rc)
+		rc = deflate_into(w, NULL, 0, Z_FINISH);
+	if (rc)
+		return rc;
+	if (pays(w->k.off - start, e->size)) {
+		r->codec = DS_CODEC_ZLIB;
+		return 0;
+	}
+	uint32_t first = r->crc;
+	if ((rc = sink_rewind(&w->k, start)) || (rc = pack_raw(w, e, fd, st, r)))
+		return rc;
+	return r->crc == first ? 0 : file_fail(w, e, -ESTALE, "changed while packing");
+}
+
+static int pack_file(struct wpart *w, const struct ds__pentry *e, struct ds__result *r)
+{
+	int fd = -1, rc;
+	struct stat st;
+	r->offset = w->k.off;
+	if ((rc = open_source(w, e, &fd, &st)))
+		return rc;
+	if (e->size > CHUNK)
+		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	if (w->pl->codec != DS_CODEC_ZLIB || e->size == 0)
+		rc = pack_raw(w, e, fd, &st, r);
+	else if (e->size <= CHUNK)
+		rc = pack_zlib_whole(w, e, fd, &st, r);
+	else
+		rc = pack_zlib_stream(w, e, fd, &st, r);
+	/* the file must not have changed while it was read */
+	struct stat after;
+	if (!rc && (fstat(fd, &after) < 0 || after.st_size != st.st_size || mtime_ns(&after) != mtime_ns(&st)))
+		rc = file_fail(w, e, -ESTALE, "changed while packing");
+	close(fd);
+	if (w->k.err) /* the output failed, not the source */
+		return part_fail(w, w->k.err, strerror(-w->k.err));
+	r->stored = w->k.off - r->offset;
+	return rc;
+}
+
+/* ---- the partition file ------------------------------------------------- */
+struct h5part {
+	hid_t file, entries;
+	uint64_t payload_off;
+	struct ds__row *rows;
+};
+
+/* The partition's own table: its files, path-ordered, paths in its pool. */
+static void part_rows(const struct wpart *w, struct ds__row **rowsp, struct ds_buf *pool)
+{
+	const struct ds__plan *pl = w->pl;
+	const struct ds__ppart *p = &pl->parts[w->part];
+	struct ds__row *rows = ds_xcalloc(p->nfiles, sizeof(*rows));
+	for (uint32_t i = 0; i < p->nfiles; i++) {
+		const struct ds__pentry *e = &pl->tree.e[pl->files[p->first + i]];
+		struct ds__row *r = &rows[i];
+		r->path_off = pool->len;
+		r->path_len = e->path_len;
+		ds_buf_add(pool, ds__tree_path(&pl->tree, e), e->path_len);
+		r->mode = e->mode;
+		r->mtime_ns = e->mtime_ns;
+		r->size = e->size;
+		r->part = w->part;
+		r->flags = e->flags;
+	}
+	*rowsp = rows;
+}
+
+static int part_attrs(const struct wpart *w, hid_t f)
+{
+	const struct ds__plan *pl = w->pl;
+	int rc = ds__h5_attr_str(f, "format", DS__PART_FORMAT);
+	if (!rc) rc = ds__h5_attr_u64(f, "version", H5T_STD_U32LE, DS__PACK_VERSION);
+	if (!rc) rc = ds__h5_attr_u64(f, "part", H5T_STD_U32LE, w->part);
+	if (!rc) rc = ds__h5_attr_u64(f, "nparts", H5T_STD_U32LE, pl->nparts);
+	if (!rc) rc = ds__h5_attr_u64(f, "replicated", H5T_STD_U8LE, pl->parts[w->part].replicated);
+	if (!rc) rc = ds__h5_attr_str(f, "checksum", DS__CHECKSUM);
+	if (!rc) rc = ds__h5_attr_u64(f, "pack_id", H5T_STD_U64LE, pl->pack_id);
+	return rc;
+}
+
+/* Create part file with its tables and a payload dataset of `size` bytes;
+ * the rows are written later, once the CRCs are known. */
+static int part_create(struct wpart *w, const char *path, uint64_t size, struct h5part *h)
+{
+	struct ds_buf pool = {0};
+	hid_t fcpl = ds__h5_fcpl(), fapl = ds__h5_fapl();
+	hid_t rt = ds__h5_row_type(1), rm = ds__h5_row_type(0), s = -1, d = -1;
+	int rc = -EIO;
+	part_rows(w, &h->rows, &pool);
+	errno = 0;
+	h->file = H5Fcreate(path, H5F_ACC_EXCL, fcpl, fapl);
+	if (h->file < 0 || part_attrs(w, h->file))
+		goto out;
+	/* creation order fixes the layout: tables first, payload last */
+	s = ds__h5_dataset(h->file, "strings", H5T_STD_U8LE, H5T_NATIVE_UINT8, pool.len, pool.data);
+	h->entries = ds__h5_dataset(h->file, "entries", rt, rm, w->pl->parts[w->part].nfiles, NULL);
+	d = ds__h5_dataset(h->file, "payload", H5T_STD_U8LE, H5T_NATIVE_UINT8, size, NULL);
+	if (s < 0 || h->entries < 0 || d < 0)
+		goto out;
+	h->payload_off = size ? H5Dget_offset(d) : 0;
+	if (size && h->payload_off == HADDR_UNDEF)
+		goto out;
+	rc = 0;
+out:
+	if (rc)
+		part_fail(w, rc, errno ? strerror(errno) : "cannot create the HDF5 file");
+	if (s >= 0)
+		H5Dclose(s);
+	if (d >= 0)
+		H5Dclose(d);
+	H5Tclose(rt);
+	H5Tclose(rm);
+	H5Pclose(fcpl);
+	H5Pclose(fapl);
+	ds_buf_release(&pool);
+	return rc;
+}
+
+/* Write the rows (now with offsets, sizes and CRCs) and close the file. */
+static int part_finish(struct wpart *w, struct h5part *h, const struct ds__result *res)
+{
+	const struct ds__ppart *p = &w->pl->parts[w->part];
+	for (uint32_t i = 0; i < p->nfiles; i++) {
+		const struct ds__result *r = &res[p->first + i];
+		h->rows[i].offset = r->offset;
+		h->rows[i].stored = r->stored;
+		h->rows[i].codec = r->codec;
+		h->rows[i].crc = r->crc;
+	}
+	hid_t rm = ds__h5_row_type(0);
+	errno = 0;
+	int rc = p->nfiles && H5Dwrite(h->entries, rm, H5S_ALL, H5S_ALL, H5P_DEFAULT, h->rows) < 0;
+	H5Tclose(rm);
+	H5Dclose(h->entries);
+	h->entries = -1;
+	/* metadata reaches the disk at close: a full disk shows up here */
+	if (H5Fclose(h->file) < 0)
+		rc = 1;
+	h->file = -1;
+	return rc ? part_fail(w, -EIO, errno ? strerror(errno) : "cannot write the HDF5 file") : 0;
+}
+
+/* Copy [0, len) of the spool to fd at base, skipping all-zero blocks (the
+ * destination is freshly allocated and reads as zeros). */
+static int all_zero(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i += ZEROS)
+		if (memcmp(p + i, zeros, n - i < ZEROS ? n - i : ZEROS))
+			return 0;
+	return 1;
+}
+
+static int copy_spool(struct wpart *w, int spool, int fd, uint64_t base, uint64_t len)
+{
+	for (uint64_t pos = 0; pos < len;) {
+		size_t n = len - pos < CHUNK ? (size_t)(len - pos) : CHUNK;
+		int rc = ds_pread_full(spool, w->k.buf, n, (off_t)pos);
+		if (rc)
+			return part_fail(w, rc, strerror(-rc));
+		if (!all_zero(w->k.buf, n) && (rc = ds_pwrite_full(fd, w->k.buf, n, (off_t)(base + pos))))
+			return part_fail(w, rc, strerror(-rc));
+		pos += n;
+	}
+	return 0;
+}
+
+static int close_checked(struct wpart *w, int fd)
+{
+	if (w->o->fsync && fsync(fd) < 0) {
+		int err = errno;
+		close(fd);
+		return part_fail(w, -err, strerror(err));
+	}
+	return close(fd) < 0 ? part_fail(w, -errno, strerror(errno)) : 0;
+}
+
+static int pack_files(struct wpart *w, struct ds__result *res)
+{
+	const struct ds__plan *pl = w->pl;
+	const struct ds__ppart *p = &pl->parts[w->part];
+	for (uint32_t i = 0; i < p->nfiles; i++) {
+		const struct ds__pentry *e = &pl->tree.e[pl->files[p->first + i]];
+		if (ds__pack_interrupted)
+			return part_fail(w, -EINTR, "interrupted");
+		int rc = pack_file(w, e, &res[p->first + i]);
+		if (rc)
+			return rc;
+		w->pr->files++;
+		w->pr->bytes += e->size;
+		ds__progress_tick(w->pr);
+	}
+	int rc = sink_flush(&w->k);
+	return rc ? part_fail(w, rc, strerror(-rc)) : 0;
+}
+
+static int write_part(struct wpart *w, struct ds__result *res)
+{
+	char *path = ds__join(w->o->dir, w->name);
+	char *spath = NULL;
+	struct h5part h = {-1, -1, 0, NULL};
+	int fd = -1, spool = -1, rc;
+	int zlib = w->pl->codec == DS_CODEC_ZLIB;
+	uint64_t size = w->pl->parts[w->part].raw;
+	if (zlib) {
+		/* stored size unknown until compressed: spool first */
+		char sname[32];
+		snprintf(sname, sizeof(sname), "spool-%05u", w->part);
+		spath = ds__join(w->o->dir, sname);
+		spool = open(spath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (spool < 0) {
+			rc = part_fail(w, -errno, strerror(errno));
+			goto out;
+		}
+		w->k = (struct sink){.fd = spool, .buf = w->k.buf, .cap = w->k.cap};
+		if ((rc = pack_files(w, res)))
+			goto out;
+		size = w->k.off;
+		/* a hole at the end of the last file is not in the spool yet */
+		if (ftruncate(spool, (off_t)size) < 0) {
+			rc = part_fail(w, -errno, strerror(errno));
+			goto out;
+		}
+	}
+	if ((rc = part_create(w, path, size, &h)))
+		goto out;
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		rc = part_fail(w, -errno, strerror(errno));
+		goto out;
+	}
+	if (zlib)
+		rc = copy_spool(w, spool, fd, h.payload_off, size);
+	else {
+		w->k = (struct sink){.fd = fd, .base = h.payload_off, .buf = w->k.buf, .cap = w->k.cap};
+		rc = pack_files(w, res);
+		if (!rc && w->k.off != size)
+			rc = part_fail(w, -ESTALE, "payload size differs from the plan");
+	}
+	if (!rc)
+		rc = part_finish(w, &h, res);
+	if (!rc && (rc = ds__seal_write(fd, DS__SEAL_PART_MAGIC, h.payload_off, size)))
+		part_fail(w, rc, ds_strerror(rc));
+	if (!rc)
+		rc = close_checked(w, fd);
+	else
+		close(fd);
+	fd = -1;
+out:
+	if (h.entries >= 0)
+		H5Dclose(h.entries);
+	if (h.file >= 0)
+		H5Fclose(h.file);
+	if (fd >= 0)
+		close(fd);
+	if (spool >= 0) {
+		close(spool);
+		unlink(spath);
+	}
+	free(h.rows);
+	free(spath);
+	free(path);
+	return rc;
+}
+
+int ds__write_part(const struct ds__plan *pl, uint32_t part, const struct ds__write_opts *o,
+                   struct ds__result *res, struct ds__progress *pr)
+{
+	struct wpart w = {.pl = pl, .o = o, .pr = pr, .part = part};
+	snprintf(w.name, sizeof(w.name), "part-%05u.h5", part);
+	w.k.cap = CHUNK;
+	w.k.buf = ds_xmalloc(CHUNK);
+	if (pl->codec == DS_CODEC_ZLIB) {
+		if (deflateInit2(&w.z, (int)pl->level, Z_DEFLATED, 15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+			free(w.k.buf);
+			return part_fail(&w, -ENOMEM, "zlib failed to start");
+		}
+		w.zinit = 1;
+		w.in = ds_xmalloc(CHUNK);
+		w.zout_cap = deflateBound(&w.z, CHUNK);
+		w.zout = ds_xmalloc(w.zout_cap);
+	}
+	int rc = write_part(&w, res);
+	if (w.zinit)
+		deflateEnd(&w.z);
+	free(w.in);
+	free(w.zout);
+	free(w.k.buf);
+	return rc;
+}
+
+/* ---- index.h5 ----------------------------------------------------------- */
+/* Every entry's row and the string pool of index.h5. */
+static struct ds__row *index_rows(const struct ds__plan *pl, const struct ds__result *res,
+                                  struct ds_buf *pool)
+{
+	const struct ds__tree *t = &pl->tree;
+	struct ds__row *rows = ds_xcalloc(t->n, sizeof(*rows));
+	for (size_t i = 0; i < t->n; i++) {
+		const struct ds__pentry *e = &t->e[i];
+		struct ds__row *r = &rows[i];
+		r->path_off = pool->len;
+		r->path_len = e->path_len;
+		ds_buf_add(pool, ds__tree_path(t, e), e->path_len);
+		if (S_ISLNK(e->mode)) {
+			r->target_off = pool->len;
+			r->target_len = e->target_len;
+			ds_buf_add(pool, t->names.data + e->target, e->target_len);
+		}
+		r->mode = e->mode;
+		r->mtime_ns = e->mtime_ns;
+		r->size = e->size;
+		r->part = e->part;
+		r->flags = e->flags;
+	}
+	for (uint64_t s = 0; s < pl->nfiles; s++) {
+		struct ds__row *r = &rows[pl->files[s]];
+		r->offset = res[s].offset;
+		r->stored = res[s].stored;
+		r->codec = res[s].codec;
+		r->crc = res[s].crc;
+	}
+	return rows;
+}
+
+static struct ds__prow *index_parts(const struct ds__plan *pl, const struct ds__result *res)
+{
+	struct ds__prow *p = ds_xcalloc(pl->nparts, sizeof(*p));
+	for (uint32_t i = 0; i < pl->nparts; i++) {
+		const struct ds__ppart *pp = &pl->parts[i];
+		for (uint32_t k = 0; k < pp->nfiles; k++)
+			p[i].size += res[pp->first + k].stored;
+		p[i].nfiles = pp->nfiles;
+		p[i].replicated = pp->replicated;
+	}
+	return p;
+}
+
+static int index_attrs(const struct ds__plan *pl, hid_t f)
+{
+	int rc = ds__h5_attr_str(f, "format", DS__PACK_FORMAT);
+	if (!rc) rc = ds__h5_attr_u64(f, "version", H5T_STD_U32LE, DS__PACK_VERSION);
+	if (!rc) rc = ds__h5_attr_u64(f, "nparts", H5T_STD_U32LE, pl->nparts);
+	if (!rc) rc = ds__h5_attr_str(f, "checksum", DS__CHECKSUM);
+	if (!rc) rc = ds__h5_attr_str(f, "codec", pl->codec == DS_CODEC_ZLIB ? "zlib" : "none");
+	if (!rc) rc = ds__h5_attr_u64(f, "level", H5T_STD_U8LE, pl->level);
+	if (!rc) rc = ds__h5_attr_u64(f, "pack_id", H5T_STD_U64LE, pl->pack_id);
+	return rc;
+}
+
+int ds__write_index(const struct ds__plan *pl, const struct ds__result *res,
+                    const struct ds__write_opts *o)
+{
+	struct ds_buf pool = {0};
+	struct ds__row *rows = index_rows(pl, res, &pool);
+	struct ds__prow *prows = index_parts(pl, res);
+	char *path = ds__join(o->dir, DS__INDEX_NAME);
+	hid_t fcpl = ds__h5_fcpl(), fapl = ds__h5_fapl();
+	hid_t rt = ds__h5_row_type(1), rm = ds__h5_row_type(0);
+	hid_t pt = ds__h5_prow_type(1), pm = ds__h5_prow_type(0);
+	int rc = -EIO;
+	errno = 0;
+	hid_t f = H5Fcreate(path, H5F_ACC_EXCL, fcpl, fapl);
+	if (f >= 0 && !index_attrs(pl, f)) {
+		hid_t d[3];
+		d[0] = ds__h5_dataset(f, "partitions", pt, pm, pl->nparts, prows);
+		d[1] = ds__h5_dataset(f, "strings", H5T_STD_U8LE, H5T_NATIVE_UINT8, pool.len, pool.data);
+		d[2] = ds__h5_dataset(f, "entries", rt, rm, pl->tree.n, rows);
+		rc = d[0] < 0 || d[1] < 0 || d[2] < 0 ? -EIO : 0;
+		for (int i = 0; i < 3; i++)
+			if (d[i] >= 0)
+				H5Dclose(d[i]);
+	}
+	if (f >= 0 && H5Fclose(f) < 0)
+		rc = -EIO;
+	if (rc)
+		ds_error("'%s/%s': %s", o->out, DS__INDEX_NAME, errno ? strerror(errno) : "cannot write the HDF5 file");
+	if (!rc) {
+		int fd = open(path, O_RDWR | O_CLOEXEC);
+		rc = fd < 0 ? -errno : ds__seal_write(fd, DS__SEAL_PACK_MAGIC, 0, 0);
+		if (!rc && o->fsync && fsync(fd) < 0)
+			rc = -errno;
+		if (fd >= 0 && close(fd) < 0 && !rc)
+			rc = -errno;
+		if (rc)
+			ds_error("'%s/%s': %s", o->out, DS__INDEX_NAME, ds_strerror(rc));
+	}
+	H5Tclose(rt);
+	H5Tclose(rm);
+	H5Tclose(pt);
+	H5Tclose(pm);
+	H5Pclose(fcpl);
+	H5Pclose(fapl);
+	free(path);
+	free(rows);
+	free(prows);
+	ds_buf_release(&pool);
+	return rc;
+}
