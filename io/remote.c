@@ -27,29 +27,20 @@
 #include <unistd.h>
 #include <zlib.h>
 
-/* The epoch cache is implemented in common/cache.c by the service's side;
- * until that file is in the tree the shim links without it and asks the
- * service for everything (weak references resolve to NULL). */
-#pragma weak ds_cache_set_new
-#pragma weak ds_cache_find
-#pragma weak ds_cache_put
-#pragma weak ds_cache_set_atfork_child
-
 static struct ds_cache_set *cache;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 
 static void cache_init(void)
 {
-	if (ds_cache_set_new) {
-		ds__busy++;
-		cache = ds_cache_set_new(ds__g.nodedir);
-		ds__busy--;
-	}
+	/* the cache opens its files: through libc, not through us */
+	ds__busy++;
+	cache = ds_cache_set_new(ds__g.nodedir);
+	ds__busy--;
 }
 
 void ds__cache_release(struct ds_file *f)
 {
-	if (f->cref && ds_cache_put)
+	if (f->cref)
 		ds_cache_put(f->cref);
 	f->cref = NULL;
 }
@@ -151,7 +142,7 @@ void ds__remote_atfork_child(void)
 	if (conn.fd >= 0)
 		DS_REAL(close)(conn.fd);
 	conn.fd = -1;
-	if (cache && ds_cache_set_atfork_child)
+	if (cache)
 		ds_cache_set_atfork_child(cache);
 }
 
@@ -283,7 +274,7 @@ static int fetch_stored(struct ds_file *f, const struct ds_entry *e, const char 
 {
 	*owned = NULL;
 	pthread_once(&cache_once, cache_init);
-	if (cache && ds_cache_find) {
+	if (cache) {
 		const void *data;
 		uint64_t len;
 		struct ds_cache_ref *ref;

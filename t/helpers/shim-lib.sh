@@ -1,0 +1,100 @@
+# shim-lib.sh: what the shim's tests (t/20NN-*.t) share.  Source it after
+# test-lib.sh.
+#
+#   make_tree DIR        a source tree with every kind of entry the shim must
+#                        show: sizes around page and buffer boundaries, modes,
+#                        symlinks (relative, to directories, chains, a loop,
+#                        dangling), empty files and directories, odd names
+#   stage_tree SRC [mkstore options]
+#                        build node stores in $SHM with build/t/mkstore, in
+#                        $JOBDIR; the mount is $MOUNT (/dstage-test-PID, which must not
+#                        exist on disk: interception is then the only way in)
+#   shim CMD...          run CMD with the shim preloaded on node $NODE (0)
+#   tree_paths SRC       every relative path of SRC plus tricky names
+
+MOUNT=/dstage-test-$$
+NODE=${NODE:-0}
+[ -e "$MOUNT" ] && { echo "Bail out! $MOUNT exists on disk"; exit 1; }
+[ -x "$T/mkstore" ] || { echo "Bail out! $T/mkstore not built (run make)"; exit 1; }
+
+make_tree() {
+	d=$1
+	mkdir -p "$d/a/b/c" "$d/empty" "$d/modes" "$d/links" "$d/sp ace/ü" "$d/.hidden" &&
+	printf 'hello\n' >"$d/a/x.txt" &&
+	: >"$d/a/zero" &&
+	printf 'one\ntwo\nneedle three\n' >"$d/a/b/grep.txt" &&
+	head -c 4095 /dev/urandom >"$d/a/b/p4095" &&
+	head -c 4096 /dev/urandom >"$d/a/b/p4096" &&
+	head -c 4097 /dev/urandom >"$d/a/b/p4097" &&
+	head -c 131072 /dev/urandom >"$d/a/b/c/r128k" &&
+	head -c 1500000 /dev/urandom >"$d/a/b/c/r1500k" &&
+	seq 1 50000 >"$d/a/b/c/seq.txt" &&
+	printf 'x' >"$d/modes/m600" && chmod 600 "$d/modes/m600" &&
+	printf 'x' >"$d/modes/m444" && chmod 444 "$d/modes/m444" &&
+	printf '#!/bin/sh\necho hi\n' >"$d/modes/m755" && chmod 755 "$d/modes/m755" &&
+	printf 'x' >"$d/modes/m000" && chmod 000 "$d/modes/m000" &&
+	mkdir "$d/modes/d700" && chmod 700 "$d/modes/d700" &&
+	printf 'space\n' >"$d/sp ace/ü/f ile" &&
+	printf 'hidden\n' >"$d/.hidden/.dot" &&
+	ln -s ../a/x.txt "$d/links/tofile" &&
+	ln -s ../a/b "$d/links/todir" &&
+	ln -s tofile "$d/links/chain" &&
+	ln -s loop2 "$d/links/loop1" && ln -s loop1 "$d/links/loop2" &&
+	ln -s nowhere "$d/links/dangling" &&
+	ln -s . "$d/links/self" &&
+	ln -s ../../a "$d/a/b/up" &&
+	touch -d '2020-01-02 03:04:05.123456789' "$d/a/x.txt" &&
+	touch -h -d '2021-05-06 07:08:09' "$d/links/tofile" &&
+	touch_root "$d"
+}
+
+# The node store records no mtime for the mount point itself (it is 0):
+# give the source root the same, after every change to its entries.
+touch_root() {
+	touch -d @0 "$1"
+}
+
+JOBDIR="$SHM/dstage.$(id -u).0"
+export JOBDIR
+
+stage_tree() {
+	src=$1
+	shift
+	rm -rf "$JOBDIR" &&
+	test "$("$T/mkstore" "$@" "$src" "$SHM")" = "$JOBDIR"
+}
+
+shim() {
+	LD_PRELOAD="$PRELOAD" DSTAGE_STORE="$JOBDIR" DSTAGE_MOUNT="$MOUNT" DSTAGE_NODE="$NODE" "$@"
+}
+
+# Relative paths to try: the whole tree, and names that resolve in unusual
+# ways (".", "..", "//", trailing '/', through symlinks, missing, too long).
+tree_paths() {
+	(cd "$1" && find . -mindepth 1 | sed 's,^\./,,' | sort)
+	cat <<'PATHS'
+.
+./
+a/
+a//x.txt
+./a/./x.txt
+a/b/../x.txt
+a/x.txt/
+a/x.txt/.
+a/x.txt/..
+a/missing
+a/missing/deeper
+missing/
+links/todir/
+links/todir/c/seq.txt
+links/todir/../x.txt
+links/tofile/
+links/self/self/tofile
+links/loop1/x
+a/b/up/b/up/x.txt
+empty/.
+empty/..
+a/b/c/../../../a/b/p4096
+PATHS
+	printf '%0300d\n' 0
+}
