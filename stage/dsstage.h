@@ -25,6 +25,21 @@ void ds_node_release(struct ds_node *n);
  * ranks leave together.  Returns nonzero when some rank failed. */
 int ds_any_failed(MPI_Comm comm, int err);
 
+/* Options of the stage step. */
+struct ds_stage_opts {
+	const char *pack;   /* OUT, the pack directory */
+	const char *to;     /* DIR, node-local */
+	const char *job;    /* job id, NULL: $SLURM_JOB_ID or "0" */
+	uint32_t replicas;  /* -R */
+	int node_per_rank, inflate, force, quiet, help;
+	double progress;    /* seconds between progress lines, 0: none */
+};
+
+/* The stage-in step on every rank of world (collective): returns 0 when the
+ * store of every node is complete, 1 after every rank agreed on a failure
+ * (the partial stores removed).  `dstage run` calls it before serving. */
+int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node *nd);
+
 int ds_cmd_stage(int argc, char **argv);
 int ds_cmd_env(int argc, char **argv);
 int ds_cmd_status(int argc, char **argv);

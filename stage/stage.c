@@ -1,31 +1,1010 @@
-/* placeholder until the module lands */
+/* stage.c: `dstage stage`, the stage-in job step.
+ *
+ *  1. rank 0 reads OUT/index.h5 once and broadcasts its bytes; every rank
+ *     parses the image (ds_manifest_read_image): no other rank opens it;
+ *  2. every rank computes the same placement (common/place.c);
+ *  3. each node checks it has room for its store, all ranks agree;
+ *  4. each partition is read from the shared file system by exactly one rank
+ *     (a rank of the partition's first holder) and travels to its other
+ *     holders along a pipelined chain of point-to-point messages;
+ *  5. every holder verifies every file's checksum as the bytes land, writes
+ *     its store under NODEDIR.partial, then its index; all ranks agree and
+ *     the partial directories are renamed into place (or removed).
+ *
+ * Transfers follow one global order (increasing partition number) on every
+ * rank, so the chain can never deadlock; a rank that failed keeps taking part
+ * in the protocol (sending error headers instead of data) so nobody hangs,
+ * and everyone learns of the failure in the final agreement. */
 #include "dscommon.h"
+#include "dsindex.h"
+#include "dspack.h"
+#include "dsplace.h"
+#include "dsproto.h"
 #include "dsstage.h"
+#include "stage_int.h"
+
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define CHUNK (4u << 20)   /* bytes per message along a chain */
+#define TAG_CHUNK 0x5d5
+#define MAX_BCAST (1u << 30)
+
+struct chunk_hdr {
+	int64_t status; /* 0, or the sender's negative error code */
+	uint64_t len;
+};
+
+/* One file of a partition as the sink sees it. */
+struct pfile {
+	uint32_t m;       /* manifest entry */
+	uint64_t src_off; /* offset of its stored bytes in the payload stream */
+	uint64_t dst_off; /* offset in the partition as stored on the node */
+};
+
+/* A partition's worth of state on a rank that holds it (reader or receiver). */
+struct sink {
+	const struct ds_manifest *m;
+	const char *part_name;
+	struct pfile *f;
+	uint32_t nf;
+	uint32_t cur;        /* file being verified */
+	uint64_t cur_done;   /* its stored bytes seen so far */
+	uint32_t crc;
+	uint64_t out;        /* its content bytes produced so far */
+	z_stream z;
+	int z_live;
+	int inflate_store;   /* --inflate: write content, not stored bytes */
+	int fd;
+	uint64_t base;       /* partition base in the store file */
+	unsigned char *zbuf;
+};
+
+static const char *cmd_usage =
+	"usage: dstage stage OUT --to DIR [options]\n"
+	"  MPI job step: stage pack OUT into node-local DIR (RAM: /dev/shm; SSD: $TMPDIR)\n"
+	"  -R, --replicas N      each partition on N nodes (default 1; capped at the node count)\n"
+	"      --to DIR          node-local directory; the store is DIR/dstage.<uid>.<job>/<node>\n"
+	"      --job ID          job id (default $SLURM_JOB_ID, else 0)\n"
+	"      --node-per-rank   every rank is its own node (simulate N nodes with mpiexec -n N)\n"
+	"      --inflate         decompress zlib files while staging (else inflated on read)\n"
+	"      --force           replace an existing store of this job\n"
+	"      --progress SECS   progress line every SECS seconds (rank 0)\n"
+	"  -q, --quiet           no summary\n"
+	"  -h, --help            this text\n";
+
+int ds_stage_parse(int argc, char **argv, struct ds_stage_opts *o, int allow_extra)
+{
+	static const struct option lo[] = {
+		{"replicas", required_argument, 0, 'R'}, {"to", required_argument, 0, 't'},
+		{"job", required_argument, 0, 'j'},      {"node-per-rank", no_argument, 0, 'n'},
+		{"inflate", no_argument, 0, 'i'},        {"force", no_argument, 0, 'f'},
+		{"progress", required_argument, 0, 'P'}, {"quiet", no_argument, 0, 'q'},
+		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+	memset(o, 0, sizeof(*o));
+	o->replicas = 1;
+	optind = 1;
+	opterr = !allow_extra;
+	int c;
+	while ((c = getopt_long(argc, argv, allow_extra ? "-R:qh" : "R:qh", lo, NULL)) != -1) {
+		uint64_t v;
+		double d;
+		switch (c) {
+		case 'R':
+			if (ds_parse_u64(optarg, &v) || v < 1 || v > 65535) {
+				ds_error("-R '%s': not a replica count (1..65535)", optarg);
+				return 2;
+			}
+			o->replicas = v;
+			break;
+		case 't': o->to = optarg; break;
+		case 'j': o->job = optarg; break;
+		case 'n': o->node_per_rank = 1; break;
+		case 'i': o->inflate = 1; break;
+		case 'f': o->force = 1; break;
+		case 'P':
+			if (ds_parse_double(optarg, &d) || d <= 0) {
+				ds_error("--progress '%s': not a number of seconds", optarg);
+				return 2;
+			}
+			o->progress = d;
+			break;
+		case 'q': o->quiet = 1; break;
+		case 'h': o->help = 1; return 0;
+		case 1: /* a non-option argument kept in order (allow_extra) */
+			if (!o->pack)
+				o->pack = optarg;
+			break;
+		default:
+			if (allow_extra)
+				break; /* the caller's options: it parses them itself */
+			fputs(cmd_usage, stderr);
+			return 2;
+		}
+	}
+	if (!allow_extra) {
+		if (argc - optind != 1) {
+			fputs(cmd_usage, stderr);
+			return 2;
+		}
+		o->pack = argv[optind];
+	}
+	if (!o->to || !o->pack) {
+		ds_error("need a pack and --to DIR");
+		return 2;
+	}
+	return 0;
+}
+
+/* ---- metadata broadcast ------------------------------------------------- */
+static int read_whole(const char *path, struct ds_buf *b, uint64_t *nread)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	int rc = fstat(fd, &st) < 0 ? -errno : 0;
+	if (!rc) {
+		ds_buf_reserve(b, st.st_size);
+		rc = ds_pread_full(fd, b->data, st.st_size, 0);
+		b->len = st.st_size;
+		*nread += st.st_size;
+	}
+	close(fd);
+	return rc;
+}
+
+/* Rank 0 reads the manifest; its bytes go to every rank in <= 1 GiB pieces
+ * (MPI counts are int); every rank parses the same image. */
+static int bcast_manifest(MPI_Comm world, const char *pack, struct ds_manifest *m, uint64_t *nread,
+                          uint64_t *pack_id)
+{
+	int rank;
+	MPI_Comm_rank(world, &rank);
+	struct ds_buf img = {0};
+	int64_t len = 0;
+	if (rank == 0) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/index.h5", pack);
+		int rc = read_whole(path, &img, nread);
+		if (rc) {
+			ds_error("'%s': %s", path, ds_strerror(rc));
+			len = -1;
+		} else {
+			len = img.len;
+		}
+	}
+	MPI_Bcast(&len, 1, MPI_INT64_T, 0, world);
+	if (len < 0)
+		return -EIO;
+	if (rank != 0)
+		ds_buf_reserve(&img, len);
+	for (int64_t off = 0; off < len; off += MAX_BCAST) {
+		int n = len - off > MAX_BCAST ? (int)MAX_BCAST : (int)(len - off);
+		MPI_Bcast(img.data + off, n, MPI_BYTE, 0, world);
+	}
+	*pack_id = ((uint64_t)ds_crc32c(0, img.data, len) << 32) ^ (uint64_t)len;
+	char what[PATH_MAX];
+	snprintf(what, sizeof(what), "%s/index.h5", pack);
+	/* every rank parses; only rank 0 reports what is wrong */
+	int rc = ds_manifest_read_image(img.data, len, what, m);
+	ds_buf_release(&img);
+	return ds_any_failed(world, rc) ? (rc ? rc : -DS_ECORRUPT) : 0;
+}
+
+/* ---- layout ------------------------------------------------------------- */
+/* Per partition: its files in payload order, where each lands on a node, and
+ * the partition's size as stored on nodes (bigger with --inflate). */
+struct layout {
+	uint32_t nparts;
+	uint32_t *first; /* [nparts+1] into f */
+	struct pfile *f;
+	uint64_t *node_size; /* partition size on a node */
+	uint8_t *replicated;
+};
+
+static int pfile_cmp(const void *x, const void *y)
+{
+	const struct pfile *a = x, *b = y;
+	return a->src_off < b->src_off ? -1 : a->src_off > b->src_off;
+}
+
+static void layout_build(struct layout *L, const struct ds_manifest *m, int inflate)
+{
+	L->nparts = m->nparts;
+	L->first = ds_xcalloc(m->nparts + 1, sizeof(uint32_t));
+	L->node_size = ds_xcalloc(m->nparts + 1, sizeof(uint64_t));
+	L->replicated = ds_xcalloc(m->nparts + 1, 1);
+	size_t nfiles = 0;
+	for (size_t i = 0; i < m->n; i++)
+		if (S_ISREG(m->e[i].mode)) {
+			L->first[m->e[i].part + 1]++;
+			nfiles++;
+		}
+	for (uint32_t p = 0; p < m->nparts; p++)
+		L->first[p + 1] += L->first[p];
+	L->f = ds_xcalloc(nfiles + 1, sizeof(struct pfile));
+	uint32_t *fill = ds_xcalloc(m->nparts + 1, sizeof(uint32_t));
+	for (size_t i = 0; i < m->n; i++) {
+		const struct ds_mentry *e = &m->e[i];
+		if (!S_ISREG(e->mode))
+			continue;
+		struct pfile *f = &L->f[L->first[e->part] + fill[e->part]++];
+		f->m = i;
+		f->src_off = e->offset;
+	}
+	free(fill);
+	for (uint32_t p = 0; p < m->nparts; p++) {
+		struct pfile *f = &L->f[L->first[p]];
+		uint32_t n = L->first[p + 1] - L->first[p];
+		qsort(f, n, sizeof(*f), pfile_cmp);
+		uint64_t pos = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			const struct ds_mentry *e = &m->e[f[i].m];
+			if (inflate && e->codec != DS_CODEC_NONE) {
+				f[i].dst_off = pos;
+				pos += e->size;
+			} else if (inflate) {
+				f[i].dst_off = pos;
+				pos += e->stored;
+			} else {
+				f[i].dst_off = f[i].src_off;
+			}
+		}
+		L->node_size[p] = inflate ? pos : m->parts[p].size;
+		L->replicated[p] = m->parts[p].replicated;
+	}
+}
+
+static void layout_release(struct layout *L)
+{
+	ds_free(&L->first);
+	ds_free(&L->f);
+	ds_free(&L->node_size);
+	ds_free(&L->replicated);
+}
+
+/* ---- the sink: verify and write one partition's stream ------------------ */
+static int sink_open(struct sink *s, const struct ds_manifest *m, const struct layout *L, uint32_t p,
+                     int fd, uint64_t base, int inflate, const char *part_name)
+{
+	memset(s, 0, sizeof(*s));
+	s->m = m;
+	s->f = &L->f[L->first[p]];
+	s->nf = L->first[p + 1] - L->first[p];
+	s->fd = fd;
+	s->base = base;
+	s->inflate_store = inflate;
+	s->part_name = part_name;
+	s->zbuf = ds_xmalloc(CHUNK);
+	return 0;
+}
+
+static void sink_close(struct sink *s)
+{
+	if (s->z_live)
+		inflateEnd(&s->z);
+	ds_free(&s->zbuf);
+}
+
+static int file_done(struct sink *s, const struct ds_mentry *e)
+{
+	if (s->out != e->size || s->crc != e->crc) {
+		ds_error("'%s': checksum mismatch in '%s'", s->part_name, e->path);
+		return -DS_ECHECKSUM;
+	}
+	if (s->z_live) {
+		inflateEnd(&s->z);
+		s->z_live = 0;
+	}
+	s->cur++;
+	s->cur_done = 0;
+	s->crc = 0;
+	s->out = 0;
+	return 0;
+}
+
+/* Feed `len` stored bytes of file e (starting at its stored offset `at`). */
+static int feed_file(struct sink *s, const struct pfile *f, const struct ds_mentry *e,
+                     const unsigned char *p, size_t len)
+{
+	int rc;
+	if (e->codec == DS_CODEC_NONE) {
+		s->crc = ds_crc32c(s->crc, p, len);
+		if (s->inflate_store &&
+		    (rc = ds_pwrite_full(s->fd, p, len, s->base + f->dst_off + s->out)))
+			return rc;
+		s->out += len;
+		return 0;
+	}
+	if (!s->z_live) {
+		memset(&s->z, 0, sizeof(s->z));
+		if (inflateInit(&s->z) != Z_OK)
+			return -ENOMEM;
+		s->z_live = 1;
+	}
+	s->z.next_in = (unsigned char *)p;
+	s->z.avail_in = len;
+	while (s->z.avail_in) {
+		s->z.next_out = s->zbuf;
+		s->z.avail_out = CHUNK;
+		int zr = inflate(&s->z, Z_NO_FLUSH);
+		size_t got = CHUNK - s->z.avail_out;
+		if (got) {
+			if (s->out + got > e->size)
+				break; /* more content than claimed: caught as a mismatch */
+			s->crc = ds_crc32c(s->crc, s->zbuf, got);
+			if (s->inflate_store &&
+			    (rc = ds_pwrite_full(s->fd, s->zbuf, got, s->base + f->dst_off + s->out)))
+				return rc;
+			s->out += got;
+		}
+		if (zr == Z_STREAM_END)
+			break;
+		if (zr != Z_OK && zr != Z_BUF_ERROR) {
+			ds_error("'%s': corrupt zlib stream in '%s'", s->part_name, e->path);
+			return -DS_ECHECKSUM;
+		}
+		if (zr == Z_BUF_ERROR && !got)
+			break;
+	}
+	return 0;
+}
+
+/* A chunk of the payload stream at stream offset pos. */
+static int sink_feed(struct sink *s, uint64_t pos, const unsigned char *buf, size_t len)
+{
+	int rc;
+	if (!s->inflate_store && (rc = ds_pwrite_full(s->fd, buf, len, s->base + pos)))
+		return rc;
+	uint64_t end = pos + len;
+	while (s->cur < s->nf) {
+		const struct pfile *f = &s->f[s->cur];
+		const struct ds_mentry *e = &s->m->e[f->m];
+		uint64_t fstart = f->src_off + s->cur_done, fend = f->src_off + e->stored;
+		if (fstart >= end)
+			break;
+		if (fstart < pos) /* cannot happen for a validated manifest */
+			return -DS_ECORRUPT;
+		uint64_t take = (fend < end ? fend : end) - fstart;
+		if ((rc = feed_file(s, f, e, buf + (fstart - pos), take)))
+			return rc;
+		s->cur_done += take;
+		if (s->cur_done == e->stored && (rc = file_done(s, e)))
+			return rc;
+	}
+	return 0;
+}
+
+/* Files of size zero (or stored zero) that the stream never touches. */
+static int sink_finish(struct sink *s)
+{
+	int rc;
+	while (s->cur < s->nf) {
+		const struct ds_mentry *e = &s->m->e[s->f[s->cur].m];
+		if (s->cur_done != e->stored)
+			return -DS_ECORRUPT;
+		if ((rc = file_done(s, e)))
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- capacity ----------------------------------------------------------- */
+static uint64_t mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[256];
+	unsigned long long kb = 0;
+	if (!f)
+		return UINT64_MAX;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb ? kb * 1024 : UINT64_MAX;
+}
+
+/* Can DIR take `need` more bytes?  RAM-backed file systems also need the
+ * memory. */
+static int check_room(const char *dir, uint64_t need, uint32_t node)
+{
+	struct statvfs sv;
+	struct statfs sf;
+	if (statvfs(dir, &sv) < 0 || statfs(dir, &sf) < 0) {
+		int e = errno;
+		ds_error("'%s': %s", dir, strerror(e));
+		return -e;
+	}
+	uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	const char *what = "free space";
+	if (sf.f_type == 0x01021994 /* TMPFS_MAGIC */ || sf.f_type == 0x858458f6 /* RAMFS */) {
+		uint64_t mem = mem_available();
+		if (mem < avail) {
+			avail = mem;
+			what = "available memory";
+		}
+	}
+	if (need > avail) {
+		char a[32], b[32];
+		ds_error("node %u: '%s': not enough room: needs %s, %s is %s", node, dir,
+		         ds_fmt_size(need, a, sizeof(a)), what, ds_fmt_size(avail, b, sizeof(b)));
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+/* ---- the transfers ------------------------------------------------------ */
+struct rankmap {
+	int *first_rank; /* [nnodes]: world rank of a node's first rank */
+	int *ranks;      /* world ranks of every node, node by node */
+	int *nranks;     /* ranks per node */
+};
+
+/* The rank of a node that handles a location (a partition on that node):
+ * round robin over the node's ranks by the partition's position among the
+ * node's partitions.  lpos[l] is that position, computed once. */
+static uint32_t *location_positions(const struct ds_placement *pl)
+{
+	uint32_t *lpos = ds_xcalloc(pl->first[pl->nparts] + 1, sizeof(uint32_t));
+	uint32_t *count = ds_xcalloc(pl->nnodes, sizeof(uint32_t));
+	for (uint32_t l = 0; l < pl->first[pl->nparts]; l++)
+		lpos[l] = count[pl->node[l]]++;
+	free(count);
+	return lpos;
+}
+
+static int handler(const struct rankmap *rm, const struct ds_placement *pl, const uint32_t *lpos,
+                   uint32_t l)
+{
+	uint32_t node = pl->node[l];
+	return rm->ranks[rm->first_rank[node] + lpos[l] % rm->nranks[node]];
+}
+
+struct xfer {
+	MPI_Comm world;
+	int rank;
+	const char *pack;
+	const struct ds_manifest *m;
+	const struct layout *L;
+	const struct ds_placement *pl;
+	const struct rankmap *rm;
+	const uint32_t *lpos;
+	struct ds_node *nd;
+	int store_fd;
+	int inflate;
+	uint64_t shared_read;  /* payload bytes this rank read from the shared FS */
+	uint64_t meta_read;    /* other bytes (the manifest) */
+	uint64_t received;     /* payload bytes that came over MPI */
+	int err;               /* first error of this rank */
+	MPI_Win prog_win;      /* rank 0: bytes landed so far, all ranks */
+	uint64_t *prog;
+	double progress, last;
+	uint64_t total_bytes;
+};
+
+static void progress_add(struct xfer *x, uint64_t n)
+{
+	if (x->prog_win == MPI_WIN_NULL)
+		return;
+	MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, x->prog_win);
+	MPI_Accumulate(&n, 1, MPI_UINT64_T, 0, 0, 1, MPI_UINT64_T, MPI_SUM, x->prog_win);
+	MPI_Win_unlock(0, x->prog_win);
+	if (x->rank == 0 && ds_now() - x->last >= x->progress) {
+		uint64_t v;
+		x->last = ds_now();
+		MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, x->prog_win);
+		MPI_Get(&v, 1, MPI_UINT64_T, 0, 0, 1, MPI_UINT64_T, x->prog_win);
+		MPI_Win_unlock(0, x->prog_win);
+		char a[32], b[32];
+		fprintf(stderr, "dstage: stage: %s of %s landed (%.0f%%)\n", ds_fmt_size(v, a, sizeof(a)),
+		        ds_fmt_size(x->total_bytes, b, sizeof(b)),
+		        x->total_bytes ? 100.0 * v / x->total_bytes : 100.0);
+	}
+}
+
+static void set_err(struct xfer *x, int rc)
+{
+	if (!x->err)
+		x->err = rc;
+}
+
+/* Move partition p: its reader reads and sends it down the chain of its
+ * holders' handlers; each handler verifies and writes it. */
+static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
+{
+	const struct ds_placement *pl = x->pl;
+	uint32_t nloc = pl->first[p + 1] - pl->first[p];
+	int *chain = ds_xcalloc(nloc + 1, sizeof(int)); /* world ranks, holder order */
+	int me = -1;
+	for (uint32_t i = 0; i < nloc; i++) {
+		chain[i] = handler(x->rm, pl, x->lpos, pl->first[p] + i);
+		if (chain[i] == x->rank && pl->node[pl->first[p] + i] == x->nd->node)
+			me = i;
+	}
+	if (me < 0) {
+		free(chain);
+		return; /* not ours */
+	}
+	uint64_t base = 0;
+	ds_placement_has(pl, p, x->nd->node, &base);
+	char *part_path = ds_part_path(x->pack, p);
+	const char *part_name = strrchr(part_path, '/') ? strrchr(part_path, '/') + 1 : part_path;
+	uint64_t size = x->m->parts[p].size, src_off = 0;
+	int in = -1, status = x->err;
+	const char *store_name = "store";
+	struct sink s;
+	sink_open(&s, x->m, x->L, p, x->store_fd, base, x->inflate, part_name);
+	if (me == 0 && !status) {
+		uint64_t plen = 0;
+		status = ds_part_locate(x->pack, p, x->m, &src_off, &plen);
+		if (!status && plen != size) {
+			ds_error("'%s': payload is %llu bytes, the manifest says %llu", part_path,
+			         (unsigned long long)plen, (unsigned long long)size);
+			status = -DS_ECORRUPT;
+		}
+		if (!status && (in = open(part_path, O_RDONLY | O_CLOEXEC)) < 0) {
+			status = -errno;
+			ds_error("'%s': %s", part_path, strerror(errno));
+		}
+		if (in >= 0)
+			posix_fadvise(in, src_off, size, POSIX_FADV_SEQUENTIAL);
+	}
+	/* The stream: ceil(size/CHUNK) messages (at least one), each a header
+	 * and its data.  A rank that fails forwards one error header and sends
+	 * nothing more; it keeps draining its predecessor until that one stops
+	 * (an error header, or the whole stream), so no send is left unmatched. */
+	MPI_Request req = MPI_REQUEST_NULL;
+	unsigned char *cur = buf, *other = buf + sizeof(struct chunk_hdr) + CHUNK;
+	int next = (uint32_t)me + 1 < nloc ? chain[me + 1] : -1;
+	int told_next = 0; /* sent an error header down the chain */
+	uint64_t pos = 0;
+	do {
+		size_t n = size - pos > CHUNK ? CHUNK : size - pos;
+		struct chunk_hdr h = {0, n};
+		unsigned char *data = cur + sizeof(h);
+		int upstream_failed = 0;
+		if (me == 0) {
+			if (!status && n) {
+				int rc = ds_fault("stage.read", x->rank);
+				if (!rc)
+					rc = ds_pread_full(in, data, n, src_off + pos);
+				if (rc) {
+					ds_error("'%s': %s", part_path,
+					         rc == -EIO ? "truncated partition" : ds_strerror(rc));
+					status = rc;
+				} else {
+					x->shared_read += n;
+				}
+			}
+		} else {
+			if (!status) /* as if this hop broke: it drains, tells the next */
+				status = ds_fault("stage.forward", x->rank);
+			MPI_Recv(cur, sizeof(h) + CHUNK, MPI_BYTE, chain[me - 1], TAG_CHUNK, x->world,
+			         MPI_STATUS_IGNORE);
+			memcpy(&h, cur, sizeof(h));
+			if (h.status) {
+				upstream_failed = 1;
+				if (!status)
+					status = (int)h.status;
+			} else if (h.len != n) {
+				if (!status)
+					status = -DS_ECORRUPT;
+			} else {
+				x->received += n;
+			}
+		}
+		if (!status && n) {
+			int rc = ds_fault("stage.write", x->rank);
+			if (!rc)
+				rc = sink_feed(&s, pos, data, n);
+			if (rc) {
+				if (rc != -DS_ECHECKSUM && rc != -DS_ECORRUPT)
+					ds_error("node %u: '%s': %s", x->nd->node, store_name, ds_strerror(rc));
+				status = rc;
+			} else {
+				progress_add(x, n);
+			}
+		}
+		if (next >= 0 && !told_next) {
+			MPI_Wait(&req, MPI_STATUS_IGNORE);
+			h.status = status;
+			h.len = status ? 0 : n;
+			memcpy(cur, &h, sizeof(h));
+			MPI_Isend(cur, sizeof(h) + h.len, MPI_BYTE, next, TAG_CHUNK, x->world, &req);
+			told_next = status != 0;
+			unsigned char *t = cur;
+			cur = other;
+			other = t;
+		}
+		pos += n;
+		if (upstream_failed || (status && me == 0))
+			break; /* the predecessor sends nothing more */
+	} while (pos < size);
+	MPI_Wait(&req, MPI_STATUS_IGNORE);
+	if (!status) {
+		int rc = sink_finish(&s);
+		if (rc) {
+			if (rc == -DS_ECORRUPT)
+				ds_error("'%s': payload ends inside a file", part_path);
+			status = rc;
+		}
+	}
+	sink_close(&s);
+	if (in >= 0)
+		close(in);
+	free(part_path);
+	free(chain);
+	set_err(x, status);
+}
+
+/* ---- the step ----------------------------------------------------------- */
+static int make_rankmap(MPI_Comm world, const struct ds_node *nd, struct rankmap *rm)
+{
+	int size;
+	MPI_Comm_size(world, &size);
+	int mine[2] = {(int)nd->node, nd->local_rank};
+	int *all = ds_xmalloc(2 * sizeof(int) * size);
+	MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, world);
+	rm->nranks = ds_xcalloc(nd->nnodes, sizeof(int));
+	rm->first_rank = ds_xcalloc(nd->nnodes + 1, sizeof(int));
+	rm->ranks = ds_xcalloc(size, sizeof(int));
+	for (int r = 0; r < size; r++)
+		rm->nranks[all[2 * r]]++;
+	for (uint32_t k = 0; k < nd->nnodes; k++)
+		rm->first_rank[k + 1] = rm->first_rank[k] + rm->nranks[k];
+	for (int r = 0; r < size; r++)
+		rm->ranks[rm->first_rank[all[2 * r]] + all[2 * r + 1]] = r;
+	free(all);
+	return 0;
+}
+
+static void rankmap_release(struct rankmap *rm)
+{
+	ds_free(&rm->first_rank);
+	ds_free(&rm->ranks);
+	ds_free(&rm->nranks);
+}
+
+/* Index of this node: the whole manifest plus the placement. */
+static int write_index(const char *path, const struct ds_manifest *m, const struct layout *L,
+                       const struct ds_placement *pl, uint32_t node, const char *job,
+                       uint64_t pack_id, int inflate)
+{
+	struct ds_index_builder *b = ds_index_builder_new();
+	int rc = 0;
+	for (size_t i = 0; i < m->n && !rc; i++) {
+		const struct ds_mentry *e = &m->e[i];
+		if (S_ISDIR(e->mode))
+			rc = ds_index_add_dir(b, e->path, e->mode, e->mtime_ns, e->size);
+		else if (S_ISLNK(e->mode))
+			rc = ds_index_add_symlink(b, e->path, e->mtime_ns, e->target);
+		if (rc)
+			ds_error("'%s': %s", e->path, ds_strerror(rc));
+	}
+	for (uint32_t p = 0; p < L->nparts && !rc; p++)
+		for (uint32_t i = L->first[p]; i < L->first[p + 1] && !rc; i++) {
+			const struct pfile *f = &L->f[i];
+			const struct ds_mentry *e = &m->e[f->m];
+			int raw = inflate || e->codec == DS_CODEC_NONE;
+			rc = ds_index_add_file(b, e->path, e->mode, e->mtime_ns, e->size, p, f->dst_off,
+			                       raw && inflate ? e->size : e->stored,
+			                       raw ? DS_CODEC_NONE : e->codec, e->crc, e->flags);
+			if (rc)
+				ds_error("'%s': %s", e->path, ds_strerror(rc));
+		}
+	if (!rc) {
+		ds_index_set_parts(b, L->nparts, L->node_size);
+		for (uint32_t p = 0; p < pl->nparts; p++)
+			for (uint32_t l = pl->first[p]; l < pl->first[p + 1]; l++)
+				ds_index_add_loc(b, p, pl->node[l], pl->base[l]);
+		ds_index_set_node(b, node, pl->nnodes, pl->store_size[node], job, pack_id);
+		rc = ds_index_write(b, path);
+		if (rc)
+			ds_error("'%s': %s", path, ds_strerror(rc));
+	}
+	ds_index_builder_free(b);
+	return rc;
+}
+
+static int write_stats(const char *nodedir)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", nodedir, DS_STATS_NAME);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	struct ds_stats st;
+	memset(&st, 0, sizeof(st));
+	st.magic = DS_STATS_MAGIC;
+	st.version = 1;
+	int rc = ds_write_full(fd, &st, sizeof(st));
+	close(fd);
+	return rc;
+}
+
+static char *path_join(const char *a, const char *b)
+{
+	char *s;
+	if (asprintf(&s, "%s/%s", a, b) < 0) {
+		ds_error("out of memory");
+		exit(1);
+	}
+	return s;
+}
+
+int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node *nd)
+{
+	int rank, size, rc = 0;
+	MPI_Comm_rank(world, &rank);
+	MPI_Comm_size(world, &size);
+	double t0 = ds_now();
+	struct xfer x;
+	memset(&x, 0, sizeof(x));
+	x.world = world;
+	x.rank = rank;
+	x.pack = o->pack;
+	x.nd = nd;
+	x.inflate = o->inflate;
+	x.store_fd = -1;
+	x.prog_win = MPI_WIN_NULL;
+
+	struct ds_manifest m;
+	memset(&m, 0, sizeof(m));
+	uint64_t pack_id = 0;
+	if ((rc = bcast_manifest(world, o->pack, &m, &x.meta_read, &pack_id)))
+		return 1;
+	if (ds_any_failed(world, ds_fault("stage.after_bcast", rank))) {
+		ds_manifest_release(&m);
+		return 1;
+	}
+	struct layout L;
+	layout_build(&L, &m, o->inflate);
+	uint32_t r = o->replicas;
+	if (r > nd->nnodes) {
+		if (rank == 0)
+			ds_warn("-R %u: only %u node(s); keeping %u cop%s of each partition", r, nd->nnodes,
+			        nd->nnodes, nd->nnodes == 1 ? "y" : "ies");
+		r = nd->nnodes;
+	}
+	struct ds_placement pl;
+	if ((rc = ds_place(&pl, m.nparts, L.node_size, L.replicated, nd->nnodes, r))) {
+		ds_error("placement: %s", ds_strerror(rc));
+		return 1;
+	}
+	struct rankmap rm;
+	make_rankmap(world, nd, &rm);
+	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
+	if (!job)
+		job = "0";
+	char *jobdir = ds_store_jobdir(o->to, job);
+	char *nodedir = ds_store_nodedir(o->to, job, nd->node);
+	char *partial = NULL, *store_path = NULL;
+	if (asprintf(&partial, "%s.partial", nodedir) < 0)
+		exit(1);
+	store_path = path_join(partial, "store");
+	x.rank = rank;
+
+	/* node leaders: refuse a second stage, check room, make the directory */
+	if (nd->local_rank == 0) {
+		struct stat st;
+		int jrc = ds_mkdir_p(o->to, 0755);
+		if (jrc) {
+			ds_error("'%s': %s", o->to, ds_strerror(jrc));
+			rc = jrc;
+		} else if (mkdir(jobdir, 0700) < 0 && errno != EEXIST) {
+			rc = -errno;
+			ds_error("'%s': %s", jobdir, strerror(errno));
+		} else if (lstat(jobdir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+			rc = -EPERM;
+			ds_error("'%s': not a directory of this user", jobdir);
+		} else if (chmod(jobdir, 0700) < 0) {
+			rc = -errno;
+			ds_error("'%s': %s", jobdir, strerror(errno));
+		} else if (!o->force && lstat(nodedir, &st) == 0) {
+			rc = -EEXIST;
+			ds_error("'%s': already staged (use --force to replace it)", nodedir);
+		}
+		if (!rc) {
+			ds_rm_rf(partial); /* left by a killed earlier attempt */
+			rc = check_room(o->to, pl.store_size[nd->node] + (64ull << 20), nd->node);
+		}
+		if (!rc && mkdir(partial, 0700) < 0) {
+			rc = -errno;
+			ds_error("'%s': %s", partial, strerror(errno));
+		}
+		if (!rc) {
+			int fd = open(store_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+			if (fd < 0) {
+				rc = -errno;
+			} else {
+				uint64_t sz = pl.store_size[nd->node];
+				int fr = sz ? posix_fallocate(fd, 0, sz) : 0;
+				if (fr == EOPNOTSUPP || fr == EINVAL)
+					fr = ftruncate(fd, sz) < 0 ? errno : 0;
+				rc = -fr;
+				close(fd);
+			}
+			if (rc) {
+				char a[32];
+				ds_error("node %u: '%s': cannot reserve %s: %s", nd->node, store_path,
+				         ds_fmt_size(pl.store_size[nd->node], a, sizeof(a)), ds_strerror(rc));
+			}
+		}
+	}
+	if (ds_any_failed(world, rc))
+		goto fail;
+	x.store_fd = open(store_path, O_RDWR | O_CLOEXEC);
+	if (x.store_fd < 0) {
+		rc = -errno;
+		ds_error("'%s': %s", store_path, strerror(errno));
+	}
+	if (ds_any_failed(world, rc))
+		goto fail;
+
+	/* progress counter on rank 0 */
+	if (o->progress > 0) {
+		x.progress = o->progress;
+		x.last = ds_now();
+		for (uint32_t p = 0; p < m.nparts; p++)
+			x.total_bytes += (pl.first[p + 1] - pl.first[p]) * m.parts[p].size;
+		MPI_Win_allocate(rank == 0 ? sizeof(uint64_t) : 0, sizeof(uint64_t), MPI_INFO_NULL, world,
+		                 &x.prog, &x.prog_win);
+		if (rank == 0) {
+			MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, x.prog_win);
+			*x.prog = 0;
+			MPI_Win_unlock(0, x.prog_win);
+		}
+		MPI_Barrier(world);
+	}
+
+	unsigned char *buf = ds_xmalloc(2 * (sizeof(struct chunk_hdr) + CHUNK));
+	uint32_t *lpos = location_positions(&pl);
+	x.m = &m;
+	x.L = &L;
+	x.pl = &pl;
+	x.rm = &rm;
+	x.lpos = lpos;
+	for (uint32_t p = 0; p < m.nparts; p++)
+		move_partition(&x, p, buf);
+	free(lpos);
+	free(buf);
+	if (x.store_fd >= 0 && fsync(x.store_fd) < 0 && !x.err) {
+		x.err = -errno;
+		ds_error("'%s': %s", store_path, strerror(errno));
+	}
+	rc = x.err;
+	if (ds_any_failed(world, rc))
+		goto fail;
+
+	/* the index and counters of each node, then everyone renames at once */
+	if (nd->local_rank == 0) {
+		char *ipath = path_join(partial, "index");
+		rc = write_index(ipath, &m, &L, &pl, nd->node, job, pack_id, o->inflate);
+		free(ipath);
+		if (!rc && (rc = write_stats(partial)))
+			ds_error("'%s': %s", partial, ds_strerror(rc));
+	}
+	if (ds_any_failed(world, rc))
+		goto fail;
+	if (nd->local_rank == 0) {
+		char *old = NULL;
+		struct stat st;
+		if (lstat(nodedir, &st) == 0) { /* --force: swap, then remove the old one */
+			if (asprintf(&old, "%s.old.%d", nodedir, (int)getpid()) < 0)
+				exit(1);
+			if (rename(nodedir, old) < 0) {
+				rc = -errno;
+				ds_error("'%s': %s", nodedir, strerror(errno));
+			}
+		}
+		if (!rc && rename(partial, nodedir) < 0) {
+			rc = -errno;
+			ds_error("'%s': %s", nodedir, strerror(errno));
+		}
+		if (old) {
+			if (rc)
+				(void)rename(old, nodedir);
+			else
+				ds_rm_rf(old);
+			free(old);
+		}
+	}
+	if (ds_any_failed(world, rc))
+		goto fail;
+	if (nd->local_rank == 0 && !o->node_per_rank)
+		ds__stage_note_host(jobdir, nd);
+
+	/* summary */
+	{
+		uint64_t mine[4] = {x.shared_read, x.meta_read, x.received, 0};
+		uint64_t sum[4];
+		MPI_Reduce(mine, sum, 4, MPI_UINT64_T, MPI_SUM, 0, world);
+		uint64_t node_bytes = nd->local_rank == 0 ? pl.store_size[nd->node] : 0;
+		uint64_t nb[2] = {nd->local_rank == 0 ? node_bytes : 0,
+		                  nd->local_rank == 0 ? UINT64_MAX - node_bytes : 0};
+		uint64_t mx[2];
+		MPI_Reduce(nb, mx, 2, MPI_UINT64_T, MPI_MAX, 0, world);
+		double dt = ds_now() - t0;
+		if (rank == 0 && !o->quiet) {
+			size_t files = 0, dirs = 0;
+			for (size_t i = 0; i < m.n; i++) {
+				files += S_ISREG(m.e[i].mode);
+				dirs += S_ISDIR(m.e[i].mode);
+			}
+			char a[32], b[32], c[32], d[32];
+			uint64_t landed = 0;
+			for (uint32_t k = 0; k < nd->nnodes; k++)
+				landed += pl.store_size[k];
+			printf("staged %zu files, %zu directories on %u node(s), R=%u\n", files, dirs,
+			       nd->nnodes, r);
+			printf("per node: min %s, max %s; landed %s in %.2f s (%s/s)\n",
+			       ds_fmt_size(UINT64_MAX - mx[1], a, sizeof(a)), ds_fmt_size(mx[0], b, sizeof(b)),
+			       ds_fmt_size(landed, c, sizeof(c)), dt,
+			       ds_fmt_size(dt > 0 ? (uint64_t)(landed / dt) : 0, d, sizeof(d)));
+			printf("read from shared FS: %llu bytes (payload %llu + manifest %llu; pack stores %llu)\n",
+			       (unsigned long long)(sum[0] + sum[1]), (unsigned long long)sum[0],
+			       (unsigned long long)sum[1], (unsigned long long)m.total_stored);
+			printf("forwarded over MPI: %llu bytes\n", (unsigned long long)sum[2]);
+			fflush(stdout);
+		}
+	}
+	rc = 0;
+	goto out;
+fail:
+	if (nd->local_rank == 0)
+		ds_rm_rf(partial);
+	MPI_Barrier(world);
+	if (nd->local_rank == 0)
+		rmdir(jobdir); /* only when empty: other nodes' or an earlier stage's stay */
+	rc = 1;
+out:
+	if (x.prog_win != MPI_WIN_NULL)
+		MPI_Win_free(&x.prog_win);
+	if (x.store_fd >= 0)
+		close(x.store_fd);
+	free(store_path);
+	free(partial);
+	free(nodedir);
+	free(jobdir);
+	rankmap_release(&rm);
+	ds_placement_release(&pl);
+	layout_release(&L);
+	ds_manifest_release(&m);
+	return rc;
+}
+
 int ds_cmd_stage(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	ds_error("this build has no stage yet");
-	return 1;
-}
-int ds_cmd_env(int argc, char **argv)
-{
-	(void)argc;
-	(void)argv;
-	ds_error("this build has no env yet");
-	return 1;
-}
-int ds_cmd_status(int argc, char **argv)
-{
-	(void)argc;
-	(void)argv;
-	ds_error("this build has no status yet");
-	return 1;
-}
-int ds_cmd_clean(int argc, char **argv)
-{
-	(void)argc;
-	(void)argv;
-	ds_error("this build has no clean yet");
-	return 1;
+	struct ds_stage_opts o;
+	int rc = ds_stage_parse(argc, argv, &o, 0);
+	if (o.help) {
+		fputs(cmd_usage, stdout);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	ds_log_init(o.quiet ? -1 : 0);
+	int provided;
+	MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+	struct ds_node nd;
+	int rank;
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	if (ds_node_identify(MPI_COMM_WORLD, o.node_per_rank, &nd)) {
+		MPI_Finalize();
+		return 1;
+	}
+	rc = ds_stage_step(MPI_COMM_WORLD, &o, &nd);
+	ds_node_release(&nd);
+	MPI_Finalize();
+	return rc;
 }

@@ -1,0 +1,362 @@
+/* store_cmds.c: commands on a node store that need no MPI: env, status,
+ * clean; and the host -> node note readers use outside Slurm. */
+#include "dscommon.h"
+#include "dsindex.h"
+#include "dsproto.h"
+#include "stage_int.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void ds__stage_note_host(const char *jobdir, const struct ds_node *nd)
+{
+	char host[256] = "";
+	int n;
+	gethostname(host, sizeof(host) - 1);
+	MPI_Comm_size(nd->leaders, &n);
+	char *all = ds_xcalloc(n, sizeof(host));
+	MPI_Allgather(host, sizeof(host), MPI_CHAR, all, sizeof(host), MPI_CHAR, nd->leaders);
+	int unique = 1;
+	for (int i = 0; i < n && unique; i++)
+		for (int j = i + 1; j < n && unique; j++)
+			unique = strcmp(all + i * sizeof(host), all + j * sizeof(host)) != 0;
+	free(all);
+	if (!unique || !*host)
+		return; /* several nodes on one host: readers say DSTAGE_NODE */
+	char dir[PATH_MAX], link[PATH_MAX + 256], target[16];
+	snprintf(dir, sizeof(dir), "%s/by-host", jobdir);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return;
+	snprintf(link, sizeof(link), "%s/%s", dir, host);
+	snprintf(target, sizeof(target), "%u", nd->node);
+	unlink(link);
+	if (symlink(target, link) < 0)
+		ds_warn("'%s': %s", link, strerror(errno));
+}
+
+/* ---- common option parsing for --to/--job/--node ------------------------ */
+struct store_opts {
+	const char *to, *job, *mount;
+	long node;
+	int force, help;
+};
+
+static int parse_store_opts(int argc, char **argv, struct store_opts *o, const char *usage)
+{
+	static const struct option lo[] = {
+		{"to", required_argument, 0, 't'},    {"job", required_argument, 0, 'j'},
+		{"node", required_argument, 0, 'k'},  {"mount", required_argument, 0, 'm'},
+		{"force", no_argument, 0, 'f'},       {"help", no_argument, 0, 'h'},
+		{"node-per-rank", no_argument, 0, 'n'}, {0, 0, 0, 0}};
+	memset(o, 0, sizeof(*o));
+	o->node = -1;
+	optind = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		uint64_t v;
+		switch (c) {
+		case 't': o->to = optarg; break;
+		case 'j': o->job = optarg; break;
+		case 'm': o->mount = optarg; break;
+		case 'f': o->force = 1; break;
+		case 'n': break; /* accepted for symmetry with stage/serve */
+		case 'k':
+			if (ds_parse_u64(optarg, &v) || v > UINT32_MAX) {
+				ds_error("--node '%s': not a node number", optarg);
+				return 2;
+			}
+			o->node = (long)v;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			o->help = 1;
+			return 0;
+		default:
+			fputs(usage, stderr);
+			return 2;
+		}
+	}
+	if (optind != argc || !o->to) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	return 0;
+}
+
+static int jobdir_ok(const char *jobdir)
+{
+	struct stat st;
+	if (lstat(jobdir, &st) < 0) {
+		ds_error("'%s': %s (not staged?)", jobdir, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+		ds_error("'%s': not a store directory of this user", jobdir);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* ---- env ---------------------------------------------------------------- */
+static const char *env_usage =
+	"usage: dstage env --to DIR [--job ID] [--node K] [--mount PREFIX]\n"
+	"  print the export lines a reader on this node (or simulated node K) needs:\n"
+	"  eval \"$(dstage env --to DIR)\"\n";
+
+/* Where the preload library and the Python helper live, relative to this
+ * binary: PREFIX/bin/dstage -> PREFIX/lib, PREFIX/share/dstage/python; in the
+ * build tree build/bin/dstage -> build/lib and io/python. */
+static int find_beside(const char *rel1, const char *rel2, char *out, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0)
+		return -errno;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	const char *rels[2] = {rel1, rel2};
+	for (int i = 0; i < 2; i++) {
+		if (!rels[i])
+			continue;
+		char cand[PATH_MAX + 64];
+		snprintf(cand, sizeof(cand), "%s/%s", exe, rels[i]);
+		char *real = realpath(cand, NULL);
+		if (real) {
+			snprintf(out, len, "%s", real);
+			free(real);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static void print_quoted(const char *name, const char *val)
+{
+	printf("export %s='", name);
+	for (const char *p = val; *p; p++) {
+		if (*p == '\'')
+			fputs("'\\''", stdout);
+		else
+			putchar(*p);
+	}
+	printf("'\n");
+}
+
+int ds_cmd_env(int argc, char **argv)
+{
+	struct store_opts o;
+	int rc = parse_store_opts(argc, argv, &o, env_usage);
+	if (rc || o.help)
+		return rc;
+	char lib[PATH_MAX], py[PATH_MAX];
+	if (find_beside("../lib/libdstage-preload.so", NULL, lib, sizeof(lib))) {
+		ds_error("'libdstage-preload.so': not found beside this dstage (../lib/)");
+		return 1;
+	}
+	char *jobdir = ds_store_jobdir(o.to, o.job);
+	char *abs = jobdir ? realpath(jobdir, NULL) : NULL;
+	if (!abs || jobdir_ok(abs)) {
+		if (!abs)
+			ds_error("'%s': not staged (%s)", jobdir ? jobdir : o.to, strerror(errno));
+		free(jobdir);
+		free(abs);
+		return 1;
+	}
+	if (o.node >= 0) {
+		char nd[PATH_MAX + 32];
+		struct stat st;
+		snprintf(nd, sizeof(nd), "%s/%ld/index", abs, o.node);
+		if (stat(nd, &st) < 0) {
+			ds_error("node %ld: '%s': %s", o.node, nd, strerror(errno));
+			free(jobdir);
+			free(abs);
+			return 1;
+		}
+	}
+	const char *mount = o.mount ? o.mount : getenv("DSTAGE_MOUNT");
+	if (!mount || !*mount)
+		mount = "/dstage";
+	if (mount[0] != '/') {
+		ds_error("mount '%s': must be an absolute path", mount);
+		return 2;
+	}
+	const char *pre = getenv("LD_PRELOAD");
+	char *ld = NULL;
+	if (pre && *pre && !strstr(pre, lib)) {
+		if (asprintf(&ld, "%s:%s", lib, pre) < 0)
+			return 1;
+	} else {
+		ld = ds_xstrdup(lib);
+	}
+	print_quoted("LD_PRELOAD", ld);
+	print_quoted("DSTAGE_STORE", abs);
+	print_quoted("DSTAGE_MOUNT", mount);
+	if (o.node >= 0)
+		printf("export DSTAGE_NODE=%ld\n", o.node);
+	if (!find_beside("../../io/python", "../share/dstage/python", py, sizeof(py))) {
+		const char *pp = getenv("PYTHONPATH");
+		char *v = NULL;
+		if (pp && *pp && !strstr(pp, py)) {
+			if (asprintf(&v, "%s:%s", py, pp) < 0)
+				return 1;
+		} else {
+			v = ds_xstrdup(py);
+		}
+		print_quoted("PYTHONPATH", v);
+		free(v);
+	}
+	free(ld);
+	free(jobdir);
+	free(abs);
+	return 0;
+}
+
+/* ---- status ------------------------------------------------------------- */
+static const char *status_usage =
+	"usage: dstage status --to DIR [--job ID] [--node K]\n"
+	"  per-node figures of the stores of this job visible from here: files and\n"
+	"  bytes held, reads served locally / from the epoch cache / remotely,\n"
+	"  reads served to other nodes, epoch and prefetch progress\n";
+
+static int node_status(const char *jobdir, const char *name)
+{
+	char path[PATH_MAX];
+	struct ds_index ix;
+	snprintf(path, sizeof(path), "%s/%s/index", jobdir, name);
+	int rc = ds_index_open(&ix, path, 0);
+	if (rc) {
+		ds_error("'%s': %s", path, ds_strerror(rc));
+		return rc;
+	}
+	uint64_t files = 0, bytes = 0;
+	for (uint32_t i = 0; i < ix.h->nentries; i++) {
+		const struct ds_entry *e = &ix.e[i];
+		if (S_ISREG(e->mode) && ds_index_part_on(&ix, e->part, ix.h->node, NULL)) {
+			files++;
+			bytes += e->size;
+		}
+	}
+	struct ds_stats st;
+	memset(&st, 0, sizeof(st));
+	snprintf(path, sizeof(path), "%s/%s/%s", jobdir, name, DS_STATS_NAME);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		void *m = mmap(NULL, sizeof(st), PROT_READ, MAP_SHARED, fd, 0);
+		if (m != MAP_FAILED) {
+			/* relaxed snapshots of counters others update atomically */
+			const uint64_t *src = m;
+			uint64_t *dst = (uint64_t *)&st;
+			for (size_t i = 0; i < sizeof(st) / 8; i++)
+				dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+			munmap(m, sizeof(st));
+		}
+		close(fd);
+	}
+	snprintf(path, sizeof(path), "%s/%s/%s", jobdir, name, DS_SOCK_NAME);
+	struct stat sst;
+	const char *svc = stat(path, &sst) == 0 ? "up" : "-";
+	char a[32], b[32];
+	printf("%-5u %9llu %10s %10s %7llu %7llu %7llu %7llu %7llu %6s %6llu %6llu/%-6llu %10s\n",
+	       ix.h->node, (unsigned long long)files, ds_fmt_size(bytes, a, sizeof(a)),
+	       ds_fmt_size(ix.h->store_size, b, sizeof(b)), (unsigned long long)st.local_reads,
+	       (unsigned long long)st.cache_reads, (unsigned long long)st.remote_reads,
+	       (unsigned long long)st.stalls, (unsigned long long)st.served_reads, svc,
+	       (unsigned long long)st.epoch, (unsigned long long)st.prefetch_done,
+	       (unsigned long long)st.prefetch_total, ds_fmt_size(st.fetched_bytes, a, sizeof(a)));
+	ds_index_close(&ix);
+	return 0;
+}
+
+static int name_num_cmp(const void *x, const void *y)
+{
+	long a = atol(*(char *const *)x), b = atol(*(char *const *)y);
+	return a < b ? -1 : a > b;
+}
+
+int ds_cmd_status(int argc, char **argv)
+{
+	struct store_opts o;
+	int rc = parse_store_opts(argc, argv, &o, status_usage);
+	if (rc || o.help)
+		return rc;
+	char *jobdir = ds_store_jobdir(o.to, o.job);
+	if (jobdir_ok(jobdir)) {
+		free(jobdir);
+		return 1;
+	}
+	DIR *d = opendir(jobdir);
+	if (!d) {
+		ds_error("'%s': %s", jobdir, strerror(errno));
+		free(jobdir);
+		return 1;
+	}
+	char *names[4096];
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) && n < 4096) {
+		const char *p = de->d_name;
+		if (!*p || strspn(p, "0123456789") != strlen(p))
+			continue; /* node directories are numbers */
+		if (o.node >= 0 && atol(p) != o.node)
+			continue;
+		names[n++] = ds_xstrdup(p);
+	}
+	closedir(d);
+	qsort(names, n, sizeof(names[0]), name_num_cmp);
+	printf("%-5s %9s %10s %10s %7s %7s %7s %7s %7s %6s %6s %13s %10s\n", "node", "files", "bytes",
+	       "store", "local", "cache", "remote", "stalls", "served", "svc", "epoch", "prefetch",
+	       "fetched");
+	for (int i = 0; i < n; i++) {
+		if (node_status(jobdir, names[i]))
+			rc = 1;
+		free(names[i]);
+	}
+	if (n == 0) {
+		ds_error("'%s': no node store here", jobdir);
+		rc = 1;
+	}
+	free(jobdir);
+	return rc;
+}
+
+/* ---- clean -------------------------------------------------------------- */
+static const char *clean_usage =
+	"usage: dstage clean --to DIR [--job ID]\n"
+	"  remove this job's node store on this host (run as a job step with one\n"
+	"  task per node to clean every node)\n";
+
+int ds_cmd_clean(int argc, char **argv)
+{
+	struct store_opts o;
+	int rc = parse_store_opts(argc, argv, &o, clean_usage);
+	if (rc || o.help)
+		return rc;
+	char *jobdir = ds_store_jobdir(o.to, o.job);
+	struct stat st;
+	if (lstat(jobdir, &st) < 0 && errno == ENOENT) {
+		free(jobdir);
+		return 0; /* nothing to do: another task on this host was first */
+	}
+	if (jobdir_ok(jobdir)) {
+		free(jobdir);
+		return 1;
+	}
+	rc = ds_rm_rf(jobdir);
+	if (rc && rc != -ENOENT) {
+		ds_error("'%s': %s", jobdir, ds_strerror(rc));
+		free(jobdir);
+		return 1;
+	}
+	free(jobdir);
+	return 0;
+}
