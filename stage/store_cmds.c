@@ -265,14 +265,14 @@ static int node_status(const char *jobdir, const char *name)
 	snprintf(path, sizeof(path), "%s/%s/%s", jobdir, name, DS_SOCK_NAME);
 	struct stat sst;
 	const char *svc = stat(path, &sst) == 0 ? "up" : "-";
-	char a[32], b[32];
+	char a[32], b[32], c[32];
 	printf("%-5u %9llu %10s %10s %7llu %7llu %7llu %7llu %7llu %6s %6llu %6llu/%-6llu %10s\n",
 	       ix.h->node, (unsigned long long)files, ds_fmt_size(bytes, a, sizeof(a)),
 	       ds_fmt_size(ix.h->store_size, b, sizeof(b)), (unsigned long long)st.local_reads,
 	       (unsigned long long)st.cache_reads, (unsigned long long)st.remote_reads,
 	       (unsigned long long)st.stalls, (unsigned long long)st.served_reads, svc,
 	       (unsigned long long)st.epoch, (unsigned long long)st.prefetch_done,
-	       (unsigned long long)st.prefetch_total, ds_fmt_size(st.fetched_bytes, a, sizeof(a)));
+	       (unsigned long long)st.prefetch_total, ds_fmt_size(st.fetched_bytes, c, sizeof(c)));
 	ds_index_close(&ix);
 	return 0;
 }
