@@ -64,4 +64,31 @@ test_expect_success 'a full node-local disk is refused before writing (small tmp
 	rc=$?; ls -A small >left; umount small;
 	test $rc = 0 && test_grep "not enough room: needs" err && test_cmp /dev/null left
 '
+test_expect_success 'an error on one rank while reading: every rank fails, no store' '
+	fresh_pack &&
+	! DSTAGE_FAULT=stage.read:rank=1 mpirun_n 3 "$DSTAGE" stage pack --to "$SHM" --job f8 \
+		--node-per-rank 2>err &&
+	test_grep "fault injected at .stage.read. (rank 1)" err && no_store_left f8
+'
+
+test_expect_success 'an error while forwarding a replica (R=3): every rank fails, no store' '
+	! DSTAGE_FAULT=stage.forward:rank=2 mpirun_n 3 "$DSTAGE" stage pack --to "$SHM" --job f9 \
+		-R 3 --node-per-rank 2>err &&
+	test_grep "stage.forward" err && no_store_left f9
+'
+
+test_expect_success 'an error writing the store on one rank: every rank fails, no store' '
+	! DSTAGE_FAULT=stage.write:rank=0 mpirun_n 3 "$DSTAGE" stage pack --to "$SHM" --job f10 \
+		--node-per-rank 2>err && no_store_left f10
+'
+
+test_expect_success 'a rank killed mid-stage ends the step quickly; a new stage recovers' '
+	start=$(date +%s) &&
+	! DSTAGE_FAULT=stage.read:rank=1:action=kill DSTAGE_TEST_MPI_TIMEOUT=60 \
+		mpirun_n 3 "$DSTAGE" stage pack --to "$SHM" --job f11 --node-per-rank 2>err &&
+	test $(( $(date +%s) - start )) -lt 30 &&
+	mpirun_n 3 "$DSTAGE" stage pack --to "$SHM" --job f11 --node-per-rank -q &&
+	"$T/storecheck" "$SHM/dstage.$uid.f11" src >/dev/null &&
+	! ls -d "$SHM/dstage.$uid.f11"/*.partial 2>/dev/null
+'
 test_done
