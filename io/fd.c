@@ -69,11 +69,11 @@ int ds__open_res(struct ds_res *r, int flags, mode_t mode)
 	f->id = r->id;
 	f->v = r->v;
 	f->size = st.st_size;
-	int keep = O_ACCMODE | O_APPEND | O_NONBLOCK | O_DIRECT | O_NOATIME | O_ASYNC | O_DSYNC |
-	           O_SYNC | O_PATH;
-	int fl = (flags & keep) | K_LARGEFILE;
+	/* what F_GETFL reports: the open flags less those that only act at
+	 * open time, as the kernel keeps them */
+	int fl = (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_CLOEXEC)) | K_LARGEFILE;
 	if (flags & O_PATH)
-		fl = O_PATH | K_LARGEFILE | (isdir ? O_DIRECTORY : 0) | (flags & O_NOFOLLOW);
+		fl = flags & (O_PATH | O_DIRECTORY | O_NOFOLLOW);
 	atomic_store(&f->flags, fl);
 
 	if (r->v.kind != DS_V_NONE) {

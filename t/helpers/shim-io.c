@@ -101,13 +101,14 @@ static int fdop(const char *path, const char *op)
 	if (!strcmp(op, "fadvise")) CALL(op, -posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL));
 	if (!strcmp(op, "mmap-shared-write")) {
 		void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		CALL(op, m == MAP_FAILED ? -1 : 0);
+		return report(op, m == MAP_FAILED ? -1 : 0, errno);
 	}
 	if (!strcmp(op, "mmap-private-write")) {
 		char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+		int e = errno;
 		if (m != MAP_FAILED)
 			m[0] = 'y'; /* a private copy: allowed */
-		CALL(op, m == MAP_FAILED ? -1 : 0);
+		return report(op, m == MAP_FAILED ? -1 : 0, e);
 	}
 	if (!strcmp(op, "splice-in")) {
 		int p[2];
