@@ -2,44 +2,62 @@
  *
  * The mount does not exist for the kernel, so a cwd inside it is emulated:
  * chdir into the tree records the directory's entry (ds__cwd) and relative
- * paths resolve from it; getcwd reports its name under the mount.  The real
- * cwd is moved to "/" meanwhile, and DSTAGE_CWD carries the emulated one
- * across exec (init.c picks it up when the real cwd is still "/"), so
- * `cd /dstage/x && ls` works from a shell.  Leaving the tree (chdir or
- * fchdir to a real directory) ends the emulation. */
+ * paths resolve from it; getcwd reports its name under the mount.
+ *
+ * The kernel's cwd meanwhile moves to a shadow of that directory, an empty
+ * real directory DSTAGE_STORE/cwd/<path> (made on demand, private to the
+ * user like the store).  That carries the emulated cwd across exec whatever
+ * environment the launcher passes (a shell's `cd /dstage/x && ls`): a new
+ * process whose real cwd lies in the shadow starts there (ds__cwd_inherit),
+ * and anything that escapes the shim with a relative name finds an empty
+ * directory, not somebody else's files.  Leaving the tree (chdir or fchdir
+ * to a real directory) ends the emulation. */
 #include "shim.h"
 
 #include <fcntl.h>
 #include <unistd.h>
+
+#define SHADOW "cwd"
 
 static pthread_mutex_t cwd_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Enter directory id of the tree (caller checked it is one). */
 static int enter(int64_t id)
 {
-	char abs[PATH_MAX];
+	char shadow[PATH_MAX * 2];
+	snprintf(shadow, sizeof(shadow), "%s/" SHADOW "%s%s", ds__g.jobdir, id ? "/" : "",
+	         ds__ename(id));
 	pthread_mutex_lock(&cwd_lock);
-	if (atomic_load(&ds__cwd) < 0 && DS_REAL(chdir)("/") < 0) {
-		int e = errno;
-		pthread_mutex_unlock(&cwd_lock);
-		return -e;
-	}
-	atomic_store(&ds__cwd, id);
-	if (ds__abs_name(id, NULL, abs, sizeof(abs)) > 0)
-		setenv("DSTAGE_CWD", abs, 1);
+	ds__busy++; /* mkdir and stat of the shadow: libc's, not ours */
+	int rc = ds_mkdir_p(shadow, 0700);
+	if (rc == 0 && DS_REAL(chdir)(shadow) < 0)
+		rc = -errno;
+	if (rc && DS_REAL(chdir)("/") == 0)
+		rc = 0; /* no shadow (read-only store?): cwd "/", no inheritance */
+	ds__busy--;
+	if (rc == 0)
+		atomic_store(&ds__cwd, id);
 	pthread_mutex_unlock(&cwd_lock);
-	return 0;
+	return rc;
 }
 
 /* A real chdir succeeded: the emulation ends. */
 static void leave(void)
 {
-	if (atomic_load(&ds__cwd) < 0)
-		return;
-	pthread_mutex_lock(&cwd_lock);
 	atomic_store(&ds__cwd, -1);
-	unsetenv("DSTAGE_CWD");
-	pthread_mutex_unlock(&cwd_lock);
+}
+
+void ds__cwd_inherit(void)
+{
+	char real[PATH_MAX], prefix[PATH_MAX + 8];
+	int n = snprintf(prefix, sizeof(prefix), "%s/" SHADOW, ds__g.jobdir);
+	if (!DS_REAL(getcwd)(real, sizeof(real)) || strncmp(real, prefix, n) ||
+	    (real[n] != '/' && real[n] != 0))
+		return;
+	const char *rel = real[n] ? real + n + 1 : "";
+	int64_t id = ds_index_lookup(&ds__g.ix, rel, strlen(rel));
+	if (id >= 0 && S_ISDIR(ds__g.ix.e[id].mode))
+		atomic_store(&ds__cwd, id);
 }
 
 static int chdir_res(const struct ds_res *r)

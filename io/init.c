@@ -105,20 +105,6 @@ static void map_stats(void)
 	DS_REAL(close)(fd);
 }
 
-/* A child exec'd while its parent's emulated cwd was inside the mount finds
- * DSTAGE_CWD set and its real cwd at "/" (chdir put it there). */
-static void inherit_cwd(void)
-{
-	const char *c = getenv("DSTAGE_CWD");
-	char real[8];
-	if (!c || !*c || !DS_REAL(getcwd)(real, sizeof(real)) || strcmp(real, "/"))
-		return;
-	struct ds_res r;
-	if (ds__resolve(AT_FDCWD, c, DS_RES_FOLLOW, &r) == 0 && r.ours && r.v.kind == DS_V_NONE &&
-	    S_ISDIR(ds__g.ix.e[r.id].mode))
-		atomic_store(&ds__cwd, r.id);
-}
-
 static void atfork_child(void)
 {
 	ds__g.pid = getpid();
@@ -181,7 +167,7 @@ static void setup(void)
 	}
 	pthread_atfork(NULL, NULL, atfork_child);
 	ds__g.active = 1;
-	inherit_cwd();
+	ds__cwd_inherit();
 	ds_debug("node %u of %u, %u entries under '%s'", ds__g.node, ds__g.ix.h->nnodes,
 	         ds__g.ix.h->nentries, ds__g.mount);
 }

@@ -96,6 +96,9 @@ static inline int ds__fail(int err)
 /* Emulated current directory: entry id inside the mount, or -1 when the real
  * (kernel) cwd is in force. */
 extern _Atomic int64_t ds__cwd;
+/* At start: a real cwd inside the shadow tree means an emulated cwd was
+ * inherited across exec (cwd.c). */
+void ds__cwd_inherit(void);
 
 /* Virtual entries (the .dstage tree) carry ids above every real entry. */
 enum ds_virt {
