@@ -1,24 +1,533 @@
-/* placeholder until the module lands */
-#include "dscommon.h"
+/* serve.c: `dstage serve`, the node service's life: options, setup, the
+ * main loop, leaving together.
+ *
+ * The main loop does every MPI call of the service:
+ *   - a batch of gets: the readers' remote reads first (someone waits for
+ *     them), then the next samples of the epoch prefetch, up to a bound;
+ *     one MPI_Win_flush per target completes the batch;
+ *   - every AGREE_PERIOD an MPI_Iallreduce of {stop, failed node, busy}:
+ *     stop (dstage stop, SIGTERM) and failures are acted upon by every rank
+ *     at once, in the same iteration, so all leave together; a rank that
+ *     does not answer within --timeout is taken as gone and the job step is
+ *     aborted instead of waiting forever;
+ *   - progress for the peers: on shared memory MPICH moves a get only when
+ *     the target calls into MPI, so while any node is fetching (busy), every
+ *     rank polls MPI continuously; when all are idle, a rank sleeps up to
+ *     IDLE_SLEEP between polls (woken at once by its socket thread).
+ *     On an RDMA network the polling costs a little CPU and buys nothing;
+ *     it is bounded to the prefetch phase. */
 #include "dsserve.h"
+#include "dsstage.h"
+#include "svc.h"
+
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define AGREE_PERIOD 0.1       /* s between agreements */
+#define STOP_CHECK_PERIOD 0.1  /* s between looks at JOBDIR/stop */
+#define IDLE_SLEEP_NS 1000000L /* 1 ms */
+#define BUSY_LINGER 0.5        /* s a rank stays busy after serving a remote read */
+#define BATCH_OPS 64
+#define BATCH_BYTES (8u << 20)
+#define READS_INFLIGHT_BYTES (256ull << 20)
+#define STOP_NAME "stop"
+
+static volatile sig_atomic_t got_signal;
+static void on_signal(int sig) { got_signal = sig; }
+
+static const char *serve_usage =
+	"usage: dstage serve --to DIR [options]\n"
+	"  MPI job step, one rank per node (Slurm: srun --overlap --ntasks-per-node=1):\n"
+	"  serve the node store to this node's readers, fetch what they need from other\n"
+	"  nodes with MPI one-sided gets, and reshuffle the training set every epoch.\n"
+	"  Runs until 'dstage stop --to DIR', SIGTERM or the end of the job.\n"
+	"      --to DIR              node-local directory the job was staged into\n"
+	"      --job ID              job id (default $SLURM_JOB_ID, else 0)\n"
+	"      --node-per-rank       every rank is its own node (simulated nodes)\n"
+	"      --seed S              seed of the epoch shuffle (default 0)\n"
+	"      --locality L          0..1: share of a node's epoch share it keeps from its own\n"
+	"                            store (default 0: a global shuffle; 1: never move data)\n"
+	"      --drop-last           equal shares by dropping the remainder (default: pad)\n"
+	"      --shuffle-buffer SIZE bound of the epoch cache per node (default: what two\n"
+	"                            epochs' remote share needs)\n"
+	"      --timeout SECS        a node silent this long is taken as failed (default 20)\n"
+	"      --clean               remove this node's store on the way out\n"
+	"  -q, --quiet               errors only\n"
+	"  -v, --verbose             per-epoch figures (as DSTAGE_LOG=info)\n"
+	"  -h, --help                this text\n";
+
+/* Options shared by serve and run.  Returns the getopt code it handled, or
+ * 0 when c is not one of them; sets *bad on an invalid value. */
+int ds__serve_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad)
+{
+	uint64_t v;
+	double d;
+	switch (c) {
+	case 't': o->to = arg; return c;
+	case 'j': o->job = arg; return c;
+	case 'n': o->node_per_rank = 1; return c;
+	case 'c': o->clean = 1; return c;
+	case 'd': o->cfg.drop_last = 1; return c;
+	case 's':
+		if (ds_parse_u64(arg, &v)) {
+			ds_error("--seed '%s': not a number", arg);
+			*bad = 1;
+		}
+		o->cfg.seed = v;
+		return c;
+	case 'L':
+		if (ds_parse_double(arg, &d) || !(d >= 0 && d <= 1)) {
+			ds_error("--locality '%s': not a number from 0 to 1", arg);
+			*bad = 1;
+		}
+		o->cfg.locality = d;
+		return c;
+	case 'B':
+		if (ds_parse_size(arg, &v) || !v) {
+			ds_error("--shuffle-buffer '%s': not a size", arg);
+			*bad = 1;
+		}
+		o->shuffle_buffer = v;
+		return c;
+	case 'T':
+		if (ds_parse_double(arg, &d) || !(d >= 1)) {
+			ds_error("--timeout '%s': not a number of seconds >= 1", arg);
+			*bad = 1;
+		}
+		o->agree_timeout = o->watchdog = d;
+		return c;
+	case 'q': o->quiet = 1; return c;
+	case 'v': o->quiet = -1; return c;
+	case 'h': o->help = 1; return c;
+	}
+	return 0;
+}
+
+void ds__serve_defaults(struct ds__serve_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->agree_timeout = o->watchdog = 20;
+}
+
+static int parse(int argc, char **argv, struct ds__serve_opts *o)
+{
+	static const struct option lo[] = {
+		{"to", required_argument, 0, 't'},        {"job", required_argument, 0, 'j'},
+		{"node-per-rank", no_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
+		{"locality", required_argument, 0, 'L'},  {"drop-last", no_argument, 0, 'd'},
+		{"shuffle-buffer", required_argument, 0, 'B'}, {"timeout", required_argument, 0, 'T'},
+		{"clean", no_argument, 0, 'c'},           {"quiet", no_argument, 0, 'q'},
+		{"verbose", no_argument, 0, 'v'},         {"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0}};
+	ds__serve_defaults(o);
+	optind = 1;
+	int c, bad = 0;
+	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
+		if (!ds__serve_opt(o, c, optarg, &bad)) {
+			fputs(serve_usage, stderr);
+			return 2;
+		}
+		if (o->help)
+			return 0;
+	}
+	if (optind != argc) {
+		ds_error("'%s': unexpected argument", argv[optind]);
+		return 2;
+	}
+	if (!o->to) {
+		ds_error("need --to DIR");
+		return 2;
+	}
+	return bad ? 2 : 0;
+}
+
+/* ---- the watchdog ------------------------------------------------------
+ * Process-wide (the thread outlives the step's stack frame and also
+ * watches MPI_Finalize). */
+static struct {
+	int64_t beat_ms; /* atomic; 0: disarmed */
+	int64_t limit_ms;
+	uint32_t node;
+	char sock[PATH_MAX];
+	int started;
+} wd;
+
+static int64_t now_ms(void) { return (int64_t)(ds_now() * 1000); }
+
+static void beat(void) { __atomic_store_n(&wd.beat_ms, now_ms(), __ATOMIC_RELAXED); }
+
+static void *watch_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		sleep(1);
+		int64_t hb = __atomic_load_n(&wd.beat_ms, __ATOMIC_RELAXED);
+		if (hb && now_ms() - hb > wd.limit_ms) {
+			/* main is stuck in an MPI call: a peer vanished and MPI did not
+			 * notice.  Leave no socket readers would wait on, and go. */
+			ds_error("node %u: an MPI call has not returned for %lld s: a node is gone or "
+			         "hung; leaving",
+			         wd.node, (long long)(wd.limit_ms / 1000));
+			unlink(wd.sock);
+			_exit(1);
+		}
+	}
+	return NULL;
+}
+
+static void watch_arm(struct ds__svc *s)
+{
+	wd.limit_ms = (int64_t)(s->o.watchdog * 1000);
+	wd.node = s->node;
+	snprintf(wd.sock, sizeof(wd.sock), "%s/" DS_SOCK_NAME, s->nodedir);
+	beat();
+	if (!wd.started) {
+		pthread_t t;
+		sigset_t all, prev;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &prev);
+		if (!pthread_create(&t, NULL, watch_main, NULL)) {
+			pthread_detach(t);
+			wd.started = 1;
+		}
+		pthread_sigmask(SIG_SETMASK, &prev, NULL);
+	}
+}
+
+static void watch_disarm(void) { __atomic_store_n(&wd.beat_ms, 0, __ATOMIC_RELAXED); }
+
+/* ---- the main loop ------------------------------------------------------ */
+struct agree {
+	MPI_Request req;
+	int inflight;
+	int mine[3], all[3]; /* stop, failed node + 1, busy */
+	double started, next;
+};
+
+/* Fetch the readers' remote reads and the next prefetch gets: one batch. */
+static int batch(struct ds__svc *s, uint8_t *targets, double *last_read)
+{
+	pthread_mutex_lock(&s->mu);
+	struct ds__rreq *list = s->todo, *rest = NULL, **tail = &list;
+	/* bound the bytes of reads in one batch; the rest waits its turn */
+	uint64_t bytes = 0;
+	for (struct ds__rreq *r = list; r; r = r->next) {
+		bytes += r->len;
+		if (bytes > READS_INFLIGHT_BYTES && r != list) {
+			rest = r;
+			*tail = NULL;
+			break;
+		}
+		tail = &r->next;
+	}
+	s->todo = rest;
+	if (!rest)
+		s->todo_tail = &s->todo;
+	pthread_mutex_unlock(&s->mu);
+
+	size_t nreads = 0;
+	for (struct ds__rreq *r = list; r; r = r->next) {
+		MPI_Aint disp;
+		int node = ds__holder(s, r->id, &disp);
+		r->buf = malloc(r->len ? r->len : 1);
+		if (node < 0 || !r->buf) {
+			r->status = node < 0 ? -EIO : -ENOMEM;
+			continue;
+		}
+		r->status = ds__get(s, r->buf, r->len, node, disp + (MPI_Aint)r->off);
+		if (!r->status)
+			targets[node] = 1;
+		else
+			s->err = r->status;
+		nreads++;
+	}
+	size_t nfetch = ds__exchange_issue(s, targets, nreads < BATCH_OPS ? BATCH_OPS - nreads : 0,
+	                                   BATCH_BYTES);
+	if (!nreads && !nfetch && !list)
+		return 0;
+	int rc = ds__flush(s, targets);
+	if (rc)
+		s->err = rc;
+	for (struct ds__rreq *r = list; r; r = r->next) {
+		if (rc && !r->status)
+			r->status = rc;
+		if (r->status) {
+			free(r->buf);
+			r->buf = NULL;
+		}
+	}
+	if (list)
+		*last_read = ds_now();
+	ds__sock_done(s, list);
+	ds__exchange_complete(s, rc == 0);
+	return 1;
+}
+
+static int stop_requested(struct ds__svc *s)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/" STOP_NAME, s->jobdir);
+	return access(p, F_OK) == 0;
+}
+
+/* Returns 0 when every rank agreed to stop, 1 when some rank failed, and
+ * -1 when the peers did not answer in time (the caller aborts). */
+static int run_loop(struct ds__svc *s)
+{
+	struct agree a;
+	memset(&a, 0, sizeof(a));
+	uint8_t *targets = ds_xcalloc(s->nnodes, 1);
+	double next_stop_check = 0, last_read = -1e9;
+	int peers_busy = 1, want_stop = 0, result = 0;
+	for (;;) {
+		beat();
+		double now = ds_now();
+		if (got_signal && !want_stop) {
+			ds_info("node %u: signal %d: stopping", s->node, (int)got_signal);
+			want_stop = 1;
+		}
+		if (now >= next_stop_check) {
+			next_stop_check = now + STOP_CHECK_PERIOD;
+			if (!want_stop && stop_requested(s)) {
+				ds_info("node %u: dstage stop: stopping", s->node);
+				want_stop = 1;
+			}
+		}
+		/* the agreement */
+		if (!a.inflight && now >= a.next) {
+			int busy = ds__exchange_busy(s) || now - last_read < BUSY_LINGER;
+			a.mine[0] = want_stop;
+			a.mine[1] = s->err ? (int)s->node + 1 : 0;
+			a.mine[2] = busy;
+			MPI_Iallreduce(a.mine, a.all, 3, MPI_INT, MPI_MAX, s->comm, &a.req);
+			a.inflight = 1;
+			a.started = now;
+		}
+		if (a.inflight) {
+			int done = 0;
+			MPI_Test(&a.req, &done, MPI_STATUS_IGNORE);
+			if (done) {
+				a.inflight = 0;
+				a.next = now + AGREE_PERIOD;
+				peers_busy = a.all[2];
+				if (a.all[1]) {
+					if (!s->err)
+						ds_error("node %u: node %d failed: stopping", s->node, a.all[1] - 1);
+					result = 1;
+					break;
+				}
+				if (a.all[0])
+					break;
+			} else if (now - a.started > s->o.agree_timeout) {
+				ds_error("node %u: no answer from the other nodes for %.0f s: one is gone or hung",
+				         s->node, s->o.agree_timeout);
+				result = -1;
+				break;
+			}
+		}
+		/* the work */
+		if (s->err) {
+			ds__progress(s); /* keep answering the peers until they know */
+			continue;
+		}
+		int did = batch(s, targets, &last_read);
+		if (did)
+			continue;
+		if (peers_busy) {
+			ds__progress(s);
+			sched_yield();
+			continue;
+		}
+		/* idle everywhere: sleep until the socket thread wakes us or the
+		 * next poll is due */
+		struct pollfd pf = {s->wake_main, POLLIN, 0};
+		struct timespec ts = {0, IDLE_SLEEP_NS};
+		if (ppoll(&pf, 1, &ts, NULL) > 0)
+			ds__drain(s->wake_main);
+		ds__progress(s);
+	}
+	if (a.inflight && result >= 0) {
+		/* cannot happen (we only leave on a completed agreement), but never
+		 * leave a request behind */
+		MPI_Wait(&a.req, MPI_STATUS_IGNORE);
+	}
+	free(targets);
+	return result;
+}
+
+/* ---- the step ----------------------------------------------------------- */
+static void svc_release(struct ds__svc *s)
+{
+	if (s->wake_main >= 0)
+		close(s->wake_main);
+	if (s->wake_sock >= 0)
+		close(s->wake_sock);
+	pthread_mutex_destroy(&s->mu);
+	free(s->jobdir);
+	free(s->nodedir);
+}
+
+int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
+{
+	struct ds__svc S, *s = &S;
+	memset(s, 0, sizeof(*s));
+	s->o = *o;
+	s->win = MPI_WIN_NULL;
+	s->wake_main = s->wake_sock = -1;
+	s->todo_tail = &s->todo;
+	pthread_mutex_init(&s->mu, NULL);
+	int rank, rc = 0;
+	MPI_Comm_rank(world, &rank);
+
+	struct ds_node nd;
+	if (ds_node_identify(world, o->node_per_rank, &nd)) {
+		svc_release(s);
+		return 1;
+	}
+	if (nd.local_size > 1)
+		rc = -EINVAL;
+	if (ds_any_failed(world, rc)) {
+		if (rank == 0)
+			ds_error("the service runs one rank per node, node %u has %d: launch with "
+			         "--ntasks-per-node=1 (Slurm) or --node-per-rank (simulated nodes)",
+			         nd.node, nd.local_size);
+		ds_node_release(&nd);
+		svc_release(s);
+		return 1;
+	}
+	MPI_Comm_dup(nd.leaders, &s->comm);
+	MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+	s->node = nd.node;
+	s->nnodes = nd.nnodes;
+	ds_node_release(&nd);
+
+	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
+	s->jobdir = ds_store_jobdir(o->to, job);
+	s->nodedir = ds_store_nodedir(o->to, job, s->node);
+	s->wake_main = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	s->wake_sock = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (s->wake_main < 0 || s->wake_sock < 0)
+		rc = -errno;
+	if (!rc)
+		rc = ds__store_open(s);
+	if (!rc) {
+		/* every node writes the epoch configuration on its own file system:
+		 * the shim of every node must compute the lists we compute */
+		char stop[PATH_MAX];
+		snprintf(stop, sizeof(stop), "%s/" STOP_NAME, s->jobdir);
+		unlink(stop); /* from an earlier service of this job */
+		rc = ds_epoch_cfg_save(s->jobdir, &o->cfg);
+		if (rc)
+			ds_error("node %u: '%s/epoch.conf': %s", s->node, s->jobdir, ds_strerror(rc));
+	}
+	if (!rc)
+		rc = ds__exchange_new(s);
+	int failed = ds_any_failed(s->comm, rc);
+	if (!failed)
+		failed = ds_any_failed(s->comm, ds__window_create(s));
+	if (!failed)
+		failed = ds_any_failed(s->comm, ds__sock_start(s));
+	if (failed) {
+		ds__sock_stop(s);
+		ds__window_free(s);
+		ds__exchange_free(s);
+		ds__store_close(s);
+		MPI_Comm_free(&s->comm);
+		svc_release(s);
+		return 1;
+	}
+
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	watch_arm(s);
+
+	ds__status_write(s, "running");
+	if (rank == 0) {
+		ds_info("serving %u node(s) under '%s': seed %llu, locality %g, %s; stop with "
+		        "'dstage stop --to %s%s%s'",
+		        s->nnodes, s->jobdir, (unsigned long long)o->cfg.seed, o->cfg.locality,
+		        o->cfg.drop_last ? "drop-last" : "padded shares", o->to, o->job ? " --job " : "",
+		        o->job ? o->job : "");
+	}
+	int res = run_loop(s);
+	if (res < 0) {
+		/* a peer is gone: no collective can complete; end the job step */
+		ds__sock_stop(s);
+		ds__status_write(s, "failed");
+		ds__exchange_free(s);
+		MPI_Abort(world, 1);
+		_exit(1);
+	}
+	/* every rank is here, in the same iteration: leave together */
+	ds__status_write(s, res ? "failed" : "stopped");
+	ds__sock_stop(s);
+	beat();
+	ds__window_free(s);
+	ds__exchange_free(s);
+	ds__store_close(s);
+	if (o->clean) {
+		rc = ds_rm_rf(s->nodedir);
+		if (rc)
+			ds_error("node %u: '%s': %s", s->node, s->nodedir, ds_strerror(rc));
+	}
+	beat();
+	MPI_Barrier(s->comm);
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/" STOP_NAME, s->jobdir);
+	unlink(p);
+	if (o->clean) {
+		snprintf(p, sizeof(p), "%s/epoch.conf", s->jobdir);
+		unlink(p);
+		rmdir(s->jobdir); /* when empty: nodes of other jobs' stores stay */
+	}
+	if (rank == 0 && !res)
+		ds_info("stopped: every node left%s", o->clean ? ", node stores removed" : "");
+	MPI_Comm_free(&s->comm);
+	/* the watchdog keeps watching MPI_Finalize in the caller */
+	beat();
+	svc_release(s);
+	return res ? 1 : 0;
+}
+
+void ds__serve_finalize(void)
+{
+	beat();
+	MPI_Finalize();
+	watch_disarm();
+}
+
 int ds_cmd_serve(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	ds_error("this build has no serve yet");
-	return 1;
-}
-int ds_cmd_run(int argc, char **argv)
-{
-	(void)argc;
-	(void)argv;
-	ds_error("this build has no run yet");
-	return 1;
-}
-int ds_cmd_stop(int argc, char **argv)
-{
-	(void)argc;
-	(void)argv;
-	ds_error("this build has no stop yet");
-	return 1;
+	struct ds__serve_opts o;
+	int rc = parse(argc, argv, &o);
+	if (o.help) {
+		fputs(serve_usage, stdout);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	ds_log_init(o.quiet > 0 ? -1 : o.quiet < 0 ? 1 : 0);
+	int provided;
+	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+	if (provided < MPI_THREAD_FUNNELED) {
+		ds_error("this MPI gives thread level %d, the service needs MPI_THREAD_FUNNELED", provided);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+	rc = ds__serve_step(MPI_COMM_WORLD, &o);
+	ds__serve_finalize();
+	return rc;
 }

@@ -1,0 +1,507 @@
+/* exchange.c: the epoch shuffle on the service side (DESIGN 4).
+ *
+ * For every epoch e the node's share is ds_epoch_share(ix, cfg, e, node),
+ * the same pure function the readers' lists come from.  The samples of the
+ * share that are not in this node's store are fetched with MPI_Get into
+ * the epoch cache of e (common/cache.c), in the order the readers will
+ * read them, while the readers are still in e - 1: by the time they open
+ * e's list, every sample is local (store) or cached.
+ *
+ * Following the readers: they announce the epoch they start (DS_OP_EPOCH,
+ * from the shim when a list is opened).  With readers in R, the service
+ * keeps the caches of R (being read) and R + 1 (being fetched) and
+ * releases older ones: at most two epochs of remote share live at a time.
+ * With --shuffle-buffer too small for two, R + 1 is fetched only once R's
+ * cache is gone (readers then race the prefetch: stalls, not errors); too
+ * small for one, serve refuses to start.
+ *
+ * Per epoch it reports what locality costs and buys: the local fraction
+ * of the share, the bytes moved, and how much of the share the node also
+ * read the epoch before (a measure of how random the assignment is), each
+ * next to what a global shuffle (L = 0) would give. */
+#include "svc.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+enum xstate { X_PLANNED, X_FETCHING, X_DONE };
+
+struct xep {
+	uint64_t epoch;
+	enum xstate st;
+	/* the plan: remote samples in fetch (= read) order, repeats removed */
+	uint32_t *ids;
+	uint64_t *lens;
+	size_t n;
+	uint64_t need; /* bytes its cache takes */
+	struct ds_cache_epoch *ce;
+	int *tgt;      /* per cache slot: the node fetched from */
+	MPI_Aint *disp;
+	size_t next, done, failed, inflight_from;
+	uint64_t bytes, bytes_done;
+	double t0, t1;
+	/* the figures */
+	size_t share_n, local_n;
+	uint64_t share_bytes, local_bytes;
+	double overlap; /* fraction of the share also in this node's e-1 share */
+	int reported;
+};
+
+#define MAX_EP 4
+#define HISTORY 16
+
+struct ds__exchange {
+	struct ds_cache_svc *cache;
+	struct xep *ep[MAX_EP];
+	int nep;
+	uint64_t followed;     /* the reader epoch acted upon */
+	int started;
+	struct xep *inflight;  /* the epoch of the gets of the last issue */
+	double exp_local;      /* L = 0: fraction of the samples held here */
+	double exp_overlap;    /* L = 0: share / samples */
+	int warned_overlap;
+	struct xep hist[HISTORY]; /* figures of finished epochs, for status */
+	int nhist;
+};
+
+static void xep_free(struct ds__svc *s, struct xep *x)
+{
+	if (!x)
+		return;
+	if (x->ce)
+		ds_cache_epoch_free(s->x->cache, x->ce);
+	free(x->ids);
+	free(x->lens);
+	free(x->tgt);
+	free(x->disp);
+	free(x);
+}
+
+/* This node's share of epoch e, as a presence bitmap over the entries. */
+static int share_bitmap(struct ds__svc *s, uint64_t e, uint8_t *bm)
+{
+	uint32_t *ids;
+	size_t n;
+	int rc = ds_epoch_share(&s->ix, &s->o.cfg, e, s->node, &ids, &n);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		bm[ids[i]] = 1;
+	free(ids);
+	return 0;
+}
+
+/* Compute epoch e's share, what of it must be fetched, and the figures. */
+static int plan(struct ds__svc *s, uint64_t e, struct xep **out)
+{
+	*out = NULL;
+	uint32_t *ids;
+	size_t n;
+	int rc = ds_epoch_share(&s->ix, &s->o.cfg, e, s->node, &ids, &n);
+	if (rc)
+		return rc;
+	struct xep *x = calloc(1, sizeof(*x));
+	uint8_t *seen = calloc(s->ix.h->nentries + 1, 1);
+	uint8_t *prev = e > 0 ? calloc(s->ix.h->nentries + 1, 1) : NULL;
+	if (!x || !seen || (e > 0 && !prev)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	x->epoch = e;
+	x->ids = malloc((n + 1) * sizeof(uint32_t));
+	x->lens = malloc((n + 1) * sizeof(uint64_t));
+	if (!x->ids || !x->lens) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (prev && (rc = share_bitmap(s, e - 1, prev)))
+		goto out;
+	size_t again = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct ds_entry *en = &s->ix.e[ids[i]];
+		x->share_n++;
+		x->share_bytes += en->stored;
+		if (prev)
+			again += prev[ids[i]];
+		if (ds_index_part_on(&s->ix, en->part, s->node, NULL)) {
+			x->local_n++;
+			x->local_bytes += en->stored;
+		} else if (!seen[ids[i]]) {
+			seen[ids[i]] = 1;
+			x->ids[x->n] = ids[i];
+			x->lens[x->n++] = en->stored;
+		}
+	}
+	x->overlap = prev && n ? (double)again / n : -1;
+	x->need = ds_cache_epoch_need(x->lens, x->n);
+	for (size_t i = 0; i < x->n; i++)
+		x->bytes += x->lens[i];
+	*out = x;
+	x = NULL;
+out:
+	free(ids);
+	free(seen);
+	free(prev);
+	if (x)
+		xep_free(s, x);
+	return rc;
+}
+
+int ds__exchange_new(struct ds__svc *s)
+{
+	struct ds__exchange *X = calloc(1, sizeof(*X));
+	if (!X)
+		return -ENOMEM;
+	s->x = X;
+	/* L = 0 expectations: a sample of the share is held here with the
+	 * probability a random sample is; it was in the node's previous share
+	 * with probability share / samples */
+	uint32_t ns = s->ix.h->nsamples;
+	size_t held = 0;
+	for (uint32_t j = 0; j < ns; j++)
+		held += ds_index_part_on(&s->ix, s->ix.e[s->ix.samples[j]].part, s->node, NULL);
+	X->exp_local = ns ? (double)held / ns : 1;
+	size_t sh = ds_epoch_share_size(ns, s->nnodes, s->o.cfg.drop_last);
+	X->exp_overlap = ns ? (double)sh / ns : 0;
+	if (X->exp_overlap > 1)
+		X->exp_overlap = 1;
+
+	/* the first two epochs, planned now: their needs are what we check */
+	struct xep *a = NULL, *b = NULL;
+	int rc = plan(s, 0, &a);
+	if (!rc)
+		rc = plan(s, 1, &b);
+	if (rc) {
+		ds_error("node %u: planning the first epochs: %s", s->node, ds_strerror(rc));
+		xep_free(s, a);
+		xep_free(s, b);
+		return rc;
+	}
+	X->ep[X->nep++] = a;
+	X->ep[X->nep++] = b;
+	char n1[32], n2[32], n3[32];
+	uint64_t one = a->need > b->need ? a->need : b->need, two = a->need + b->need;
+	uint64_t buf = s->o.shuffle_buffer;
+	if (buf && one > buf) {
+		ds_error("node %u: --shuffle-buffer %s cannot hold one epoch's remote share (%s for "
+		         "epoch %s): give at least %s, or raise --locality",
+		         s->node, ds_fmt_size(buf, n1, sizeof(n1)), ds_fmt_size(one, n2, sizeof(n2)),
+		         a->need >= b->need ? "0" : "1", ds_fmt_size(one, n3, sizeof(n3)));
+		return -ENOSPC;
+	}
+	if (buf && two > buf)
+		ds_warn("node %u: --shuffle-buffer %s holds one epoch's remote share but not two (%s): "
+		        "epoch e+1 is fetched only when readers start it, so they will wait for it",
+		        s->node, ds_fmt_size(buf, n1, sizeof(n1)), ds_fmt_size(two, n2, sizeof(n2)));
+	/* the cache lives beside the store: is there room for it? */
+	struct statvfs vf;
+	uint64_t want = buf && buf < two ? buf : two;
+	if (!statvfs(s->nodedir, &vf)) {
+		uint64_t avail = (uint64_t)vf.f_bavail * vf.f_frsize;
+		if (want > avail) {
+			ds_error("node %u: the epoch cache needs %s (two epochs' remote share), '%s' has %s free",
+			         s->node, ds_fmt_size(want, n1, sizeof(n1)), s->nodedir,
+			         ds_fmt_size(avail, n2, sizeof(n2)));
+			return -ENOSPC;
+		}
+	}
+	ds_info("node %u: epoch cache: %s for epoch 0, %s for epoch 1 (share %zu samples, %s)", s->node,
+	        ds_fmt_size(a->need, n1, sizeof(n1)), ds_fmt_size(b->need, n2, sizeof(n2)), a->share_n,
+	        ds_fmt_size(a->share_bytes, n3, sizeof(n3)));
+	rc = ds_cache_svc_new(s->nodedir, &X->cache);
+	if (rc)
+		ds_error("node %u: '%s/epochs': %s", s->node, s->nodedir, ds_strerror(rc));
+	return rc;
+}
+
+void ds__exchange_free(struct ds__svc *s)
+{
+	struct ds__exchange *X = s->x;
+	if (!X)
+		return;
+	for (int i = 0; i < X->nep; i++)
+		xep_free(s, X->ep[i]);
+	if (X->cache)
+		ds_cache_svc_free(X->cache);
+	free(X);
+	s->x = NULL;
+}
+
+static uint64_t live_bytes(const struct ds__exchange *X)
+{
+	uint64_t b = 0;
+	for (int i = 0; i < X->nep; i++)
+		if (X->ep[i]->st != X_PLANNED)
+			b += X->ep[i]->need;
+	return b;
+}
+
+static struct xep *find_ep(struct ds__exchange *X, uint64_t e)
+{
+	for (int i = 0; i < X->nep; i++)
+		if (X->ep[i]->epoch == e)
+			return X->ep[i];
+	return NULL;
+}
+
+static void drop_ep(struct ds__svc *s, int i)
+{
+	struct ds__exchange *X = s->x;
+	if (X->inflight == X->ep[i])
+		X->inflight = NULL;
+	xep_free(s, X->ep[i]);
+	X->ep[i] = X->ep[--X->nep];
+}
+
+static void report(struct ds__svc *s, struct xep *x)
+{
+	struct ds__exchange *X = s->x;
+	char a[32], b[32], c[32];
+	double dt = x->t1 - x->t0;
+	double lf = x->share_n ? (double)x->local_n / x->share_n : 1;
+	char ov[96] = "";
+	if (x->overlap >= 0)
+		snprintf(ov, sizeof(ov), ", %.0f%% also read here in epoch %llu (%.0f%% at L=0)",
+		         100 * x->overlap, (unsigned long long)x->epoch - 1, 100 * X->exp_overlap);
+	ds_info("node %u: epoch %llu: %zu samples (%s), %.0f%% local (%.0f%% at L=0), fetched %zu "
+	        "(%s in %.2f s, %s/s)%s%s",
+	        s->node, (unsigned long long)x->epoch, x->share_n, ds_fmt_size(x->share_bytes, a, sizeof(a)),
+	        100 * lf, 100 * X->exp_local, x->done, ds_fmt_size(x->bytes_done, b, sizeof(b)), dt,
+	        ds_fmt_size(dt > 0 ? (uint64_t)(x->bytes_done / dt) : 0, c, sizeof(c)), ov,
+	        x->failed ? " -- SOME FETCHES FAILED" : "");
+	struct xep *h = &X->hist[X->nhist % HISTORY];
+	*h = *x;
+	h->ids = NULL;
+	h->lens = NULL;
+	h->tgt = NULL;
+	h->disp = NULL;
+	h->ce = NULL;
+	X->nhist++;
+	x->reported = 1;
+}
+
+/* Start fetching x: create and publish its cache, resolve the holders. */
+static int start(struct ds__svc *s, struct xep *x)
+{
+	struct ds__exchange *X = s->x;
+	int rc = ds_cache_epoch_new(X->cache, x->epoch, x->ids, x->lens, x->n, &x->ce);
+	if (rc) {
+		char a[32];
+		ds_error("node %u: epoch %llu cache of %s: %s", s->node, (unsigned long long)x->epoch,
+		         ds_fmt_size(x->need, a, sizeof(a)), ds_strerror(rc));
+		return rc;
+	}
+	size_t m = ds_cache_epoch_count(x->ce);
+	x->tgt = malloc((m + 1) * sizeof(int));
+	x->disp = malloc((m + 1) * sizeof(MPI_Aint));
+	if (!x->tgt || !x->disp)
+		return -ENOMEM;
+	for (size_t i = 0; i < m; i++) {
+		uint32_t id;
+		ds_cache_epoch_slot(x->ce, i, &id, NULL);
+		x->tgt[i] = ds__holder(s, id, &x->disp[i]);
+		if (x->tgt[i] < 0) {
+			ds_error("node %u: '%s': no other node holds it", s->node, ds_index_name(&s->ix, id));
+			return -DS_ECORRUPT;
+		}
+	}
+	rc = ds_cache_epoch_publish(X->cache, x->ce);
+	if (rc)
+		return rc;
+	x->st = m ? X_FETCHING : X_DONE;
+	x->t0 = x->t1 = ds_now();
+	DS__SET(s, prefetch_epoch, x->epoch);
+	DS__SET(s, prefetch_done, 0);
+	DS__SET(s, prefetch_total, m);
+	if (x->st == X_DONE)
+		report(s, x);
+	ds__status_write(s, "running");
+	return 0;
+}
+
+/* Follow the readers: release caches older than their epoch R, make sure
+ * R and R + 1 are planned and (as the buffer allows) being fetched. */
+static int follow(struct ds__svc *s)
+{
+	struct ds__exchange *X = s->x;
+	uint64_t r = __atomic_load_n(&s->reader_epoch, __ATOMIC_RELAXED);
+	if (X->started && r == X->followed)
+		return 0;
+	if (r < X->followed)
+		r = X->followed;
+	if (!X->started || r != X->followed) {
+		X->started = 1;
+		if (r != X->followed)
+			ds_info("node %u: readers are in epoch %llu", s->node, (unsigned long long)r);
+		X->followed = r;
+		DS__SET(s, epoch, r);
+		for (int i = 0; i < X->nep;)
+			if (X->ep[i]->epoch < r)
+				drop_ep(s, i);
+			else
+				i++;
+	}
+	for (uint64_t e = r; e <= r + 1; e++) {
+		if (find_ep(X, e) || X->nep >= MAX_EP)
+			continue;
+		struct xep *x;
+		int rc = plan(s, e, &x);
+		if (rc) {
+			ds_error("node %u: planning epoch %llu: %s", s->node, (unsigned long long)e, ds_strerror(rc));
+			return rc;
+		}
+		X->ep[X->nep++] = x;
+	}
+	ds__status_write(s, "running");
+	return 0;
+}
+
+/* The epoch to fetch now: the lowest planned or fetching one >= R that the
+ * buffer allows. */
+static struct xep *current(struct ds__svc *s, int *err)
+{
+	struct ds__exchange *X = s->x;
+	*err = 0;
+	struct xep *best = NULL;
+	for (int i = 0; i < X->nep; i++) {
+		struct xep *x = X->ep[i];
+		if (x->st == X_DONE || x->epoch > X->followed + 1)
+			continue;
+		if (!best || x->epoch < best->epoch)
+			best = x;
+	}
+	if (!best || best->st == X_FETCHING)
+		return best;
+	uint64_t buf = s->o.shuffle_buffer;
+	if (buf && live_bytes(X) + best->need > buf) {
+		if (best->need > buf && !best->reported) {
+			char a[32], b[32];
+			ds_warn("node %u: epoch %llu needs %s of cache, --shuffle-buffer is %s: not "
+			        "prefetched, its readers use remote reads",
+			        s->node, (unsigned long long)best->epoch, ds_fmt_size(best->need, a, sizeof(a)),
+			        ds_fmt_size(buf, b, sizeof(b)));
+			best->st = X_DONE;
+			best->reported = 1;
+		}
+		return NULL; /* wait until the readers move on and free some */
+	}
+	*err = start(s, best);
+	return *err ? NULL : best;
+}
+
+size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, uint64_t max_bytes)
+{
+	struct ds__exchange *X = s->x;
+	X->inflight = NULL;
+	int err = follow(s);
+	struct xep *x = err ? NULL : current(s, &err);
+	if (err) {
+		s->err = err;
+		return 0;
+	}
+	if (!x || x->st != X_FETCHING || !max_ops)
+		return 0;
+	size_t m = ds_cache_epoch_count(x->ce), ops = 0;
+	uint64_t bytes = 0;
+	x->inflight_from = x->next;
+	while (x->next < m && ops < max_ops && (bytes < max_bytes || ops == 0)) {
+		uint32_t id;
+		uint64_t len;
+		void *slot = ds_cache_epoch_slot(x->ce, x->next, &id, &len);
+		if ((err = ds__get(s, slot, len, x->tgt[x->next], x->disp[x->next]))) {
+			s->err = err;
+			break;
+		}
+		targets[x->tgt[x->next]] = 1;
+		bytes += len;
+		ops++;
+		x->next++;
+	}
+	X->inflight = x;
+	return ops;
+}
+
+void ds__exchange_complete(struct ds__svc *s, int ok)
+{
+	struct ds__exchange *X = s->x;
+	struct xep *x = X->inflight;
+	X->inflight = NULL;
+	if (!x || !x->ce)
+		return;
+	uint64_t bytes = 0;
+	for (size_t i = x->inflight_from; i < x->next; i++) {
+		uint64_t len;
+		ds_cache_epoch_slot(x->ce, i, NULL, &len);
+		ds_cache_epoch_mark(x->ce, i, ok);
+		if (ok)
+			bytes += len;
+		else
+			x->failed++;
+		x->done++;
+	}
+	x->inflight_from = x->next;
+	x->bytes_done += bytes;
+	DS__COUNT(s, fetched_bytes, bytes);
+	DS__SET(s, prefetch_done, x->done);
+	if (x->done == ds_cache_epoch_count(x->ce) && x->st == X_FETCHING) {
+		x->st = X_DONE;
+		x->t1 = ds_now();
+		report(s, x);
+		ds__status_write(s, "running");
+	}
+}
+
+int ds__exchange_busy(const struct ds__svc *s)
+{
+	const struct ds__exchange *X = s->x;
+	for (int i = 0; X && i < X->nep; i++)
+		if (X->ep[i]->st == X_FETCHING)
+			return 1;
+	return 0;
+}
+
+void ds__status_write(struct ds__svc *s, const char *state)
+{
+	struct ds__exchange *X = s->x;
+	char path[PATH_MAX], tmp[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/serve.status", s->nodedir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	fprintf(f, "# dstage serve, node %u: key=value, one epoch a line (epoch.E=...)\n", s->node);
+	fprintf(f, "state=%s\npid=%ld\nnode=%u\nnnodes=%u\nseed=%llu\nlocality=%g\ndrop_last=%d\n",
+	        state, (long)getpid(), s->node, s->nnodes, (unsigned long long)s->o.cfg.seed,
+	        s->o.cfg.locality, s->o.cfg.drop_last);
+	if (X) {
+		fprintf(f, "reader_epoch=%llu\nprefetch_epoch=%llu\nprefetch_done=%llu\nprefetch_total=%llu\n",
+		        (unsigned long long)X->followed,
+		        (unsigned long long)__atomic_load_n(&s->stats->prefetch_epoch, __ATOMIC_RELAXED),
+		        (unsigned long long)__atomic_load_n(&s->stats->prefetch_done, __ATOMIC_RELAXED),
+		        (unsigned long long)__atomic_load_n(&s->stats->prefetch_total, __ATOMIC_RELAXED));
+		fprintf(f, "cache_bytes=%llu\nshuffle_buffer=%llu\nlocal_l0=%.4f\noverlap_l0=%.4f\n",
+		        (unsigned long long)live_bytes(X), (unsigned long long)s->o.shuffle_buffer,
+		        X->exp_local, X->exp_overlap);
+		int first = X->nhist > HISTORY ? X->nhist - HISTORY : 0;
+		for (int i = first; i < X->nhist; i++) {
+			struct xep *h = &X->hist[i % HISTORY];
+			fprintf(f,
+			        "epoch.%llu=share=%zu share_bytes=%llu local=%.4f fetched=%zu moved_bytes=%llu "
+			        "overlap_prev=%.4f fetch_s=%.3f failed=%zu\n",
+			        (unsigned long long)h->epoch, h->share_n, (unsigned long long)h->share_bytes,
+			        h->share_n ? (double)h->local_n / h->share_n : 1.0, h->done,
+			        (unsigned long long)h->bytes_done, h->overlap, h->t1 - h->t0, h->failed);
+		}
+	}
+	fclose(f);
+	rename(tmp, path);
+}

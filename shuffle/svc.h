@@ -1,0 +1,140 @@
+/* svc.h: the node service's private face, shared by the files of shuffle/.
+ *
+ * One service rank per node.  Threads:
+ *   main    every MPI call (MPI_THREAD_FUNNELED is enough): the one-sided
+ *           gets of remote reads and of the epoch prefetch, the periodic
+ *           agreement on stop/failure, progress for the peers' gets
+ *   sock    the Unix socket: accepts readers, answers reads of data held
+ *           here straight from the store mapping, hands the others to main
+ *   watch   a watchdog: if main is stuck in one MPI call (a peer vanished
+ *           without MPICH noticing), it reports and ends the process
+ *
+ * main and sock talk through two lists under one mutex, each with an
+ * eventfd to wake the other side. */
+#ifndef DS_SHUFFLE_SVC_H
+#define DS_SHUFFLE_SVC_H
+
+#include "dscommon.h"
+#include "dsepoch.h"
+#include "dsindex.h"
+#include "dsproto.h"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+
+struct ds__serve_opts {
+	const char *to, *job;
+	struct ds_epoch_cfg cfg;
+	uint64_t shuffle_buffer; /* 0: two epochs' remote share, whatever it is */
+	int node_per_rank, clean, help, quiet;
+	double agree_timeout;    /* s without an answer from the peers => failure */
+	double watchdog;         /* s one MPI call may take */
+};
+
+/* A read the socket thread cannot serve from this node: main fetches it. */
+struct ds__rreq {
+	struct ds__rreq *next;
+	struct ds__conn *conn;
+	uint32_t id;
+	uint64_t off, len;
+	void *buf;  /* malloc'd by main, sent and freed by sock */
+	int status; /* 0 or -errno */
+};
+
+struct ds__exchange;
+struct ds__sock;
+
+struct ds__svc {
+	struct ds__serve_opts o;
+	MPI_Comm comm; /* one rank per node; rank == node */
+	uint32_t node, nnodes;
+	char *jobdir, *nodedir;
+
+	/* the node store, mapped; the window over it */
+	struct ds_index ix;
+	unsigned char *store;
+	size_t store_len;
+	MPI_Win win;
+
+	struct ds_stats *stats; /* NODEDIR/stats, shared with the readers */
+
+	/* sock -> main: reads to fetch; main -> sock: fetched */
+	pthread_mutex_t mu;
+	struct ds__rreq *todo, **todo_tail, *done;
+	int wake_main, wake_sock; /* eventfds */
+
+	uint64_t reader_epoch;  /* atomic: highest epoch a reader announced */
+	int have_reader_epoch;  /* atomic: any announced at all */
+	int leaving;            /* atomic: sock stops accepting */
+
+	int err; /* main only: the first failure; the service leaves */
+
+	struct ds__exchange *x;
+	struct ds__sock *sock;
+};
+
+#define DS__COUNT(s, field, n) \
+	__atomic_fetch_add(&(s)->stats->field, (uint64_t)(n), __ATOMIC_RELAXED)
+#define DS__SET(s, field, v) __atomic_store_n(&(s)->stats->field, (uint64_t)(v), __ATOMIC_RELAXED)
+
+/* ---- window.c: the store and the one-sided gets ------------------------- */
+/* Map NODEDIR/index and NODEDIR/store; create the window (collective). */
+int ds__store_open(struct ds__svc *s);
+int ds__window_create(struct ds__svc *s);
+void ds__window_free(struct ds__svc *s);
+void ds__store_close(struct ds__svc *s);
+/* A node other than this one holding entry id's partition, spreading the
+ * load over replicas; sets *disp to the stored bytes' offset in its store.
+ * Returns the node or -ENOENT. */
+int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp);
+/* Start a get of len bytes (any size: MPI_Get_c past INT_MAX) from node's
+ * window into buf; complete it with ds__flush.  0 or -EIO, logged naming
+ * the node. */
+int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp);
+/* Complete every get started to the nodes marked in `targets` (cleared). */
+int ds__flush(struct ds__svc *s, uint8_t *targets);
+/* Let MPI make progress for the peers' gets (they need us on shared memory). */
+void ds__progress(struct ds__svc *s);
+
+/* ---- sock.c: the readers' socket ---------------------------------------- */
+int ds__sock_start(struct ds__svc *s);
+/* Stop the thread, close every connection, unlink the socket. */
+void ds__sock_stop(struct ds__svc *s);
+/* main: hand finished reads back (wakes the socket thread). */
+void ds__sock_done(struct ds__svc *s, struct ds__rreq *list);
+
+/* ---- exchange.c: the epoch shuffle -------------------------------------- */
+/* Computes the first epochs' needs and checks them against the shuffle
+ * buffer and the free space; creates the cache directory. 0 or -errno
+ * (logged with the numbers). */
+int ds__exchange_new(struct ds__svc *s);
+void ds__exchange_free(struct ds__svc *s);
+/* One step: follow the readers' epoch (publish/release caches), queue the
+ * next gets of the prefetch.  Adds up to max_ops gets / max_bytes into the
+ * batch being built (targets marked).  Returns the gets it started. */
+size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, uint64_t max_bytes);
+/* The gets started by the last issue have completed (ok) or failed. */
+void ds__exchange_complete(struct ds__svc *s, int ok);
+/* Is a prefetch in progress (the peers should keep up their progress)? */
+int ds__exchange_busy(const struct ds__svc *s);
+/* NODEDIR/serve.status, rewritten on each change (for dstage status). */
+void ds__status_write(struct ds__svc *s, const char *state);
+
+/* ---- serve.c: the step, shared with `dstage run` ------------------------ */
+void ds__serve_defaults(struct ds__serve_opts *o);
+/* Handle one getopt code of the serve options (the long options use these
+ * codes: t j n s L d B T c q v h).  Returns c, or 0 when c is not one. */
+int ds__serve_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad);
+/* The service on every rank of world (collective; MPI initialised with at
+ * least MPI_THREAD_FUNNELED).  0 after a stop, 1 after a failure. */
+int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o);
+/* MPI_Finalize under the watchdog. */
+void ds__serve_finalize(void);
+
+/* ---- shared helpers ----------------------------------------------------- */
+void ds__wake(int efd);
+void ds__drain(int efd);
+const char *ds__mpi_strerror(int code, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,221 @@
+/* window.c: the node store, its MPI window, and the one-sided gets.
+ *
+ * One window per node over its whole store, created once per job step
+ * (DESIGN 4): every byte any node may need is in some node's store, and
+ * stores never change while the service runs, so epochs need no window
+ * of their own.  Passive target: MPI_Win_lock_all once, then MPI_Get and
+ * MPI_Win_flush for as long as the service runs. */
+#include "svc.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *ds__mpi_strerror(int code, char *buf, size_t len)
+{
+	int n = 0;
+	char tmp[MPI_MAX_ERROR_STRING];
+	if (MPI_Error_string(code, tmp, &n) != MPI_SUCCESS)
+		snprintf(tmp, sizeof(tmp), "MPI error %d", code);
+	snprintf(buf, len, "%s", tmp);
+	return buf;
+}
+
+static int open_stats(struct ds__svc *s)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/" DS_STATS_NAME, s->nodedir);
+	/* stage creates it; an older store may not have it */
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	int rc = 0;
+	if (fstat(fd, &st) < 0)
+		rc = -errno;
+	else if (st.st_size < (off_t)sizeof(struct ds_stats) && ftruncate(fd, sizeof(struct ds_stats)) < 0)
+		rc = -errno;
+	if (!rc) {
+		s->stats = mmap(NULL, sizeof(struct ds_stats), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (s->stats == MAP_FAILED) {
+			s->stats = NULL;
+			rc = -errno;
+		}
+	}
+	close(fd);
+	if (rc)
+		return rc;
+	if (s->stats->magic != DS_STATS_MAGIC) {
+		s->stats->version = 1;
+		__atomic_store_n(&s->stats->magic, DS_STATS_MAGIC, __ATOMIC_RELEASE);
+	}
+	/* the service's own figures start afresh; the readers' keep counting */
+	DS__SET(s, served_reads, 0);
+	DS__SET(s, served_bytes, 0);
+	DS__SET(s, epoch, 0);
+	DS__SET(s, prefetch_epoch, 0);
+	DS__SET(s, prefetch_done, 0);
+	DS__SET(s, prefetch_total, 0);
+	DS__SET(s, fetched_bytes, 0);
+	return 0;
+}
+
+int ds__store_open(struct ds__svc *s)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/index", s->nodedir);
+	int rc = ds_index_open(&s->ix, path, 1);
+	if (rc) {
+		ds_error("node %u: '%s': %s%s", s->node, path, ds_strerror(rc),
+		         rc == -ENOENT ? " (run dstage stage first)" : "");
+		return rc;
+	}
+	const struct ds_index_header *h = s->ix.h;
+	if (h->node != s->node || h->nnodes != s->nnodes) {
+		ds_error("node %u: '%s': staged as node %u of %u, this step runs %u node(s)", s->node, path,
+		         h->node, h->nnodes, s->nnodes);
+		return -EINVAL;
+	}
+	snprintf(path, sizeof(path), "%s/store", s->nodedir);
+	/* Read-write and shared, although nothing here writes to it: RDMA
+	 * transports register window memory for remote access, which fails on
+	 * (or copies on write) a read-only or private mapping. */
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		rc = -errno;
+		ds_error("node %u: '%s': %s", s->node, path, strerror(errno));
+		return rc;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != h->store_size) {
+		ds_error("node %u: '%s': %llu bytes, the index says %llu", s->node, path,
+		         (unsigned long long)st.st_size, (unsigned long long)h->store_size);
+		close(fd);
+		return -DS_ECORRUPT;
+	}
+	s->store_len = (size_t)st.st_size;
+	if (s->store_len) {
+		s->store = mmap(NULL, s->store_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (s->store == MAP_FAILED) {
+			rc = -errno;
+			s->store = NULL;
+			ds_error("node %u: '%s': mmap: %s", s->node, path, strerror(-rc));
+			close(fd);
+			return rc;
+		}
+	}
+	close(fd);
+	if ((rc = open_stats(s))) {
+		ds_error("node %u: '%s/stats': %s", s->node, s->nodedir, ds_strerror(rc));
+		return rc;
+	}
+	return 0;
+}
+
+void ds__store_close(struct ds__svc *s)
+{
+	if (s->store)
+		munmap(s->store, s->store_len);
+	s->store = NULL;
+	if (s->stats)
+		munmap(s->stats, sizeof(struct ds_stats));
+	s->stats = NULL;
+	if (s->ix.h)
+		ds_index_close(&s->ix);
+	memset(&s->ix, 0, sizeof(s->ix));
+}
+
+int ds__window_create(struct ds__svc *s)
+{
+	MPI_Info info;
+	MPI_Info_create(&info);
+	/* we only ever get: let the implementation skip accumulate ordering */
+	MPI_Info_set(info, "accumulate_ordering", "none");
+	MPI_Info_set(info, "same_disp_unit", "true");
+	int rc = MPI_Win_create(s->store_len ? s->store : NULL, (MPI_Aint)s->store_len, 1, info, s->comm,
+	                        &s->win);
+	MPI_Info_free(&info);
+	if (rc != MPI_SUCCESS) {
+		char m[MPI_MAX_ERROR_STRING];
+		ds_error("node %u: MPI_Win_create over %zu bytes: %s", s->node, s->store_len,
+		         ds__mpi_strerror(rc, m, sizeof(m)));
+		s->win = MPI_WIN_NULL;
+		return -EIO;
+	}
+	MPI_Win_set_errhandler(s->win, MPI_ERRORS_RETURN);
+	MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win);
+	return 0;
+}
+
+void ds__window_free(struct ds__svc *s)
+{
+	if (s->win == MPI_WIN_NULL)
+		return;
+	MPI_Win_unlock_all(s->win);
+	MPI_Win_free(&s->win);
+	s->win = MPI_WIN_NULL;
+}
+
+int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp)
+{
+	const struct ds_entry *e = &s->ix.e[id];
+	if (e->part >= s->ix.h->nparts)
+		return -ENOENT;
+	const struct ds_part *p = &s->ix.parts[e->part];
+	/* spread the readers of a replicated partition over its holders: start
+	 * at a place that depends on the entry and on who asks */
+	for (uint32_t i = 0; i < p->nloc; i++) {
+		const struct ds_loc *l = &s->ix.locs[p->loc + (id + s->node + i) % p->nloc];
+		if (l->node == s->node || l->node >= s->nnodes)
+			continue;
+		*disp = (MPI_Aint)(l->base + e->poff);
+		return (int)l->node;
+	}
+	return -ENOENT;
+}
+
+int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp)
+{
+	if (!len)
+		return 0;
+	int rc;
+	if (len <= INT_MAX)
+		rc = MPI_Get(buf, (int)len, MPI_BYTE, node, disp, (int)len, MPI_BYTE, s->win);
+	else
+		rc = MPI_Get_c(buf, (MPI_Count)len, MPI_BYTE, node, disp, (MPI_Count)len, MPI_BYTE, s->win);
+	if (rc != MPI_SUCCESS) {
+		char m[MPI_MAX_ERROR_STRING];
+		ds_error("node %u: MPI_Get of %llu bytes from node %d: %s", s->node,
+		         (unsigned long long)len, node, ds__mpi_strerror(rc, m, sizeof(m)));
+		return -EIO;
+	}
+	return 0;
+}
+
+int ds__flush(struct ds__svc *s, uint8_t *targets)
+{
+	int err = 0;
+	for (uint32_t t = 0; t < s->nnodes; t++) {
+		if (!targets[t])
+			continue;
+		targets[t] = 0;
+		int rc = MPI_Win_flush((int)t, s->win);
+		if (rc != MPI_SUCCESS) {
+			char m[MPI_MAX_ERROR_STRING];
+			ds_error("node %u: MPI_Win_flush to node %u: %s", s->node, t,
+			         ds__mpi_strerror(rc, m, sizeof(m)));
+			err = -EIO;
+		}
+	}
+	return err;
+}
+
+void ds__progress(struct ds__svc *s)
+{
+	int flag;
+	MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, s->comm, &flag, MPI_STATUS_IGNORE);
+}
