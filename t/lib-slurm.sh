@@ -20,7 +20,8 @@
 #
 # slurm_stop cancels the cluster's jobs, kills only the daemons named by its
 # own pid files (checking that each pid really runs with this cluster's
-# config), any slurmstepd or task left from its jobs, and removes STATE_DIR.
+# config), then any slurmstepd, task or srun/sbatch client left that runs with
+# this cluster's SLURM_CONF, and removes STATE_DIR.
 # slurm_start registers it to run at exit and on INT/TERM/HUP/PIPE (a shell
 # runs a trap once its foreground command, e.g. srun, has returned).
 #
@@ -143,18 +144,39 @@ _slurm_kill_pidfile() {
 	rm -f "$1"
 }
 
-# Kill processes (other than this shell) whose initial environment holds
-# SLURM_CONF=<this cluster's slurm.conf>: the slurmstepds that our slurmds
-# forked and the tasks of our jobs.
+# Kill what is left of this cluster's jobs and clients: slurmstepds, tasks
+# and batch scripts (SLURM_JOB_ID set), and srun/sbatch/... clients (which
+# would wait forever for a dead controller), all whose initial environment
+# holds SLURM_CONF=<this cluster's slurm.conf>.  Never this shell, the
+# subshell doing the scan, or any other process of the caller.
 _slurm_env_kill() {
 	_conf="$1/slurm.conf"
+	_me=$(exec sh -c 'echo $PPID')
 	for _e in /proc/[0-9]*/environ; do
 		_p=${_e#/proc/}
 		_p=${_p%/environ}
-		[ "$_p" = "$$" ] && continue
-		if { tr '\0' '\n' <"$_e"; } 2>/dev/null | grep -qxF "SLURM_CONF=$_conf"; then
-			kill -KILL "$_p" 2>/dev/null
-		fi
+		[ "$_p" = "$$" ] || [ "$_p" = "$_me" ] && continue
+		_env=$({ tr '\0' '\n' <"$_e"; } 2>/dev/null) || continue
+		case "
+$_env
+" in
+		*"
+SLURM_CONF=$_conf
+"*) ;;
+		*) continue ;;
+		esac
+		case "
+$_env" in
+		*"
+SLURM_JOB_ID="*) ;;
+		*)
+			case $(cat "/proc/$_p/comm" 2>/dev/null) in
+			slurmstepd | srun | sbatch | salloc | sattach | squeue | scontrol | scancel | sinfo) ;;
+			*) continue ;;
+			esac
+			;;
+		esac
+		kill -KILL "$_p" 2>/dev/null
 	done
 }
 
@@ -177,9 +199,8 @@ _slurm_stop_dir() {
 		_slurm_kill_pidfile "$_f" "$_d/slurm.conf"
 	done
 	_slurm_kill_pidfile "$_d/run/slurmctld.pid" "$_d/slurm.conf"
-	# slurmstepds and tasks of our jobs left behind
-	# (scanned with SLURM_CONF unset, so that the scan's own tr and grep
-	# do not match)
+	# slurmstepds and tasks of our jobs left behind (scanned with SLURM_CONF
+	# unset, so that the scan's own tr and cat do not match)
 	(
 		unset SLURM_CONF
 		_slurm_env_kill "$_d"
