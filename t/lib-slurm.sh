@@ -68,8 +68,11 @@ slurm_install() {
 		return 1
 	fi
 	_slurm_say "installing slurm-wlm munge with apt-get"
-	if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; } >/dev/null 2>&1; then
+	# (an update that fails, e.g. on a busy lists lock, may still leave lists
+	# good enough; wait for a dpkg lock held by a parallel install)
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null 2>&1
+	if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 \
+		slurm-wlm munge >/dev/null 2>&1; then
 		slurm_skip_reason="apt-get install slurm-wlm munge failed"
 		return 1
 	fi
@@ -105,6 +108,7 @@ _slurm_free_ports() {
 	[ "$_k" = "$_n" ] || return 1
 	# Where python is there, confirm each port binds on all addresses.
 	if [ -x /usr/bin/python3 ]; then
+		# shellcheck disable=SC2086
 		/usr/bin/python3 - $_got <<-'EOF' || return 1
 		import socket, sys
 		for p in sys.argv[1:]:
@@ -117,6 +121,7 @@ _slurm_free_ports() {
 		        s.close()
 		EOF
 	fi
+	# shellcheck disable=SC2086
 	echo $_got
 }
 
@@ -188,6 +193,7 @@ _slurm_stop_dir() {
 		_slurm_pid_ok "$(cat "$_d/run/slurmctld.pid" 2>/dev/null)" "$_d/slurm.conf"; then
 		# let jobs end the Slurm way (epilogs run), briefly
 		_jobs=$(SLURM_CONF="$_d/slurm.conf" timeout 5 squeue -h -o %i 2>/dev/null)
+		# shellcheck disable=SC2086
 		[ -n "$_jobs" ] && SLURM_CONF="$_d/slurm.conf" timeout 10 scancel $_jobs >/dev/null 2>&1
 		_i=0
 		while [ $_i -lt 30 ] && [ -n "$(SLURM_CONF="$_d/slurm.conf" timeout 5 squeue -h -o %i 2>/dev/null)" ]; do
@@ -307,6 +313,7 @@ _slurm_start_daemons() {
 	set -- $_ports
 	slurm_ctld_port=$1
 	shift
+	# shellcheck disable=SC2034
 	slurm_node_ports="$*"
 	_slurm_write_conf "$slurm_ctld_port" "$@" || { _slurm_why="cannot write slurm.conf"; return 1; }
 	rm -rf "$slurm_dir/ctld" "$slurm_dir/spool" && mkdir -p "$slurm_dir/ctld" "$slurm_dir/spool"
