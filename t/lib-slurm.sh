@@ -8,7 +8,8 @@
 #
 # slurm_start [STATE_DIR] installs slurm-wlm and munge when missing (as root,
 # with apt-get), then starts, all under STATE_DIR (default
-# ${DSTAGE_TEST_TMP:-/tmp}/dstage-slurm.$$):
+# /tmp/dstage-slurm.$$; not under $DSTAGE_TEST_TMP, as unix socket paths in it
+# must stay short):
 #   - its own munged (own key, socket, pid, log and seed files),
 #   - one slurmctld and four `slurmd -N nN` (n1..n4), each on a free port of
 #     127.0.0.1, from a private slurm.conf (t/helpers/slurm/slurm.conf.in),
@@ -218,7 +219,7 @@ _slurm_stop_dir() {
 # (kill -9, a crash): their owner pid is gone.  Stop them; never touch one
 # whose owner still runs (another test running in parallel).
 _slurm_reap_stale() {
-	for _o in "${DSTAGE_TEST_TMP:-/tmp}"/dstage-slurm.*/owner; do
+	for _o in /tmp/dstage-slurm.*/owner; do
 		[ -f "$_o" ] || continue
 		_sd=${_o%/owner}
 		[ "$_sd" = "$slurm_dir" ] && continue
@@ -375,7 +376,7 @@ slurm_start() {
 	slurm_nodes="n[1-$_slurm_n]"
 	[ "$_slurm_n" = 1 ] && slurm_nodes=n1
 	slurm_hostname=$(hostname -s 2>/dev/null || hostname)
-	slurm_dir=${1:-${DSTAGE_TEST_TMP:-/tmp}/dstage-slurm.$$}
+	slurm_dir=${1:-/tmp/dstage-slurm.$$}
 	case $slurm_dir in /*) ;; *) slurm_dir="$(pwd)/$slurm_dir" ;; esac
 	# unix socket paths (munge, slurmd spool) must stay short
 	if [ ${#slurm_dir} -gt 60 ]; then
