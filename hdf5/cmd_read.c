@@ -187,14 +187,14 @@ static int64_t find_file(const struct ds_manifest *m, const char *arg)
 
 static int to_buf(void *ctx, const void *p, size_t n)
 {
-	ds_buf_add(ctx, p, n);
+	ds_buf_add(ctx, p ? p : ds__zeros, n);
 	return 0;
 }
 
 static int to_stdout(void *ctx, const void *p, size_t n)
 {
 	(void)ctx;
-	return ds_write_full(1, p, n);
+	return ds_write_full(1, p ? p : ds__zeros, n);
 }
 
 static int cat_one(const char *packdir, const struct ds_manifest *m, const struct ds_mentry *e)

@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#define HOST_BIG_ENDIAN (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
+
 void ds__h5_quiet(void)
 {
 	static int done;
@@ -66,70 +68,130 @@ hid_t ds__h5_dcpl(void)
 	return dcpl;
 }
 
-/* A compound type built from a field list: packed little-endian on disk,
- * the native struct layout in memory. */
+/* The tables' fields: name, place in the native struct, bytes on disk.
+ * On disk a row is these fields packed, little-endian, in this order (the
+ * README's "Pack format" lists the same); the native struct is what the
+ * code uses.  Readers and the writer encode and decode rows themselves with
+ * this list: HDF5 never converts a type read from an untrusted file (its
+ * compound conversion can be crashed by a crafted type). */
 struct field {
 	const char *name;
 	size_t mem_off;
-	hid_t disk; /* H5T_STD_*LE */
-	hid_t mem;  /* H5T_NATIVE_* */
+	unsigned size;  /* 1, 4 or 8 bytes, in memory and on disk */
+	int sign;
 };
 
-static hid_t compound(const struct field *f, size_t nf, size_t mem_size, int on_disk)
+#define FIELD(S, f, sign) {#f, offsetof(struct S, f), sizeof(((struct S *)0)->f), sign}
+
+static const struct field row_fields[] = {
+	FIELD(ds__row, path_off, 0), FIELD(ds__row, path_len, 0),  FIELD(ds__row, mode, 0),
+	FIELD(ds__row, mtime_ns, 1), FIELD(ds__row, size, 0),      FIELD(ds__row, part, 0),
+	FIELD(ds__row, offset, 0),   FIELD(ds__row, stored, 0),    FIELD(ds__row, codec, 0),
+	FIELD(ds__row, flags, 0),    FIELD(ds__row, crc, 0),       FIELD(ds__row, target_off, 0),
+	FIELD(ds__row, target_len, 0),
+};
+
+static const struct field prow_fields[] = {
+	FIELD(ds__prow, size, 0), FIELD(ds__prow, nfiles, 0), FIELD(ds__prow, replicated, 0)};
+
+#define NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
+
+static hid_t le_type(const struct field *f)
 {
-	size_t size = 0;
-	if (on_disk)
-		for (size_t i = 0; i < nf; i++)
-			size += H5Tget_size(f[i].disk);
-	hid_t t = H5Tcreate(H5T_COMPOUND, on_disk ? size : mem_size);
+	if (f->sign)
+		return H5T_STD_I64LE;
+	return f->size == 8 ? H5T_STD_U64LE : f->size == 4 ? H5T_STD_U32LE : H5T_STD_U8LE;
+}
+
+static size_t disk_size(const struct field *f, size_t nf)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < nf; i++)
+		n += f[i].size;
+	return n;
+}
+
+static hid_t compound(const struct field *f, size_t nf)
+{
+	hid_t t = H5Tcreate(H5T_COMPOUND, disk_size(f, nf));
 	if (t < 0)
 		return H5I_INVALID_HID;
 	size_t off = 0;
 	for (size_t i = 0; i < nf; i++) {
-		if (H5Tinsert(t, f[i].name, on_disk ? off : f[i].mem_off, on_disk ? f[i].disk : f[i].mem) < 0) {
+		if (H5Tinsert(t, f[i].name, off, le_type(&f[i])) < 0) {
 			H5Tclose(t);
 			return H5I_INVALID_HID;
 		}
-		off += H5Tget_size(f[i].disk);
+		off += f[i].size;
 	}
 	return t;
 }
 
-#define FIELD(S, name, disk, mem) {#name, offsetof(struct S, name), disk, mem}
-
-hid_t ds__h5_row_type(int on_disk)
+hid_t ds__h5_row_type(void)
 {
-	/* The field order is the on-disk order (README, "Pack format"). */
-	const struct field f[] = {
-		FIELD(ds__row, path_off, H5T_STD_U64LE, H5T_NATIVE_UINT64),
-		FIELD(ds__row, path_len, H5T_STD_U32LE, H5T_NATIVE_UINT32),
-		FIELD(ds__row, mode, H5T_STD_U32LE, H5T_NATIVE_UINT32),
-		FIELD(ds__row, mtime_ns, H5T_STD_I64LE, H5T_NATIVE_INT64),
-		FIELD(ds__row, size, H5T_STD_U64LE, H5T_NATIVE_UINT64),
-		FIELD(ds__row, part, H5T_STD_U32LE, H5T_NATIVE_UINT32),
-		FIELD(ds__row, offset, H5T_STD_U64LE, H5T_NATIVE_UINT64),
-		FIELD(ds__row, stored, H5T_STD_U64LE, H5T_NATIVE_UINT64),
-		FIELD(ds__row, codec, H5T_STD_U8LE, H5T_NATIVE_UINT8),
-		FIELD(ds__row, flags, H5T_STD_U8LE, H5T_NATIVE_UINT8),
-		FIELD(ds__row, crc, H5T_STD_U32LE, H5T_NATIVE_UINT32),
-		FIELD(ds__row, target_off, H5T_STD_U64LE, H5T_NATIVE_UINT64),
-		FIELD(ds__row, target_len, H5T_STD_U32LE, H5T_NATIVE_UINT32),
-	};
-	return compound(f, sizeof(f) / sizeof(f[0]), sizeof(struct ds__row), on_disk);
+	return compound(row_fields, NFIELDS(row_fields));
 }
 
-hid_t ds__h5_prow_type(int on_disk)
+hid_t ds__h5_prow_type(void)
 {
-	const struct field f[] = {
-		FIELD(ds__prow, size, H5T_STD_U64LE, H5T_NATIVE_UINT64),
-		FIELD(ds__prow, nfiles, H5T_STD_U32LE, H5T_NATIVE_UINT32),
-		FIELD(ds__prow, replicated, H5T_STD_U8LE, H5T_NATIVE_UINT8),
-	};
-	return compound(f, sizeof(f) / sizeof(f[0]), sizeof(struct ds__prow), on_disk);
+	return compound(prow_fields, NFIELDS(prow_fields));
 }
 
-hid_t ds__h5_dataset(hid_t loc, const char *name, hid_t ftype, hid_t mtype, uint64_t n,
-                     const void *data)
+/* Rows between the native structs and the packed little-endian bytes. */
+static void *encode(const struct field *f, size_t nf, const void *rows, size_t row_size, uint64_t n,
+                    size_t *len)
+{
+	size_t ds = disk_size(f, nf);
+	unsigned char *out = ds_xmalloc(n * ds + 1), *o = out;
+	for (uint64_t r = 0; r < n; r++) {
+		const char *row = (const char *)rows + r * row_size;
+		for (size_t i = 0; i < nf; i++) {
+			uint64_t v = 0;
+			memcpy((char *)&v + (HOST_BIG_ENDIAN ? 8 - f[i].size : 0), row + f[i].mem_off, f[i].size);
+			for (unsigned b = 0; b < f[i].size; b++)
+				*o++ = (unsigned char)(v >> (8 * b));
+		}
+	}
+	*len = n * ds;
+	return out;
+}
+
+static void decode(const struct field *f, size_t nf, const void *raw, uint64_t n, void *rows,
+                   size_t row_size)
+{
+	const unsigned char *in = raw;
+	for (uint64_t r = 0; r < n; r++) {
+		char *row = (char *)rows + r * row_size;
+		for (size_t i = 0; i < nf; i++) {
+			uint64_t v = 0;
+			for (unsigned b = 0; b < f[i].size; b++)
+				v |= (uint64_t)*in++ << (8 * b);
+			memcpy(row + f[i].mem_off, (char *)&v + (HOST_BIG_ENDIAN ? 8 - f[i].size : 0), f[i].size);
+		}
+	}
+}
+
+void *ds__rows_encode(const struct ds__row *rows, uint64_t n, size_t *len)
+{
+	return encode(row_fields, NFIELDS(row_fields), rows, sizeof(*rows), n, len);
+}
+
+void *ds__prows_encode(const struct ds__prow *rows, uint64_t n, size_t *len)
+{
+	return encode(prow_fields, NFIELDS(prow_fields), rows, sizeof(*rows), n, len);
+}
+
+void ds__rows_decode(const void *raw, uint64_t n, struct ds__row *rows)
+{
+	decode(row_fields, NFIELDS(row_fields), raw, n, rows, sizeof(*rows));
+}
+
+void ds__prows_decode(const void *raw, uint64_t n, struct ds__prow *rows)
+{
+	decode(prow_fields, NFIELDS(prow_fields), raw, n, rows, sizeof(*rows));
+}
+
+hid_t ds__h5_dataset(hid_t loc, const char *name, hid_t ftype, uint64_t n)
 {
 	hsize_t dim = n;
 	hid_t space = H5Screate_simple(1, &dim, NULL);
@@ -137,10 +199,6 @@ hid_t ds__h5_dataset(hid_t loc, const char *name, hid_t ftype, hid_t mtype, uint
 	hid_t d = H5I_INVALID_HID;
 	if (space >= 0 && dcpl >= 0)
 		d = H5Dcreate2(loc, name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-	if (d >= 0 && data && n && H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
-		H5Dclose(d);
-		d = H5I_INVALID_HID;
-	}
 	if (dcpl >= 0)
 		H5Pclose(dcpl);
 	if (space >= 0)
@@ -227,8 +285,16 @@ int ds__h5_read_attr_u64(hid_t loc, const char *name, uint64_t *v)
 	if (a < 0)
 		return -DS_ECORRUPT;
 	int rc = -DS_ECORRUPT;
-	if (H5Tget_size(t) <= 8 && H5Tget_sign(t) == H5T_SGN_NONE && H5Aread(a, H5T_NATIVE_UINT64, v) >= 0)
+	size_t size = H5Tget_size(t);
+	unsigned char b[8] = {0};
+	/* read with the attribute's own type (no conversion), decode here */
+	if ((size == 1 || size == 2 || size == 4 || size == 8) && H5Tget_order(t) == H5T_ORDER_LE &&
+	    H5Tget_sign(t) == H5T_SGN_NONE && H5Aread(a, t, b) >= 0) {
+		*v = 0;
+		for (size_t i = 0; i < size; i++)
+			*v |= (uint64_t)b[i] << (8 * i);
 		rc = 0;
+	}
 	H5Tclose(t);
 	H5Aclose(a);
 	return rc;
@@ -309,4 +375,50 @@ hid_t ds__h5_open_image(const void *buf, size_t len)
 	if (fapl >= 0)
 		H5Pclose(fapl);
 	return f;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+static int h5_broken;
+
+int ds__h5_close(hid_t f)
+{
+	if (H5Fclose(f) >= 0)
+		return 0;
+	h5_broken = 1;
+	return -EIO;
+}
+
+int ds__h5_broken(void)
+{
+	return h5_broken;
+}
+
+int ds__h5_skeleton(const char *path, int (*attrs)(hid_t f, const void *ctx), const void *ctx,
+                    struct ds__h5_ds *ds, size_t nds)
+{
+	hid_t fcpl = ds__h5_fcpl(), fapl = ds__h5_fapl();
+	int rc = -EIO;
+	hid_t f = fcpl >= 0 && fapl >= 0 ? H5Fcreate(path, H5F_ACC_EXCL, fcpl, fapl) : -1;
+	if (f >= 0 && !attrs(f, ctx)) {
+		rc = 0;
+		for (size_t i = 0; !rc && i < nds; i++) {
+			hid_t d = ds__h5_dataset(f, ds[i].name, ds[i].ftype, ds[i].n);
+			if (d < 0) {
+				rc = -EIO;
+				break;
+			}
+			/* H5Dget_offset of an empty dataset is not an address */
+			ds[i].off = ds[i].n ? H5Dget_offset(d) : 0;
+			if (ds[i].n && ds[i].off == HADDR_UNDEF)
+				rc = -EIO;
+			H5Dclose(d);
+		}
+	}
+	if (f >= 0 && ds__h5_close(f))
+		rc = -EIO;
+	if (fcpl >= 0)
+		H5Pclose(fcpl);
+	if (fapl >= 0)
+		H5Pclose(fapl);
+	return rc;
 }

@@ -143,48 +143,42 @@ int ds__target_check(const char *link, const char *target, size_t len, const cha
 }
 
 /* ---- tables ------------------------------------------------------------- */
-static const char *const row_fields[] = {"path_off", "path_len", "mode",   "mtime_ns", "size",
-                                         "part",     "offset",   "stored", "codec",    "flags",
-                                         "crc",      "target_off", "target_len"};
-static const char *const prow_fields[] = {"size", "nfiles", "replicated"};
-
-/* Does the file's compound type have every field we read, each an integer?
- * HDF5 converts by field name; a missing field would be left unset. */
-static int compound_ok(hid_t d, const char *const *fields, size_t nf)
+/* Is the dataset's type exactly `want`?  Anything else is refused: a table
+ * is then read with its own type, so HDF5 converts nothing (its compound
+ * conversion is not safe against crafted types). */
+static int type_is(hid_t d, hid_t want)
 {
 	hid_t t = H5Dget_type(d);
-	int ok = t >= 0 && H5Tget_class(t) == H5T_COMPOUND;
-	for (size_t i = 0; ok && i < nf; i++) {
-		int idx = H5Tget_member_index(t, fields[i]);
-		hid_t mt = idx >= 0 ? H5Tget_member_type(t, (unsigned)idx) : H5I_INVALID_HID;
-		ok = mt >= 0 && H5Tget_class(mt) == H5T_INTEGER && H5Tget_size(mt) <= 8;
-		if (mt >= 0)
-			H5Tclose(mt);
-	}
+	int ok = t >= 0 && want >= 0 && H5Tequal(t, want) > 0;
 	if (t >= 0)
 		H5Tclose(t);
 	return ok;
 }
 
-static int bytes_ok(hid_t d)
+/* Read a whole 1-D dataset of n elements of type t (its own) as raw bytes. */
+static int read_raw(hid_t d, hid_t t, uint64_t n, void **out)
 {
-	hid_t t = H5Dget_type(d);
-	int ok = t >= 0 && H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) == 1;
-	if (t >= 0)
-		H5Tclose(t);
-	return ok;
-}
-
-/* Read a whole 1-D dataset into a new buffer of n elements of mtype. */
-static int read_all(hid_t d, hid_t mtype, uint64_t n, size_t elem, void **out)
-{
-	void *buf = ds_xmalloc(n * elem + 1);
-	if (n && H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+	size_t size = H5Tget_size(t);
+	void *buf = ds_xmalloc(n * size + 1);
+	if (n && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
 		free(buf);
 		return -DS_ECORRUPT;
 	}
 	*out = buf;
 	return 0;
+}
+
+/* Open table `name`, check its type is exactly t, read and decode it. */
+static int read_table(hid_t file, uint64_t file_len, const char *name, hid_t t, uint64_t *n,
+                      void **raw)
+{
+	hid_t d;
+	int rc = ds__h5_open_1d(file, name, file_len, &d, n, NULL);
+	if (rc)
+		return rc;
+	rc = type_is(d, t) ? read_raw(d, t, *n, raw) : -DS_ECORRUPT;
+	H5Dclose(d);
+	return rc;
 }
 
 void ds__table_release(struct ds__table *t)
@@ -196,13 +190,12 @@ void ds__table_release(struct ds__table *t)
 
 int ds__table_read(hid_t file, uint64_t file_len, const char *what, struct ds__table *t)
 {
-	hid_t d = H5I_INVALID_HID, s = H5I_INVALID_HID, mt = H5I_INVALID_HID;
+	hid_t rt = ds__h5_row_type();
+	void *raw = NULL;
 	int rc;
 	memset(t, 0, sizeof(*t));
-	if ((rc = ds__h5_open_1d(file, "entries", file_len, &d, &t->n, NULL)) ||
-	    !compound_ok(d, row_fields, sizeof(row_fields) / sizeof(row_fields[0]))) {
+	if ((rc = read_table(file, file_len, "entries", rt, &t->n, &raw))) {
 		ds_error("'%s': dataset 'entries' missing or malformed", what);
-		rc = -DS_ECORRUPT;
 		goto out;
 	}
 	if (t->n > DS__MAX_ENTRIES) {
@@ -210,26 +203,17 @@ int ds__table_read(hid_t file, uint64_t file_len, const char *what, struct ds__t
 		rc = -DS_ECORRUPT;
 		goto out;
 	}
-	if ((rc = ds__h5_open_1d(file, "strings", file_len, &s, &t->pool_len, NULL)) || !bytes_ok(s)) {
+	t->rows = ds_xmalloc(t->n * sizeof(*t->rows) + 1);
+	ds__rows_decode(raw, t->n, t->rows);
+	if ((rc = read_table(file, file_len, "strings", H5T_STD_U8LE, &t->pool_len, (void **)&t->pool))) {
 		ds_error("'%s': dataset 'strings' missing or malformed", what);
-		rc = -DS_ECORRUPT;
-		goto out;
-	}
-	mt = ds__h5_row_type(0);
-	if (mt < 0 || (rc = read_all(d, mt, t->n, sizeof(struct ds__row), (void **)&t->rows)) ||
-	    (rc = read_all(s, H5T_NATIVE_UINT8, t->pool_len, 1, (void **)&t->pool))) {
-		ds_error("'%s': cannot read the entries table", what);
-		rc = -DS_ECORRUPT;
 		goto out;
 	}
 	t->pool[t->pool_len] = '\0';
 out:
-	if (mt >= 0)
-		H5Tclose(mt);
-	if (s >= 0)
-		H5Dclose(s);
-	if (d >= 0)
-		H5Dclose(d);
+	free(raw);
+	if (rt >= 0)
+		H5Tclose(rt);
 	if (rc)
 		ds__table_release(t);
 	return rc;
@@ -419,38 +403,33 @@ static int build_entries(struct check *c)
 
 static int read_partitions(hid_t file, uint64_t file_len, const char *what, struct ds_manifest *m)
 {
-	hid_t d, mt = H5I_INVALID_HID;
+	hid_t pt = ds__h5_prow_type();
 	uint64_t n;
-	struct ds__prow *rows = NULL;
-	int rc = ds__h5_open_1d(file, "partitions", file_len, &d, &n, NULL);
-	if (rc || !compound_ok(d, prow_fields, 3)) {
-		if (!rc)
-			H5Dclose(d);
+	void *raw = NULL;
+	int rc = read_table(file, file_len, "partitions", pt, &n, &raw);
+	if (pt >= 0)
+		H5Tclose(pt);
+	if (rc) {
 		ds_error("'%s': dataset 'partitions' missing or malformed", what);
 		return -DS_ECORRUPT;
 	}
 	if (n != m->nparts) {
 		ds_error("'%s': %llu partitions listed, attribute nparts says %u", what,
 		         (unsigned long long)n, m->nparts);
-		rc = -DS_ECORRUPT;
+		free(raw);
+		return -DS_ECORRUPT;
 	}
-	if (!rc && ((mt = ds__h5_prow_type(0)) < 0 || read_all(d, mt, n, sizeof(*rows), (void **)&rows))) {
-		ds_error("'%s': cannot read the partitions table", what);
-		rc = -DS_ECORRUPT;
-	}
-	if (!rc) {
-		m->parts = ds_xcalloc(n ? n : 1, sizeof(*m->parts));
-		for (uint64_t i = 0; i < n; i++) {
-			m->parts[i].size = rows[i].size;
-			m->parts[i].nfiles = rows[i].nfiles;
-			m->parts[i].replicated = rows[i].replicated != 0;
-		}
+	struct ds__prow *rows = ds_xmalloc((n + 1) * sizeof(*rows));
+	ds__prows_decode(raw, n, rows);
+	m->parts = ds_xcalloc(n + 1, sizeof(*m->parts));
+	for (uint64_t i = 0; i < n; i++) {
+		m->parts[i].size = rows[i].size;
+		m->parts[i].nfiles = rows[i].nfiles;
+		m->parts[i].replicated = rows[i].replicated != 0;
 	}
 	free(rows);
-	if (mt >= 0)
-		H5Tclose(mt);
-	H5Dclose(d);
-	return rc;
+	free(raw);
+	return 0;
 }
 
 /* Root attributes: format, version, checksum, nparts, pack_id. */

@@ -460,7 +460,8 @@ static int pack_parts(struct job *j)
 {
 	const struct ds__plan *pl = &j->plan;
 	struct comm *c = &j->c;
-	struct ds__write_opts wo = {.srcfd = j->srcfd, .dir = j->tmp, .out = j->o.out, .fsync = j->o.fsync};
+	struct ds__write_opts wo = {.srcfd = j->srcfd, .dir = j->tmp, .src = j->o.src, .out = j->o.out,
+	                           .fsync = j->o.fsync};
 	struct ds__progress pr = {.interval = c->rank == 0 ? j->o.progress : 0, .start = j->start,
 	                          .label = c->size > 1 ? "rank 0's share: " : ""};
 	pr.next = pr.start + pr.interval;
@@ -565,8 +566,8 @@ static int run(struct job *j)
 	comm_gather_results(c, j->res, j->plan.nfiles);
 	rc = 0;
 	if (c->rank == 0) {
-		struct ds__write_opts wo = {.srcfd = j->srcfd, .dir = j->tmp, .out = j->o.out,
-		                            .fsync = j->o.fsync};
+		struct ds__write_opts wo = {.srcfd = j->srcfd, .dir = j->tmp, .src = j->o.src,
+		                            .out = j->o.out, .fsync = j->o.fsync};
 		if (!(rc = ds__write_index(&j->plan, j->res, &wo)))
 			rc = commit(j);
 	}
@@ -599,6 +600,12 @@ int ds_cmd_pack(int argc, char **argv)
 		remove_output(&j);
 	if (!rc && j.c.rank == 0 && !j.o.quiet)
 		summary(&j);
+	/* HDF5 cannot shut down after a failed close (h5util.c): leave without
+	 * its exit handler, and without MPI_Finalize, whose hook would run it */
+	if (comm_any(&j.c, ds__h5_broken())) {
+		fflush(NULL);
+		_exit(1);
+	}
 	ds__plan_release(&j.plan);
 	free(j.res);
 	free(j.o.exclude);

@@ -36,7 +36,7 @@
 /* ---- tables ------------------------------------------------------------- */
 /* One row of an "entries" table (index.h5: every entry; part-NNNNN.h5: that
  * partition's files).  On disk the fields are packed little-endian in this
- * order (see ds__h5_row_type); in memory this native struct. */
+ * order (h5util.c, row_fields); in memory this native struct. */
 struct ds__row {
 	uint64_t path_off;   /* path: bytes [path_off, path_off+path_len) of "strings" */
 	uint32_t path_len;
@@ -81,12 +81,17 @@ hid_t ds__h5_fcpl(void);
 /* Dataset creation: contiguous, allocated at creation, never filled (we write
  * every byte), no timestamps. */
 hid_t ds__h5_dcpl(void);
-hid_t ds__h5_row_type(int on_disk);
-hid_t ds__h5_prow_type(int on_disk);
-/* Create a 1-D contiguous dataset of n elements and write data (may be NULL
- * to only allocate).  Returns the open dataset or H5I_INVALID_HID. */
-hid_t ds__h5_dataset(hid_t loc, const char *name, hid_t ftype, hid_t mtype, uint64_t n,
-                     const void *data);
+/* The on-disk compound types of the tables (packed, little-endian). */
+hid_t ds__h5_row_type(void);
+hid_t ds__h5_prow_type(void);
+/* Rows to and from those bytes (malloc'd buffer of *len bytes / rows[n]). */
+void *ds__rows_encode(const struct ds__row *rows, uint64_t n, size_t *len);
+void *ds__prows_encode(const struct ds__prow *rows, uint64_t n, size_t *len);
+void ds__rows_decode(const void *raw, uint64_t n, struct ds__row *rows);
+void ds__prows_decode(const void *raw, uint64_t n, struct ds__prow *rows);
+/* Create a 1-D contiguous dataset of n elements, allocated, not written.
+ * Returns the open dataset or H5I_INVALID_HID. */
+hid_t ds__h5_dataset(hid_t loc, const char *name, hid_t ftype, uint64_t n);
 int ds__h5_attr_str(hid_t loc, const char *name, const char *val);
 int ds__h5_attr_u64(hid_t loc, const char *name, hid_t ftype, uint64_t v);
 /* Checked reads of attributes of an untrusted file. */
@@ -97,6 +102,23 @@ int ds__h5_read_attr_u64(hid_t loc, const char *name, uint64_t *v);
  * of its type within file_len bytes.  Sets *n and the file type's size. */
 int ds__h5_open_1d(hid_t file, const char *name, uint64_t file_len, hid_t *dset, uint64_t *n,
                    size_t *type_size);
+/* Writing: HDF5 only lays a file out; the raw bytes of every dataset are
+ * written afterwards with pwrite.  HDF5 1.10 cannot recover from a failed
+ * H5Fclose (the half-closed file crashes its exit handler), so the file is
+ * closed before any bulk write can fill the disk, and a failed close is
+ * remembered: the command then leaves with _exit (ds__h5_broken). */
+struct ds__h5_ds {
+	const char *name;
+	hid_t ftype;      /* type on disk */
+	uint64_t n;       /* elements */
+	uint64_t off;     /* set: file offset of its (unwritten) data */
+};
+/* Create path with the root attributes written by attrs() and the datasets
+ * ds[] allocated but not written; close it.  0 or -EIO. */
+int ds__h5_skeleton(const char *path, int (*attrs)(hid_t f, const void *ctx), const void *ctx,
+                    struct ds__h5_ds *ds, size_t nds);
+int ds__h5_close(hid_t f);
+int ds__h5_broken(void);
 /* Open an HDF5 file read-only from disk or from an in-memory image. */
 hid_t ds__h5_open_file(const char *path);
 hid_t ds__h5_open_image(const void *buf, size_t len);
@@ -159,8 +181,13 @@ int ds__part_open(const char *packdir, uint32_t part, const struct ds_manifest *
                   struct ds__part *p, struct ds__table *table);
 void ds__part_close(struct ds__part *p);
 
-/* Receives the decoded bytes of a file, in order.  Returns 0 or -errno. */
+/* Receives the decoded bytes of a file, in order.  buf == NULL stands for
+ * len zero bytes (a hole of a sparse payload, never read from disk).
+ * Returns 0 or -errno. */
 typedef int (*ds__sink_fn)(void *ctx, const void *buf, size_t len);
+/* ZEROS bytes of zeros, for holes. */
+#define DS__ZEROS (1u << 20)
+extern const char ds__zeros[DS__ZEROS];
 /* Read file entry e from its open partition, decode it, check its size and
  * CRC-32C, and hand the bytes to fn (which may be NULL).  Returns 0,
  * -DS_ECHECKSUM, -DS_ECORRUPT (bad zlib stream, wrong size) or -errno. */
@@ -271,7 +298,7 @@ extern volatile sig_atomic_t ds__pack_interrupted;
 struct ds__write_opts {
 	int srcfd;
 	const char *dir;       /* where part files go (the temporary directory) */
-	const char *out;       /* OUT as given, for messages */
+	const char *src, *out; /* SRC and OUT as given, for messages */
 	int fsync;
 };
 

@@ -10,6 +10,10 @@
 #include <zlib.h>
 
 #define IOBUF (1u << 20)
+/* Entries at least this large are checked for holes in the payload. */
+#define SPARSE_MIN (1u << 20)
+
+const char ds__zeros[DS__ZEROS];
 
 /* Root attributes of a partition: format, version, part, pack_id. */
 static int part_attrs_ok(hid_t f, const char *what, uint32_t part, const struct ds_manifest *m)
@@ -140,25 +144,61 @@ struct decode {
 	uint32_t crc;
 };
 
+/* n bytes at buf (NULL: zeros) reach the CRC and the caller. */
 static int emit(struct decode *d, const void *buf, size_t n)
 {
 	if (n > d->e->size - d->out)
 		return -DS_ECORRUPT; /* more bytes than the entry's size */
 	d->out += n;
-	d->crc = ds_crc32c(d->crc, buf, n);
+	d->crc = ds_crc32c(d->crc, buf ? buf : ds__zeros, n);
 	return d->fn ? d->fn(d->ctx, buf, n) : 0;
 }
 
+static int emit_zeros(struct decode *d, uint64_t n)
+{
+	int rc = 0;
+	while (!rc && n) {
+		size_t m = n < DS__ZEROS ? (size_t)n : DS__ZEROS;
+		rc = emit(d, NULL, m);
+		n -= m;
+	}
+	return rc;
+}
+
+/* The next hole in [pos, end) of fd: *data is where data resumes after
+ * pos (pos itself when there is data), *hole where it stops.  Without
+ * SEEK_DATA, all of it is data. */
+static void next_data(int fd, uint64_t pos, uint64_t end, uint64_t *data, uint64_t *hole)
+{
+	off_t dt = lseek(fd, (off_t)pos, SEEK_DATA);
+	if (dt < 0) {
+		*data = errno == ENXIO ? end : pos;
+		*hole = end;
+		return;
+	}
+	*data = (uint64_t)dt < end ? (uint64_t)dt : end;
+	off_t h = lseek(fd, (off_t)*data, SEEK_HOLE);
+	*hole = h < 0 || (uint64_t)h > end ? end : (uint64_t)h;
+}
+
+/* Stored bytes as they are; holes of a sparse payload are not read. */
 static int read_raw(const struct ds__part *p, struct decode *d, char *in)
 {
-	uint64_t pos = p->base + d->e->offset, left = d->e->stored;
-	while (left) {
-		size_t n = left < IOBUF ? (size_t)left : IOBUF;
-		int rc = ds_pread_full(p->fd, in, n, (off_t)pos);
-		if (rc || (rc = emit(d, in, n)))
+	uint64_t pos = p->base + d->e->offset, end = pos + d->e->stored;
+	int sparse = d->e->stored >= SPARSE_MIN;
+	while (pos < end) {
+		uint64_t data = pos, hole = end;
+		if (sparse)
+			next_data(p->fd, pos, end, &data, &hole);
+		int rc = emit_zeros(d, data - pos);
+		for (pos = data; !rc && pos < hole;) {
+			size_t n = hole - pos < IOBUF ? (size_t)(hole - pos) : IOBUF;
+			if (!(rc = ds_pread_full(p->fd, in, n, (off_t)pos)))
+				rc = emit(d, in, n);
+			pos += n;
+		}
+		if (rc)
 			return rc;
-		pos += n;
-		left -= n;
 	}
 	return 0;
 }

@@ -33,25 +33,26 @@ struct scan {
 	double next_progress;
 };
 
-/* The current path quoted for a message (SRC itself at the top). */
+/* The current path, under SRC, quoted for a message. */
 static const char *quoted(const struct scan *s, char *buf, size_t cap)
 {
-	if (!s->len)
-		return s->o->src;
-	return ds__quote(s->path, s->len, buf, cap);
+	int n = snprintf(buf, cap, "%s%s", s->o->src, s->len ? "/" : "");
+	if (n > 0 && (size_t)n < cap)
+		ds__quote(s->path, s->len, buf + n, cap - (size_t)n);
+	return buf;
 }
 
-/* Log "'PATH': reason" about the current path; returns rc. */
+/* Log "'SRC/PATH': reason" about the current path; returns rc. */
 static int fail(const struct scan *s, int rc, const char *why)
 {
-	char q[PATH_MAX + 64];
+	char q[2 * PATH_MAX];
 	ds_error("'%s': %s", quoted(s, q, sizeof(q)), why);
 	return rc;
 }
 
 static void warn_skip(const struct scan *s, const char *why)
 {
-	char q[PATH_MAX + 64];
+	char q[2 * PATH_MAX];
 	ds_warn("'%s': %s, skipped", quoted(s, q, sizeof(q)), why);
 }
 

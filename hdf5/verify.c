@@ -112,10 +112,22 @@ struct cmp {
 	char *buf; /* CMPBUF bytes */
 };
 
-/* Compare each piece of decoded bytes with the source at the same place. */
+/* Does the source have no data in [pos, pos+n)?  (A hole reads as zeros.) */
+static int source_hole(int fd, uint64_t pos, uint64_t n)
+{
+	off_t d = lseek(fd, (off_t)pos, SEEK_DATA);
+	return (d < 0 && errno == ENXIO) || (d >= 0 && (uint64_t)d >= pos + n);
+}
+
+/* Compare each piece of decoded bytes with the source at the same place;
+ * a run of zeros (p == NULL) matching a hole of the source is not read. */
 static int cmp_piece(void *ctx, const void *p, size_t n)
 {
 	struct cmp *c = ctx;
+	if (!p && !c->differs && !c->err && source_hole(c->fd, c->pos, n)) {
+		c->pos += n;
+		return 0;
+	}
 	for (size_t done = 0; done < n && !c->differs && !c->err;) {
 		size_t k = n - done < CMPBUF ? n - done : CMPBUF;
 		int rc = ds_pread_full(c->fd, c->buf, k, (off_t)c->pos);
@@ -123,7 +135,7 @@ static int cmp_piece(void *ctx, const void *p, size_t n)
 			c->differs = 1; /* source shorter */
 		else if (rc)
 			c->err = rc;
-		else if (memcmp(c->buf, (const char *)p + done, k))
+		else if (memcmp(c->buf, p ? (const char *)p + done : ds__zeros, k))
 			c->differs = 1;
 		c->pos += k;
 		done += k;

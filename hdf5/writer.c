@@ -24,9 +24,8 @@
 
 #define CHUNK (4u << 20)    /* unit of reads and writes; files up to this size
                                are compressed in one call */
-#define ZEROS (1u << 20)
-
-static const char zeros[ZEROS];
+#define ZEROS DS__ZEROS
+#define zeros ds__zeros
 
 /* ---- the sink: where stored bytes go ------------------------------------ */
 struct sink {
@@ -138,10 +137,12 @@ static int part_fail(const struct wpart *w, int rc, const char *what)
 	return rc;
 }
 
+/* "'SRC/path': what" */
 static int file_fail(const struct wpart *w, const struct ds__pentry *e, int rc, const char *what)
 {
 	char q[PATH_MAX + 64];
-	ds_error("'%s': %s", ds__quote(ds__tree_path(&w->pl->tree, e), e->path_len, q, sizeof(q)), what);
+	ds_error("'%s/%s': %s", w->o->src,
+	         ds__quote(ds__tree_path(&w->pl->tree, e), e->path_len, q, sizeof(q)), what);
 	return rc;
 }
 
@@ -454,14 +455,8 @@ static int pack_file(struct wpart *w, const struct ds__pentry *e, struct ds__res
 }
 
 /* ---- the partition file ------------------------------------------------- */
-struct h5part {
-	hid_t file, entries;
-	uint64_t payload_off;
-	struct ds__row *rows;
-};
-
 /* The partition's own table: its files, path-ordered, paths in its pool. */
-static void part_rows(const struct wpart *w, struct ds__row **rowsp, struct ds_buf *pool)
+static struct ds__row *part_rows(const struct wpart *w, struct ds_buf *pool)
 {
 	const struct ds__plan *pl = w->pl;
 	const struct ds__ppart *p = &pl->parts[w->part];
@@ -478,11 +473,12 @@ static void part_rows(const struct wpart *w, struct ds__row **rowsp, struct ds_b
 		r->part = w->part;
 		r->flags = e->flags;
 	}
-	*rowsp = rows;
+	return rows;
 }
 
-static int part_attrs(const struct wpart *w, hid_t f)
+static int part_attrs(hid_t f, const void *ctx)
 {
+	const struct wpart *w = ctx;
 	const struct ds__plan *pl = w->pl;
 	int rc = ds__h5_attr_str(f, "format", DS__PART_FORMAT);
 	if (!rc) rc = ds__h5_attr_u64(f, "version", H5T_STD_U32LE, DS__PACK_VERSION);
@@ -494,66 +490,64 @@ static int part_attrs(const struct wpart *w, hid_t f)
 	return rc;
 }
 
-/* Create part file with its tables and a payload dataset of `size` bytes;
- * the rows are written later, once the CRCs are known. */
-static int part_create(struct wpart *w, const char *path, uint64_t size, struct h5part *h)
+/* Rows in the file's on-disk layout, at off. */
+static int put_rows(int fd, uint64_t off, const struct ds__row *rows, uint64_t n)
 {
-	struct ds_buf pool = {0};
-	hid_t fcpl = ds__h5_fcpl(), fapl = ds__h5_fapl();
-	hid_t rt = ds__h5_row_type(1), rm = ds__h5_row_type(0), s = -1, d = -1;
-	int rc = -EIO;
-	part_rows(w, &h->rows, &pool);
-	errno = 0;
-	h->file = H5Fcreate(path, H5F_ACC_EXCL, fcpl, fapl);
-	if (h->file < 0 || part_attrs(w, h->file))
-		goto out;
-	/* creation order fixes the layout: tables first, payload last */
-	s = ds__h5_dataset(h->file, "strings", H5T_STD_U8LE, H5T_NATIVE_UINT8, pool.len, pool.data);
-	h->entries = ds__h5_dataset(h->file, "entries", rt, rm, w->pl->parts[w->part].nfiles, NULL);
-	d = ds__h5_dataset(h->file, "payload", H5T_STD_U8LE, H5T_NATIVE_UINT8, size, NULL);
-	if (s < 0 || h->entries < 0 || d < 0)
-		goto out;
-	h->payload_off = size ? H5Dget_offset(d) : 0;
-	if (size && h->payload_off == HADDR_UNDEF)
-		goto out;
-	rc = 0;
-out:
-	if (rc)
-		part_fail(w, rc, errno ? strerror(errno) : "cannot create the HDF5 file");
-	if (s >= 0)
-		H5Dclose(s);
-	if (d >= 0)
-		H5Dclose(d);
-	H5Tclose(rt);
-	H5Tclose(rm);
-	H5Pclose(fcpl);
-	H5Pclose(fapl);
-	ds_buf_release(&pool);
+	size_t len;
+	void *raw = ds__rows_encode(rows, n, &len);
+	int rc = ds_pwrite_full(fd, raw, len, (off_t)off);
+	free(raw);
 	return rc;
 }
 
-/* Write the rows (now with offsets, sizes and CRCs) and close the file. */
-static int part_finish(struct wpart *w, struct h5part *h, const struct ds__result *res)
+/* The partition file's layout; its datasets are filled in later. */
+struct layout {
+	struct ds__h5_ds ds[3]; /* strings, entries, payload: creation order fixes the layout */
+	hid_t row_type;
+};
+
+static int layout_init(const struct wpart *w, uint64_t size, struct layout *l)
+{
+	l->row_type = ds__h5_row_type();
+	l->ds[0] = (struct ds__h5_ds){"strings", H5T_STD_U8LE, 0, 0};
+	l->ds[1] = (struct ds__h5_ds){"entries", l->row_type, w->pl->parts[w->part].nfiles, 0};
+	l->ds[2] = (struct ds__h5_ds){"payload", H5T_STD_U8LE, size, 0};
+	return l->row_type < 0 ? -EIO : 0;
+}
+
+/* Fill in the tables (now with offsets, sizes and CRCs). */
+static int part_tables(struct wpart *w, int fd, const struct layout *l, const struct ds__result *res)
 {
 	const struct ds__ppart *p = &w->pl->parts[w->part];
+	struct ds_buf pool = {0};
+	struct ds__row *rows = part_rows(w, &pool);
 	for (uint32_t i = 0; i < p->nfiles; i++) {
 		const struct ds__result *r = &res[p->first + i];
-		h->rows[i].offset = r->offset;
-		h->rows[i].stored = r->stored;
-		h->rows[i].codec = r->codec;
-		h->rows[i].crc = r->crc;
+		rows[i].offset = r->offset;
+		rows[i].stored = r->stored;
+		rows[i].codec = r->codec;
+		rows[i].crc = r->crc;
 	}
-	hid_t rm = ds__h5_row_type(0);
+	int rc = ds_pwrite_full(fd, pool.data, pool.len, (off_t)l->ds[0].off);
+	if (!rc)
+		rc = put_rows(fd, l->ds[1].off, rows, p->nfiles);
+	free(rows);
+	ds_buf_release(&pool);
+	return rc ? part_fail(w, rc, strerror(-rc)) : 0;
+}
+
+/* Lay the file out with HDF5 and close it, before any bulk write. */
+static int part_skeleton(struct wpart *w, const char *path, struct layout *l)
+{
+	const struct ds__plan *pl = w->pl;
+	const struct ds__ppart *p = &pl->parts[w->part];
+	l->ds[0].n = 0;
+	for (uint32_t i = 0; i < p->nfiles; i++)
+		l->ds[0].n += pl->tree.e[pl->files[p->first + i]].path_len;
 	errno = 0;
-	int rc = p->nfiles && H5Dwrite(h->entries, rm, H5S_ALL, H5S_ALL, H5P_DEFAULT, h->rows) < 0;
-	H5Tclose(rm);
-	H5Dclose(h->entries);
-	h->entries = -1;
-	/* metadata reaches the disk at close: a full disk shows up here */
-	if (H5Fclose(h->file) < 0)
-		rc = 1;
-	h->file = -1;
-	return rc ? part_fail(w, -EIO, errno ? strerror(errno) : "cannot write the HDF5 file") : 0;
+	if (ds__h5_skeleton(path, part_attrs, w, l->ds, 3))
+		return part_fail(w, -EIO, errno ? strerror(errno) : "cannot create the HDF5 file");
+	return 0;
 }
 
 /* Copy [0, len) of the spool to fd at base, skipping all-zero blocks (the
@@ -613,10 +607,12 @@ static int write_part(struct wpart *w, struct ds__result *res)
 {
 	char *path = ds__join(w->o->dir, w->name);
 	char *spath = NULL;
-	struct h5part h = {-1, -1, 0, NULL};
+	struct layout l;
 	int fd = -1, spool = -1, rc;
 	int zlib = w->pl->codec == DS_CODEC_ZLIB;
 	uint64_t size = w->pl->parts[w->part].raw;
+	if ((rc = layout_init(w, size, &l)))
+		goto out;
 	if (zlib) {
 		/* stored size unknown until compressed: spool first */
 		char sname[32];
@@ -630,31 +626,32 @@ static int write_part(struct wpart *w, struct ds__result *res)
 		w->k = (struct sink){.fd = spool, .buf = w->k.buf, .cap = w->k.cap};
 		if ((rc = pack_files(w, res)))
 			goto out;
-		size = w->k.off;
+		size = l.ds[2].n = w->k.off;
 		/* a hole at the end of the last file is not in the spool yet */
 		if (ftruncate(spool, (off_t)size) < 0) {
 			rc = part_fail(w, -errno, strerror(errno));
 			goto out;
 		}
 	}
-	if ((rc = part_create(w, path, size, &h)))
+	if ((rc = part_skeleton(w, path, &l)))
 		goto out;
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		rc = part_fail(w, -errno, strerror(errno));
 		goto out;
 	}
-	if (zlib)
-		rc = copy_spool(w, spool, fd, h.payload_off, size);
-	else {
-		w->k = (struct sink){.fd = fd, .base = h.payload_off, .buf = w->k.buf, .cap = w->k.cap};
+	uint64_t poff = l.ds[2].off;
+	if (zlib) {
+		rc = copy_spool(w, spool, fd, poff, size);
+	} else {
+		w->k = (struct sink){.fd = fd, .base = poff, .buf = w->k.buf, .cap = w->k.cap};
 		rc = pack_files(w, res);
 		if (!rc && w->k.off != size)
 			rc = part_fail(w, -ESTALE, "payload size differs from the plan");
 	}
 	if (!rc)
-		rc = part_finish(w, &h, res);
-	if (!rc && (rc = ds__seal_write(fd, DS__SEAL_PART_MAGIC, h.payload_off, size)))
+		rc = part_tables(w, fd, &l, res);
+	if (!rc && (rc = ds__seal_write(fd, DS__SEAL_PART_MAGIC, poff, size)))
 		part_fail(w, rc, ds_strerror(rc));
 	if (!rc)
 		rc = close_checked(w, fd);
@@ -662,17 +659,12 @@ static int write_part(struct wpart *w, struct ds__result *res)
 		close(fd);
 	fd = -1;
 out:
-	if (h.entries >= 0)
-		H5Dclose(h.entries);
-	if (h.file >= 0)
-		H5Fclose(h.file);
-	if (fd >= 0)
-		close(fd);
+	if (l.row_type >= 0)
+		H5Tclose(l.row_type);
 	if (spool >= 0) {
 		close(spool);
 		unlink(spath);
 	}
-	free(h.rows);
 	free(spath);
 	free(path);
 	return rc;
@@ -751,8 +743,9 @@ static struct ds__prow *index_parts(const struct ds__plan *pl, const struct ds__
 	return p;
 }
 
-static int index_attrs(const struct ds__plan *pl, hid_t f)
+static int index_attrs(hid_t f, const void *ctx)
 {
+	const struct ds__plan *pl = ctx;
 	int rc = ds__h5_attr_str(f, "format", DS__PACK_FORMAT);
 	if (!rc) rc = ds__h5_attr_u64(f, "version", H5T_STD_U32LE, DS__PACK_VERSION);
 	if (!rc) rc = ds__h5_attr_u64(f, "nparts", H5T_STD_U32LE, pl->nparts);
@@ -763,6 +756,21 @@ static int index_attrs(const struct ds__plan *pl, hid_t f)
 	return rc;
 }
 
+/* The three tables' bytes, at the places the skeleton gave them. */
+static int index_data(int fd, const struct ds__h5_ds *ds, const struct ds__prow *prows,
+                      const struct ds_buf *pool, const struct ds__row *rows)
+{
+	size_t len;
+	void *raw = ds__prows_encode(prows, ds[0].n, &len);
+	int rc = ds_pwrite_full(fd, raw, len, (off_t)ds[0].off);
+	free(raw);
+	if (!rc)
+		rc = ds_pwrite_full(fd, pool->data, pool->len, (off_t)ds[1].off);
+	if (!rc)
+		rc = put_rows(fd, ds[2].off, rows, ds[2].n);
+	return rc;
+}
+
 int ds__write_index(const struct ds__plan *pl, const struct ds__result *res,
                     const struct ds__write_opts *o)
 {
@@ -770,42 +778,32 @@ int ds__write_index(const struct ds__plan *pl, const struct ds__result *res,
 	struct ds__row *rows = index_rows(pl, res, &pool);
 	struct ds__prow *prows = index_parts(pl, res);
 	char *path = ds__join(o->dir, DS__INDEX_NAME);
-	hid_t fcpl = ds__h5_fcpl(), fapl = ds__h5_fapl();
-	hid_t rt = ds__h5_row_type(1), rm = ds__h5_row_type(0);
-	hid_t pt = ds__h5_prow_type(1), pm = ds__h5_prow_type(0);
-	int rc = -EIO;
+	hid_t rt = ds__h5_row_type(), pt = ds__h5_prow_type();
+	struct ds__h5_ds ds[3] = {{"partitions", pt, pl->nparts, 0},
+	                          {"strings", H5T_STD_U8LE, pool.len, 0},
+	                          {"entries", rt, pl->tree.n, 0}};
+	int rc = -EIO, fd = -1;
 	errno = 0;
-	hid_t f = H5Fcreate(path, H5F_ACC_EXCL, fcpl, fapl);
-	if (f >= 0 && !index_attrs(pl, f)) {
-		hid_t d[3];
-		d[0] = ds__h5_dataset(f, "partitions", pt, pm, pl->nparts, prows);
-		d[1] = ds__h5_dataset(f, "strings", H5T_STD_U8LE, H5T_NATIVE_UINT8, pool.len, pool.data);
-		d[2] = ds__h5_dataset(f, "entries", rt, rm, pl->tree.n, rows);
-		rc = d[0] < 0 || d[1] < 0 || d[2] < 0 ? -EIO : 0;
-		for (int i = 0; i < 3; i++)
-			if (d[i] >= 0)
-				H5Dclose(d[i]);
+	if (rt < 0 || pt < 0 || ds__h5_skeleton(path, index_attrs, pl, ds, 3)) {
+		ds_error("'%s/%s': %s", o->out, DS__INDEX_NAME,
+		         errno ? strerror(errno) : "cannot create the HDF5 file");
+		goto out;
 	}
-	if (f >= 0 && H5Fclose(f) < 0)
-		rc = -EIO;
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	rc = fd < 0 ? -errno : index_data(fd, ds, prows, &pool, rows);
+	if (!rc)
+		rc = ds__seal_write(fd, DS__SEAL_PACK_MAGIC, 0, 0);
+	if (!rc && o->fsync && fsync(fd) < 0)
+		rc = -errno;
+	if (fd >= 0 && close(fd) < 0 && !rc)
+		rc = -errno;
 	if (rc)
-		ds_error("'%s/%s': %s", o->out, DS__INDEX_NAME, errno ? strerror(errno) : "cannot write the HDF5 file");
-	if (!rc) {
-		int fd = open(path, O_RDWR | O_CLOEXEC);
-		rc = fd < 0 ? -errno : ds__seal_write(fd, DS__SEAL_PACK_MAGIC, 0, 0);
-		if (!rc && o->fsync && fsync(fd) < 0)
-			rc = -errno;
-		if (fd >= 0 && close(fd) < 0 && !rc)
-			rc = -errno;
-		if (rc)
-			ds_error("'%s/%s': %s", o->out, DS__INDEX_NAME, ds_strerror(rc));
-	}
-	H5Tclose(rt);
-	H5Tclose(rm);
-	H5Tclose(pt);
-	H5Tclose(pm);
-	H5Pclose(fcpl);
-	H5Pclose(fapl);
+		ds_error("'%s/%s': %s", o->out, DS__INDEX_NAME, ds_strerror(rc));
+out:
+	if (rt >= 0)
+		H5Tclose(rt);
+	if (pt >= 0)
+		H5Tclose(pt);
 	free(path);
 	free(rows);
 	free(prows);
