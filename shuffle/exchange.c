@@ -289,7 +289,13 @@ static void report(struct ds__svc *s, struct xep *x)
 static int start(struct ds__svc *s, struct xep *x)
 {
 	struct ds__exchange *X = s->x;
-	int rc = ds_cache_epoch_new(X->cache, x->epoch, x->ids, x->lens, x->n, &x->ce);
+	int rc = ds_fault("serve.fetch", (int)s->node);
+	if (rc) {
+		ds_error("node %u: epoch %llu: injected failure (DSTAGE_FAULT)", s->node,
+		         (unsigned long long)x->epoch);
+		return rc;
+	}
+	rc = ds_cache_epoch_new(X->cache, x->epoch, x->ids, x->lens, x->n, &x->ce);
 	if (rc) {
 		char a[32];
 		ds_error("node %u: epoch %llu cache of %s: %s", s->node, (unsigned long long)x->epoch,

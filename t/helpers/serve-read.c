@@ -11,6 +11,8 @@
  *     -s USEC       sleep USEC between files (a slow reader)
  *     -r REPEAT     read everything REPEAT times
  *     -o FILE       write the bytes read, concatenated, to FILE
+ *     -q ID:OFF:LEN:OP  one raw request (OP 1 read, 2 ping, 3 epoch, other):
+ *                   prints "status=S len=N" and exits 0
  *
  * Every file's bytes are checked against the CRC-32C in the index (zlib
  * files are checked as stored: their CRC is of the inflated content, so
@@ -193,7 +195,8 @@ int main(int argc, char **argv)
 {
 	int all = 0, c;
 	long long epoch = -1;
-	while ((c = getopt(argc, argv, "ae:cw:t:s:r:o:")) != -1) {
+	const char *raw = NULL;
+	while ((c = getopt(argc, argv, "ae:cw:t:s:r:o:q:")) != -1) {
 		switch (c) {
 		case 'a': all = 1; break;
 		case 'e': epoch = atoll(optarg); break;
@@ -203,6 +206,7 @@ int main(int argc, char **argv)
 		case 's': sleep_us = atol(optarg); break;
 		case 'r': repeat = atoi(optarg); break;
 		case 'o': out = fopen(optarg, "w"); break;
+		case 'q': raw = optarg; break;
 		default: return 2;
 		}
 	}
@@ -225,6 +229,17 @@ int main(int argc, char **argv)
 	if (snprintf(sock_path, sizeof(sock_path), "%s/" DS_SOCK_NAME, nodedir) >= (int)sizeof(sock_path)) {
 		fprintf(stderr, "serve-read: '%s': path too long for a socket\n", nodedir);
 		return 1;
+	}
+	if (raw) {
+		unsigned long long id = 0, off = 0, len = 0;
+		unsigned op = DS_OP_READ;
+		sscanf(raw, "%llu:%llu:%llu:%u", &id, &off, &len, &op);
+		unsigned char *buf = malloc(len + 1);
+		uint64_t got = 0;
+		int cfd = -1;
+		rc = request(&cfd, op, (uint32_t)id, off, len, buf, &got);
+		printf("status=%d len=%llu\n", rc, (unsigned long long)got);
+		return 0;
 	}
 	if (epoch >= 0) {
 		struct ds_epoch_cfg cfg;
