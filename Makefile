@@ -90,17 +90,17 @@ $(PRELOAD): $(IO_OBJ) $(COMMON_PIC)
 
 $(O)/t/mpi-%: t/helpers/mpi-%.c $(LIBCOMMON) $(SETTINGS)
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) -It -o $@ $< $(LIBCOMMON) $(ZLIB_LIBS) -lpthread -lm
+	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) -It -MMD -MP -o $@ $< $(LIBCOMMON) $(ZLIB_LIBS) -lpthread -lm
 
 $(O)/t/h5-%: t/helpers/h5-%.c $(HDF5_OBJ) $(LIBCOMMON) $(SETTINGS)
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) $(HDF5_CFLAGS) -Ihdf5 -It -o $@ $< $(HDF5_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) -lpthread -lm
+	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) $(HDF5_CFLAGS) -Ihdf5 -It -MMD -MP -o $@ $< $(HDF5_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) -lpthread -lm
 
 $(O)/t/%: t/helpers/%.c $(LIBCOMMON) $(SETTINGS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(SAN_FLAGS) -It -o $@ $< $(LIBCOMMON) $(ZLIB_LIBS) -lpthread -lm
+	$(CC) $(CFLAGS_ALL) $(SAN_FLAGS) -It -MMD -MP -o $@ $< $(LIBCOMMON) $(ZLIB_LIBS) -lpthread -lm
 
--include $(wildcard $(O)/*/*.d $(O)/pic/*/*.d)
+-include $(wildcard $(O)/*/*.d $(O)/pic/*/*.d $(O)/t/*.d)
 
 # ---------------------------------------------------------------------------
 # Packages from Debian.  As root: install what is missing; otherwise print the
