@@ -64,12 +64,19 @@ for epoch in 0 1; do
 			"$epoch" "$node" "$(wc -l <"$list")" "$s"
 		node=$((node + 1))
 	done
-	cat "$work"/list.$epoch.* | sort >"$work/all.$epoch"
-	find "$work/src/train" -type f | sed "s|^$work/src/||" | sort >"$work/train"
-	if cmp -s "$work/all.$epoch" "$work/train"; then
-		echo "epoch $epoch: the $NODES lists form one permutation of the training set"
+	# the training samples: every file outside the replicated val/
+	( cd "$work/src" && find . -type f ! -path "./val/*" | sed 's|^\./||' | sort ) >"$work/samples"
+	cat "$work"/list.$epoch.* | sort -u >"$work/all.$epoch"
+	n=$(wc -l <"$work/samples")
+	total=$(cat "$work"/list.$epoch.* | wc -l)
+	if cmp -s "$work/all.$epoch" "$work/samples"; then
+		echo "epoch $epoch: the $NODES lists cover all $n training samples ($((total - n)) repeated to pad equal shares)"
 	else
-		echo "epoch $epoch: the lists are NOT a permutation of the training set"
+		echo "epoch $epoch: the lists do NOT cover the training samples"
+		bad=1
+	fi
+	if [ $epoch = 1 ] && cmp -s "$work/list.0.0" "$work/list.1.0"; then
+		echo "epoch 1: node 0 got the same list as in epoch 0: no shuffle"
 		bad=1
 	fi
 done
