@@ -414,20 +414,26 @@ static uint64_t mem_available(void)
 	return kb ? kb * 1024 : UINT64_MAX;
 }
 
+static int ram_backed(const char *dir)
+{
+	struct statfs sf;
+	return statfs(dir, &sf) == 0 &&
+	       (sf.f_type == 0x01021994 /* TMPFS_MAGIC */ || sf.f_type == 0x858458f6 /* RAMFS */);
+}
+
 /* Can DIR take `need` more bytes?  RAM-backed file systems also need the
  * memory. */
 static int check_room(const char *dir, uint64_t need, uint32_t node)
 {
 	struct statvfs sv;
-	struct statfs sf;
-	if (statvfs(dir, &sv) < 0 || statfs(dir, &sf) < 0) {
+	if (statvfs(dir, &sv) < 0) {
 		int e = errno;
 		ds_error("'%s': %s", dir, strerror(e));
 		return -e;
 	}
 	uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 	const char *what = "free space";
-	if (sf.f_type == 0x01021994 /* TMPFS_MAGIC */ || sf.f_type == 0x858458f6 /* RAMFS */) {
+	if (ram_backed(dir)) {
 		uint64_t mem = mem_available();
 		if (mem < avail) {
 			avail = mem;
@@ -827,9 +833,16 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 			if (fd < 0) {
 				rc = -errno;
 			} else {
+				/* On a disk, reserve the blocks now so a full disk shows
+				 * before any byte moves.  On tmpfs, reserving means zeroing
+				 * every page, a whole extra pass over the data: the memory
+				 * check above stands in, and ENOSPC while writing still
+				 * fails the step cleanly. */
 				uint64_t sz = pl.store_size[nd->node];
-				int fr = sz ? posix_fallocate(fd, 0, sz) : 0;
-				if (fr == EOPNOTSUPP || fr == EINVAL)
+				int fr = 0;
+				if (sz && !ram_backed(o->to))
+					fr = posix_fallocate(fd, 0, sz);
+				if (!fr || fr == EOPNOTSUPP || fr == EINVAL)
 					fr = ftruncate(fd, sz) < 0 ? errno : 0;
 				rc = -fr;
 				close(fd);
