@@ -1,0 +1,136 @@
+# bench/benchlib.sh: what the section scripts of bench/run.sh share (sourced).
+#
+# A section script is run as `sh bench/SECTION.sh [--quick] RESULTS_DIR`; it
+# adds its rows to RESULTS_DIR/rows.tsv, one a line, fields separated by tabs:
+#   section  what  dstage  peer  ratio  goal  met  goal_source
+# (ratio: dstage's figure over the peer's, "higher is better" unless the goal
+# says <=), writes data for the plots as RESULTS_DIR/*.dat and notes as
+# RESULTS_DIR/notes-SECTION.md.  Scratch space comes from run.sh (BENCH_SCR on
+# /dev/shm for "node-local" data, BENCH_SHARED on /var/tmp for the "shared
+# file system"); run alone, a script makes and removes its own.
+top=$(cd "$(dirname "$0")/.." && pwd)
+DSTAGE="$top/build/bin/dstage"
+PRELOAD="$top/build/lib/libdstage-preload.so"
+[ -x "$DSTAGE" ] && [ -f "$PRELOAD" ] || { echo "bench: run make first" >&2; exit 1; }
+
+QUICK=0
+if [ "${1:-}" = --quick ]; then QUICK=1; shift; fi
+RES=${1:-$top/bench/results/tmp}
+mkdir -p "$RES"
+ROWS="$RES/rows.tsv"
+
+# scratch: ours alone, removed by bench_cleanup
+_own_scr=
+if [ -z "${BENCH_SCR:-}" ]; then
+	BENCH_SCR=$(mktemp -d /dev/shm/dstage-bench.XXXXXX)
+	BENCH_SHARED=$(mktemp -d /var/tmp/dstage-bench.XXXXXX)
+	_own_scr=1
+fi
+BENCH_BIN=${BENCH_BIN:-$BENCH_SCR/bin}
+SEC=$(basename "$0" .sh)
+W="$BENCH_SCR/$SEC"         # this section's node-local scratch
+WS="$BENCH_SHARED/$SEC"     # its "shared FS" scratch
+rm -rf "$W" "$WS"
+mkdir -p "$W" "$WS"
+
+# mounts and services to undo on exit
+_mounts=
+_jobs=
+_bgpids=
+bench_cleanup() {
+	for p in $_bgpids; do kill "$p" 2>/dev/null || :; done
+	for m in $_mounts; do fusermount -u "$m" 2>/dev/null || fusermount3 -u "$m" 2>/dev/null || :; done
+	for j in $_jobs; do "$DSTAGE" clean --to "${j%%:*}" --job "${j#*:}" >/dev/null 2>&1 || :; done
+	rm -rf "$W" "$WS"
+	if [ -n "$_own_scr" ]; then rm -rf "$BENCH_SCR" "$BENCH_SHARED"; fi
+}
+trap 'bench_cleanup' EXIT
+trap 'exit 130' INT TERM
+
+# the C helpers, compiled once per run (run.sh does it before the sections)
+bench_build() {
+	mkdir -p "$BENCH_BIN"
+	[ -x "$BENCH_BIN/reader" ] || gcc -O2 -Wall -Wextra -o "$BENCH_BIN/reader" "$top/bench/reader.c" || exit 1
+	[ -x "$BENCH_BIN/mpibench" ] || mpicc.mpich -O2 -Wall -Wextra -o "$BENCH_BIN/mpibench" "$top/bench/mpibench.c" || exit 1
+}
+bench_build
+READER="$BENCH_BIN/reader"
+MPIBENCH="$BENCH_BIN/mpibench"
+
+say() { echo "bench: $SEC: $*" >&2; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.4f", b - a }'; }
+# median of the numbers on stdin
+median() { sort -g | awk '{ v[NR] = $1 } END { if (!NR) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# medians of files: med FILE
+med() { median <"$1"; }
+# ratio A B, 2 decimals ("-" when either is missing)
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
+ratio3() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.3f", a / b }'; }
+# met RATIO GOAL, GOAL like ">= 0.95", "<= 1.3" or "-" (no goal: report only)
+met() {
+	case $2 in
+	-) echo "n/a" ;;
+	*) awk -v r="$1" -v g="$2" 'BEGIN { split(g, a, " "); if (r == "-") { print "n/a"; exit }
+		ok = (a[1] == ">=") ? (r + 0 >= a[2] + 0) : (r + 0 <= a[2] + 0); print ok ? "yes" : "no" }' ;;
+	esac
+}
+# human figures
+fmt_rate() { awk -v v="$1" -v u="$2" 'BEGIN { if (v == "-") { print "-"; exit }
+	if (v >= 1e6) printf "%.2fM %s/s", v / 1e6, u; else if (v >= 1e4) printf "%.1fk %s/s", v / 1e3, u;
+	else if (v >= 100) printf "%.0f %s/s", v, u; else printf "%.1f %s/s", v, u }'; }
+fmt_bps() { awk -v v="$1" 'BEGIN { if (v == "-") { print "-"; exit }
+	if (v >= 1e9) printf "%.2f GB/s", v / 1e9; else printf "%.0f MB/s", v / 1e6 }'; }
+fmt_s() { awk -v v="$1" 'BEGIN { if (v == "-") { print "-"; exit }
+	if (v < 1e-3) printf "%.1f us", v * 1e6; else if (v < 1) printf "%.1f ms", v * 1e3; else printf "%.2f s", v }'; }
+
+# row WHAT DSTAGE PEER RATIO GOAL [SOURCE]: one row of the table; SOURCE
+# of the goal: the issue that sets it ("#4"), else "ours" (set here)
+row() {
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$SEC" "$1" "$2" "$3" "$4" "$5" "$(met "$4" "$5")" "${6:-}" >>"$ROWS"
+	printf '  %-58s %-26s %-26s %6s %-8s %s\n' "$1" "$2" "$3" "$4" "$5" "$(met "$4" "$5")" >&2
+}
+note() { printf '%s\n' "$*" >>"$RES/notes-$SEC.md"; }
+
+# rounds of interleaved runs: at least 5
+if [ $QUICK = 1 ]; then ROUNDS=${ROUNDS:-5}; else ROUNDS=${ROUNDS:-7}; fi
+
+# ---- fixtures --------------------------------------------------------------
+# files DIR COUNT BYTES: COUNT files of random bytes named f00000...
+mkfiles() {
+	mkdir -p "$1"
+	head -c "$(($2 * $3))" /dev/urandom | split -a 6 -d -b "$3" - "$1/f"
+}
+
+# stage_local PACK TO JOB NODES [opts]: dstage stage on NODES simulated nodes
+stage_nodes() {
+	_p=$1 _to=$2 _job=$3 _n=$4
+	shift 4
+	_jobs="$_jobs $_to:$_job"
+	mpiexec.mpich -n "$_n" "$DSTAGE" stage "$_p" --to "$_to" --job "$_job" --node-per-rank "$@"
+}
+# shim ENVSTORE NODE MOUNT CMD...: CMD as a reader of node NODE through the shim
+shim() {
+	_st=$1 _node=$2 _mnt=$3
+	shift 3
+	env LD_PRELOAD="$PRELOAD" DSTAGE_STORE="$_st" DSTAGE_NODE="$_node" DSTAGE_MOUNT="$_mnt" "$@"
+}
+jobdir() { echo "$1/dstage.$(id -u).$2"; }
+
+# squashfs image of DIR mounted on MNT (remount MNT: fresh caches)
+sq_make() { mksquashfs "$1" "$2" -noI -noD -noF -quiet -no-progress >/dev/null; }
+sq_mount() {
+	mkdir -p "$2"
+	squashfuse "$1" "$2" || return 1
+	case " $_mounts " in *" $2 "*) ;; *) _mounts="$_mounts $2" ;; esac
+}
+sq_umount() { fusermount -u "$1" 2>/dev/null || fusermount3 -u "$1"; }
+sq_remount() { sq_umount "$2" && squashfuse "$1" "$2"; }
+have_squashfuse() { command -v squashfuse >/dev/null && command -v mksquashfs >/dev/null && [ -e /dev/fuse ]; }
+
+# a mount prefix that does not exist on disk
+mount_prefix() {
+	_m="/dstage-bench-$SEC-$$"
+	[ -e "$_m" ] && { echo "bench: $_m exists" >&2; exit 1; }
+	echo "$_m"
+}

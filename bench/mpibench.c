@@ -1,0 +1,117 @@
+/* bench/mpibench.c: MPI peers of bench/run.sh (not part of dstage).
+ * Compiled by run.sh with mpicc.mpich; run with mpiexec.mpich.
+ *
+ *   mpibench alltoallv BYTES SAMPLE REPS
+ *       every rank sends BYTES (in SAMPLE-sized pieces, spread evenly over
+ *       the other ranks) with one MPI_Alltoallv, REPS times; prints per rep
+ *       "alltoallv SECONDS OFFRANK_BYTES_PER_RANK" (rank 0, max over ranks)
+ *   mpibench bcast MINBYTES MAXBYTES REPS
+ *       MPI_Bcast from rank 0 of 1 MiB .. MAX (powers of 2), REPS each;
+ *       prints "bcast BYTES SECONDS" (median of REPS, max over ranks)
+ *   mpibench get BYTES REPS
+ *       rank 0 MPI_Get's BYTES from rank 1's window (passive target,
+ *       lock_all + flush): "get BYTES SECONDS" per rep */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmpd(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double med(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmpd);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int main(int argc, char **argv)
+{
+	MPI_Init(&argc, &argv);
+	int rank, size;
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (argc < 2)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	if (!strcmp(argv[1], "alltoallv") && argc == 5) {
+		long long bytes = atoll(argv[2]), sample = atoll(argv[3]);
+		int reps = atoi(argv[4]);
+		int peers = size > 1 ? size - 1 : 1;
+		long long nsamp = bytes / sample;
+		int *sc = calloc((size_t)size, sizeof(int)), *sd = calloc((size_t)size, sizeof(int));
+		int *rc = calloc((size_t)size, sizeof(int)), *rd = calloc((size_t)size, sizeof(int));
+		/* samples dealt round robin over the other ranks */
+		for (long long i = 0; i < nsamp; i++) {
+			int to = (int)((rank + 1 + i % peers) % size);
+			sc[to] += (int)sample;
+		}
+		MPI_Alltoall(sc, 1, MPI_INT, rc, 1, MPI_INT, MPI_COMM_WORLD);
+		long long st = 0, rt = 0;
+		for (int k = 0; k < size; k++) {
+			sd[k] = (int)st;
+			rd[k] = (int)rt;
+			st += sc[k];
+			rt += rc[k];
+		}
+		char *sb = malloc((size_t)st + 1), *rb = malloc((size_t)rt + 1);
+		memset(sb, rank + 1, (size_t)st);
+		memset(rb, 0, (size_t)rt);
+		for (int r = 0; r < reps; r++) {
+			MPI_Barrier(MPI_COMM_WORLD);
+			double t0 = MPI_Wtime();
+			MPI_Alltoallv(sb, sc, sd, MPI_BYTE, rb, rc, rd, MPI_BYTE, MPI_COMM_WORLD);
+			double t = MPI_Wtime() - t0, tmax;
+			MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+			if (!rank)
+				printf("alltoallv %.6f %lld\n", tmax, st);
+		}
+	} else if (!strcmp(argv[1], "bcast") && argc == 5) {
+		long long lo = atoll(argv[2]), hi = atoll(argv[3]);
+		int reps = atoi(argv[4]);
+		char *b = malloc((size_t)hi);
+		memset(b, 7, (size_t)hi);
+		double *v = malloc(sizeof(double) * (size_t)reps);
+		for (long long n = lo; n <= hi; n *= 2) {
+			for (int r = 0; r < reps; r++) {
+				MPI_Barrier(MPI_COMM_WORLD);
+				double t0 = MPI_Wtime();
+				MPI_Bcast(b, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
+				double t = MPI_Wtime() - t0;
+				MPI_Reduce(&t, &v[r], 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+			}
+			if (!rank)
+				printf("bcast %lld %.6f\n", n, med(v, reps));
+		}
+	} else if (!strcmp(argv[1], "get") && argc == 4 && size >= 2) {
+		long long bytes = atoll(argv[2]);
+		int reps = atoi(argv[3]);
+		char *base;
+		MPI_Win win;
+		MPI_Win_allocate(rank == 1 ? (MPI_Aint)bytes : 0, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+		if (rank == 1)
+			memset(base, 3, (size_t)bytes);
+		char *dst = malloc((size_t)bytes);
+		memset(dst, 0, (size_t)bytes);
+		MPI_Barrier(MPI_COMM_WORLD);
+		if (!rank) {
+			MPI_Win_lock_all(0, win);
+			for (int r = 0; r < reps; r++) {
+				double t0 = MPI_Wtime();
+				MPI_Get(dst, (int)bytes, MPI_BYTE, 1, 0, (int)bytes, MPI_BYTE, win);
+				MPI_Win_flush(1, win);
+				printf("get %lld %.6f\n", bytes, MPI_Wtime() - t0);
+			}
+			MPI_Win_unlock_all(win);
+		}
+		MPI_Barrier(MPI_COMM_WORLD);
+		MPI_Win_free(&win);
+	} else {
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	fflush(stdout);
+	MPI_Finalize();
+	return 0;
+}
