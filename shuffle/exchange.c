@@ -484,7 +484,8 @@ void ds__status_write(struct ds__svc *s, const char *state)
 			close(fd);
 		return;
 	}
-	fprintf(f, "# dstage serve, node %u: key=value, one epoch a line (epoch.E=...)\n", s->node);
+	fprintf(f, "# dstage serve, node %u: key=value, one epoch a line (epoch.E=...;\n"
+	           "# t0, t1: when its fetch started and ended, CLOCK_MONOTONIC seconds)\n", s->node);
 	fprintf(f, "state=%s\npid=%ld\nnode=%u\nnnodes=%u\nseed=%llu\nlocality=%g\ndrop_last=%d\n",
 	        state, (long)getpid(), s->node, s->nnodes, (unsigned long long)s->o.cfg.seed,
 	        s->o.cfg.locality, s->o.cfg.drop_last);
@@ -502,10 +503,11 @@ void ds__status_write(struct ds__svc *s, const char *state)
 			struct xep *h = &X->hist[i % HISTORY];
 			fprintf(f,
 			        "epoch.%llu=share=%zu share_bytes=%llu local=%.4f fetched=%zu moved_bytes=%llu "
-			        "overlap_prev=%.4f fetch_s=%.3f failed=%zu\n",
+			        "overlap_prev=%.4f fetch_s=%.3f failed=%zu t0=%.6f t1=%.6f\n",
 			        (unsigned long long)h->epoch, h->share_n, (unsigned long long)h->share_bytes,
 			        h->share_n ? (double)h->local_n / h->share_n : 1.0, h->done,
-			        (unsigned long long)h->bytes_done, h->overlap, h->t1 - h->t0, h->failed);
+			        (unsigned long long)h->bytes_done, h->overlap, h->t1 - h->t0, h->failed,
+			        h->t0, h->t1);
 		}
 	}
 	fclose(f);

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 const char *ds__mpi_strerror(int code, char *buf, size_t len)
@@ -98,8 +100,14 @@ int ds__store_open(struct ds__svc *s)
 		return -DS_ECORRUPT;
 	}
 	s->store_len = (size_t)st.st_size;
+	/* In RAM (tmpfs), map every page now: peers' gets then never fault
+	 * in our address space.  On a disk this would read the whole store
+	 * at start: there the pages come in as they are asked for. */
+	struct statfs sf;
+	int populate = !fstatfs(fd, &sf) && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC);
 	if (s->store_len) {
-		s->store = mmap(NULL, s->store_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		s->store = mmap(NULL, s->store_len, PROT_READ | PROT_WRITE,
+		                MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
 		if (s->store == MAP_FAILED) {
 			rc = -errno;
 			s->store = NULL;

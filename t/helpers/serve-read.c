@@ -3,6 +3,7 @@
  *
  *   serve-read [options] JOBDIR NODE
  *     -a            read every file of the index (default: the paths on stdin)
+ *     -L, -R        with -a: only the files this node holds / does not hold
  *     -e E          follow node NODE's epoch-E list (ds_epoch_share with
  *                   JOBDIR/epoch.conf); announce E to the service first
  *     -c            with -e: take samples from the epoch cache when there
@@ -126,7 +127,9 @@ static void read_one(int *fd, uint32_t id, struct counts *c)
 	struct ds_cache_ref *ref = NULL;
 	int rc = 0;
 	if (ds_index_part_on(&ix, e->part, node, &base)) {
-		data = store + base + e->poff;
+		/* copy out, as read(2) through the shim would */
+		memcpy(buf, store + base + e->poff, e->stored);
+		data = buf;
 		c->local++;
 	} else {
 		if (use_cache) {
@@ -142,7 +145,8 @@ static void read_one(int *fd, uint32_t id, struct counts *c)
 			if (r == -EAGAIN || stalled)
 				c->stalls++;
 			if (r == 1) {
-				data = d;
+				memcpy(buf, d, len);
+				data = buf;
 				c->cached++;
 			}
 		}
@@ -193,12 +197,14 @@ static void *work(void *arg)
 
 int main(int argc, char **argv)
 {
-	int all = 0, c;
+	int all = 0, only = 0, c;
 	long long epoch = -1;
 	const char *raw = NULL;
-	while ((c = getopt(argc, argv, "ae:cw:t:s:r:o:q:")) != -1) {
+	while ((c = getopt(argc, argv, "aLRe:cw:t:s:r:o:q:")) != -1) {
 		switch (c) {
 		case 'a': all = 1; break;
+		case 'L': only = 'L'; break;
+		case 'R': only = 'R'; break;
 		case 'e': epoch = atoll(optarg); break;
 		case 'c': use_cache = 1; break;
 		case 'w': cache_wait = atof(optarg); break;
@@ -257,9 +263,14 @@ int main(int argc, char **argv)
 			cache = ds_cache_set_new(nodedir);
 	} else if (all) {
 		ids = malloc(ix.h->nentries * sizeof(uint32_t));
-		for (uint32_t i = 0; i < ix.h->nentries; i++)
-			if (S_ISREG(ix.e[i].mode))
-				ids[nids++] = i;
+		for (uint32_t i = 0; i < ix.h->nentries; i++) {
+			if (!S_ISREG(ix.e[i].mode))
+				continue;
+			int here = ds_index_part_on(&ix, ix.e[i].part, node, NULL);
+			if ((only == 'L' && !here) || (only == 'R' && here))
+				continue;
+			ids[nids++] = i;
+		}
 	} else {
 		char line[PATH_MAX];
 		size_t cap = 0;
