@@ -8,9 +8,10 @@
  *   mpibench bcast MINBYTES MAXBYTES REPS
  *       MPI_Bcast from rank 0 of 1 MiB .. MAX (powers of 2), REPS each;
  *       prints "bcast BYTES SECONDS" (median of REPS, max over ranks)
- *   mpibench get BYTES REPS
+ *   mpibench get BYTES REPS [SAMPLE]
  *       rank 0 MPI_Get's BYTES from rank 1's window (passive target,
- *       lock_all + flush): "get BYTES SECONDS" per rep */
+ *       lock_all + flush), in one get or in gets of SAMPLE bytes with one
+ *       flush at the end: "get BYTES SECONDS" per rep */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,9 +86,10 @@ int main(int argc, char **argv)
 			if (!rank)
 				printf("bcast %lld %.6f\n", n, med(v, reps));
 		}
-	} else if (!strcmp(argv[1], "get") && argc == 4 && size >= 2) {
+	} else if (!strcmp(argv[1], "get") && (argc == 4 || argc == 5) && size >= 2) {
 		long long bytes = atoll(argv[2]);
 		int reps = atoi(argv[3]);
+		long long sample = argc == 5 ? atoll(argv[4]) : bytes;
 		char *base;
 		MPI_Win win;
 		MPI_Win_allocate(rank == 1 ? (MPI_Aint)bytes : 0, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
@@ -100,7 +102,10 @@ int main(int argc, char **argv)
 			MPI_Win_lock_all(0, win);
 			for (int r = 0; r < reps; r++) {
 				double t0 = MPI_Wtime();
-				MPI_Get(dst, (int)bytes, MPI_BYTE, 1, 0, (int)bytes, MPI_BYTE, win);
+				for (long long o = 0; o < bytes; o += sample) {
+					int n = (int)(bytes - o < sample ? bytes - o : sample);
+					MPI_Get(dst + o, n, MPI_BYTE, 1, (MPI_Aint)o, n, MPI_BYTE, win);
+				}
 				MPI_Win_flush(1, win);
 				printf("get %lld %.6f\n", bytes, MPI_Wtime() - t0);
 			}

@@ -1,0 +1,199 @@
+#!/bin/sh
+# bench/exchange.sh: the epoch shuffle and remote reads (row 5), run by
+# bench/run.sh when the service's own bench/shuffle.sh is not there.
+#
+# A training set of 128 KiB samples (1 GiB, QUICK: 128 MiB) and 256 files of
+# 4 KiB, packed, staged on 2 simulated nodes, served with dstage serve:
+#  1. epoch exchange: both nodes' readers announce epoch e (they open their
+#     lists), both services fetch epoch e+1 with MPI_Get; the time and bytes
+#     come from serve.status (fetch_s, moved_bytes).  Peers, interleaved: one
+#     MPI_Alltoallv moving the same bytes per rank in 128 KiB pieces (2
+#     ranks), and plain MPI_Get of the same bytes in 128 KiB gets (the RMA
+#     ceiling of this MPI on this machine).
+#  2. epoch read with prefetch: once epoch e's prefetch is done, a C reader
+#     on node 0 reads its list through the shim (store + epoch cache)
+#     repeatedly for SECS; peer: the same list read on a 1-node store of the
+#     same pack (all local).  Also: the first pass right after the list is
+#     opened, while the service fetches e+1 beside it.
+#  3. remote-read latency: with --locality 1 (nothing prefetched), an
+#     unmodified reader on node 0 opens and reads files that only node 1
+#     holds (Unix socket to its service, MPI_Get from node 1's window) vs
+#     files node 0 holds.
+#   sh bench/exchange.sh [--quick] [RESULTS_DIR]
+set -eu
+. "$(dirname "$0")/benchlib.sh"
+if [ $QUICK = 1 ]; then NS=1024 SECS=0.2; else NS=8192 SECS=0.5; fi
+mkfiles "$W/src/s128k" $NS 131072
+# the 4 KiB files interleaved with the samples (s128k/fNNNNNNs), so that
+# every partition, and so every node, holds some
+mkfiles "$W/s4k" 256 4096
+i=0
+for f in "$W"/s4k/*; do
+	mv "$f" "$W/src/s128k/$(printf f%06ds $((i * NS / 256)))"
+	i=$((i + 1))
+done
+"$DSTAGE" pack -q --no-fsync -p 8 "$W/src" "$WS/pack"
+stage_nodes "$WS/pack" "$W/st" ex 2 -q
+stage_nodes "$WS/pack" "$W/st" ex1 1 -q
+JD=$(jobdir "$W/st" ex)
+J1=$(jobdir "$W/st" ex1)
+MNT=$(mount_prefix)
+# who holds what: before any service runs, a reader on node 0 can read
+# exactly the files node 0 holds (the others fail with EIO at once)
+(cd "$W/src" && find s128k -type f) >"$W/all"
+shim "$JD" 0 "$MNT" env DSTAGE_TIMEOUT=1 DSTAGE_LOG=error /usr/bin/python3 -c '
+import sys
+for l in open(sys.argv[1]):
+    p = l.strip()
+    try:
+        with open(sys.argv[2] + "/" + p, "rb") as f:
+            f.read()
+        print(p, 0)
+    except OSError:
+        print(p, 1)
+' "$W/all" "$MNT" >"$W/holders"
+say "$NS samples of 128 KiB on 2 nodes; $ROUNDS rounds"
+
+SERVE_PID=
+serve_start() { # serve options...
+	mpiexec.mpich -n 2 "$DSTAGE" serve --to "$W/st" --job ex --node-per-rank "$@" >"$W/serve.log" 2>&1 &
+	SERVE_PID=$!
+	_bgpids="$_bgpids $SERVE_PID"
+	k=0
+	while [ $k -lt 300 ]; do
+		up=0
+		for n in 0 1; do
+			grep -qs '^state=running' "$JD/$n/serve.status" && [ -S "$JD/$n/sock" ] && up=$((up + 1))
+		done
+		[ $up = 2 ] && return 0
+		kill -0 $SERVE_PID 2>/dev/null || break
+		sleep 0.1
+		k=$((k + 1))
+	done
+	cat "$W/serve.log" >&2
+	exit 1
+}
+serve_stop() {
+	"$DSTAGE" stop --to "$W/st" --job ex >/dev/null 2>&1 || :
+	wait $SERVE_PID || :
+	SERVE_PID=
+}
+sval() { sed -n "s/^$2=//p" "$JD/$1/serve.status"; }
+# stats counters of node K (struct ds_stats, 8-byte words; see t/helpers/serve-lib.sh)
+stat_val() {
+	case $2 in remote_reads) w=7 ;; cache_reads) w=5 ;; stalls) w=9 ;; esac
+	od -An -t u8 -j $((w * 8)) -N 8 "$JD/$1/stats" | tr -d ' '
+}
+prefetched() { # NODE EPOCH: the service has fetched all of EPOCH
+	pe=$(sval "$1" prefetch_epoch)
+	[ -n "$pe" ] || return 1
+	[ "$pe" -gt "$2" ] || { [ "$pe" = "$2" ] && [ "$(sval "$1" prefetch_done)" = "$(sval "$1" prefetch_total)" ]; }
+}
+wait_prefetched() {
+	k=0
+	until prefetched "$1" "$2"; do
+		k=$((k + 1))
+		[ $k -lt 1200 ] || { echo "bench: exchange: node $1 never fetched epoch $2" >&2; cat "$W/serve.log" >&2; exit 1; }
+		sleep 0.05
+	done
+}
+announce() { shim "$JD" "$1" "$MNT" cat "$MNT/.dstage/epochs/$2/all" >/dev/null; }
+# epoch.E=... field F of node K's serve.status
+efield() { sed -n "s/^epoch\.$2=//p" "$JD/$1/serve.status" | tr ' ' '\n' | sed -n "s/^$3=//p"; }
+
+# ---- 1. the exchange ---------------------------------------------------------
+serve_start --seed 11
+wait_prefetched 0 1
+wait_prefetched 1 1
+r=1
+while [ $r -le "$ROUNDS" ]; do
+	announce 0 $r
+	announce 1 $r
+	e=$((r + 1))
+	wait_prefetched 0 $e
+	wait_prefetched 1 $e
+	k=0
+	until [ -n "$(efield 0 $e fetch_s)" ] && [ -n "$(efield 1 $e fetch_s)" ]; do
+		k=$((k + 1)); [ $k -lt 100 ] || exit 1; sleep 0.05
+	done
+	b0=$(efield 0 $e moved_bytes) b1=$(efield 1 $e moved_bytes)
+	t0=$(efield 0 $e fetch_s) t1=$(efield 1 $e fetch_s)
+	awk -v a="$b0" -v b="$b1" -v s="$t0" -v t="$t1" 'BEGIN { m = s > t ? s : t; printf "%.0f %.6f %.1f\n", (a + b) / 2, m, (a + b) / 2 / m }' >>"$W/x.rma"
+	bytes=$(awk -v a="$b0" -v b="$b1" 'BEGIN { printf "%.0f", (a + b) / 2 / 131072 * 131072 }')
+	mpiexec.mpich -n 2 "$MPIBENCH" alltoallv "$bytes" 131072 1 | awk -v b="$bytes" '{ print b, $2, b / $2 }' >>"$W/x.a2a"
+	mpiexec.mpich -n 2 "$MPIBENCH" get "$bytes" 1 131072 | awk -v b="$bytes" '{ print b, $3, b / $3 }' >>"$W/x.get"
+	r=$((r + 1))
+done
+
+# ---- 2. reading an epoch with prefetch vs all local ----------------------------
+e0=$((ROUNDS + 1))
+r=0
+while [ $r -lt "$ROUNDS" ]; do
+	e=$((e0 + r))
+	wait_prefetched 0 $e
+	shim "$JD" 0 "$MNT" cat "$MNT/.dstage/epochs/$e/all" >"$W/list.$e"
+	# first pass: the service fetches e+1 beside it
+	shim "$JD" 0 "$MNT" "$READER" read "$MNT" "$W/list.$e" | awk '{ print $4, $5 }' >>"$W/o.first"
+	"$READER" read "$MNT" "$W/list.$e" >/dev/null 2>&1 || :
+	shim "$J1" 0 "$MNT" "$READER" read "$MNT" "$W/list.$e" | awk '{ print $4, $5 }' >>"$W/l.first"
+	wait_prefetched 0 $((e + 1))
+	rr0=$(stat_val 0 remote_reads) st0=$(stat_val 0 stalls)
+	shim "$JD" 0 "$MNT" "$READER" -t $SECS read "$MNT" "$W/list.$e" | awk '{ print $4, $5 }' >>"$W/o.read"
+	shim "$J1" 0 "$MNT" "$READER" -t $SECS read "$MNT" "$W/list.$e" | awk '{ print $4, $5 }' >>"$W/l.read"
+	rr1=$(stat_val 0 remote_reads) st1=$(stat_val 0 stalls)
+	echo "$((rr1 - rr0)) $((st1 - st0))" >>"$W/o.remote"
+	r=$((r + 1))
+done
+serve_stop
+
+# ---- 3. remote reads ---------------------------------------------------------
+awk '$2 == "1" && $1 ~ /s$/ { print $1 }' "$W/holders" >"$W/r4k"
+awk '$2 == "0" && $1 ~ /s$/ { print $1 }' "$W/holders" >"$W/l4k"
+awk '$2 == "1" && $1 ~ /[0-9]$/ { print $1 }' "$W/holders" | head -256 >"$W/r128k"
+awk '$2 == "0" && $1 ~ /[0-9]$/ { print $1 }' "$W/holders" | head -256 >"$W/l128k"
+for f in r4k l4k r128k l128k; do
+	[ -s "$W/$f" ] || { echo "bench: exchange: no file in $f (placement?)" >&2; exit 1; }
+done
+serve_start --seed 11 --locality 1
+r=0
+rr0=$(stat_val 0 remote_reads)
+while [ $r -lt "$ROUNDS" ]; do
+	for f in r4k l4k r128k l128k; do
+		shim "$JD" 0 "$MNT" "$READER" -t $SECS read "$MNT" "$W/$f" | awk '{ print $4, $5 }' >>"$W/lat.$f"
+	done
+	r=$((r + 1))
+done
+rr1=$(stat_val 0 remote_reads)
+serve_stop
+
+# ---- the rows ------------------------------------------------------------------
+col() { awk -v c="$2" '{ print $c }' "$1" | median; }
+xb=$(col "$W/x.rma" 1) xr=$(col "$W/x.rma" 3) xt=$(col "$W/x.rma" 2)
+ar=$(col "$W/x.a2a" 3) at=$(col "$W/x.a2a" 2)
+gr=$(col "$W/x.get" 3) gt=$(col "$W/x.get" 2)
+mib=$(awk -v b="$xb" 'BEGIN { printf "%.0f", b / 1048576 }')
+row "epoch exchange, 2 nodes, $mib MiB per node in 128 KiB samples: dstage serve (MPI_Get) vs MPI_Alltoallv" \
+	"$(fmt_bps "$xr") per node ($(fmt_s "$xt"))" "Alltoallv $(fmt_bps "$ar") ($(fmt_s "$at"))" "$(ratio "$xr" "$ar")" ">= 0.8" "#5"
+row "epoch exchange vs plain MPI_Get of the same bytes in 128 KiB gets (the RMA ceiling here)" \
+	"$(fmt_bps "$xr") per node" "MPI_Get $(fmt_bps "$gr") ($(fmt_s "$gt"))" "$(ratio "$xr" "$gr")" "-"
+of=$(col "$W/o.read" 1) ob=$(col "$W/o.read" 2) lf=$(col "$W/l.read" 1) lb=$(col "$W/l.read" 2)
+row "epoch read after prefetch (128 KiB samples, node 0's list, cache + store) vs all-local store" \
+	"$(fmt_rate "$of" files) ($(fmt_bps "$ob"))" "all-local $(fmt_rate "$lf" files) ($(fmt_bps "$lb"))" "$(ratio "$of" "$lf")" ">= 0.95" "#5"
+of1=$(col "$W/o.first" 1) lf1=$(col "$W/l.first" 1)
+row "epoch read, first pass, while the next epoch is fetched beside it (2 cores shared)" \
+	"$(fmt_rate "$of1" files)" "all-local $(fmt_rate "$lf1" files)" "$(ratio "$of1" "$lf1")" "-"
+for s in 4k 128k; do
+	rf=$(col "$W/lat.r$s" 1) lf=$(col "$W/lat.l$s" 1) rb=$(col "$W/lat.r$s" 2)
+	rl=$(awk -v f="$rf" 'BEGIN { print 1 / f }') ll=$(awk -v f="$lf" 'BEGIN { print 1 / f }')
+	row "remote read of a $(echo $s | sed 's/k/ KiB/') file (open+read+close via the node service) vs a local one" \
+		"$(fmt_s "$rl") per file ($(fmt_bps "$rb"))" "local $(fmt_s "$ll")" "$(ratio "$rf" "$lf")" "-"
+done
+remote=$(awk '{ s += $1 } END { print s }' "$W/o.remote") stalls=$(awk '{ s += $2 } END { print s }' "$W/o.remote")
+{
+	echo "exchange_bytes_per_node $xb"
+	echo "exchange_rate $xr"
+	echo "alltoallv_rate $ar"
+	echo "get_rate $gr"
+	echo "remote_latency_4k $(awk -v f="$(col "$W/lat.r4k" 1)" 'BEGIN { print 1 / f }')"
+} >"$RES/exchange.dat"
+note "Exchange: $NS samples of 128 KiB + 256 of 4 KiB, 2 simulated nodes, seed 11, global shuffle; per round both nodes open their epoch-r list and both services fetch epoch r+1 (figures from serve.status: moved_bytes, fetch_s, the slower node's time); then one MPI_Alltoallv and one run of 128 KiB MPI_Gets of the same bytes per rank (2 ranks).  Epoch reads: after the prefetch of e (and of e+1) is done, node 0's list of e read repeatedly for ${SECS}s through the shim; the shim's counters saw $remote remote reads and $stalls stalls during these reads.  Remote reads: serve --locality 1 (no prefetch), $(wc -l <"$W/r4k") 4 KiB and $(wc -l <"$W/r128k") 128 KiB files held only by node 1, read from node 0 ($((rr1 - rr0)) remote reads counted).  Medians of $ROUNDS rounds."
