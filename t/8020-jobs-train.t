@@ -216,5 +216,17 @@ test_expect_success 'scancel during training: the trap stops the service and rem
 	nothing_left
 '
 
+# train.sbatch asks for TERM 120 s before the time limit (#SBATCH
+# --signal=B:TERM@120): with --time=1 it comes at once, while steps can
+# still start, so the stores are removed by the clean step on every node
+test_expect_success 'the time limit draws near: TERM, the training ends, every node cleaned by the step' '
+	DSTAGE_PACK=$TRASH/pack submit t8.out --time=1 "$JOBS/train.sbatch" sleep 300
+	rc=$?
+	echo "exit $rc" && test $rc = 143 &&
+	grep -q "got SIGTERM" t8.out &&
+	! grep -q "dstage clean as a job step failed" t8.out &&
+	grep -q "node stores removed" t8.out && nothing_left
+'
+
 test_expect_success 'the queue is empty' 'slurm_wait_idle 20'
 test_done
