@@ -9,8 +9,9 @@
 # /dev/shm for "node-local" data, BENCH_SHARED on /var/tmp for the "shared
 # file system"); run alone, a script makes and removes its own.
 top=$(cd "$(dirname "$0")/.." && pwd)
-DSTAGE="$top/build/bin/dstage"
-PRELOAD="$top/build/lib/libdstage-preload.so"
+# run.sh hands us a snapshot of the build (BENCH_DSTAGE, BENCH_PRELOAD)
+DSTAGE=${BENCH_DSTAGE:-$top/build/bin/dstage}
+PRELOAD=${BENCH_PRELOAD:-$top/build/lib/libdstage-preload.so}
 [ -x "$DSTAGE" ] && [ -f "$PRELOAD" ] || { echo "bench: run make first" >&2; exit 1; }
 
 QUICK=0

@@ -11,7 +11,7 @@
 set -eu
 . "$(dirname "$0")/benchlib.sh"
 PY=/usr/bin/python3
-if [ $QUICK = 1 ]; then NF=10000 SUB=10 SECS=0.1; else NF=50000 SUB=100 SECS=0.5; fi
+if [ $QUICK = 1 ]; then NF=5000 SUB=10 SECS=0.1; else NF=50000 SUB=100 SECS=0.5; fi
 NDIR=$((NF / 100))
 say "$NF files of 4 KiB in $NDIR directories; a walk of $((20 * SUB * 100)) files; $ROUNDS rounds"
 i=0
