@@ -55,10 +55,11 @@ void ds_manifest_release(struct ds_manifest *m);
 /* Path of partition `part` ("OUT/part-00003.h5"), malloc'd. */
 char *ds_part_path(const char *packdir, uint32_t part);
 /* Where partition part's payload lies inside its file: byte offset and
- * length of the contiguous payload dataset (H5Dget_offset), checked against
- * the file size and the manifest's partition size.  Stage then reads the
- * bytes with plain pread, without HDF5.  Returns 0 or a negative code (and
- * logs why). */
+ * length of the contiguous payload dataset (what H5Dget_offset gave at pack
+ * time, recorded in the file's CRC-protected seal), checked against the file
+ * size, the pack_id and the manifest's partition size.  Stage then reads the
+ * bytes with plain pread; no HDF5 call parses the file.  Returns 0 or a
+ * negative code (and logs why). */
 int ds_part_locate(const char *packdir, uint32_t part, const struct ds_manifest *m,
                    uint64_t *offset, uint64_t *len);
 

@@ -4,6 +4,9 @@
 #include "pack_int.h"
 
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define HOST_BIG_ENDIAN (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
 
@@ -171,8 +174,17 @@ static void decode(const struct field *f, size_t nf, const void *raw, uint64_t n
 	}
 }
 
+/* The seal's bounds checks use the packed sizes: they must be the tables'. */
+static void check_sizes(void)
+{
+	if (disk_size(row_fields, NFIELDS(row_fields)) != DS__ROW_BYTES ||
+	    disk_size(prow_fields, NFIELDS(prow_fields)) != DS__PROW_BYTES)
+		abort();
+}
+
 void *ds__rows_encode(const struct ds__row *rows, uint64_t n, size_t *len)
 {
+	check_sizes();
 	return encode(row_fields, NFIELDS(row_fields), rows, sizeof(*rows), n, len);
 }
 
@@ -183,6 +195,7 @@ void *ds__prows_encode(const struct ds__prow *rows, uint64_t n, size_t *len)
 
 void ds__rows_decode(const void *raw, uint64_t n, struct ds__row *rows)
 {
+	check_sizes();
 	decode(row_fields, NFIELDS(row_fields), raw, n, rows, sizeof(*rows));
 }
 
@@ -363,18 +376,92 @@ hid_t ds__h5_open_file(const char *path)
 	return f;
 }
 
-hid_t ds__h5_open_image(const void *buf, size_t len)
+/* ---- HDF5's view of a pack file ------------------------------------------ */
+static int attr_is(hid_t f, const char *path, const char *name, uint64_t want)
 {
-	ds__h5_quiet();
-	hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-	hid_t f = H5I_INVALID_HID;
-	/* the core driver over a copy of the image; nothing touches the disk */
-	if (fapl >= 0 && H5Pset_fapl_core(fapl, 1 << 20, 0) >= 0 &&
-	    H5Pset_file_image(fapl, (void *)buf, len) >= 0)
-		f = H5Fopen("dstage-image", H5F_ACC_RDONLY, fapl);
-	if (fapl >= 0)
-		H5Pclose(fapl);
-	return f;
+	uint64_t v;
+	if (ds__h5_read_attr_u64(f, name, &v) || v != want) {
+		ds_error("'%s': HDF5 attribute '%s' differs from the seal", path, name);
+		return 0;
+	}
+	return 1;
+}
+
+static int str_attr_is(hid_t f, const char *path, const char *name, const char *want)
+{
+	char s[64];
+	if (ds__h5_read_attr_str(f, name, s, sizeof(s)) || strcmp(s, want)) {
+		ds_error("'%s': HDF5 attribute '%s' is not '%s'", path, name, want);
+		return 0;
+	}
+	return 1;
+}
+
+/* Dataset name: exactly type t, n elements, its data at offset off. */
+static int dataset_is(hid_t f, const char *path, const char *name, hid_t t, uint64_t n, uint64_t off)
+{
+	hid_t d, dt = H5I_INVALID_HID;
+	uint64_t dn;
+	struct stat st;
+	int ok = stat(path, &st) == 0 && !ds__h5_open_1d(f, name, (uint64_t)st.st_size, &d, &dn, NULL);
+	if (ok) {
+		dt = H5Dget_type(d);
+		ok = t >= 0 && dt >= 0 && H5Tequal(dt, t) > 0 && dn == n && (!n || H5Dget_offset(d) == off);
+		if (dt >= 0)
+			H5Tclose(dt);
+		H5Dclose(d);
+	}
+	if (!ok)
+		ds_error("'%s': HDF5 dataset '%s' differs from the seal", path, name);
+	return ok;
+}
+
+static int crosscheck(const char *path, const struct ds__seal *s)
+{
+	int index = s->part == UINT32_MAX;
+	hid_t f = ds__h5_open_file(path);
+	if (f < 0) {
+		ds_error("'%s': not readable as HDF5", path);
+		return 0;
+	}
+	hid_t rt = ds__h5_row_type(), pt = ds__h5_prow_type();
+	int ok = str_attr_is(f, path, "format", index ? DS__PACK_FORMAT : DS__PART_FORMAT) &&
+	         str_attr_is(f, path, "checksum", DS__CHECKSUM) &&
+	         attr_is(f, path, "version", DS__PACK_VERSION) && attr_is(f, path, "pack_id", s->pack_id) &&
+	         attr_is(f, path, "nparts", s->nparts) &&
+	         dataset_is(f, path, "entries", rt, s->nentries, s->entries_off) &&
+	         dataset_is(f, path, "strings", H5T_STD_U8LE, s->strings_len, s->strings_off);
+	if (ok && index)
+		ok = dataset_is(f, path, "partitions", pt, s->nparts_rows, s->parts_off);
+	else if (ok)
+		ok = attr_is(f, path, "part", s->part) && attr_is(f, path, "replicated", s->flags & 1) &&
+		     dataset_is(f, path, "payload", H5T_STD_U8LE, s->payload_len, s->payload_off);
+	H5Tclose(rt);
+	H5Tclose(pt);
+	H5Fclose(f);
+	return ok;
+}
+
+int ds__h5_crosscheck(const char *path, const struct ds__seal *s)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		ds_error("'%s': cannot check it with HDF5: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (pid == 0)
+		_exit(crosscheck(path, s) ? 0 : 1);
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (WIFSIGNALED(status)) {
+		ds_error("'%s': the HDF5 library crashed reading it (signal %d): damaged or crafted",
+		         path, WTERMSIG(status));
+		return -DS_ECORRUPT;
+	}
+	return WEXITSTATUS(status) ? -DS_ECORRUPT : 0;
 }
 
 /* ---- writing ------------------------------------------------------------ */

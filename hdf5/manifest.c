@@ -143,42 +143,24 @@ int ds__target_check(const char *link, const char *target, size_t len, const cha
 }
 
 /* ---- tables ------------------------------------------------------------- */
-/* Is the dataset's type exactly `want`?  Anything else is refused: a table
- * is then read with its own type, so HDF5 converts nothing (its compound
- * conversion is not safe against crafted types). */
-static int type_is(hid_t d, hid_t want)
+/* len bytes at off of the source into a new buffer (the seal's checks put
+ * [off, off + len) inside the file). */
+static int src_read(const struct ds__src *src, uint64_t off, uint64_t len, void **out)
 {
-	hid_t t = H5Dget_type(d);
-	int ok = t >= 0 && want >= 0 && H5Tequal(t, want) > 0;
-	if (t >= 0)
-		H5Tclose(t);
-	return ok;
-}
-
-/* Read a whole 1-D dataset of n elements of type t (its own) as raw bytes. */
-static int read_raw(hid_t d, hid_t t, uint64_t n, void **out)
-{
-	size_t size = H5Tget_size(t);
-	void *buf = ds_xmalloc(n * size + 1);
-	if (n && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+	char *buf = ds_xmalloc(len + 1);
+	int rc = 0;
+	if (src->fd >= 0)
+		rc = ds_pread_full(src->fd, buf, len, (off_t)off);
+	else if (off > src->len || len > src->len - off)
+		rc = -DS_ECORRUPT;
+	else
+		memcpy(buf, src->buf + off, len);
+	if (rc) {
 		free(buf);
-		return -DS_ECORRUPT;
+		return rc;
 	}
 	*out = buf;
 	return 0;
-}
-
-/* Open table `name`, check its type is exactly t, read and decode it. */
-static int read_table(hid_t file, uint64_t file_len, const char *name, hid_t t, uint64_t *n,
-                      void **raw)
-{
-	hid_t d;
-	int rc = ds__h5_open_1d(file, name, file_len, &d, n, NULL);
-	if (rc)
-		return rc;
-	rc = type_is(d, t) ? read_raw(d, t, *n, raw) : -DS_ECORRUPT;
-	H5Dclose(d);
-	return rc;
 }
 
 void ds__table_release(struct ds__table *t)
@@ -188,35 +170,26 @@ void ds__table_release(struct ds__table *t)
 	t->n = t->pool_len = 0;
 }
 
-int ds__table_read(hid_t file, uint64_t file_len, const char *what, struct ds__table *t)
+int ds__table_read(const struct ds__src *src, const struct ds__seal *s, const char *what,
+                   struct ds__table *t)
 {
-	hid_t rt = ds__h5_row_type();
 	void *raw = NULL;
 	int rc;
 	memset(t, 0, sizeof(*t));
-	if ((rc = read_table(file, file_len, "entries", rt, &t->n, &raw))) {
-		ds_error("'%s': dataset 'entries' missing or malformed", what);
-		goto out;
-	}
-	if (t->n > DS__MAX_ENTRIES) {
-		ds_error("'%s': %llu entries, more than dstage supports", what, (unsigned long long)t->n);
-		rc = -DS_ECORRUPT;
-		goto out;
+	t->n = s->nentries;
+	t->pool_len = s->strings_len;
+	if ((rc = src_read(src, s->entries_off, t->n * DS__ROW_BYTES, &raw)) ||
+	    (rc = src_read(src, s->strings_off, t->pool_len, (void **)&t->pool))) {
+		ds_error("'%s': cannot read the entries table: %s", what, ds_strerror(rc));
+		free(raw);
+		ds__table_release(t);
+		return rc;
 	}
 	t->rows = ds_xmalloc(t->n * sizeof(*t->rows) + 1);
 	ds__rows_decode(raw, t->n, t->rows);
-	if ((rc = read_table(file, file_len, "strings", H5T_STD_U8LE, &t->pool_len, (void **)&t->pool))) {
-		ds_error("'%s': dataset 'strings' missing or malformed", what);
-		goto out;
-	}
 	t->pool[t->pool_len] = '\0';
-out:
 	free(raw);
-	if (rt >= 0)
-		H5Tclose(rt);
-	if (rc)
-		ds__table_release(t);
-	return rc;
+	return 0;
 }
 
 /* ---- manifest validation ------------------------------------------------ */
@@ -401,28 +374,20 @@ static int build_entries(struct check *c)
 	return 0;
 }
 
-static int read_partitions(hid_t file, uint64_t file_len, const char *what, struct ds_manifest *m)
+static int read_partitions(const struct ds__src *src, const struct ds__seal *s, const char *what,
+                           struct ds_manifest *m)
 {
-	hid_t pt = ds__h5_prow_type();
-	uint64_t n;
-	void *raw = NULL;
-	int rc = read_table(file, file_len, "partitions", pt, &n, &raw);
-	if (pt >= 0)
-		H5Tclose(pt);
+	void *raw;
+	int rc = src_read(src, s->parts_off, (uint64_t)s->nparts * DS__PROW_BYTES, &raw);
 	if (rc) {
-		ds_error("'%s': dataset 'partitions' missing or malformed", what);
-		return -DS_ECORRUPT;
+		ds_error("'%s': cannot read the partitions table: %s", what, ds_strerror(rc));
+		return rc;
 	}
-	if (n != m->nparts) {
-		ds_error("'%s': %llu partitions listed, attribute nparts says %u", what,
-		         (unsigned long long)n, m->nparts);
-		free(raw);
-		return -DS_ECORRUPT;
-	}
-	struct ds__prow *rows = ds_xmalloc((n + 1) * sizeof(*rows));
-	ds__prows_decode(raw, n, rows);
-	m->parts = ds_xcalloc(n + 1, sizeof(*m->parts));
-	for (uint64_t i = 0; i < n; i++) {
+	struct ds__prow *rows = ds_xmalloc(((size_t)s->nparts + 1) * sizeof(*rows));
+	ds__prows_decode(raw, s->nparts, rows);
+	m->nparts = s->nparts;
+	m->parts = ds_xcalloc((size_t)s->nparts + 1, sizeof(*m->parts));
+	for (uint32_t i = 0; i < s->nparts; i++) {
 		m->parts[i].size = rows[i].size;
 		m->parts[i].nfiles = rows[i].nfiles;
 		m->parts[i].replicated = rows[i].replicated != 0;
@@ -432,47 +397,20 @@ static int read_partitions(hid_t file, uint64_t file_len, const char *what, stru
 	return 0;
 }
 
-/* Root attributes: format, version, checksum, nparts, pack_id. */
-static int read_root_attrs(hid_t file, const char *what, struct ds_manifest *m)
-{
-	char s[64];
-	uint64_t v;
-	if (ds__h5_read_attr_str(file, "format", s, sizeof(s)) || strcmp(s, DS__PACK_FORMAT)) {
-		ds_error("'%s': not a dstage pack (attribute 'format')", what);
-		return -DS_EFORMAT;
-	}
-	if (ds__h5_read_attr_u64(file, "version", &v) || v != DS__PACK_VERSION) {
-		ds_error("'%s': pack format version not supported (this dstage reads version %u)", what,
-		         DS__PACK_VERSION);
-		return -DS_EFORMAT;
-	}
-	if (ds__h5_read_attr_str(file, "checksum", s, sizeof(s)) || strcmp(s, DS__CHECKSUM)) {
-		ds_error("'%s': unknown checksum (attribute 'checksum')", what);
-		return -DS_EFORMAT;
-	}
-	if (ds__h5_read_attr_u64(file, "nparts", &v) || v > DS__MAX_PARTS) {
-		ds_error("'%s': attribute 'nparts' missing or out of range", what);
-		return -DS_ECORRUPT;
-	}
-	m->nparts = (uint32_t)v;
-	if (ds__h5_read_attr_u64(file, "pack_id", &m->pack_id)) {
-		ds_error("'%s': attribute 'pack_id' missing", what);
-		return -DS_ECORRUPT;
-	}
-	return 0;
-}
-
-static int manifest_from_file(hid_t file, uint64_t file_len, const char *what, struct ds_manifest *m)
+/* Build and validate a manifest from index.h5's tables. */
+static int manifest_from(const struct ds__src *src, const struct ds__seal *s, const char *what,
+                         struct ds_manifest *m)
 {
 	struct ds__table t;
 	int rc;
 	memset(m, 0, sizeof(*m));
-	if ((rc = read_root_attrs(file, what, m)) || (rc = read_partitions(file, file_len, what, m)))
+	m->pack_id = s->pack_id;
+	if ((rc = read_partitions(src, s, what, m)))
 		goto fail;
-	if ((rc = ds__table_read(file, file_len, what, &t)))
+	if ((rc = ds__table_read(src, s, what, &t)))
 		goto fail;
 	struct check c = {.what = what, .t = &t, .m = m};
-	c.nfiles = ds_xcalloc(m->nparts + 1, sizeof(*c.nfiles));
+	c.nfiles = ds_xcalloc((size_t)m->nparts + 1, sizeof(*c.nfiles));
 	rc = build_entries(&c);
 	free(c.nfiles);
 	free(c.dirstack);
@@ -487,18 +425,10 @@ fail:
 int ds_manifest_read_image(const void *buf, size_t len, const char *what, struct ds_manifest *m)
 {
 	struct ds__seal seal;
+	struct ds__src src = {-1, buf, len};
 	memset(m, 0, sizeof(*m));
 	int rc = ds__seal_check_buf(buf, len, what, DS__SEAL_PACK_MAGIC, &seal);
-	if (rc)
-		return rc;
-	hid_t f = ds__h5_open_image(buf, len);
-	if (f < 0) {
-		ds_error("'%s': not readable as HDF5", what);
-		return -DS_ECORRUPT;
-	}
-	rc = manifest_from_file(f, len, what, m);
-	H5Fclose(f);
-	return rc;
+	return rc ? rc : manifest_from(&src, &seal, what, m);
 }
 
 int ds_manifest_read(const char *packdir, struct ds_manifest *m)
@@ -511,21 +441,13 @@ int ds_manifest_read(const char *packdir, struct ds_manifest *m)
 	if (fd < 0) {
 		rc = -errno;
 		ds_error("'%s': %s", path, strerror(errno));
-		goto out;
+	} else {
+		struct ds__src src = {fd, NULL, 0};
+		rc = ds__seal_check_fd(fd, path, DS__SEAL_PACK_MAGIC, &seal);
+		if (!rc)
+			rc = manifest_from(&src, &seal, path, m);
+		close(fd);
 	}
-	rc = ds__seal_check_fd(fd, path, DS__SEAL_PACK_MAGIC, &seal);
-	close(fd);
-	if (rc)
-		goto out;
-	hid_t f = ds__h5_open_file(path);
-	if (f < 0) {
-		ds_error("'%s': not readable as HDF5", path);
-		rc = -DS_ECORRUPT;
-		goto out;
-	}
-	rc = manifest_from_file(f, seal.file_size, path, m);
-	H5Fclose(f);
-out:
 	free(path);
 	return rc;
 }

@@ -68,6 +68,8 @@ struct ds__table {
 	uint64_t pool_len;
 };
 
+struct ds__seal;
+
 /* ---- HDF5 helpers (h5util.c) -------------------------------------------- */
 /* Once per process: no automatic printing of HDF5's error stack (we name the
  * problem ourselves). */
@@ -119,44 +121,73 @@ int ds__h5_skeleton(const char *path, int (*attrs)(hid_t f, const void *ctx), co
                     struct ds__h5_ds *ds, size_t nds);
 int ds__h5_close(hid_t f);
 int ds__h5_broken(void);
-/* Open an HDF5 file read-only from disk or from an in-memory image. */
+/* Open an HDF5 file read-only. */
 hid_t ds__h5_open_file(const char *path);
-hid_t ds__h5_open_image(const void *buf, size_t len);
+/* Does HDF5's view of a pack file agree with its seal (attributes, the
+ * datasets' types, sizes and offsets)?  Runs HDF5 in a child process, so a
+ * crafted file that crashes the library is reported, not fatal.  0 or
+ * -DS_ECORRUPT (logged). */
+int ds__h5_crosscheck(const char *path, const struct ds__seal *s);
 
 /* ---- the seal (seal.c) -------------------------------------------------- */
-/* Every file of a pack starts with a 4 KiB HDF5 user block (HDF5 and h5py skip
- * it).  Its first 64 bytes, little-endian:
- *     0  char[16] magic "dstage-pack\n" or "dstage-part\n", zero padded
- *    16  u32 seal version (1)          20  u32 user block size (4096)
- *    24  u64 file size                 32  u64 payload offset (0 in index.h5)
- *    40  u64 payload length            48  u32 CRC-32C of every byte after
- *        the user block except the payload (all that HDF5 parses)
- *    52  u32 CRC-32C of bytes 0..51    56  zero
- * A reader checks it before HDF5 parses anything: truncation and flipped
- * bits become a clear error instead of a crash in the HDF5 library. */
+/* Every file of a pack starts with a 4 KiB HDF5 user block (HDF5 and h5py
+ * skip it).  Its first 128 bytes, little-endian, are the seal: what dstage
+ * reads instead of parsing HDF5 (see seal.c for why).
+ *     0  char[16] magic "dstage-pack\n" (index.h5) or "dstage-part\n"
+ *    16  u32 seal version (1)   20 u32 user block size (4096)
+ *    24  u32 bytes used (128)   28 u32 partition number (index.h5: 0xffffffff)
+ *    32  u64 file size          40 u64 pack_id
+ *    48  u64 entries offset     56 u64 entries rows
+ *    64  u64 strings offset     72 u64 strings bytes
+ *    80  u64 partitions offset  88 u64 partitions rows (index.h5 only)
+ *    96  u64 payload offset    104 u64 payload bytes (partitions only)
+ *   112  u32 nparts            116 u32 flags (partitions: 1 = replicated)
+ *   120  u32 CRC-32C of every byte after the user block except the payload
+ *   124  u32 CRC-32C of bytes 0..123
+ * Offsets are from the start of the file; a table with 0 rows has offset 0. */
 #define DS__SEAL_SIZE 4096u
-#define DS__SEAL_USED 64u
+#define DS__SEAL_USED 128u
 #define DS__SEAL_PACK_MAGIC "dstage-pack\n"
 #define DS__SEAL_PART_MAGIC "dstage-part\n"
+#define DS__ROW_BYTES 70u  /* a packed "entries" row */
+#define DS__PROW_BYTES 13u /* a packed "partitions" row */
 
 struct ds__seal {
-	uint64_t file_size, payload_off, payload_len;
+	uint64_t file_size, pack_id;
+	uint64_t entries_off, nentries;
+	uint64_t strings_off, strings_len;
+	uint64_t parts_off, nparts_rows;
+	uint64_t payload_off, payload_len;
+	uint32_t part, nparts, flags;
 	uint32_t meta_crc;
 };
 
-/* Write the seal of a closed HDF5 file open as fd (payload range given). */
-int ds__seal_write(int fd, const char *magic, uint64_t payload_off, uint64_t payload_len);
-/* Check the seal of a file / an image; log why not with `what` as subject.
+/* Write the seal s (file_size and meta_crc are filled in) into fd, a file
+ * HDF5 has closed and whose tables and payload are written. */
+int ds__seal_write(int fd, const char *magic, struct ds__seal *s);
+/* Check the seal of a file / an image: header, directory bounds, the CRC
+ * of the tables and HDF5 structure; log why not with `what` as subject.
  * Returns 0, -DS_ECORRUPT, -DS_EFORMAT or -errno. */
 int ds__seal_check_fd(int fd, const char *what, const char *magic, struct ds__seal *s);
 int ds__seal_check_buf(const void *buf, size_t len, const char *what, const char *magic,
                        struct ds__seal *s);
-/* Fill in the seal of an image in place (the fuzzer uses it to get past the
- * CRC gate into the HDF5 parser and our validation). */
+/* Raw encode/decode, no checks (tests and the fuzzer build seals with it). */
+void ds__seal_encode(unsigned char h[DS__SEAL_USED], const char *magic, const struct ds__seal *s);
+void ds__seal_decode(const unsigned char h[DS__SEAL_USED], struct ds__seal *s);
+/* Make an image's seal match its bytes (size, CRCs), keeping its directory:
+ * the fuzzer uses it to get past the CRC into the table decoding. */
 void ds__seal_fixup_buf(void *buf, size_t len, const char *magic);
 
 /* ---- tables and manifest (manifest.c) ----------------------------------- */
-int ds__table_read(hid_t file, uint64_t file_len, const char *what, struct ds__table *t);
+/* Bytes of a pack file: an open descriptor, or an image in memory. */
+struct ds__src {
+	int fd;            /* -1: use buf */
+	const char *buf;
+	size_t len;
+};
+/* The entries table and string pool where seal s says they are. */
+int ds__table_read(const struct ds__src *src, const struct ds__seal *s, const char *what,
+                   struct ds__table *t);
 void ds__table_release(struct ds__table *t);
 /* Check a symlink target: valid names (else -DS_ENAME), relative and
  * lexically inside the tree when resolved from the directory of the link
@@ -172,11 +203,12 @@ struct ds__part {
 	uint32_t part;
 	uint64_t base, len; /* payload: file bytes [base, base+len) */
 	char *path;
+	struct ds__seal seal;
 };
 
-/* Check and open partition `part` of the pack at packdir: the seal, the
- * HDF5 structure (format, pack_id, part number, payload dataset), the size.
- * When table != NULL, also read the partition's own entries table. */
+/* Check and open partition `part` of the pack at packdir: its seal (part
+ * number, pack_id, payload size as the manifest says).  When table != NULL,
+ * also read the partition's own entries table.  No HDF5 involved. */
 int ds__part_open(const char *packdir, uint32_t part, const struct ds_manifest *m,
                   struct ds__part *p, struct ds__table *table);
 void ds__part_close(struct ds__part *p);

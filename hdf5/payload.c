@@ -15,69 +15,36 @@
 
 const char ds__zeros[DS__ZEROS];
 
-/* Root attributes of a partition: format, version, part, pack_id. */
-static int part_attrs_ok(hid_t f, const char *what, uint32_t part, const struct ds_manifest *m)
+/* Does the partition's seal agree with the manifest? */
+static int part_seal_ok(const struct ds__seal *s, const char *what, uint32_t part,
+                        const struct ds_manifest *m)
 {
-	char s[64];
-	uint64_t v;
-	if (ds__h5_read_attr_str(f, "format", s, sizeof(s)) || strcmp(s, DS__PART_FORMAT)) {
-		ds_error("'%s': not a dstage partition (attribute 'format')", what);
-		return -DS_EFORMAT;
-	}
-	if (ds__h5_read_attr_u64(f, "version", &v) || v != DS__PACK_VERSION) {
-		ds_error("'%s': partition format version not supported", what);
-		return -DS_EFORMAT;
-	}
-	if (ds__h5_read_attr_u64(f, "part", &v) || v != part) {
-		ds_error("'%s': holds another partition (attribute 'part')", what);
+	const struct ds_mpart *mp = &m->parts[part];
+	if (s->part != part) {
+		ds_error("'%s': holds partition %u, not %u", what, s->part, part);
 		return -DS_ECORRUPT;
 	}
-	if (ds__h5_read_attr_u64(f, "pack_id", &v) || v != m->pack_id) {
-		ds_error("'%s': belongs to another pack (attribute 'pack_id')", what);
+	if (s->pack_id != m->pack_id || s->nparts != m->nparts) {
+		ds_error("'%s': belongs to another pack (pack_id)", what);
 		return -DS_ECORRUPT;
 	}
-	return 0;
-}
-
-/* The payload dataset: 1-D bytes, contiguous, the size the manifest says, at
- * the place the seal says. */
-static int payload_ok(hid_t f, const char *what, const struct ds__seal *seal, uint64_t want,
-                      struct ds__part *p)
-{
-	hid_t d;
-	uint64_t n;
-	size_t tsize;
-	int rc = ds__h5_open_1d(f, "payload", seal->file_size, &d, &n, &tsize);
-	if (!rc && tsize != 1) {
-		H5Dclose(d);
-		rc = -DS_ECORRUPT;
-	}
-	if (rc) {
-		ds_error("'%s': dataset 'payload' missing or malformed", what);
-		return -DS_ECORRUPT;
-	}
-	/* H5Dget_offset of an empty dataset is undefined (HDF5 1.10 even adds
-	 * the user block size to HADDR_UNDEF): only ask when there are bytes. */
-	haddr_t off = n ? H5Dget_offset(d) : 0;
-	H5Dclose(d);
-	if (n != want) {
+	if (s->payload_len != mp->size) {
 		ds_error("'%s': payload of %llu bytes, the manifest says %llu", what,
-		         (unsigned long long)n, (unsigned long long)want);
+		         (unsigned long long)s->payload_len, (unsigned long long)mp->size);
 		return -DS_ECORRUPT;
 	}
-	if (n && (off == HADDR_UNDEF || off != seal->payload_off || n != seal->payload_len)) {
-		ds_error("'%s': payload not where its seal says", what);
+	if (s->nentries != mp->nfiles || !(s->flags & 1) != !mp->replicated) {
+		ds_error("'%s': its table lists %llu files%s, the manifest %u%s", what,
+		         (unsigned long long)s->nentries, s->flags & 1 ? " (replicated)" : "",
+		         mp->nfiles, mp->replicated ? " (replicated)" : "");
 		return -DS_ECORRUPT;
 	}
-	p->base = n ? off : 0;
-	p->len = n;
 	return 0;
 }
 
 int ds__part_open(const char *packdir, uint32_t part, const struct ds_manifest *m,
                   struct ds__part *p, struct ds__table *table)
 {
-	struct ds__seal seal;
 	int rc;
 	memset(p, 0, sizeof(*p));
 	p->fd = -1;
@@ -93,22 +60,17 @@ int ds__part_open(const char *packdir, uint32_t part, const struct ds_manifest *
 		ds_error("'%s': %s", p->path, strerror(errno));
 		goto fail;
 	}
-	if ((rc = ds__seal_check_fd(p->fd, p->path, DS__SEAL_PART_MAGIC, &seal)))
+	if ((rc = ds__seal_check_fd(p->fd, p->path, DS__SEAL_PART_MAGIC, &p->seal)) ||
+	    (rc = part_seal_ok(&p->seal, p->path, part, m)))
 		goto fail;
-	hid_t f = ds__h5_open_file(p->path);
-	if (f < 0) {
-		ds_error("'%s': not readable as HDF5", p->path);
-		rc = -DS_ECORRUPT;
-		goto fail;
+	p->base = p->seal.payload_len ? p->seal.payload_off : 0;
+	p->len = p->seal.payload_len;
+	if (table) {
+		struct ds__src src = {p->fd, NULL, 0};
+		if ((rc = ds__table_read(&src, &p->seal, p->path, table)))
+			goto fail;
 	}
-	rc = part_attrs_ok(f, p->path, part, m);
-	if (!rc)
-		rc = payload_ok(f, p->path, &seal, m->parts[part].size, p);
-	if (!rc && table)
-		rc = ds__table_read(f, seal.file_size, p->path, table);
-	H5Fclose(f);
-	if (!rc)
-		return 0;
+	return 0;
 fail:
 	ds__part_close(p);
 	return rc;

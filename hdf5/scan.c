@@ -359,6 +359,8 @@ static int scan_list(struct scan *s)
 		memcpy(s->path, line, len + 1);
 		s->len = len;
 		const char *slash = strrchr(line, '/');
+		if (excluded(s, slash ? slash + 1 : line))
+			continue; /* and its parents do not come along for it */
 		if (!(rc = add_parents(s, prev, prevlen)))
 			rc = visit(s, s->o->srcfd, s->path, slash ? slash + 1 : line, 0);
 		else if (rc == 1)

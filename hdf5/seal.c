@@ -1,7 +1,13 @@
-/* seal.c: the seal in the user block of every pack file (layout in
- * pack_int.h and README.md).  HDF5 1.10 is not hardened against corrupt
- * files; checking a CRC over every byte it will parse turns a flipped bit or
- * a truncated copy into a clear message instead of a crash in the library. */
+/* seal.c: the seal, a small CRC-protected header in the HDF5 user block of
+ * every file of a pack (layout in pack_int.h and README.md).
+ *
+ * It is what dstage itself reads.  The tables lie at offsets the seal
+ * records (HDF5 put them there; verify checks HDF5 still agrees), so
+ * dstage's readers decode them with their own bounds-checked code and never
+ * hand untrusted bytes to the HDF5 library: HDF5 1.10 is not hardened
+ * against crafted files (fuzzing found a use-after-free, a heap overflow and
+ * unbounded allocations in it).  The CRC over the rest of the file turns a
+ * truncated copy or a flipped bit into a clear message. */
 #include "pack_int.h"
 
 #include <string.h>
@@ -10,6 +16,8 @@
 
 #define SEAL_VERSION 1u
 #define MAGIC_LEN 16u
+#define ROW_BYTES 70u  /* a packed entries row (README) */
+#define PROW_BYTES 13u /* a packed partitions row */
 
 static void put32(unsigned char *p, uint32_t v)
 {
@@ -39,52 +47,98 @@ static uint64_t get64(const unsigned char *p)
 	return v;
 }
 
-static void encode(unsigned char h[DS__SEAL_USED], const char *magic, const struct ds__seal *s)
+void ds__seal_encode(unsigned char h[DS__SEAL_USED], const char *magic, const struct ds__seal *s)
 {
 	memset(h, 0, DS__SEAL_USED);
 	memcpy(h, magic, strlen(magic));
 	put32(h + 16, SEAL_VERSION);
 	put32(h + 20, DS__SEAL_SIZE);
-	put64(h + 24, s->file_size);
-	put64(h + 32, s->payload_off);
-	put64(h + 40, s->payload_len);
-	put32(h + 48, s->meta_crc);
-	put32(h + 52, ds_crc32c(0, h, 52));
+	put32(h + 24, DS__SEAL_USED);
+	put32(h + 28, s->part);
+	put64(h + 32, s->file_size);
+	put64(h + 40, s->pack_id);
+	put64(h + 48, s->entries_off);
+	put64(h + 56, s->nentries);
+	put64(h + 64, s->strings_off);
+	put64(h + 72, s->strings_len);
+	put64(h + 80, s->parts_off);
+	put64(h + 88, s->nparts_rows);
+	put64(h + 96, s->payload_off);
+	put64(h + 104, s->payload_len);
+	put32(h + 112, s->nparts);
+	put32(h + 116, s->flags);
+	put32(h + 120, s->meta_crc);
+	put32(h + 124, ds_crc32c(0, h, 124));
 }
 
-/* Check the fixed part; fill s.  Does not look at the rest of the file. */
-static int decode(const unsigned char h[DS__SEAL_USED], uint64_t actual_size, const char *what,
-                  const char *magic, struct ds__seal *s)
+void ds__seal_decode(const unsigned char h[DS__SEAL_USED], struct ds__seal *s)
+{
+	s->part = get32(h + 28);
+	s->file_size = get64(h + 32);
+	s->pack_id = get64(h + 40);
+	s->entries_off = get64(h + 48);
+	s->nentries = get64(h + 56);
+	s->strings_off = get64(h + 64);
+	s->strings_len = get64(h + 72);
+	s->parts_off = get64(h + 80);
+	s->nparts_rows = get64(h + 88);
+	s->payload_off = get64(h + 96);
+	s->payload_len = get64(h + 104);
+	s->nparts = get32(h + 112);
+	s->flags = get32(h + 116);
+	s->meta_crc = get32(h + 120);
+}
+
+/* Does [off, off + n * size) lie inside the file, after the user block? */
+static int region_ok(uint64_t off, uint64_t n, uint64_t size, uint64_t file_size)
+{
+	if (!n)
+		return 1;
+	if (off < DS__SEAL_SIZE || off > file_size || n > (file_size - off) / size)
+		return 0;
+	return 1;
+}
+
+/* The fixed part: magic, CRC, version, sizes, and a directory that points
+ * inside the file.  Fills s; does not look at the rest of the file. */
+static int check_header(const unsigned char h[DS__SEAL_USED], uint64_t actual_size,
+                        const char *what, const char *magic, struct ds__seal *s)
 {
 	char m[MAGIC_LEN] = {0};
+	int index = !strcmp(magic, DS__SEAL_PACK_MAGIC);
 	memcpy(m, magic, strlen(magic));
 	if (memcmp(h, m, MAGIC_LEN)) {
-		ds_error("'%s': not a dstage %s file (no seal)", what,
-		         !strcmp(magic, DS__SEAL_PACK_MAGIC) ? "pack index" : "partition");
+		ds_error("'%s': not a dstage %s file (no seal)", what, index ? "pack index" : "partition");
 		return -DS_EFORMAT;
 	}
-	if (get32(h + 52) != ds_crc32c(0, h, 52)) {
+	if (get32(h + 124) != ds_crc32c(0, h, 124)) {
 		ds_error("'%s': corrupt header (checksum mismatch in the seal)", what);
 		return -DS_ECORRUPT;
 	}
-	if (get32(h + 16) != SEAL_VERSION || get32(h + 20) != DS__SEAL_SIZE) {
+	if (get32(h + 16) != SEAL_VERSION || get32(h + 20) != DS__SEAL_SIZE ||
+	    get32(h + 24) != DS__SEAL_USED) {
 		ds_error("'%s': seal version %u not supported", what, get32(h + 16));
 		return -DS_EFORMAT;
 	}
-	s->file_size = get64(h + 24);
-	s->payload_off = get64(h + 32);
-	s->payload_len = get64(h + 40);
-	s->meta_crc = get32(h + 48);
+	ds__seal_decode(h, s);
 	if (actual_size != s->file_size) {
 		ds_error("'%s': %s: %llu bytes, the seal says %llu", what,
 		         actual_size < s->file_size ? "truncated" : "wrong size",
 		         (unsigned long long)actual_size, (unsigned long long)s->file_size);
 		return -DS_ECORRUPT;
 	}
-	int has_payload = s->payload_off || s->payload_len;
-	if (has_payload && (s->payload_off < DS__SEAL_SIZE || s->payload_off > s->file_size ||
-	                    s->payload_len > s->file_size - s->payload_off)) {
-		ds_error("'%s': corrupt seal (payload outside the file)", what);
+	uint64_t fs = s->file_size;
+	int ok = region_ok(s->entries_off, s->nentries, ROW_BYTES, fs) &&
+	         region_ok(s->strings_off, s->strings_len, 1, fs) &&
+	         region_ok(s->parts_off, s->nparts_rows, PROW_BYTES, fs) &&
+	         region_ok(s->payload_off, s->payload_len, 1, fs) && s->nparts <= DS__MAX_PARTS &&
+	         s->nentries <= DS__MAX_ENTRIES;
+	if (ok && index)
+		ok = s->part == UINT32_MAX && s->nparts_rows == s->nparts && !s->payload_len;
+	else if (ok)
+		ok = s->part < s->nparts && !s->nparts_rows;
+	if (!ok) {
+		ds_error("'%s': corrupt seal (tables outside the file or counts out of range)", what);
 		return -DS_ECORRUPT;
 	}
 	return 0;
@@ -107,14 +161,15 @@ static int crc_range(int fd, uint64_t from, uint64_t to, uint32_t *crc)
 	return rc;
 }
 
+/* Everything after the user block but the payload (which per-file CRCs
+ * cover, and which would make opening a partition cost a full read). */
 static int meta_crc_fd(int fd, const struct ds__seal *s, uint32_t *crc)
 {
-	uint64_t pend = s->payload_off + s->payload_len;
 	*crc = 0;
 	if (!s->payload_len)
 		return crc_range(fd, DS__SEAL_SIZE, s->file_size, crc);
 	int rc = crc_range(fd, DS__SEAL_SIZE, s->payload_off, crc);
-	return rc ? rc : crc_range(fd, pend, s->file_size, crc);
+	return rc ? rc : crc_range(fd, s->payload_off + s->payload_len, s->file_size, crc);
 }
 
 static uint32_t meta_crc_buf(const unsigned char *b, const struct ds__seal *s)
@@ -126,21 +181,21 @@ static uint32_t meta_crc_buf(const unsigned char *b, const struct ds__seal *s)
 	return ds_crc32c(crc, b + pend, s->file_size - pend);
 }
 
-int ds__seal_write(int fd, const char *magic, uint64_t payload_off, uint64_t payload_len)
+int ds__seal_write(int fd, const char *magic, struct ds__seal *s)
 {
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	struct ds__seal s = {.file_size = (uint64_t)st.st_size,
-	                     .payload_off = payload_len ? payload_off : 0,
-	                     .payload_len = payload_len};
-	if (s.file_size < DS__SEAL_SIZE || s.payload_off + s.payload_len > s.file_size)
+	s->file_size = (uint64_t)st.st_size;
+	if (s->file_size < DS__SEAL_SIZE || s->payload_off + s->payload_len > s->file_size)
 		return -DS_ECORRUPT;
-	int rc = meta_crc_fd(fd, &s, &s.meta_crc);
+	if (!s->payload_len)
+		s->payload_off = 0;
+	int rc = meta_crc_fd(fd, s, &s->meta_crc);
 	if (rc)
 		return rc;
 	unsigned char h[DS__SEAL_USED];
-	encode(h, magic, &s);
+	ds__seal_encode(h, magic, s);
 	return ds_pwrite_full(fd, h, sizeof(h), 0);
 }
 
@@ -162,7 +217,7 @@ int ds__seal_check_fd(int fd, const char *what, const char *magic, struct ds__se
 		ds_error("'%s': %s", what, ds_strerror(rc));
 		return rc;
 	}
-	if ((rc = decode(h, (uint64_t)st.st_size, what, magic, s)))
+	if ((rc = check_header(h, (uint64_t)st.st_size, what, magic, s)))
 		return rc;
 	uint32_t crc;
 	if ((rc = meta_crc_fd(fd, s, &crc))) {
@@ -170,7 +225,7 @@ int ds__seal_check_fd(int fd, const char *what, const char *magic, struct ds__se
 		return rc;
 	}
 	if (crc != s->meta_crc) {
-		ds_error("'%s': corrupt (checksum mismatch in its HDF5 structure)", what);
+		ds_error("'%s': corrupt (checksum mismatch in its tables or HDF5 structure)", what);
 		return -DS_ECORRUPT;
 	}
 	return 0;
@@ -183,11 +238,11 @@ int ds__seal_check_buf(const void *buf, size_t len, const char *what, const char
 		ds_error("'%s': truncated (%zu bytes)", what, len);
 		return -DS_ECORRUPT;
 	}
-	int rc = decode(buf, len, what, magic, s);
+	int rc = check_header(buf, len, what, magic, s);
 	if (rc)
 		return rc;
 	if (meta_crc_buf(buf, s) != s->meta_crc) {
-		ds_error("'%s': corrupt (checksum mismatch in its HDF5 structure)", what);
+		ds_error("'%s': corrupt (checksum mismatch in its tables or HDF5 structure)", what);
 		return -DS_ECORRUPT;
 	}
 	return 0;
@@ -197,7 +252,12 @@ void ds__seal_fixup_buf(void *buf, size_t len, const char *magic)
 {
 	if (len < DS__SEAL_SIZE)
 		return;
-	struct ds__seal s = {.file_size = len};
+	struct ds__seal s;
+	ds__seal_decode(buf, &s);
+	s.file_size = len;
+	/* keep the fuzzed directory, but a payload range the CRC can skip */
+	if (s.payload_off < DS__SEAL_SIZE || s.payload_off > len || s.payload_len > len - s.payload_off)
+		s.payload_off = s.payload_len = 0;
 	s.meta_crc = meta_crc_buf(buf, &s);
-	encode(buf, magic, &s);
+	ds__seal_encode(buf, magic, &s);
 }

@@ -536,6 +536,19 @@ static int part_tables(struct wpart *w, int fd, const struct layout *l, const st
 	return rc ? part_fail(w, rc, strerror(-rc)) : 0;
 }
 
+/* The seal: where the tables and the payload are, for dstage's readers. */
+static int part_seal(const struct wpart *w, int fd, const struct layout *l)
+{
+	const struct ds__plan *pl = w->pl;
+	struct ds__seal s = {
+		.pack_id = pl->pack_id, .part = w->part, .nparts = pl->nparts,
+		.flags = pl->parts[w->part].replicated ? 1u : 0u,
+		.strings_off = l->ds[0].off, .strings_len = l->ds[0].n,
+		.entries_off = l->ds[1].off, .nentries = l->ds[1].n,
+		.payload_off = l->ds[2].off, .payload_len = l->ds[2].n};
+	return ds__seal_write(fd, DS__SEAL_PART_MAGIC, &s);
+}
+
 /* Lay the file out with HDF5 and close it, before any bulk write. */
 static int part_skeleton(struct wpart *w, const char *path, struct layout *l)
 {
@@ -651,7 +664,7 @@ static int write_part(struct wpart *w, struct ds__result *res)
 	}
 	if (!rc)
 		rc = part_tables(w, fd, &l, res);
-	if (!rc && (rc = ds__seal_write(fd, DS__SEAL_PART_MAGIC, poff, size)))
+	if (!rc && (rc = part_seal(w, fd, &l)))
 		part_fail(w, rc, ds_strerror(rc));
 	if (!rc)
 		rc = close_checked(w, fd);
@@ -789,10 +802,15 @@ int ds__write_index(const struct ds__plan *pl, const struct ds__result *res,
 		         errno ? strerror(errno) : "cannot create the HDF5 file");
 		goto out;
 	}
+	struct ds__seal seal = {
+		.pack_id = pl->pack_id, .part = UINT32_MAX, .nparts = pl->nparts,
+		.parts_off = ds[0].off, .nparts_rows = ds[0].n,
+		.strings_off = ds[1].off, .strings_len = ds[1].n,
+		.entries_off = ds[2].off, .nentries = ds[2].n};
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	rc = fd < 0 ? -errno : index_data(fd, ds, prows, &pool, rows);
 	if (!rc)
-		rc = ds__seal_write(fd, DS__SEAL_PACK_MAGIC, 0, 0);
+		rc = ds__seal_write(fd, DS__SEAL_PACK_MAGIC, &seal);
 	if (!rc && o->fsync && fsync(fd) < 0)
 		rc = -errno;
 	if (fd >= 0 && close(fd) < 0 && !rc)

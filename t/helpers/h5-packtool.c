@@ -7,12 +7,14 @@
  *   h5-packtool pool FILE OFFSET TEXT               overwrite bytes of "strings"
  *   h5-packtool flip FILE OFFSET                    xor one byte with 0xff
  *   h5-packtool payload-offset FILE                 print where the payload is
- *   h5-packtool reseal FILE                         recompute the seal
+ *   h5-packtool reseal FILE                         recompute the seal's CRCs
+ *   h5-packtool seal-set FILE FIELD VALUE           one field of the seal
  *   h5-packtool read-image FILE                     ds_manifest_read_image on it
  * Exit 0 on success, 1 on failure (with a message). */
 #include "pack_int.h"
 
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -111,40 +113,86 @@ static int flip(const char *path, const char *off)
 	return rc ? die("cannot write the byte") : 0;
 }
 
-/* The seal's payload fields, read without checking the CRCs. */
-static int old_payload(int fd, uint64_t *off, uint64_t *len)
+/* The seal as it is, without checking anything. */
+static int seal_get(int fd, char magic[17], struct ds__seal *s)
 {
-	unsigned char h[48];
+	unsigned char h[DS__SEAL_USED];
 	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h))
 		return -1;
-	*off = *len = 0;
-	for (int i = 7; i >= 0; i--) {
-		*off = *off << 8 | h[32 + i];
-		*len = *len << 8 | h[40 + i];
-	}
+	memcpy(magic, h, 16);
+	magic[16] = '\0';
+	ds__seal_decode(h, s);
 	return 0;
 }
 
+/* Recompute the CRCs and the size, keeping the directory. */
 static int reseal(const char *path)
 {
-	uint64_t off, len;
-	char magic[17] = {0};
+	struct ds__seal s;
+	char magic[17];
 	int fd = open(path, O_RDWR);
-	if (fd < 0 || pread(fd, magic, 16, 0) != 16 || old_payload(fd, &off, &len))
+	if (fd < 0 || seal_get(fd, magic, &s))
 		return die("cannot read the seal");
-	int rc = ds__seal_write(fd, magic, off, len);
+	int rc = ds__seal_write(fd, magic, &s);
+	close(fd);
+	return rc ? die("cannot write the seal") : 0;
+}
+
+/* Set one field of the seal's directory (header CRC recomputed, the CRC of
+ * the rest kept: these fields are not in it). */
+static int seal_set(const char *path, const char *field, const char *value)
+{
+	static const struct {
+		const char *name;
+		size_t off, size;
+	} f[] = {
+		{"file_size", offsetof(struct ds__seal, file_size), 8},
+		{"pack_id", offsetof(struct ds__seal, pack_id), 8},
+		{"entries_off", offsetof(struct ds__seal, entries_off), 8},
+		{"nentries", offsetof(struct ds__seal, nentries), 8},
+		{"strings_off", offsetof(struct ds__seal, strings_off), 8},
+		{"strings_len", offsetof(struct ds__seal, strings_len), 8},
+		{"parts_off", offsetof(struct ds__seal, parts_off), 8},
+		{"nparts_rows", offsetof(struct ds__seal, nparts_rows), 8},
+		{"payload_off", offsetof(struct ds__seal, payload_off), 8},
+		{"payload_len", offsetof(struct ds__seal, payload_len), 8},
+		{"part", offsetof(struct ds__seal, part), 4},
+		{"nparts", offsetof(struct ds__seal, nparts), 4},
+		{"flags", offsetof(struct ds__seal, flags), 4},
+	};
+	struct ds__seal s;
+	char magic[17];
+	uint64_t v;
+	unsigned char h[DS__SEAL_USED];
+	int fd = open(path, O_RDWR);
+	if (fd < 0 || seal_get(fd, magic, &s) || ds_parse_u64(value, &v))
+		return die("cannot read the seal");
+	size_t i = 0;
+	while (i < sizeof(f) / sizeof(f[0]) && strcmp(f[i].name, field))
+		i++;
+	if (i == sizeof(f) / sizeof(f[0]))
+		return die("no such seal field");
+	if (f[i].size == 8)
+		memcpy((char *)&s + f[i].off, &v, 8);
+	else {
+		uint32_t v32 = (uint32_t)v;
+		memcpy((char *)&s + f[i].off, &v32, 4);
+	}
+	ds__seal_encode(h, magic, &s);
+	int rc = pwrite(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h);
 	close(fd);
 	return rc ? die("cannot write the seal") : 0;
 }
 
 static int payload_offset(const char *path)
 {
-	uint64_t off, len;
+	struct ds__seal s;
+	char magic[17];
 	int fd = open(path, O_RDONLY);
-	if (fd < 0 || old_payload(fd, &off, &len))
+	if (fd < 0 || seal_get(fd, magic, &s))
 		return die("cannot read the seal");
 	close(fd);
-	printf("%llu %llu\n", (unsigned long long)off, (unsigned long long)len);
+	printf("%llu %llu\n", (unsigned long long)s.payload_off, (unsigned long long)s.payload_len);
 	return 0;
 }
 
@@ -179,11 +227,13 @@ int main(int argc, char **argv)
 		return overwrite_pool(argv[2], argv[3], argv[4]);
 	if (argc == 4 && !strcmp(argv[1], "flip"))
 		return flip(argv[2], argv[3]);
+	if (argc == 5 && !strcmp(argv[1], "seal-set"))
+		return seal_set(argv[2], argv[3], argv[4]);
 	if (argc == 3 && !strcmp(argv[1], "reseal"))
 		return reseal(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "payload-offset"))
 		return payload_offset(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "read-image"))
 		return read_image(argv[2]);
-	return die("usage: h5-packtool set|set-attr|pool|flip|reseal|payload-offset|read-image ...");
+	return die("usage: h5-packtool set|set-attr|pool|flip|reseal|seal-set|payload-offset|read-image ...");
 }
