@@ -10,7 +10,8 @@
 #   fanstore   row 1  FanStore's read-once benchmark: shim / tmpfs / squashfuse
 #   small      row 2  4 KiB files, open/stat/readdir, os.walk of 200k files
 #   bystander  row 3  calls outside the prefix with and without the shim
-#   packrate   row 4  dstage pack vs tar cf
+#   packrate   row 4  dstage pack vs tar cf (bench/pack.sh, the pack
+#                     module's own script, when present; else bench/packrate.sh)
 #   stage      row 4  dstage stage vs cp of the partitions and tar -x
 #                     (bench/stage.sh, the stage module's own script)
 #   readonce   row 4  bytes read from the shared FS per staged byte
@@ -18,9 +19,9 @@
 #   zlib       row 6  compressed vs uncompressed packs
 #   e2e        row 7  torchvision ImageFolder + DataLoader images/s
 #   modelcheck        the scaling model's inputs, 1/2/4 simulated nodes
-#   shim, shuffle, pack   the component scripts bench/shim.sh,
-#                     bench/shuffle.sh, bench/pack.sh (when present), their
-#                     tables copied as they print them
+#   shim, shuffle     the component scripts bench/shim.sh and
+#                     bench/shuffle.sh (when present), their tables copied
+#                     as they print them
 # Scratch data lives in /dev/shm/dstage-bench.* ("node-local") and
 # /var/tmp/dstage-bench.* ("shared FS"), removed at the end.  --keep keeps
 # bench/results/tmp (the raw figures).  QUICK finishes in a few minutes on 2
@@ -78,10 +79,11 @@ T0=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "bench: $(nproc) cores, load $load0, $( [ $QUICK = 1 ] && echo quick || echo full) mode; scratch $BENCH_SCR, $BENCH_SHARED" >&2
 
-SECTIONS="bystander fanstore small zlib packrate readonce stage exchange modelcheck e2e shim shuffle pack"
+SECTIONS="bystander fanstore small zlib packrate readonce stage exchange modelcheck e2e shim shuffle"
 [ -n "$ONLY" ] && SECTIONS=$ONLY
 if [ $QUICK = 1 ]; then TMO=240; else TMO=3600; fi
 : >"$RT/sections.txt"
+: >"$RT/rows.tsv"
 # section NAME: run it, with a time limit; a failure is recorded, the run goes on
 section() {
 	s=$1
@@ -98,13 +100,39 @@ section() {
 			ratio = $5; sub(/x.*/, "", ratio); goal = $6; sub(/x$/, "", goal)
 			printf "stage\t%s\t%s\t%s\t%s\t%s\t%s\t#3\n", $2, $3, $4, ratio, goal, $7 }' "$RT/stage.md" >>"$RT/rows.tsv"
 		;;
-	shim | shuffle | pack)
+	packrate)
+		# the pack module's own bench/pack.sh when it is there (its rows:
+		# | what | files | MiB | tar cf | dstage pack | ratio | goal |), else ours
+		if [ -f bench/pack.sh ]; then
+			a=; [ $QUICK = 1 ] && a="--quick --rounds 5"
+			# shellcheck disable=SC2086
+			timeout -k 10 $TMO sh bench/pack.sh $a >"$RT/pack.md" 2>"$RT/packrate.err" || rc=$?
+			before=$(wc -l <"$RT/rows.tsv")
+			awk -F'|' 'NF >= 9 && $2 !~ /what|---/ {
+				for (i = 2; i <= 8; i++) { gsub(/^ +| +$/, "", $i) }
+				goal = ($8 == "-") ? "-" : $8
+				printf "packrate\t%s, %s files (%s MiB), vs tar cf\t%s\ttar cf %s\t%s\t%s\tx\t%s\n", $2, $3, $4, $6, $5, $7, goal, (goal == "-" ? "" : "#2") }' \
+				"$RT/pack.md" >"$RT/pack.rows"
+			while IFS='	' read -r sec what ds peer ratio goal ok src; do
+				printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sec" "$what" "$ds" "$peer" "$ratio" "$goal" \
+					"$(awk -v r="$ratio" -v g="$goal" 'BEGIN { if (g == "-") { print "n/a"; exit } split(g, a, " ");
+						print ((a[1] == ">=") ? (r + 0 >= a[2] + 0) : (r + 0 <= a[2] + 0)) ? "yes" : "no" }')" "$src" >>"$RT/rows.tsv"
+			done <"$RT/pack.rows"
+			if [ "$(wc -l <"$RT/rows.tsv")" -gt "$before" ]; then
+				echo "packrate (bench/pack.sh) ok $(($(date +%s) - t0))s" >>"$RT/sections.txt"
+				echo "pack: bench/pack.sh, the pack module's script: dstage pack serial and -n 2 vs tar cf, interleaved in rotating order, medians; its notes: $(grep -v '^|' "$RT/pack.md" | grep . | tr '\n' ' ')" >"$RT/notes-packrate.md"
+				return 0
+			fi
+			echo "bench: bench/pack.sh gave no rows: bench/packrate.sh instead" >&2
+			rm -f "$RT/pack.md"
+			rc=0
+		fi
+		timeout -k 10 $TMO sh bench/packrate.sh $q "$RT" 2>"$RT/packrate.err" || rc=$?
+		;;
+	shim | shuffle)
 		[ -f bench/$s.sh ] || { echo "$s absent" >>"$RT/sections.txt"; return 0; }
-		case $s in
-		shuffle) a="$q"; [ $QUICK = 1 ] && a="--quick --rounds 5" ;;
-		pack) a="$q $RT" ;;
-		*) a=$q ;;
-		esac
+		a=$q
+		[ $s = shuffle ] && [ $QUICK = 1 ] && a="--quick --rounds 5"
 		# shellcheck disable=SC2086
 		timeout -k 10 $TMO sh bench/$s.sh $a >"$RT/$s.md" 2>"$RT/$s.err" || rc=$?
 		;;
@@ -244,7 +272,7 @@ dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -v '^.. b
 	[ -s "$RT/stage.md" ] && echo "- **stage** (row 4): bench/stage.sh (the stage module's script, unchanged logic): dstage stage on 2 simulated nodes vs cp of the partition files vs tar -x of the same tree, into /dev/shm, medians of 5 interleaved runs."
 	echo
 	echo "Sections: $(tr '\n' ';' <"$RT/sections.txt" | sed 's/;$//; s/;/; /g')."
-	for s in shim shuffle pack; do
+	for s in pack shim shuffle; do
 		if [ -s "$RT/$s.md" ]; then
 			echo
 			echo "## bench/$s.sh, as it prints it"
