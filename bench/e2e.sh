@@ -15,7 +15,7 @@ if ! $PY -c 'import torch, torchvision, PIL' 2>/dev/null; then
 	say "no torch/torchvision/PIL under $PY: skipped"
 	exit 0
 fi
-if [ $QUICK = 1 ]; then C=8 PER=50; else C=16 PER=200; fi
+if [ $QUICK = 1 ]; then C=6 PER=50; else C=16 PER=125; fi
 $PY "$top/bench/e2e.py" gen "$W/src" $C $PER
 N=$((C * PER))
 "$DSTAGE" pack -q --no-fsync -p 4 "$W/src" "$WS/pack"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench/run.sh: every comparison of dstage against its peers in one run
-# (`make bench`, `make bench QUICK=1`), written to bench/results/:
-# README.md (the table, the machine, the model, the method) and PNG plots.
+# (`make bench`, `make bench QUICK=1`), written to bench/results/ (quick
+# runs: bench/results/quick/): README.md (the table, the machine, the
+# model, the method), PNG plots, and modelcheck.dat (bench/model's input).
 #
 #   sh bench/run.sh [--quick] [--only "SECTION..."] [--keep]
 #
@@ -45,8 +46,11 @@ for t in gcc mpicc.mpich mpiexec.mpich; do
 	command -v $t >/dev/null || { echo "bench: $t missing (make deps-bench)" >&2; exit 1; }
 done
 
+# full runs write bench/results/, quick ones bench/results/quick/
 OUT="$top/bench/results"
-RT="$OUT/tmp"
+[ $QUICK = 1 ] && OUT="$OUT/quick"
+mkdir -p "$OUT"
+RT="$top/bench/results/tmp"
 rm -rf "$RT"
 mkdir -p "$RT"
 BENCH_SCR=$(mktemp -d /dev/shm/dstage-bench.XXXXXX)
@@ -161,6 +165,7 @@ TOTAL=$(($(date +%s) - T0))
 model_md=
 if [ -s "$RT/modelcheck.dat" ]; then
 	model_md=$(python3 bench/model --check "$RT" 2>&1 || :)
+	mkdir -p "$OUT"
 	cp "$RT/modelcheck.dat" "$OUT/modelcheck.dat"
 fi
 
@@ -256,8 +261,8 @@ dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -v '^.. b
 	echo "## Scaling model"
 	echo
 	if [ -n "$model_md" ]; then
-		echo "\`bench/model --check bench/results\` (the model and its assumptions are described at the top of"
-		echo "\`bench/model\`; it reads \`bench/results/modelcheck.dat\`, measured by \`bench/modelcheck.sh\`)."
+		echo "\`bench/model --check ${OUT#"$top"/}\` (the model and its assumptions are described at the top of"
+		echo "\`bench/model\`; it reads \`${OUT#"$top"/}/modelcheck.dat\`, measured by \`bench/modelcheck.sh\`)."
 		echo
 		echo "$model_md"
 	else
@@ -284,5 +289,5 @@ dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -v '^.. b
 	done
 } >"$OUT/README.md.new"
 mv "$OUT/README.md.new" "$OUT/README.md"
-echo "bench: $met of $((met + miss)) goals met, $miss missed; bench/results/README.md (${TOTAL}s)" >&2
+echo "bench: $met of $((met + miss)) goals met, $miss missed; ${OUT#"$top"/}/README.md (${TOTAL}s)" >&2
 awk '/^\| id /,0' "$OUT/README.md" | sed -n '1,/^$/p'
