@@ -123,6 +123,21 @@ int ds_index_open(struct ds_index *ix, const char *path, int full);
 /* Same over a buffer the caller owns (not copied; must outlive ix). */
 int ds_index_from_buf(struct ds_index *ix, const void *buf, size_t len, int full);
 void ds_index_close(struct ds_index *ix);
+/* Is entry id safe to follow: inside the index, its name NUL-terminated in
+ * the pool, shorter than PATH_MAX, its last component (after a '/') at most
+ * NAME_MAX bytes, its parent an entry; a directory's children inside the
+ * dirents array; a file's stored bytes inside its partition (stored raw:
+ * exactly `size` of them; zlib: at least size/1032, deflate's largest
+ * ratio); a symlink's target NUL-terminated in the pool.
+ * O(1).  A reader that maps the index without the full check (the shim)
+ * uses only entries that pass: ds_index_lookup returns no other, and ids
+ * read from the index (parents, dirents) go through it first.  The open
+ * always checks entry 0 (a directory named ""). */
+int ds_index_entry_ok(const struct ds_index *ix, uint64_t id);
+/* What ds_epoch_share relies on: every sample a usable file, in increasing
+ * order; every partition's locations inside the locs array; every location's
+ * node < nnodes.  O(nsamples + nparts + nlocs).  0 or -DS_ECORRUPT. */
+int ds_index_check_shuffle(const struct ds_index *ix);
 
 /* Entry id of a relative path ("" is the root; no leading or trailing '/'),
  * or -1.  No system call, no allocation. */

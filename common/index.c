@@ -30,47 +30,114 @@ static int in_bounds(uint64_t off, uint64_t count, uint64_t size, uint64_t total
 	return 1;
 }
 
-static int check_entries(const struct ds_index *ix)
+int ds_index_entry_ok(const struct ds_index *ix, uint64_t id)
 {
 	const struct ds_index_header *h = ix->h;
-	if (h->nentries == 0 || h->strings_size == 0 || ix->strings[h->strings_size - 1] != '\0')
-		return -DS_ECORRUPT;
-	for (uint32_t i = 0; i < h->nentries; i++) {
-		const struct ds_entry *e = &ix->e[i];
-		if ((uint64_t)e->name + e->name_len >= h->strings_size || ix->strings[e->name + e->name_len])
-			return -DS_ECORRUPT;
-		if (e->parent >= h->nentries || !S_ISDIR(ix->e[e->parent].mode) || e->base_off > e->name_len)
-			return -DS_ECORRUPT;
-		if (S_ISDIR(e->mode)) {
-			if (e->poff > h->ndirents || e->stored > h->ndirents - e->poff)
-				return -DS_ECORRUPT;
-		} else if (S_ISREG(e->mode)) {
-			if (e->part >= h->nparts || e->poff > ix->parts[e->part].size ||
-			    e->stored > ix->parts[e->part].size - e->poff || e->codec > DS_CODEC_ZLIB)
-				return -DS_ECORRUPT;
-		} else if (S_ISLNK(e->mode)) {
-			if (e->poff >= h->strings_size || e->size >= h->strings_size - e->poff ||
-			    ix->strings[e->poff + e->size])
-				return -DS_ECORRUPT;
-		} else {
-			return -DS_ECORRUPT;
-		}
+	if (id >= h->nentries)
+		return 0;
+	const struct ds_entry *e = &ix->e[id];
+	/* the name: NUL-terminated inside the pool, shorter than PATH_MAX, its
+	 * last component after a '/' and at most NAME_MAX bytes (readers copy
+	 * names into PATH_MAX buffers and components into struct dirent) */
+	if ((uint64_t)e->name + e->name_len >= h->strings_size || ix->strings[e->name + e->name_len] ||
+	    e->name_len >= PATH_MAX || e->base_off > e->name_len ||
+	    e->name_len - e->base_off > NAME_MAX ||
+	    (e->base_off && ix->strings[e->name + e->base_off - 1] != '/'))
+		return 0;
+	if (e->parent >= h->nentries)
+		return 0;
+	switch (e->mode & S_IFMT) {
+	case S_IFDIR:
+		return e->poff <= h->ndirents && e->stored <= h->ndirents - e->poff;
+	case S_IFREG:
+		/* stored raw, a reader copies `size` bytes from the stored ones;
+		 * deflate expands at most 1032:1, so a zlib file's size is bounded
+		 * by its stored bytes (a reader allocates `size` to inflate) */
+		return e->part < h->nparts && e->poff <= ix->parts[e->part].size &&
+		       e->stored <= ix->parts[e->part].size - e->poff && e->codec <= DS_CODEC_ZLIB &&
+		       (e->codec == DS_CODEC_NONE ? e->size == e->stored
+		                                  : e->size / 1032 <= e->stored);
+	case S_IFLNK:
+		return e->poff < h->strings_size && e->size < h->strings_size - e->poff &&
+		       e->size < PATH_MAX && !ix->strings[e->poff + e->size];
+	default:
+		return 0;
 	}
-	for (uint32_t i = 0; i < h->ndirents; i++)
-		if (ix->dirents[i] >= h->nentries)
+}
+
+int ds_index_check_shuffle(const struct ds_index *ix)
+{
+	const struct ds_index_header *h = ix->h;
+	for (uint32_t i = 0; i < h->nsamples; i++) {
+		uint32_t id = ix->samples[i];
+		if (!ds_index_entry_ok(ix, id) || !S_ISREG(ix->e[id].mode) ||
+		    (i && id <= ix->samples[i - 1]))
 			return -DS_ECORRUPT;
-	for (uint32_t i = 0; i < h->hash_cap; i++)
-		if (ix->hash[i] > h->nentries)
-			return -DS_ECORRUPT;
-	for (uint32_t i = 0; i < h->nsamples; i++)
-		if (ix->samples[i] >= h->nentries)
-			return -DS_ECORRUPT;
+	}
 	for (uint32_t i = 0; i < h->nparts; i++)
 		if (ix->parts[i].loc > h->nlocs || ix->parts[i].nloc > h->nlocs - ix->parts[i].loc)
 			return -DS_ECORRUPT;
 	for (uint32_t i = 0; i < h->nlocs; i++)
 		if (ix->locs[i].node >= h->nnodes)
 			return -DS_ECORRUPT;
+	return 0;
+}
+
+/* The full check: every entry usable (ds_index_entry_ok), and the structure
+ * the builder makes: safe names in strict path order, each below its parent
+ * directory, every directory's children exactly the entries naming it as
+ * their parent, the samples the files outside --replicate, this node's
+ * partitions inside its store.  The hash is not probed for every entry (it
+ * would triple the cost): a damaged hash makes lookups fail, and lookups
+ * return only usable entries. */
+static int check_entries(const struct ds_index *ix)
+{
+	const struct ds_index_header *h = ix->h;
+	uint64_t nchildren = 0, nsamples = 0;
+	for (uint32_t i = 0; i < h->nentries; i++) {
+		const struct ds_entry *e = &ix->e[i];
+		const char *name = ix->strings + e->name;
+		if (!ds_index_entry_ok(ix, i))
+			return -DS_ECORRUPT;
+		if (i == 0) {
+			if (!S_ISDIR(e->mode) || e->name_len || e->parent)
+				return -DS_ECORRUPT;
+		} else {
+			const struct ds_entry *p = &ix->e[e->parent];
+			if (ds_name_check(name, e->name_len, NULL) || e->parent >= i || !S_ISDIR(p->mode) ||
+			    p->name_len != (e->base_off ? e->base_off - 1u : 0u) ||
+			    memcmp(ix->strings + p->name, name, p->name_len) ||
+			    ds_path_cmp(ix->strings + ix->e[i - 1].name, name) >= 0)
+				return -DS_ECORRUPT;
+		}
+		if (S_ISDIR(e->mode)) {
+			nchildren += e->stored;
+			for (uint64_t k = 0; k < e->stored; k++) {
+				uint32_t c = ix->dirents[e->poff + k];
+				if (c >= h->nentries || ix->e[c].parent != i ||
+				    (k && c <= ix->dirents[e->poff + k - 1]))
+					return -DS_ECORRUPT;
+			}
+		}
+		if (S_ISREG(e->mode) && !(e->flags & DS_EF_REPLICATED))
+			nsamples++;
+	}
+	if (nchildren != (uint64_t)h->nentries - 1 || h->ndirents != nchildren ||
+	    nsamples != h->nsamples)
+		return -DS_ECORRUPT;
+	for (uint32_t i = 0; i < h->hash_cap; i++)
+		if (ix->hash[i] > h->nentries)
+			return -DS_ECORRUPT;
+	int rc = ds_index_check_shuffle(ix);
+	if (rc)
+		return rc;
+	for (uint32_t p = 0; p < h->nparts; p++) {
+		uint64_t base;
+		if (ds_index_part_on(ix, p, h->node, &base) &&
+		    (base % DS_STORE_ALIGN || base > h->store_size ||
+		     ix->parts[p].size > h->store_size - base))
+			return -DS_ECORRUPT;
+	}
 	return 0;
 }
 
@@ -112,6 +179,12 @@ int ds_index_from_buf(struct ds_index *ix, const void *buf, size_t len, int full
 	ix->locs = (const void *)(base + h->off_locs);
 	ix->samples = (const void *)(base + h->off_samples);
 	ix->strings = base + h->off_strings;
+	/* O(1), also without `full`: the root is a usable directory and the
+	 * pool ends with a NUL; readers check every other entry before they use
+	 * it (ds_index_entry_ok) */
+	if (h->nentries == 0 || h->strings_size == 0 || ix->strings[h->strings_size - 1] ||
+	    !ds_index_entry_ok(ix, 0) || !S_ISDIR(ix->e[0].mode) || ix->e[0].name_len)
+		return -DS_ECORRUPT;
 	if (full) {
 		if (header_crc(buf, len) != h->crc)
 			return -DS_ECHECKSUM;
@@ -125,7 +198,9 @@ int ds_index_from_buf(struct ds_index *ix, const void *buf, size_t len, int full
 int ds_index_open(struct ds_index *ix, const char *path, int full)
 {
 	memset(ix, 0, sizeof(*ix));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO in the index's place must not hang every process
+	 * that loads the shim; anything but a regular file is refused */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
 	struct stat st;
@@ -133,6 +208,10 @@ int ds_index_open(struct ds_index *ix, const char *path, int full)
 		int e = errno;
 		close(fd);
 		return -e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return -DS_EFORMAT;
 	}
 	if ((uint64_t)st.st_size < sizeof(struct ds_index_header)) {
 		close(fd);
@@ -167,8 +246,10 @@ int64_t ds_index_lookup(const struct ds_index *ix, const char *path, size_t len)
 		uint32_t v = ix->hash[slot];
 		if (v == 0)
 			return -1;
-		const struct ds_entry *e = &ix->e[v - 1];
-		if (e->name_len == len && !memcmp(ix->strings + e->name, path, len))
+		/* only usable entries are ever returned (the shim maps the index
+		 * without the full check); a damaged one is skipped */
+		if (v <= ix->h->nentries && ix->e[v - 1].name_len == len &&
+		    ds_index_entry_ok(ix, v - 1) && !memcmp(ix->strings + ix->e[v - 1].name, path, len))
 			return v - 1;
 		slot = (slot + 1) & mask;
 	}
@@ -180,6 +261,8 @@ int ds_index_part_on(const struct ds_index *ix, uint32_t part, uint32_t node, ui
 	if (part >= ix->h->nparts)
 		return 0;
 	const struct ds_part *p = &ix->parts[part];
+	if (p->loc > ix->h->nlocs || p->nloc > ix->h->nlocs - p->loc)
+		return 0;
 	for (uint32_t i = 0; i < p->nloc; i++)
 		if (ix->locs[p->loc + i].node == node) {
 			if (base)

@@ -25,6 +25,10 @@ static pthread_mutex_t cwd_lock = PTHREAD_MUTEX_INITIALIZER;
 static int enter(int64_t id)
 {
 	char shadow[PATH_MAX * 2];
+	/* the name becomes a real path under the store: a damaged index must not
+	 * lead it out ("..", "/"), whatever reached this entry */
+	if (id && ds_name_check(ds__ename(id), ds__g.ix.e[id].name_len, NULL))
+		return -EIO;
 	snprintf(shadow, sizeof(shadow), "%s/" SHADOW "%s%s", ds__g.jobdir, id ? "/" : "",
 	         ds__ename(id));
 	pthread_mutex_lock(&cwd_lock);

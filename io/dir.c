@@ -113,10 +113,18 @@ int ds__dir_child(const struct ds_file *f, size_t i, const char **name, size_t *
 	const struct ds_entry *d = &ds__g.ix.e[f->id];
 	if (i >= d->stored)
 		return -ENOENT;
+	/* ids read from the index are checked before use (the shim maps it
+	 * without the full check): a damaged child is an error, not a read out
+	 * of bounds; its name must be one component */
 	uint32_t c = ds__g.ix.dirents[d->poff + i];
+	if (!ds_index_entry_ok(&ds__g.ix, c) || ds__g.ix.e[c].parent != f->id)
+		return -EIO;
 	const struct ds_entry *e = &ds__g.ix.e[c];
 	*name = ds__g.ix.strings + e->name + e->base_off;
 	*nlen = e->name_len - e->base_off;
+	if (*nlen == 0 || memchr(*name, '/', *nlen) || (**name == '.' && (*nlen == 1 ||
+	    (*nlen == 2 && (*name)[1] == '.'))))
+		return -EIO;
 	*ino = DS_INO(c);
 	*type = dtype(e->mode);
 	return 0;
@@ -154,7 +162,8 @@ static uint64_t dotdot_ino(const struct ds_file *f)
 	return v;
 }
 
-/* Fill ent with the entry at d->pos and advance; 0 at the end. */
+/* Fill ent with the entry at d->pos and advance; 0 at the end, -EIO for a
+ * damaged entry (the position stays: every later call says the same). */
 static int dir_next(struct ds_dir *d, struct ds_file *f, struct dirent64 *ent)
 {
 	char tmp[NAME_MAX + 1];
@@ -174,8 +183,10 @@ static int dir_next(struct ds_dir *d, struct ds_file *f, struct dirent64 *ent)
 		name = pos == 0 ? "." : "..";
 		nlen = pos + 1;
 		type = DT_DIR;
-	} else if (ds__dir_child(f, pos - 2, &name, &nlen, &ino, &type, tmp, sizeof(tmp))) {
-		return 0;
+	} else {
+		int rc = ds__dir_child(f, pos - 2, &name, &nlen, &ino, &type, tmp, sizeof(tmp));
+		if (rc)
+			return rc == -ENOENT ? 0 : rc;
 	}
 	ent->d_ino = ino;
 	ent->d_off = pos + 1;
@@ -265,6 +276,10 @@ static struct dirent64 *read_one(DIR *dir)
 	int got = dir_next(d, f, &d->ent);
 	pthread_mutex_unlock(&d->lock);
 	ds__file_put(f);
+	if (got < 0) {
+		errno = -got;
+		return NULL;
+	}
 	return got ? &d->ent : NULL; /* end of stream: errno untouched */
 }
 
@@ -292,8 +307,8 @@ static int read_r(DIR *dir, struct dirent64 *ent, struct dirent64 **res)
 	int got = dir_next(d, f, ent);
 	pthread_mutex_unlock(&d->lock);
 	ds__file_put(f);
-	*res = got ? ent : NULL;
-	return 0;
+	*res = got > 0 ? ent : NULL;
+	return got < 0 ? -got : 0;
 }
 
 DS_EXPORT int DS_WRAP(readdir_r)(DIR *d, struct dirent *ent, struct dirent **res)

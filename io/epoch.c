@@ -88,6 +88,11 @@ int ds__virt_content(const struct ds_vent *v, char **data, size_t *len)
 	uint32_t *ids = NULL, *part = NULL;
 	size_t n = 0, np = 0;
 	int rc = ds_epoch_cfg_load(ds__g.jobdir, &cfg);
+	/* the share walks samples, partitions and locations: the index was
+	 * mapped without the full check, so check those first (O(n), like the
+	 * share itself) */
+	if (rc == 0)
+		rc = ds_index_check_shuffle(&ds__g.ix);
 	if (rc == 0)
 		rc = ds_epoch_share(&ds__g.ix, &cfg, v->epoch, ds__g.node, &ids, &n);
 	if (rc == 0 && v->n) {

@@ -104,7 +104,9 @@ int ds__open_res(struct ds_res *r, int flags, mode_t mode)
 		if (e->size == 0) {
 			atomic_store(&f->data, "");
 		} else if (ds__g.store && ds_index_part_on(&ds__g.ix, e->part, ds__g.node, &base) &&
-		           base + e->poff + e->stored <= ds__g.store_len) {
+		           base <= ds__g.store_len && e->poff <= ds__g.store_len - base &&
+		           e->stored <= ds__g.store_len - base - e->poff) {
+			/* (no sum that can wrap: base comes from the index) */
 			if (!(flags & O_PATH))
 				DS_COUNT(local_reads, 1);
 			if (e->codec == DS_CODEC_NONE)

@@ -156,7 +156,10 @@ static int walk(int64_t cur, char *work, int flags, struct ds_res *r)
 				alen--;
 				cur = -1;
 			} else {
+				/* an id read from the index: checked before use */
 				cur = ds__g.ix.e[cur].parent;
+				if (!ds_index_entry_ok(&ds__g.ix, cur))
+					return -EIO;
 			}
 			continue;
 		}
