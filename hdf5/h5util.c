@@ -1,6 +1,7 @@
 /* h5util.c: the HDF5 side of the pack format: property lists that make the
- * files byte-reproducible, the table types, attributes, and checked opens of
- * untrusted files. */
+ * files byte-reproducible, the table types and their packed encoding, the
+ * skeleton writer, and the cross-check of HDF5's view that verify runs in a
+ * child process (the only place dstage lets HDF5 parse a pack file). */
 #include "pack_int.h"
 
 #include <string.h>

@@ -2,8 +2,10 @@
  * outside this folder; the module's face is dspack.h).
  *
  * Files of the module:
- *   h5util.c    HDF5 property lists, table types, attributes, checked opens
- *   seal.c      the seal: a CRC-protected header in each file's user block
+ *   h5util.c    HDF5 property lists, table encoding, the skeleton writer,
+ *               verify's cross-check of HDF5's view
+ *   seal.c      the seal: a CRC-protected header and table directory in each
+ *               file's user block, what dstage's readers go by
  *   manifest.c  reading and validating index.h5 and partition tables
  *   payload.c   locating a partition's payload, decoding one file's bytes
  *   scan.c      walking SRC into a sorted entry list (pack, rank 0)
@@ -96,7 +98,7 @@ void ds__prows_decode(const void *raw, uint64_t n, struct ds__prow *rows);
 hid_t ds__h5_dataset(hid_t loc, const char *name, hid_t ftype, uint64_t n);
 int ds__h5_attr_str(hid_t loc, const char *name, const char *val);
 int ds__h5_attr_u64(hid_t loc, const char *name, hid_t ftype, uint64_t v);
-/* Checked reads of attributes of an untrusted file. */
+/* Checked reads of an untrusted file (verify's cross-check, in a child). */
 int ds__h5_read_attr_str(hid_t loc, const char *name, char *buf, size_t cap);
 int ds__h5_read_attr_u64(hid_t loc, const char *name, uint64_t *v);
 /* Open 1-D dataset `name` and check what the untrusted file says about it:
@@ -193,6 +195,12 @@ void ds__table_release(struct ds__table *t);
  * lexically inside the tree when resolved from the directory of the link
  * (else -EXDEV).  Sets *why on failure. */
 int ds__target_check(const char *link, const char *target, size_t len, const char **why);
+/* The order of paths in a pack: bytewise with '/' below every other byte
+ * (a subtree follows its directory).  The same order as common's
+ * ds_path_cmp, which however ranks byte 0x01 and '/' equal both ways (not a
+ * total order: a name with 0x01 would sort inconsistently); here every byte
+ * b other than '/' ranks as b + 1. */
+int ds__path_cmp(const char *a, const char *b);
 /* Entry index of path in a manifest (binary search), or -1. */
 int64_t ds__manifest_find(const struct ds_manifest *m, const char *path);
 

@@ -1,7 +1,6 @@
-/* payload.c: finding a partition's payload in its file and decoding one
- * file's bytes out of it.  The payload is read with plain pread: HDF5 is
- * only asked where it is (H5Dget_offset), and that answer is cross-checked
- * with the seal and the manifest before anything is read. */
+/* payload.c: opening a partition (its seal says where the payload is; the
+ * manifest must agree) and decoding one file's bytes out of it with plain
+ * pread, checking size and CRC-32C.  No HDF5 call: see seal.c. */
 #include "pack_int.h"
 
 #include <fcntl.h>

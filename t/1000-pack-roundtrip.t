@@ -120,6 +120,13 @@ test_expect_success 'the sort order puts "/" below every other byte' '
 	test $a -lt $b
 '
 
+test_expect_success 'names with control bytes next to "/" sort consistently' '
+	mkdir -p ctl/a && echo 1 >ctl/a/b && echo 2 >"ctl/a$(printf "\001")c" &&
+	echo 3 >"ctl/a$(printf "\001")" && echo 4 >"ctl/a$(printf "\037")" &&
+	$DSTAGE pack -q ctl ctl-pack && $DSTAGE verify -q --against ctl ctl-pack &&
+	$DSTAGE cat ctl-pack "a$(printf "\001")c" >c && cmp c "ctl/a$(printf "\001")c"
+'
+
 for cmd in pack verify ls cat; do
 	test_expect_success "$cmd --help lists its options" '
 		$DSTAGE '$cmd' --help >help &&
