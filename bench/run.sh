@@ -136,7 +136,7 @@ section() {
 	shim | shuffle)
 		[ -f bench/$s.sh ] || { echo "$s absent" >>"$RT/sections.txt"; return 0; }
 		a=$q
-		[ $s = shuffle ] && [ $QUICK = 1 ] && a="--quick --rounds 5"
+		[ $s = shuffle ] && [ $QUICK = 1 ] && a="--quick --size 64 --rounds 5"
 		# shellcheck disable=SC2086
 		timeout -k 10 $TMO sh bench/$s.sh $a >"$RT/$s.md" 2>"$RT/$s.err" || rc=$?
 		;;
