@@ -8,7 +8,7 @@ D=$1 O=$2
 command -v gnuplot >/dev/null || { echo "bench/plot.sh: no gnuplot: no plots" >&2; exit 0; }
 mkdir -p "$O"
 term='set terminal pngcairo size 1000,520 font "DejaVu Sans,10" noenhanced'
-common='set style data histograms; set style histogram clustered gap 1; set style fill solid 0.85 border -1; set boxwidth 0.9; set grid ytics; set key top right'
+common='set style data histograms; set style histogram clustered gap 1; set style fill solid 0.85 border -1; set boxwidth 0.9; set grid ytics; set key below horizontal'
 
 if [ -s "$D/fanstore.dat" ]; then
 	# size P native shim squash (B/s) ...
@@ -85,7 +85,7 @@ set multiplot layout 1,2 title "Scaling model (bench/model): HDR InfiniBand 25 G
 set logscale xy
 set grid
 set xlabel "nodes"
-set key top right
+set key below vertical maxrows 2
 set title "stage-in and per-epoch exchange time (s)"
 plot "< grep ^ImageNet1k $D/model.dat" using 2:5 with linespoints lw 2 title "ImageNet-1k stage-in", \
      "< grep ^ImageNet1k $D/model.dat" using 2:6 with linespoints lw 2 title "ImageNet-1k exchange/epoch", \
