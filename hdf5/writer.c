@@ -1,9 +1,12 @@
 /* writer.c: write one part-NNNNN.h5, and index.h5.
  *
- * A partition file is created with HDF5 (attributes, the partition's own
- * entries table, and the payload dataset allocated at its final size), and
- * the payload bytes are then streamed into the space HDF5 allocated with
- * plain pwrite: no HDF5 call per file, no copy of a whole file in memory.
+ * HDF5 lays each file out and is closed before any bulk write (h5util.c,
+ * ds__h5_skeleton): attributes, and the datasets "strings", "entries" and
+ * "payload" allocated at their final sizes but not written.  Everything
+ * else goes in with plain pwrite at the offsets HDF5 gave them: the payload
+ * streamed file by file, then the tables, then the seal.  No HDF5 call per
+ * file, no copy of a whole file in memory, and a full disk is an ordinary
+ * write error (HDF5 1.10 cannot survive a failed close).
  *
  * Without compression the payload size is known before the first byte is
  * read.  With zlib it is not, so the payload goes to a spool file next to
