@@ -279,10 +279,53 @@ int ds_path_cmp(const char *a, const char *b)
 				return 0;
 			continue;
 		}
-		ca = ca == '/' ? 1 : ca;
-		cb = cb == '/' ? 1 : cb;
+		/* '/' ranks just above NUL, every other byte one higher than
+		 * itself: a total order even for names holding byte 0x01 */
+		ca = ca == '/' ? 1 : ca ? ca + 1 : 0;
+		cb = cb == '/' ? 1 : cb ? cb + 1 : 0;
 		return ca < cb ? -1 : 1;
 	}
+}
+
+int ds_target_check(const char *link, size_t link_len, const char *target, size_t len,
+                    const char **why)
+{
+	const char *dummy;
+	if (!why)
+		why = &dummy;
+	if (len == 0 || len >= PATH_MAX) {
+		*why = len ? "symlink target longer than PATH_MAX" : "empty symlink target";
+		return -DS_ENAME;
+	}
+	if (memchr(target, '\0', len)) {
+		*why = "NUL byte in symlink target";
+		return -DS_ENAME;
+	}
+	if (target[0] == '/') {
+		*why = "absolute symlink target";
+		return -EXDEV;
+	}
+	/* depth of the directory holding the link: the '/' in its path */
+	size_t depth = 0;
+	for (size_t i = 0; i < link_len; i++)
+		depth += link[i] == '/';
+	for (size_t i = 0; i < len;) {
+		size_t j = i;
+		while (j < len && target[j] != '/')
+			j++;
+		size_t c = j - i;
+		if (c == 2 && target[i] == '.' && target[i + 1] == '.') {
+			if (depth == 0) {
+				*why = "symlink target outside the tree";
+				return -EXDEV;
+			}
+			depth--;
+		} else if (c && !(c == 1 && target[i] == '.')) {
+			depth++;
+		}
+		i = j + 1;
+	}
+	return 0;
 }
 
 size_t ds_path_normalise(char *path)

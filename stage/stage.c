@@ -192,12 +192,12 @@ static int bcast_manifest(MPI_Comm world, const char *pack, struct ds_manifest *
 		int n = len - off > MAX_BCAST ? (int)MAX_BCAST : (int)(len - off);
 		MPI_Bcast(img.data + off, n, MPI_BYTE, 0, world);
 	}
-	*pack_id = ((uint64_t)ds_crc32c(0, img.data, len) << 32) ^ (uint64_t)len;
 	char what[PATH_MAX];
 	snprintf(what, sizeof(what), "%s/index.h5", pack);
 	/* every rank parses; only rank 0 reports what is wrong */
 	int rc = ds_manifest_read_image(img.data, len, what, m);
 	ds_buf_release(&img);
+	*pack_id = rc ? 0 : m->pack_id;
 	return ds_any_failed(world, rc) ? (rc ? rc : -DS_ECORRUPT) : 0;
 }
 

@@ -46,6 +46,8 @@ static void test_names(void)
 	char p[64] = "/a//b/./c/../d/";
 	ds_path_normalise(p);
 	is_str(p, "/a/b/d", "path normalised");
+	ok(ds_path_cmp("a\x01", "a/b") > 0 && ds_path_cmp("a/b", "a\x01") < 0, "byte 1 and '/' order both ways");
+	ok(ds_path_cmp("a/b", "a.b") < 0 && ds_path_cmp("a", "a/b") < 0, "a subtree right after its directory");
 	char q[16] = "/../..";
 	ds_path_normalise(q);
 	is_str(q, "/", "'..' stops at the root");
