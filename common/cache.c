@@ -194,7 +194,7 @@ int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t 
 		goto fail;
 	ep->fd = -1;
 	ep->epoch = epoch;
-	ep->gen = svc->next_gen++;
+	ep->gen = __atomic_fetch_add(&svc->next_gen, 1, __ATOMIC_RELAXED);
 	for (size_t i = 0; i < n; i++) {
 		ia[i].id = ids[i];
 		ia[i].at = (uint32_t)i;
