@@ -85,6 +85,13 @@ int ds_name_check(const char *path, size_t len, const char **why);
  * other byte, so a directory's subtree follows it contiguously and siblings
  * come out in name order. */
 int ds_path_cmp(const char *a, const char *b);
+/* Does symlink target (len bytes) stay inside the tree when resolved,
+ * lexically, from the directory holding the link (a relative path of
+ * link_len bytes)?  Relative, no NUL, no ".." climbing above the tree's
+ * root.  Returns 0, or -EXDEV (it leaves the tree) / -DS_ENAME (empty, too
+ * long, NUL) with *why set to a static reason. */
+int ds_target_check(const char *link, size_t link_len, const char *target, size_t len,
+                    const char **why);
 /* Lexically normalise an absolute path in place ("//" -> "/", "." dropped,
  * ".." pops).  Returns the new length. */
 size_t ds_path_normalise(char *path);

@@ -105,6 +105,8 @@ static int check_entries(const struct ds_index *ix)
 		} else {
 			const struct ds_entry *p = &ix->e[e->parent];
 			if (ds_name_check(name, e->name_len, NULL) || e->parent >= i || !S_ISDIR(p->mode) ||
+			    (S_ISLNK(e->mode) && ds_target_check(name, e->name_len, ix->strings + e->poff,
+			                                          e->size, NULL)) ||
 			    p->name_len != (e->base_off ? e->base_off - 1u : 0u) ||
 			    memcmp(ix->strings + p->name, name, p->name_len) ||
 			    ds_path_cmp(ix->strings + ix->e[i - 1].name, name) >= 0)
@@ -402,7 +404,9 @@ int ds_index_add_symlink(struct ds_index_builder *b, const char *path, int64_t m
 	int rc;
 	if (!*path)
 		return -DS_ENAME;
-	if (!*target || strlen(target) >= PATH_MAX)
+	/* only targets that stay inside the tree (dsindex.h): a pack that says
+	 * otherwise is refused here too, not only by the pack reader */
+	if (ds_target_check(path, strlen(path), target, strlen(target), NULL))
 		return -DS_ENAME;
 	struct bent *x = add(b, path, &rc);
 	if (!x)
@@ -627,7 +631,8 @@ int ds_index_build(struct ds_index_builder *b, void **out, size_t *len)
 		cap *= 2;
 
 	/* locations, sorted by partition then node */
-	qsort(b->locs, b->nlocs, sizeof(*b->locs), loc_cmp);
+	if (b->nlocs) /* qsort(NULL, 0) is undefined (a pack without files) */
+		qsort(b->locs, b->nlocs, sizeof(*b->locs), loc_cmp);
 
 	struct ds_index_header h;
 	memset(&h, 0, sizeof(h));

@@ -187,6 +187,10 @@ static int walk(int64_t cur, char *work, int flags, struct ds_res *r)
 			 * the directory holding the link (cur) */
 			const char *target = ds__g.ix.strings + e->poff;
 			size_t tl = e->size, rl = strlen(p);
+			/* stage only stores targets that stay in the tree; one that
+			 * leaves it comes from a damaged index: never follow it out */
+			if (ds_target_check(ds__ename(nx), e->name_len, target, tl, NULL))
+				return -EIO;
 			if (tl + rl + 1 >= PATH_MAX)
 				return -ENAMETOOLONG;
 			memmove(work + tl, p, rl + 1);
