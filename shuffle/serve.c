@@ -27,13 +27,15 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define AGREE_PERIOD 0.1       /* s between agreements */
 #define STOP_CHECK_PERIOD 0.1  /* s between looks at JOBDIR/stop */
-#define IDLE_SLEEP_NS 1000000L /* 1 ms */
+#define IDLE_SLEEP_NS 1000000L /* 1 ms between polls when every node is idle */
+#define BUSY_POLL_NS 20000L    /* 20 us between polls while some node fetches */
 #define BUSY_LINGER 0.5        /* s a rank stays busy after serving a remote read */
 /* A batch: gets in flight before one flush per target.  Larger batches
  * amortise the flush; a remote read waits behind at most one batch. */
@@ -343,17 +345,14 @@ static int run_loop(struct ds__svc *s)
 		int did = batch(s, targets, &last_read);
 		if (did)
 			continue;
-		if (peers_busy) {
-			/* no sched_yield: on shared memory a peer's get moves only
-			 * while we are in MPI; yielding to other work stalls it
-			 * (measured) */
-			ds__progress(s);
-			continue;
-		}
-		/* idle everywhere: sleep until the socket thread wakes us or the
-		 * next poll is due */
+		/* Nothing of our own to do: sleep until the socket thread wakes us
+		 * or the next poll for the peers is due.  While a peer fetches
+		 * (peers_busy) that is BUSY_POLL_NS: each poll answers all its
+		 * gets queued meanwhile, and the sleep leaves the core to the
+		 * readers and our socket thread (spinning here was measured to
+		 * starve them: ms per remote read on 2 cores). */
 		struct pollfd pf = {s->wake_main, POLLIN, 0};
-		struct timespec ts = {0, IDLE_SLEEP_NS};
+		struct timespec ts = {0, peers_busy ? BUSY_POLL_NS : IDLE_SLEEP_NS};
 		if (ppoll(&pf, 1, &ts, NULL) > 0)
 			ds__drain(s->wake_main);
 		ds__progress(s);
@@ -457,6 +456,9 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	watch_arm(s);
+	/* short sleeps must be short: the default 50 us timer slack would
+	 * more than triple BUSY_POLL_NS */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
 	ds__status_write(s, "running");
 	if (rank == 0) {
