@@ -82,7 +82,7 @@ static const char *cmd_usage =
 	"  -q, --quiet           no summary\n"
 	"  -h, --help            this text\n";
 
-int ds_stage_parse(int argc, char **argv, struct ds_stage_opts *o, int allow_extra)
+static int stage_parse(int argc, char **argv, struct ds_stage_opts *o)
 {
 	static const struct option lo[] = {
 		{"replicas", required_argument, 0, 'R'}, {"to", required_argument, 0, 't'},
@@ -93,9 +93,8 @@ int ds_stage_parse(int argc, char **argv, struct ds_stage_opts *o, int allow_ext
 	memset(o, 0, sizeof(*o));
 	o->replicas = 1;
 	optind = 1;
-	opterr = !allow_extra;
 	int c;
-	while ((c = getopt_long(argc, argv, allow_extra ? "-R:qh" : "R:qh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "R:qh", lo, NULL)) != -1) {
 		uint64_t v;
 		double d;
 		switch (c) {
@@ -120,24 +119,16 @@ int ds_stage_parse(int argc, char **argv, struct ds_stage_opts *o, int allow_ext
 			break;
 		case 'q': o->quiet = 1; break;
 		case 'h': o->help = 1; return 0;
-		case 1: /* a non-option argument kept in order (allow_extra) */
-			if (!o->pack)
-				o->pack = optarg;
-			break;
 		default:
-			if (allow_extra)
-				break; /* the caller's options: it parses them itself */
 			fputs(cmd_usage, stderr);
 			return 2;
 		}
 	}
-	if (!allow_extra) {
-		if (argc - optind != 1) {
-			fputs(cmd_usage, stderr);
-			return 2;
-		}
-		o->pack = argv[optind];
+	if (argc - optind != 1) {
+		fputs(cmd_usage, stderr);
+		return 2;
 	}
+	o->pack = argv[optind];
 	if (!o->to || !o->pack) {
 		ds_error("need a pack and --to DIR");
 		return 2;
@@ -999,7 +990,7 @@ out:
 int ds_cmd_stage(int argc, char **argv)
 {
 	struct ds_stage_opts o;
-	int rc = ds_stage_parse(argc, argv, &o, 0);
+	int rc = stage_parse(argc, argv, &o);
 	if (o.help) {
 		fputs(cmd_usage, stdout);
 		return 0;
