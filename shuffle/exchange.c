@@ -49,6 +49,8 @@ struct xep {
 	size_t next, done, failed, inflight_from;
 	uint64_t bytes, bytes_done;
 	double t0, t1;
+	size_t batches;
+	double flush_s; /* time in MPI_Win_flush: the rest is our own overhead */
 	struct ds__svc *svc;
 	pthread_t prep;
 	int prep_rc, prep_done; /* prep_done: atomic */
@@ -292,6 +294,8 @@ static void report(struct ds__svc *s, struct xep *x)
 	h->ce = NULL;
 	X->nhist++;
 	x->reported = 1;
+	ds_debug("node %u: epoch %llu: %zu batches, %.3f s of %.3f s in MPI_Win_flush", s->node,
+	         (unsigned long long)x->epoch, x->batches, x->flush_s, dt);
 }
 
 /* The helper thread: the cache file and where each sample comes from. */
@@ -483,13 +487,15 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 	return ops;
 }
 
-void ds__exchange_complete(struct ds__svc *s, int ok)
+void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s)
 {
 	struct ds__exchange *X = s->x;
 	struct xep *x = X->inflight;
 	X->inflight = NULL;
 	if (!x || !x->ce)
 		return;
+	x->batches++;
+	x->flush_s += flush_s;
 	uint64_t bytes = 0;
 	for (size_t i = x->inflight_from; i < x->next; i++) {
 		uint64_t len;

@@ -81,6 +81,7 @@ int ds_cmd_run(int argc, char **argv)
 	so.quiet = o.quiet > 0;
 	ds_log_init(o.quiet > 0 ? -1 : o.quiet < 0 ? 1 : 0);
 
+	ds__serve_env();
 	/* stage asks for MPI_THREAD_MULTIPLE on its own; give it the same */
 	int provided;
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);

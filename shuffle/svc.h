@@ -114,8 +114,9 @@ void ds__exchange_free(struct ds__svc *s);
  * next gets of the prefetch.  Adds up to max_ops gets / max_bytes into the
  * batch being built (targets marked).  Returns the gets it started. */
 size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, uint64_t max_bytes);
-/* The gets started by the last issue have completed (ok) or failed. */
-void ds__exchange_complete(struct ds__svc *s, int ok);
+/* The gets started by the last issue have completed (ok) or failed;
+ * flush_s: the seconds their flush took. */
+void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s);
 /* Is a prefetch in progress (the peers should keep up their progress)? */
 int ds__exchange_busy(const struct ds__svc *s);
 /* NODEDIR/serve.status, rewritten on each change (for dstage status). */
@@ -129,6 +130,8 @@ int ds__serve_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad);
 /* The service on every rank of world (collective; MPI initialised with at
  * least MPI_THREAD_FUNNELED).  0 after a stop, 1 after a failure. */
 int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o);
+/* Environment for MPI, before MPI_Init (UCX tuning; user values win). */
+void ds__serve_env(void);
 /* MPI_Finalize under the watchdog. */
 void ds__serve_finalize(void);
 
