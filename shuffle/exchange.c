@@ -383,6 +383,10 @@ static int follow(struct ds__svc *s)
 {
 	struct ds__exchange *X = s->x;
 	uint64_t r = __atomic_load_n(&s->reader_epoch, __ATOMIC_RELAXED);
+	/* readers may also raise the shared counter themselves (the stats page) */
+	uint64_t se = __atomic_load_n(&s->stats->epoch, __ATOMIC_RELAXED);
+	if (se > r)
+		r = se;
 	if (X->started && r == X->followed)
 		return 0;
 	if (r < X->followed)
