@@ -73,7 +73,6 @@ struct ds__exchange {
 	struct xep *inflight;  /* the epoch of the gets of the last issue */
 	double exp_local;      /* L = 0: fraction of the samples held here */
 	double exp_overlap;    /* L = 0: share / samples */
-	int warned_overlap;
 	struct xep hist[HISTORY]; /* figures of finished epochs, for status */
 	int nhist;
 };
