@@ -311,5 +311,8 @@ int main(int argc, char **argv)
 	       (unsigned long long)tot.errors, dt);
 	if (out)
 		fclose(out);
+	free(w);
+	free(ids);
+	ds_cache_set_free(cache);
 	return tot.errors ? 1 : 0;
 }
