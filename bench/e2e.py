@@ -13,7 +13,7 @@
   e2e.py drive ROUNDS NAME=ROOT[,ENV=VALUE...] ...
       starts one worker per NAME (ENV=VALUE pairs go into its environment,
       e.g. LD_PRELOAD for the shim), then ROUNDS rounds, each running
-      decode and raw on every worker in turn (A B C A B C ...); before each
+      decode and raw on every worker in turn (A B C, B C A, C A B, ...); before each
       run of a worker whose NAME has a file NAME.remount next to this
       process's cwd, that file is run (squashfuse: fresh caches);
       prints "NAME MODE images seconds" per run.
@@ -98,9 +98,11 @@ def drive(rounds, specs):
         line = p.stdout.readline()
         if not line.startswith("ready"):
             sys.exit("e2e: worker %s did not start" % name)
-    for _ in range(rounds):
+    for r in range(rounds):
+        # the order rotates from round to round: no contender is always first
+        order = workers[r % len(workers):] + workers[:r % len(workers)]
         for mode in ("decode", "raw"):
-            for name, p in workers:
+            for name, p in order:
                 if os.path.exists(name + ".remount"):
                     subprocess.run(["sh", name + ".remount"], check=True)
                 p.stdin.write(mode + "\n")

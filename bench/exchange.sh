@@ -120,6 +120,8 @@ while [ $r -le "$ROUNDS" ]; do
 	t0=$(efield 0 $e fetch_s) t1=$(efield 1 $e fetch_s)
 	awk -v a="$b0" -v b="$b1" -v s="$t0" -v t="$t1" 'BEGIN { m = s > t ? s : t; printf "%.0f %.6f %.1f\n", (a + b) / 2, m, (a + b) / 2 / m }' >>"$W/x.rma"
 	bytes=$(awk -v a="$b0" -v b="$b1" 'BEGIN { printf "%.0f", (a + b) / 2 / 131072 * 131072 }')
+	# the peers run with the UCX setting dstage serve gives itself
+	export UCX_MM_FIFO_SIZE="${UCX_MM_FIFO_SIZE:-1024}"
 	mpiexec.mpich -n 2 "$MPIBENCH" alltoallv "$bytes" 131072 1 | awk -v b="$bytes" '{ print b, $2, b / $2 }' >>"$W/x.a2a"
 	mpiexec.mpich -n 2 "$MPIBENCH" get "$bytes" 1 131072 | awk -v b="$bytes" '{ print b, $3, b / $3 }' >>"$W/x.get"
 	r=$((r + 1))
@@ -196,4 +198,4 @@ remote=$(awk '{ s += $1 } END { print s }' "$W/o.remote") stalls=$(awk '{ s += $
 	echo "get_rate $gr"
 	echo "remote_latency_4k $(awk -v f="$(col "$W/lat.r4k" 1)" 'BEGIN { print 1 / f }')"
 } >"$RES/exchange.dat"
-note "Exchange: $NS samples of 128 KiB + 256 of 4 KiB, 2 simulated nodes, seed 11, global shuffle; per round both nodes open their epoch-r list and both services fetch epoch r+1 (figures from serve.status: moved_bytes, fetch_s, the slower node's time); then one MPI_Alltoallv and one run of 128 KiB MPI_Gets of the same bytes per rank (2 ranks).  Epoch reads: after the prefetch of e (and of e+1) is done, node 0's list of e read repeatedly for ${SECS}s through the shim; the shim's counters saw $remote remote reads and $stalls stalls during these reads.  Remote reads: serve --locality 1 (no prefetch), $(wc -l <"$W/r4k") 4 KiB and $(wc -l <"$W/r128k") 128 KiB files held only by node 1, read from node 0 ($((rr1 - rr0)) remote reads counted).  Medians of $ROUNDS rounds."
+note "Exchange: $NS samples of 128 KiB + 256 of 4 KiB, 2 simulated nodes, seed 11, global shuffle; per round both nodes open their epoch-r list and both services fetch epoch r+1 (figures from serve.status: moved_bytes, fetch_s, the slower node's time); then one MPI_Alltoallv and one run of 128 KiB MPI_Gets of the same bytes per rank (2 ranks, fresh processes and buffers, as the service fetches into a fresh epoch cache; UCX_MM_FIFO_SIZE=1024, as dstage serve sets for itself).  Epoch reads: after the prefetch of e (and of e+1) is done, node 0's list of e read repeatedly for ${SECS}s through the shim; the shim's counters saw $remote remote reads and $stalls stalls during these reads.  Remote reads: serve --locality 1 (no prefetch), $(wc -l <"$W/r4k") 4 KiB and $(wc -l <"$W/r128k") 128 KiB files held only by node 1, read from node 0 ($((rr1 - rr0)) remote reads counted).  Medians of $ROUNDS rounds."

@@ -35,12 +35,19 @@ r=0
 while [ $r -lt "$ROUNDS" ]; do
 	for s in $SIZES; do
 		for P in 1 2; do
-			run "$READER" -P $P read "$W/src" "$W/k$s.list" >>"$W/n.$s.$P"
-			run shim "$ST" 0 "$MNT" "$READER" -P $P read "$MNT" "$W/k$s.list" >>"$W/s.$s.$P"
-			if [ -n "$HAVE_SQ" ]; then
-				sq_remount "$W/img" "$W/sq"
-				run "$READER" -P $P read "$W/sq" "$W/k$s.list" >>"$W/q.$s.$P"
-			fi
+			# the order rotates from round to round (n s q, s q n, q n s)
+			for peer in $(echo "n s q n s q" | cut -d' ' -f$((r % 3 + 1))-$((r % 3 + 3))); do
+				case $peer in
+				n) run "$READER" -P $P read "$W/src" "$W/k$s.list" >>"$W/n.$s.$P" ;;
+				s) run shim "$ST" 0 "$MNT" "$READER" -P $P read "$MNT" "$W/k$s.list" >>"$W/s.$s.$P" ;;
+				q)
+					if [ -n "$HAVE_SQ" ]; then
+						sq_remount "$W/img" "$W/sq"
+						run "$READER" -P $P read "$W/sq" "$W/k$s.list" >>"$W/q.$s.$P"
+					fi
+					;;
+				esac
+			done
 		done
 	done
 	r=$((r + 1))
@@ -72,4 +79,4 @@ for s in $SIZES; do
 			"$(ratio "$sf" "$qf")" "$gq" "$gqs"
 	done
 done
-note "FanStore read-once: $MB MiB of files per size ($(for s in $SIZES; do printf '%s ' $((MB * 1024 / s)); done)files of $SIZES KiB), each read once by each reader in random order (reader k of 2 starts at k/2 of the list); squashfuse remounted before each of its runs; medians of $ROUNDS interleaved rounds (native, shim, squashfuse)."
+note "FanStore read-once: $MB MiB of files per size ($(for s in $SIZES; do printf '%s ' $((MB * 1024 / s)); done)files of $SIZES KiB), each read once by each reader in random order (reader k of 2 starts at k/2 of the list); squashfuse remounted before each of its runs; medians of $ROUNDS interleaved rounds (native, shim, squashfuse, the order rotating from round to round)."

@@ -54,7 +54,7 @@ while [ $r -lt "$ROUNDS" ]; do
 		esac
 		sub=small
 		case $m in walk*) sub=tree ;; esac
-		for peer in n s q; do
+		for peer in $(echo "n s q n s q" | cut -d' ' -f$((r % 3 + 1))-$((r % 3 + 3))); do
 			[ $peer = q ] && [ -z "$HAVE_SQ" ] && continue
 			case $peer in
 			n) root="$W/src" pre= ;;
@@ -90,4 +90,4 @@ for m in read open stat readdir walk walkpy; do
 	row "$what: shim vs tmpfs" "$(fmt_rate "$s" $u)" "tmpfs $(fmt_rate "$n" $u)" "$(ratio "$s" "$n")" "$g" "$gs"
 	row "$what: shim vs squashfuse" "$(fmt_rate "$s" $u)" "squashfuse $(fmt_rate "$q" $u)" "$(ratio "$s" "$q")" "$gq" "$gqs"
 done
-note "Small files: $NF files of 4 KiB in $NDIR directories of 100; reads are one pass in random order (squashfuse remounted before each), open/stat/readdir are repeated passes for ${SECS}s (warm kernel caches); the walk tree has $NWALK entries (20 x $SUB directories of 100 files of 256 bytes), walked in Python (os.walk + os.stat of every entry) and in C (readdir + lstat), squashfuse remounted before each walk. Medians of $ROUNDS interleaved rounds (tmpfs, shim, squashfuse). The staged index takes $ixb bytes for $nent entries ($(awk -v a="$ixb" -v b="$nent" 'BEGIN{printf "%.0f", a/b}') bytes per entry)."
+note "Small files: $NF files of 4 KiB in $NDIR directories of 100; reads are one pass in random order (squashfuse remounted before each), open/stat/readdir are repeated passes for ${SECS}s (warm kernel caches); the walk tree has $NWALK entries (20 x $SUB directories of 100 files of 256 bytes), walked in Python (os.walk + os.stat of every entry) and in C (readdir + lstat), squashfuse remounted before each walk. Medians of $ROUNDS interleaved rounds (tmpfs, shim, squashfuse, the order rotating from round to round). The staged index takes $ixb bytes for $nent entries ($(awk -v a="$ixb" -v b="$nent" 'BEGIN{printf "%.0f", a/b}') bytes per entry)."
