@@ -38,14 +38,18 @@ void ds_log_set_prefix(const char *prefix)
 
 void ds_log_init(int verbose)
 {
+	/* -v / -q on the command line win over $DSTAGE_LOG, which wins over
+	 * the default (warn) */
 	const char *e = getenv("DSTAGE_LOG");
-	log_level = verbose > 0 ? DS_LOG_INFO : verbose < 0 ? DS_LOG_ERROR : DS_LOG_WARN;
-	if (!e || !*e)
-		return;
-	if (!strcmp(e, "error")) log_level = DS_LOG_ERROR;
-	else if (!strcmp(e, "warn")) log_level = DS_LOG_WARN;
-	else if (!strcmp(e, "info")) log_level = DS_LOG_INFO;
-	else if (!strcmp(e, "debug")) log_level = DS_LOG_DEBUG;
+	log_level = DS_LOG_WARN;
+	if (e && !strcmp(e, "error")) log_level = DS_LOG_ERROR;
+	else if (e && !strcmp(e, "warn")) log_level = DS_LOG_WARN;
+	else if (e && !strcmp(e, "info")) log_level = DS_LOG_INFO;
+	else if (e && !strcmp(e, "debug")) log_level = DS_LOG_DEBUG;
+	if (verbose > 0 && log_level < DS_LOG_INFO)
+		log_level = DS_LOG_INFO;
+	if (verbose < 0)
+		log_level = DS_LOG_ERROR;
 }
 
 int ds_log_enabled(enum ds_log_level lvl) { return lvl <= log_level; }

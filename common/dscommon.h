@@ -30,8 +30,9 @@ enum ds_log_level { DS_LOG_ERROR = 0, DS_LOG_WARN, DS_LOG_INFO, DS_LOG_DEBUG };
 
 /* The command name used in messages ("pack", "stage", ...). Not copied. */
 void ds_log_set_cmd(const char *cmd);
-/* Level from $DSTAGE_LOG (error, warn, info, debug); default warn, or info
- * when verbose != 0.  -q lowers it to error. */
+/* Level from $DSTAGE_LOG (error, warn, info, debug), default warn; then the
+ * command line wins: verbose > 0 (-v) raises it to at least info, verbose < 0
+ * (-q) sets error. */
 void ds_log_init(int verbose);
 int ds_log_enabled(enum ds_log_level lvl);
 /* A prefix added after "dstage: CMD: ", e.g. "rank 3: " (copied). */

@@ -277,6 +277,38 @@ static int node_status(const char *jobdir, const char *name)
 	return 0;
 }
 
+/* The service's report of the last epoch of a node (NODEDIR/serve.status,
+ * key=value lines written by shuffle/): what the shuffle cost in locality
+ * and randomness. */
+static void node_epoch_report(const char *jobdir, const char *name)
+{
+	char path[PATH_MAX], line[1024], last[1024] = "";
+	double l0 = -1, o0 = -1;
+	snprintf(path, sizeof(path), "%s/%s/serve.status", jobdir, name);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "epoch.", 6))
+			snprintf(last, sizeof(last), "%s", line);
+		sscanf(line, "local_l0=%lf", &l0);
+		sscanf(line, "overlap_l0=%lf", &o0);
+	}
+	fclose(f);
+	unsigned long long e, share, moved;
+	double local, overlap, fetch_s;
+	if (sscanf(last, "epoch.%llu=share=%llu share_bytes=%*u local=%lf fetched=%*u moved_bytes=%llu "
+	                 "overlap_prev=%lf fetch_s=%lf", &e, &share, &local, &moved, &overlap, &fetch_s) != 6)
+		return;
+	char a[32];
+	printf("node %s epoch %llu: share %llu samples, %.0f%% local (L=0 expects %.0f%%), moved %s in "
+	       "%.3f s",
+	       name, e, share, 100 * local, 100 * l0, ds_fmt_size(moved, a, sizeof(a)), fetch_s);
+	if (overlap >= 0)
+		printf(", %.0f%% also held the epoch before (L=0 expects %.0f%%)", 100 * overlap, 100 * o0);
+	printf("\n");
+}
+
 static int name_num_cmp(const void *x, const void *y)
 {
 	long a = atol(*(char *const *)x), b = atol(*(char *const *)y);
@@ -316,9 +348,11 @@ int ds_cmd_status(int argc, char **argv)
 	printf("%-5s %9s %10s %10s %7s %7s %7s %7s %7s %6s %6s %13s %10s\n", "node", "files", "bytes",
 	       "store", "local", "cache", "remote", "stalls", "served", "svc", "epoch", "prefetch",
 	       "fetched");
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < n; i++)
 		if (node_status(jobdir, names[i]))
 			rc = 1;
+	for (int i = 0; i < n; i++) {
+		node_epoch_report(jobdir, names[i]);
 		free(names[i]);
 	}
 	if (n == 0) {

@@ -82,6 +82,12 @@ test_expect_success 'per-epoch figures in serve.status and the log' '
 	grep -q "also read here in epoch" serve.log
 '
 
+test_expect_success 'dstage status shows each node'"'"'s last epoch: locality and randomness' '
+	"$DSTAGE" status --to "$SHM" --job "$JOB" >status &&
+	test_grep "^node 0 epoch [0-9]*: share [0-9]* samples, [0-9]*% local (L=0 expects [0-9]*%), moved" status &&
+	test_grep "^node 1 epoch .*also held the epoch before" status
+'
+
 serve_stop
 test_expect_success 'stopped cleanly; the caches are gone, the store is kept' '
 	test "$(cat serve.rc)" = 0 &&
