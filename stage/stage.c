@@ -997,7 +997,7 @@ int ds_cmd_stage(int argc, char **argv)
 	}
 	if (rc)
 		return rc;
-	ds_log_init(o.quiet ? -1 : 0);
+	/* -q drops the summary only: warnings (R capped, ...) still show */
 	int provided;
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
 	struct ds_node nd;
