@@ -173,7 +173,10 @@ class EpochSampler(_Sampler):
                 out.append(self._lookup(p))
             except KeyError:
                 raise KeyError("'%s' (epoch %d list) is not in the dataset: build it over the "
-                               "staged tree under '%s'" % (p, self.epoch, self.mount)) from None
+                               "staged tree under '%s'; every file outside the pack's "
+                               "--replicate subtrees is a training sample, so pack files "
+                               "that are not samples with --replicate or --exclude"
+                               % (p, self.epoch, self.mount)) from None
         self._cached = (self.epoch, out)
         return out
 
