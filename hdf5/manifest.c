@@ -353,7 +353,7 @@ static int build_entries(struct check *c)
 		struct ds_mentry *e = &m->e[i];
 		fill_entry(e, &t->rows[i], t, &arena);
 		m->n = i + 1;
-		if (i && ds__path_cmp(m->e[i - 1].path, e->path) >= 0)
+		if (i && ds_path_cmp(m->e[i - 1].path, e->path) >= 0)
 			return bad_entry(c, i, e->path, strlen(e->path), "entries not sorted, or a duplicate");
 		if (!parent_ok(c, e->path, strlen(e->path)))
 			return bad_entry(c, i, e->path, strlen(e->path), "parent directory missing");
@@ -461,28 +461,12 @@ void ds_manifest_release(struct ds_manifest *m)
 	m->nparts = 0;
 }
 
-int ds__path_cmp(const char *a, const char *b)
-{
-	for (;; a++, b++) {
-		unsigned ca = (unsigned char)*a, cb = (unsigned char)*b;
-		if (ca == cb) {
-			if (!ca)
-				return 0;
-			continue;
-		}
-		/* NUL (the end) 0, '/' 1, any other byte its value + 1 */
-		ca = ca == '/' ? 1 : ca ? ca + 1 : 0;
-		cb = cb == '/' ? 1 : cb ? cb + 1 : 0;
-		return ca < cb ? -1 : 1;
-	}
-}
-
 int64_t ds__manifest_find(const struct ds_manifest *m, const char *path)
 {
 	size_t lo = 0, hi = m->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = ds__path_cmp(m->e[mid].path, path);
+		int c = ds_path_cmp(m->e[mid].path, path);
 		if (!c)
 			return (int64_t)mid;
 		if (c < 0)

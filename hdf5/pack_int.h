@@ -195,12 +195,6 @@ void ds__table_release(struct ds__table *t);
  * lexically inside the tree when resolved from the directory of the link
  * (else -EXDEV).  Sets *why on failure. */
 int ds__target_check(const char *link, const char *target, size_t len, const char **why);
-/* The order of paths in a pack: bytewise with '/' below every other byte
- * (a subtree follows its directory).  The same order as common's
- * ds_path_cmp, which however ranks byte 0x01 and '/' equal both ways (not a
- * total order: a name with 0x01 would sort inconsistently); here every byte
- * b other than '/' ranks as b + 1. */
-int ds__path_cmp(const char *a, const char *b);
 /* Entry index of path in a manifest (binary search), or -1. */
 int64_t ds__manifest_find(const struct ds_manifest *m, const char *path);
 

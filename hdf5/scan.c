@@ -382,7 +382,7 @@ static int scan_list(struct scan *s)
 static int entry_cmp(const void *a, const void *b, void *names)
 {
 	const char *n = names;
-	return ds__path_cmp(n + ((const struct ds__pentry *)a)->path,
+	return ds_path_cmp(n + ((const struct ds__pentry *)a)->path,
 	                   n + ((const struct ds__pentry *)b)->path);
 }
 
@@ -412,7 +412,7 @@ static int64_t tree_find(const struct ds__tree *t, const char *path)
 	size_t lo = 0, hi = t->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = ds__path_cmp(ds__tree_path(t, &t->e[mid]), path);
+		int c = ds_path_cmp(ds__tree_path(t, &t->e[mid]), path);
 		if (!c)
 			return (int64_t)mid;
 		if (c < 0)
