@@ -480,7 +480,8 @@ struct xfer {
 	int store_fd;
 	int inflate;
 	uint64_t shared_read;  /* payload bytes this rank read from the shared FS */
-	uint64_t meta_read;    /* other bytes (the manifest) */
+	uint64_t meta_read;    /* the manifest */
+	uint64_t part_meta_read; /* partitions' metadata (at most) */
 	uint64_t received;     /* payload bytes that came over MPI */
 	int err;               /* first error of this rank */
 	MPI_Win prog_win;      /* rank 0: bytes landed so far, all ranks */
@@ -553,8 +554,15 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 			status = -errno;
 			ds_error("'%s': %s", part_path, strerror(errno));
 		}
-		if (in >= 0)
+		if (in >= 0) {
+			/* the partition's own metadata, read by ds_part_locate to check
+			 * its seal: counted as all of the file but the payload (an upper
+			 * bound: the unused part of the user block is never read) */
+			struct stat st;
+			if (fstat(in, &st) == 0 && (uint64_t)st.st_size >= size)
+				x->part_meta_read += st.st_size - size;
 			posix_fadvise(in, src_off, size, POSIX_FADV_SEQUENTIAL);
+		}
 	}
 	/* The stream: ceil(size/CHUNK) messages (at least one), each a header
 	 * and its data.  A rank that fails forwards one error header and sends
@@ -930,7 +938,7 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 
 	/* summary */
 	{
-		uint64_t mine[4] = {x.shared_read, x.meta_read, x.received, 0};
+		uint64_t mine[4] = {x.shared_read, x.meta_read, x.received, x.part_meta_read};
 		uint64_t sum[4];
 		MPI_Reduce(mine, sum, 4, MPI_UINT64_T, MPI_SUM, 0, world);
 		uint64_t node_bytes = nd->local_rank == 0 ? pl.store_size[nd->node] : 0;
@@ -955,9 +963,11 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 			       ds_fmt_size(UINT64_MAX - mx[1], a, sizeof(a)), ds_fmt_size(mx[0], b, sizeof(b)),
 			       ds_fmt_size(landed, c, sizeof(c)), dt,
 			       ds_fmt_size(dt > 0 ? (uint64_t)(landed / dt) : 0, d, sizeof(d)));
-			printf("read from shared FS: %llu bytes (payload %llu + manifest %llu; pack stores %llu)\n",
-			       (unsigned long long)(sum[0] + sum[1]), (unsigned long long)sum[0],
-			       (unsigned long long)sum[1], (unsigned long long)m.total_stored);
+			printf("read from shared FS: %llu bytes (payload %llu + manifest %llu + partition "
+			       "metadata <= %llu; pack stores %llu)\n",
+			       (unsigned long long)(sum[0] + sum[1] + sum[3]), (unsigned long long)sum[0],
+			       (unsigned long long)sum[1], (unsigned long long)sum[3],
+			       (unsigned long long)m.total_stored);
 			printf("forwarded over MPI: %llu bytes\n", (unsigned long long)sum[2]);
 			fflush(stdout);
 		}
