@@ -164,7 +164,7 @@ TOTAL=$(($(date +%s) - T0))
 # ---- the model ----------------------------------------------------------------
 model_md=
 if [ -s "$RT/modelcheck.dat" ]; then
-	model_md=$(python3 bench/model --check "$RT" 2>&1 || :)
+	model_md=$(python3 bench/model --check --dat "$RT/model.dat" "$RT" 2>&1 || :)
 	mkdir -p "$OUT"
 	cp "$RT/modelcheck.dat" "$OUT/modelcheck.dat"
 fi
