@@ -334,17 +334,23 @@ int ds_target_check(const char *link, size_t link_len, const char *target, size_
 
 size_t ds_path_normalise(char *path)
 {
+	/* Bounded by the end found first: the writer can reach the reader (a
+	 * path with nothing to drop), and its '/' then lands on the terminator;
+	 * reading up to a NUL from there ran past the string. */
+	const char *end = path + strlen(path);
 	char *w = path;
 	const char *r = path;
 	/* path is absolute: always keep the leading '/' */
 	*w++ = '/';
-	while (*r) {
-		while (*r == '/')
+	if (r < end && *r == '/')
+		r++;
+	while (r < end) {
+		while (r < end && *r == '/')
 			r++;
-		if (!*r)
+		if (r == end)
 			break;
 		const char *s = r;
-		while (*r && *r != '/')
+		while (r < end && *r != '/')
 			r++;
 		size_t n = r - s;
 		if (n == 1 && s[0] == '.')

@@ -135,8 +135,10 @@ void ds_index_close(struct ds_index *ix);
  * always checks entry 0 (a directory named ""). */
 int ds_index_entry_ok(const struct ds_index *ix, uint64_t id);
 /* What ds_epoch_share relies on: every sample a usable file, in increasing
- * order; every partition's locations inside the locs array; every location's
- * node < nnodes.  O(nsamples + nparts + nlocs).  0 or -DS_ECORRUPT. */
+ * order; the locations laid out as the builder does (each partition's a run
+ * of the locs array, in partition order, covering it, nodes < nnodes and
+ * increasing within a run).  O(nsamples + nparts + nlocs).  0 or
+ * -DS_ECORRUPT. */
 int ds_index_check_shuffle(const struct ds_index *ix);
 
 /* Entry id of a relative path ("" is the root; no leading or trailing '/'),

@@ -74,12 +74,25 @@ int ds_index_check_shuffle(const struct ds_index *ix)
 		    (i && id <= ix->samples[i - 1]))
 			return -DS_ECORRUPT;
 	}
-	for (uint32_t i = 0; i < h->nparts; i++)
-		if (ix->parts[i].loc > h->nlocs || ix->parts[i].nloc > h->nlocs - ix->parts[i].loc)
+	/* the locations as the builder lays them out: each partition's a run
+	 * of the array, runs in partition order, together the whole array (the
+	 * share's repair step counts per node over both views: they must
+	 * agree), and no node twice in one run */
+	uint64_t next = 0;
+	for (uint32_t i = 0; i < h->nparts; i++) {
+		const struct ds_part *p = &ix->parts[i];
+		if (!p->nloc)
+			continue;
+		if (p->loc != next || p->nloc > h->nlocs - next)
 			return -DS_ECORRUPT;
-	for (uint32_t i = 0; i < h->nlocs; i++)
-		if (ix->locs[i].node >= h->nnodes)
-			return -DS_ECORRUPT;
+		next += p->nloc;
+		for (uint32_t l = p->loc; l < p->loc + p->nloc; l++)
+			if (ix->locs[l].node >= h->nnodes ||
+			    (l > p->loc && ix->locs[l].node <= ix->locs[l - 1].node))
+				return -DS_ECORRUPT;
+	}
+	if (next != h->nlocs)
+		return -DS_ECORRUPT;
 	return 0;
 }
 

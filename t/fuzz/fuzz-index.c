@@ -1,0 +1,110 @@
+/* fuzz-index.c: libFuzzer target for the node-store index as the shim sees
+ * it: mapped with ds_index_from_buf(full = 0), then used only through what
+ * the shim relies on (ds_index_entry_ok before following any id read from
+ * the index; lookups; partition locations; the shuffle check before the
+ * epoch share), and through the full check the service runs.
+ *
+ * Inputs are images of NODEDIR/index.  As in fuzz-manifest, the CRC is made
+ * to match first (the shim does not check it; the full check does, and a
+ * mismatch would stop it before the structure checks).
+ *
+ * Build and run (make fuzz does both):
+ *   make fuzz (or: clang -fsanitize=fuzzer,address,undefined -Icommon
+ *   t/fuzz/fuzz-index.c common/[a-z]*.c -lz -lm)
+ *   ./fuzz-index -max_total_time=60 t/fuzz/corpus-index */
+#include "dscommon.h"
+#include "dsepoch.h"
+#include "dsindex.h"
+
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void touch_entry(const struct ds_index *ix, uint32_t id)
+{
+	/* what the shim reads of an entry that passed ds_index_entry_ok */
+	const struct ds_entry *e = &ix->e[id];
+	const char *name = ds_index_name(ix, id);
+	volatile size_t n = strlen(name) + strlen(name + e->base_off);
+	(void)n;
+	struct stat st;
+	ds_index_stat(ix, id, &st);
+	if (S_ISDIR(e->mode)) {
+		for (uint64_t k = 0; k < e->stored && k < 64; k++) {
+			uint32_t c = ix->dirents[e->poff + k];
+			if (ds_index_entry_ok(ix, c)) {
+				const struct ds_entry *ce = &ix->e[c];
+				volatile char x = ix->strings[ce->name + ce->base_off];
+				(void)x;
+			}
+		}
+	} else if (S_ISLNK(e->mode)) {
+		volatile size_t t = strlen(ix->strings + e->poff);
+		(void)t;
+	} else if (S_ISREG(e->mode)) {
+		uint64_t base;
+		if (ds_index_part_on(ix, e->part, ix->h->node, &base)) {
+			volatile uint64_t end = base + e->poff + e->stored;
+			(void)end;
+		}
+	}
+	uint32_t p = e->parent;
+	if (ds_index_entry_ok(ix, p)) {
+		volatile uint16_t l = ix->e[p].name_len;
+		(void)l;
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < sizeof(struct ds_index_header) || size > (16u << 20))
+		return 0;
+	/* an aligned, writable copy, the CRC made to match */
+	void *buf = malloc(size);
+	memcpy(buf, data, size);
+	struct ds_index_header *h = buf;
+	h->crc = 0;
+	h->crc = ds_crc32c(0, buf, size);
+
+	struct ds_index ix;
+	if (ds_index_from_buf(&ix, buf, size, 0) == 0) {
+		/* every entry the shim could reach, through the check */
+		uint32_t n = ix.h->nentries < 4096 ? ix.h->nentries : 4096;
+		for (uint32_t i = 0; i < n; i++)
+			if (ds_index_entry_ok(&ix, i)) {
+				touch_entry(&ix, i);
+				/* the entry's own name finds an entry that passes */
+				const struct ds_entry *e = &ix.e[i];
+				int64_t f = ds_index_lookup(&ix, ds_index_name(&ix, i), e->name_len);
+				if (f >= 0 && !ds_index_entry_ok(&ix, (uint64_t)f))
+					__builtin_trap();
+			}
+		/* names made of the input's bytes */
+		for (size_t off = 0; off + 8 <= size && off < 512; off += 8)
+			(void)ds_index_lookup(&ix, (const char *)data + off, 8 + data[off] % 24 > size - off
+			                                                         ? size - off
+			                                                         : 8 + data[off] % 24);
+		if (ds_index_check_shuffle(&ix) == 0 && ix.h->nsamples < 100000 && ix.h->nnodes < 64) {
+			struct ds_epoch_cfg cfg = {.seed = 7, .locality = 0.5, .drop_last = data[0] & 1};
+			uint32_t *ids;
+			size_t m;
+			if (ds_epoch_share(&ix, &cfg, 1, ix.h->node, &ids, &m) == 0) {
+				for (size_t i = 0; i < m; i++)
+					if (ids[i] >= ix.h->nentries)
+						__builtin_trap();
+				free(ids);
+			}
+		}
+	}
+	struct ds_index full;
+	if (ds_index_from_buf(&full, buf, size, 1) == 0) {
+		/* the full check passed: then every entry passes the O(1) one */
+		for (uint32_t i = 0; i < full.h->nentries; i++)
+			if (!ds_index_entry_ok(&full, i))
+				__builtin_trap();
+	}
+	free(buf);
+	return 0;
+}
