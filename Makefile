@@ -146,7 +146,20 @@ install: all
 style:
 	clang-format -i $(wildcard */*.c */*.h)
 
+# Hardening (t/9NNN).  `make fuzz`: the sanitizer variant of the command
+# into build-asan/ (t/9000 and t/9001 then run their crafted packs through
+# it too), then every libFuzzer target for FUZZ_SECS seconds from its corpus
+# in t/fuzz/ (t/fuzz/run.sh).  `make soak`: the long tests, t/99NN-*.t,
+# which `make test` skips.
+FUZZ_SECS ?= 300
+fuzz: all
+	$(MAKE) --no-print-directory O=build-asan SANITIZE=address,undefined all
+	sh t/fuzz/run.sh $(FUZZ_SECS)
+
+soak: all
+	DSTAGE_SOAK=1 prove -v t/99[0-9][0-9]-*.t
+
 clean:
 	rm -rf $(O)
 
-.PHONY: all deps deps-build deps-bench test check demo bench install style clean
+.PHONY: all deps deps-build deps-bench test check demo bench install style clean fuzz soak

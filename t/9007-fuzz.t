@@ -1,0 +1,19 @@
+#!/bin/sh
+# The fuzz targets for a few seconds each (DSTAGE_FUZZ_SECS, default 4; `make
+# fuzz` runs them for minutes): the node index as the shim maps it, the name
+# rules, epoch.conf, and index.h5 images (hdf5/fuzz).  Each starts by
+# running its whole checked-in corpus in t/fuzz/, the crashes found so far
+# included (regress-*), so a fix that regresses fails here.
+. "$(dirname "$0")/test-lib.sh"
+
+command -v "${FUZZ_CC:-clang}" >/dev/null || skip_all "no clang with libFuzzer"
+printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n);\nint LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' >probe.c
+"${FUZZ_CC:-clang}" -fsanitize=fuzzer,address probe.c -o probe 2>/dev/null ||
+	skip_all "clang cannot link -fsanitize=fuzzer here (libclang-rt-dev missing?)"
+
+for t in index names epochconf manifest; do
+	test_expect_success "fuzz-$t: its corpus and ${DSTAGE_FUZZ_SECS:-4} s of fuzzing, no crash" '
+		sh "$SRCDIR/t/fuzz/run.sh" ${DSTAGE_FUZZ_SECS:-4} '$t'
+	'
+done
+test_done
