@@ -2,8 +2,9 @@
  * preloaded, it follows this node's epoch lists at full speed and checks
  * every byte it reads:
  *
- *   hard-soak [-l L -n N] MOUNT SRC EPOCHS
+ *   hard-soak [-x] [-l L -n N] MOUNT SRC EPOCHS
  *
+ *   -x      stop at the first error (exit 1 at once: for fault tests)
  *   MOUNT   the mount prefix; lists are MOUNT/.dstage/epochs/<e>/all (or
  *           <l>-of-<n> with -l/-n)
  *   SRC     the source tree, read natively (outside the prefix) once at start
@@ -148,9 +149,11 @@ static int count_fds(void)
 
 int main(int argc, char **argv)
 {
-	int c, l = -1, n = 0;
-	while ((c = getopt(argc, argv, "l:n:")) != -1) {
-		if (c == 'l')
+	int c, l = -1, n = 0, stop = 0;
+	while ((c = getopt(argc, argv, "xl:n:")) != -1) {
+		if (c == 'x')
+			stop = 1;
+		else if (c == 'l')
 			l = atoi(optarg);
 		else if (c == 'n')
 			n = atoi(optarg);
@@ -158,7 +161,7 @@ int main(int argc, char **argv)
 			return 2;
 	}
 	if (argc - optind != 3 || (l >= 0) != (n > 0)) {
-		fprintf(stderr, "usage: hard-soak [-l L -n N] MOUNT SRC EPOCHS\n");
+		fprintf(stderr, "usage: hard-soak [-x] [-l L -n N] MOUNT SRC EPOCHS\n");
 		return 2;
 	}
 	const char *mount = argv[optind], *src = argv[optind + 1];
@@ -202,6 +205,8 @@ int main(int argc, char **argv)
 			if (rc || !r || len != r->size || ds_crc32c(0, buf, len) != r->crc) {
 				fprintf(stderr, "hard-soak: epoch %d: '%s': %s\n", e, p,
 				        rc ? strerror(-rc) : !r ? "not in the source" : "bytes differ");
+				if (stop)
+					return 1;
 				errors++;
 				continue;
 			}

@@ -1,0 +1,107 @@
+#!/bin/sh
+# A node service lost in the middle of an epoch, with readers busy on every
+# node (4 simulated nodes; t/3006 has the 2-node cases with idle readers):
+#  - SIGKILL of one service rank: every other rank exits within seconds,
+#    the step fails with the reason (with mpiexec.hydra the launcher itself
+#    ends the other ranks and names the dead one); every reader that needs a remote byte
+#    gets EIO within DSTAGE_TIMEOUT (never a hang, never a wrong byte);
+#    reads of local files go on;
+#  - the node stores survive: a new `dstage serve` on the same stores
+#    serves every byte again (a lost service ends the step, not the data;
+#    a lost node ends the job: the checkpoint is the recovery path);
+#  - the same with the failure injected at the start of an epoch's fetch
+#    (DSTAGE_FAULT=serve.fetch:rank=2:action=kill).
+. "$(dirname "$0")/test-lib.sh"
+. "$SRCDIR/t/helpers/serve-lib.sh"
+
+N=4
+TMO=5 # DSTAGE_TIMEOUT of the readers
+
+readers_start() { # one hard-soak -x per node, stopping at its first error
+	readers=
+	for n in 0 1 2 3; do
+		env LD_PRELOAD="$PRELOAD" DSTAGE_STORE="$JOBDIR" DSTAGE_NODE=$n DSTAGE_MOUNT="$MOUNT" \
+			DSTAGE_TIMEOUT=$TMO "$T/hard-soak" -x "$MOUNT" "$TRASH/src" 100000 \
+			>"$TRASH/reader.$n.log" 2>"$TRASH/reader.$n.err" &
+		readers="$readers $!"
+		test_bg $!
+	done
+}
+readers_busy() { # every reader past its first epoch
+	for n in 0 1 2 3; do
+		[ "$(grep -c '^epoch=' "$TRASH/reader.$n.log" 2>/dev/null)" -ge 1 ] || return 1
+	done
+}
+
+test_expect_success "$N nodes staged" '
+	make_samples src 150 &&
+	pack_stage src '$N'
+'
+serve_start $N --seed 9
+test_expect_success 'served' 'serve_up '$N
+readers_start
+test_expect_success 'readers busy on every node' 'wait_until 60 readers_busy'
+
+t0=$(date +%s)
+kill -KILL "$(node_pid 2)"
+serve_wait
+t1=$(date +%s)
+rrc=0
+for r in $readers; do
+	wait $r || rrc=$((rrc + 1))
+done
+t2=$(date +%s)
+
+test_expect_success 'SIGKILL of node 2 mid-epoch: the step ends within seconds, failed, with the reason' '
+	cat serve.log; echo "step ended $((t1 - t0)) s after the kill" &&
+	test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 15 &&
+	# the surviving ranks say why, or the launcher (mpiexec.hydra kills
+	# the rest of the step itself when one process dies) names the dead one
+	grep -q "node [013]: \|BAD TERMINATION" serve.log
+'
+
+test_expect_success "every reader stopped with EIO within DSTAGE_TIMEOUT ($TMO s), no wrong byte" '
+	cat reader.*.err; echo "readers done $((t2 - t0)) s after the kill" &&
+	test '$rrc' = '$N' && test $((t2 - t0)) -le $((t1 - t0 + '$TMO' + 5)) &&
+	test $(grep -c "Input/output error" reader.*.err | awk -F: "{s += \$2} END {print s}") = '$N' &&
+	! grep -q "bytes differ\|not in the source" reader.*.err
+'
+
+test_expect_success 'local reads (the replicated val/) go on without the service' '
+	for f in $(cd src && find val -type f); do
+		for n in 0 1 3; do shim_on $n cat "$MOUNT/$f" | cmp - "src/$f" || exit 1; done
+	done
+'
+
+serve_start $N --seed 9
+test_expect_success 'a new service on the same stores serves every byte again' '
+	serve_up '$N' &&
+	for n in 0 1 2 3; do
+		"$T/serve-read" -a "$JOBDIR" $n >out && grep -q "errors=0" out || { cat out; exit 1; }
+	done &&
+	readers_start && wait_until 60 readers_busy
+'
+# stop the readers, then the service, cleanly
+for r in $readers; do kill $r 2>/dev/null; wait $r 2>/dev/null; done
+serve_stop
+test_expect_success 'and stops cleanly' 'test "$(cat serve.rc)" = 0'
+
+# the failure injected: node 2 killed as it starts fetching an epoch
+DSTAGE_FAULT=serve.fetch:rank=2:action=kill
+export DSTAGE_FAULT
+t0=$(date +%s)
+serve_start $N --seed 9
+unset DSTAGE_FAULT
+serve_wait
+t1=$(date +%s)
+test_expect_success 'DSTAGE_FAULT serve.fetch:rank=2:action=kill: every rank ends within seconds, failed' '
+	cat serve.log; test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 30 &&
+	grep -q "fault injected at .serve.fetch. (rank 2)" serve.log
+'
+test_expect_success 'a reader then gets EIO within the bound, never a hang' '
+	start=$(date +%s) &&
+	! env LD_PRELOAD="$PRELOAD" DSTAGE_STORE="$JOBDIR" DSTAGE_NODE=0 DSTAGE_MOUNT="$MOUNT" \
+		DSTAGE_TIMEOUT='$TMO' "$T/hard-soak" -x "$MOUNT" src 3 >/dev/null 2>err &&
+	test_grep "Input/output error" err && test $(( $(date +%s) - start )) -le $(('$TMO' + 5))
+'
+test_done
