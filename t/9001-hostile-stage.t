@@ -56,10 +56,23 @@ for m in $TODO_OVERLAP; do
 	"
 done
 
+test_expect_success 'setup: a pack whose second file starts inside the first, across a 4 MiB chunk' '
+	mkdir ov && head -c 5242880 /dev/urandom >ov/a-big.bin &&
+	head -c 1048576 /dev/urandom >ov/b-small.bin &&
+	"$DSTAGE" pack -q -p 1 ov ovpack && $CRAFT ovpack ovbad overlap-partial >/dev/null
+'
+# stage/stage.c sink_feed(): "cannot happen for a validated manifest"
+# returns -DS_ECORRUPT, and its caller prints nothing for that code: every
+# rank exits 1 and nobody says why
+test_expect_todo 'that overlap: stage exits 1 and says why' "stage/stage.c: sink_feed -DS_ECORRUPT is not reported; hdf5/manifest.c: no overlap check" '
+	! mpirun_n 2 "$DSTAGE" stage ovbad --to "$PWD/to" --job ov --node-per-rank 2>err &&
+	test ! -e "to/dstage.$uid.ov" && test_grep "^dstage: stage: " err
+'
+
 test_expect_success 'nothing was written outside --to' '
 	test ! -e /tmp/dstage-pwned &&
 	find . -mindepth 1 -newer marker ! -path "./to" ! -path "./to/*" ! -name "out.*" ! -name res \
-		! -name ".out" ! -name new ! -name "asan.*" >new &&
+		! -name ".out" ! -name new ! -name "asan.*" ! -path "./ov*" ! -name err >new &&
 	test_cmp /dev/null new &&
 	! find to -name "*pwned*" -o -name "*.partial" | grep .
 '
