@@ -105,6 +105,20 @@ static void map_stats(void)
 	DS_REAL(close)(fd);
 }
 
+/* Is path a directory (or, dir == 0, a regular file) of this user that no
+ * one else can write?  The shim trusts what the store says (names, bytes
+ * and their checksums): a store planted by another user (the job directory
+ * name is predictable) must not be taken for the reader's own. */
+static int ours_alone(const char *path, int dir)
+{
+	struct stat st;
+	if (DS_REAL(lstat)(path, &st) < 0)
+		return 0;
+	if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+		return 0;
+	return st.st_uid == geteuid() && !(st.st_mode & 022);
+}
+
 static void atfork_child(void)
 {
 	ds__g.pid = getpid();
@@ -150,6 +164,11 @@ static void setup(void)
 	snprintf(ds__g.nodedir, sizeof(ds__g.nodedir), "%s/%u", ds__g.jobdir, ds__g.node);
 	char path[PATH_MAX + 16];
 	snprintf(path, sizeof(path), "%s/index", ds__g.nodedir);
+	if (!ours_alone(ds__g.jobdir, 1) || !ours_alone(ds__g.nodedir, 1) || !ours_alone(path, 0)) {
+		ds_info("'%s': not a store of this user (owner, mode or type): staying out of the way",
+		        ds__g.nodedir);
+		return;
+	}
 	/* full = 0: checking every entry and the CRC of a 100 MB index would cost
 	 * every process (ls, a DataLoader worker) its start-up time; stage wrote
 	 * it atomically and checked it. */

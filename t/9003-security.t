@@ -4,7 +4,8 @@
 # read a store, cannot talk to the node service (the 0700 directory keeps it
 # from the socket, and SO_PEERCRED refuses it when the directory is opened
 # up), and through the shim with DSTAGE_STORE pointing at the store gets
-# ENOENT/EACCES, never bytes.  Two jobs of one user on one node see only
+# ENOENT/EACCES, never bytes; the other way round, a reader never takes a
+# store planted by another user (or writable by others) for its own.  Two jobs of one user on one node see only
 # their own dataset; stopping one leaves the other serving.  A job directory
 # planted by another user (directory or symlink) is refused by stage.  No
 # name from a pack becomes a path in the store.
@@ -164,6 +165,26 @@ else
 		! ls /tmp | grep -q "^[0-9]*\.partial$"
 	'
 fi
+
+if [ -z "$OTHER" ]; then
+	test_skip 'a store planted by another user is not read' 'not root, or no useradd'
+else
+	test_expect_success 'a store planted by another user is not read (the shim stays out of the way)' '
+		mkdir -p -m 1777 pub2 && mkdir fake && printf "planted\n" >fake/evil.txt &&
+		chmod -R a+rX fake &&
+		as_other "$T/mkstore" -N 1 fake "$PWD/pub2" >/dev/null &&
+		planted=$(ls -d pub2/dstage.*.0) && test -n "$planted" &&
+		! env LD_PRELOAD="$PRELOAD" DSTAGE_STORE="$PWD/$planted" DSTAGE_NODE=0 DSTAGE_MOUNT="$MOUNT" \
+			cat "$MOUNT/evil.txt" 2>err && test_grep "No such file" err
+	'
+fi
+
+test_expect_success 'a store others can write is not read either' '
+	chmod 777 "$JOBDIR" &&
+	! shim_on 0 ls "$MOUNT" >/dev/null 2>err; rc=$?
+	chmod 700 "$JOBDIR" && test $rc = 0 && test_grep "No such file" err &&
+	shim_on 0 ls "$MOUNT" >/dev/null
+'
 
 serve_stop
 test_expect_success 'the service stopped cleanly' 'test "$(cat serve.rc)" = 0'
