@@ -180,18 +180,31 @@ static int request(uint32_t op, uint32_t id, uint64_t off, uint64_t len, void *b
                    uint64_t *got)
 {
 	double deadline = ds_now() + ds__g.timeout_ms / 1000.0;
-	int fd = conn_get(deadline);
-	if (fd < 0)
-		return fd;
 	struct ds_req q = {DS_PROTO_MAGIC, op, id, 0, off, len};
 	struct ds_resp a;
-	int rc = xfer(fd, &q, sizeof(q), 1, deadline);
-	if (!rc)
-		rc = xfer(fd, &a, sizeof(a), 0, deadline);
-	if (!rc && (a.magic != DS_PROTO_MAGIC || (a.status == 0 && a.len > cap)))
-		rc = -EPROTO;
-	if (!rc && a.status == 0 && a.len)
-		rc = xfer(fd, buf, a.len, 0, deadline);
+	int rc;
+	for (int attempt = 0;; attempt++) {
+		/* a connection kept from an earlier request may belong to a
+		 * service that has been restarted since: if it is dead before
+		 * the answer's header, try once on a fresh one (requests are
+		 * idempotent; the deadline stays the same, so does the bound) */
+		int reused = conn.fd >= 0 && conn.pid == getpid();
+		int fd = conn_get(deadline);
+		if (fd < 0)
+			return fd;
+		rc = xfer(fd, &q, sizeof(q), 1, deadline);
+		if (!rc)
+			rc = xfer(fd, &a, sizeof(a), 0, deadline);
+		if (rc == -EIO && reused && attempt == 0) {
+			conn_drop();
+			continue;
+		}
+		if (!rc && (a.magic != DS_PROTO_MAGIC || (a.status == 0 && a.len > cap)))
+			rc = -EPROTO;
+		if (!rc && a.status == 0 && a.len)
+			rc = xfer(fd, buf, a.len, 0, deadline);
+		break;
+	}
 	if (rc) {
 		/* the stream is out of step now: never reuse it */
 		conn_drop();

@@ -10,7 +10,9 @@
 #    serves every byte again (a lost service ends the step, not the data;
 #    a lost node ends the job: the checkpoint is the recovery path);
 #  - the same with the failure injected at the start of an epoch's fetch
-#    (DSTAGE_FAULT=serve.fetch:rank=2:action=kill).
+#    (DSTAGE_FAULT=serve.fetch:rank=2:action=kill);
+#  - a reader that lives across a restart of the service goes on reading
+#    (its connection to the old service is replaced, not an EIO).
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/serve-lib.sh"
 
@@ -104,4 +106,39 @@ test_expect_success 'a reader then gets EIO within the bound, never a hang' '
 		DSTAGE_TIMEOUT='$TMO' "$T/hard-soak" -x "$MOUNT" src 3 >/dev/null 2>err &&
 	test_grep "Input/output error" err && test $(( $(date +%s) - start )) -le $(('$TMO' + 5))
 '
+serve_start $N --seed 9
+test_expect_success 'served again' 'serve_up '$N
+mkfifo "$TRASH/go"
+cat >"$TRASH/across.py" <<'EOF'
+import os, sys
+mount, src = sys.argv[1], sys.argv[2]
+files = [os.path.join(d, f)[len(src) + 1:] for d, _, fs in os.walk(os.path.join(src, "train")) for f in fs]
+def all_right():
+    for p in files:
+        with open(os.path.join(mount, p), "rb") as f, open(os.path.join(src, p), "rb") as g:
+            assert f.read() == g.read(), p
+all_right()
+print("before the restart: %d files" % len(files), flush=True)
+open("go").read()
+all_right()
+print("after the restart: %d files" % len(files), flush=True)
+EOF
+(cd "$TRASH" && exec env LD_PRELOAD="$PRELOAD" DSTAGE_STORE="$JOBDIR" DSTAGE_NODE=1 \
+	DSTAGE_MOUNT="$MOUNT" DSTAGE_TIMEOUT=$TMO "$PY" across.py "$MOUNT" "$TRASH/src" >across.out 2>&1) &
+across=$!
+test_bg $across
+test_expect_success 'a long-lived reader, first pass (remote reads through the service)' '
+	wait_until 60 grep -q "before the restart" across.out
+'
+serve_stop
+serve_start $N --seed 9
+test_expect_success 'the service restarted' 'serve_up '$N
+echo >"$TRASH/go"
+wait $across
+echo $? >"$TRASH/across.rc"
+test_expect_success 'the same reader reads every byte again through the new service' '
+	cat across.out; test "$(cat across.rc)" = 0 && test_grep "after the restart" across.out
+'
+serve_stop
+test_expect_success 'and it stops cleanly' 'test "$(cat serve.rc)" = 0'
 test_done
