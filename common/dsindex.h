@@ -186,7 +186,9 @@ int ds_index_write(struct ds_index_builder *b, const char *path);
 
 /* ---- store paths -------------------------------------------------------- */
 /* DIR/dstage.<uid>.<job> and DIR/dstage.<uid>.<job>/<node>; returns a
- * malloc'd string. The job is the given one, else $SLURM_JOB_ID, else "0". */
+ * malloc'd string. The job is the given one, else $SLURM_JOB_ID, else "0";
+ * a '/' in it becomes '_' (the job id is one path component: it can never
+ * lead out of DIR). */
 char *ds_store_jobdir(const char *dir, const char *job);
 char *ds_store_nodedir(const char *dir, const char *job, uint32_t node);
 const char *ds_store_default_job(void);

@@ -771,6 +771,11 @@ char *ds_store_jobdir(const char *dir, const char *job)
 	char *s;
 	if (asprintf(&s, "%s/dstage.%u.%s", dir, (unsigned)geteuid(), j ? j : "0") < 0)
 		return NULL;
+	/* the job id is one component: a '/' in it ("--job x/../../y") would
+	 * lead stage, serve and clean out of DIR; it becomes '_' */
+	for (char *p = s + strlen(s) - strlen(j ? j : "0"); *p; p++)
+		if (*p == '/')
+			*p = '_';
 	return s;
 }
 

@@ -179,6 +179,15 @@ else
 	'
 fi
 
+test_expect_success 'a job id with a "/" stays one directory under --to (stage, clean)' '
+	mkdir -p jid/to jid/victim && : >jid/victim/keep &&
+	mpirun_n 1 "$DSTAGE" stage pack2 --to "$PWD/jid/to" --job x -q &&
+	mpirun_n 1 "$DSTAGE" stage pack2 --to "$PWD/jid/to" --job "x/../../victim" -q &&
+	test -e jid/victim/keep && test -z "$(ls -A jid/victim | grep -v keep)" &&
+	"$DSTAGE" clean --to "$PWD/jid/to" --job "x/../../victim" &&
+	test -e jid/victim/keep && test -d "jid/to/dstage.$uid.x"
+'
+
 test_expect_success 'a store others can write is not read either' '
 	chmod 777 "$JOBDIR" &&
 	! shim_on 0 ls "$MOUNT" >/dev/null 2>err; rc=$?
