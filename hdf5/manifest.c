@@ -323,6 +323,43 @@ static int check_row(struct check *c, uint64_t i)
 	return type == S_IFREG ? check_file(c, i, r, path) : check_other(c, i, r, path);
 }
 
+/* No two files may claim the same stored bytes: a reader (stage's sink
+ * above all) walks a partition's payload in offset order and a file that
+ * starts inside the one before it would be written over it. */
+struct span {
+	uint32_t part;
+	uint64_t off, end;
+	size_t i;
+};
+
+static int span_cmp(const void *x, const void *y)
+{
+	const struct span *a = x, *b = y;
+	if (a->part != b->part)
+		return a->part < b->part ? -1 : 1;
+	return a->off < b->off ? -1 : a->off > b->off;
+}
+
+static int check_overlaps(const char *what, const struct ds_manifest *m)
+{
+	struct span *v = ds_xmalloc((m->n + 1) * sizeof(*v));
+	size_t n = 0;
+	for (size_t i = 0; i < m->n; i++)
+		if (S_ISREG(m->e[i].mode) && m->e[i].stored)
+			v[n++] = (struct span){m->e[i].part, m->e[i].offset,
+			                       m->e[i].offset + m->e[i].stored, i};
+	qsort(v, n, sizeof(*v), span_cmp);
+	int rc = 0;
+	for (size_t k = 1; k < n && !rc; k++)
+		if (v[k].part == v[k - 1].part && v[k].off < v[k - 1].end) {
+			ds_error("'%s': '%s': stored bytes overlap those of '%s' (partition %u)", what,
+			         m->e[v[k].i].path, m->e[v[k - 1].i].path, v[k].part);
+			rc = -DS_ECORRUPT;
+		}
+	free(v);
+	return rc;
+}
+
 /* Validate every row and build the manifest's entries (one block: the
  * entries, then their paths and targets). */
 static int build_entries(struct check *c)
@@ -372,7 +409,7 @@ static int build_entries(struct check *c)
 			         m->parts[p].nfiles, c->nfiles[p]);
 			return -DS_ECORRUPT;
 		}
-	return 0;
+	return check_overlaps(c->what, m);
 }
 
 static int read_partitions(const struct ds__src *src, const struct ds__seal *s, const char *what,

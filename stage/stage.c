@@ -364,8 +364,13 @@ static int sink_feed(struct sink *s, uint64_t pos, const unsigned char *buf, siz
 		uint64_t fstart = f->src_off + s->cur_done, fend = f->src_off + e->stored;
 		if (fstart >= end)
 			break;
-		if (fstart < pos) /* cannot happen for a validated manifest */
+		if (fstart < pos) {
+			/* two files claim the same stored bytes: the manifest reader
+			 * checks overlaps, this guards the store all the same */
+			ds_error("'%s': '%s' overlaps the file before it in the payload", s->part_name,
+			         e->path);
 			return -DS_ECORRUPT;
+		}
 		uint64_t take = (fend < end ? fend : end) - fstart;
 		if ((rc = feed_file(s, f, e, buf + (fstart - pos), take)))
 			return rc;
