@@ -56,14 +56,15 @@ for t in $targets; do
 	"$out/fuzz-$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 \
 		-artifact_prefix="$out/$t." -print_final_stats=1 "$new" "$corpus" >"$log" 2>&1
 	r=$?
-	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-	cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1)
+	# (-a: HDF5's messages can make the log look binary)
+	runs=$(grep -a '^stat::number_of_executed_units:' "$log" | tail -n 1 | sed 's/.*: *//')
+	cov=$(grep -ao 'cov: [0-9]*' "$log" | tail -n 1)
 	if [ $r = 0 ]; then
 		echo "fuzz-$t: ${secs}s, ${runs:-?} runs, ${cov:-cov: ?}, no crash"
 	else
 		rc=1
 		echo "fuzz-$t: FAILED (exit $r) after ${runs:-?} runs; input in $out/$t.*:"
-		grep -m 1 -A 12 "ERROR\|runtime error\|deadly signal\|fuzz-names:\|timeout" "$log"
+		grep -a -m 1 -A 12 "ERROR\|runtime error\|deadly signal\|fuzz-names:\|timeout" "$log"
 	fi
 done
 exit $rc
