@@ -101,8 +101,8 @@ field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 	for r in 0 1 2 3; do
 		w=$(sed -n "${WARM}p" "$TRASH/reader.$r.log")
 		e=$(tail -n 1 "$TRASH/reader.$r.log")
-		files=$(awk '{split($2, a, "="); s += a[2]} END {print s}' "$TRASH/reader.$r.log")
-		bytes=$(awk '{split($3, a, "="); s += a[2]} END {print s}' "$TRASH/reader.$r.log")
+		files=$(awk '{split($2, a, "="); s += a[2]} END {printf "%.0f", s}' "$TRASH/reader.$r.log")
+		bytes=$(awk '{split($3, a, "="); s += a[2]} END {printf "%.0f", s}' "$TRASH/reader.$r.log")
 		echo "# reader $r: $files files, $bytes bytes checked;" \
 			"VmRSS $(echo "$w" | field rss_kb) -> $(echo "$e" | field rss_kb) KiB," \
 			"RssAnon $(echo "$w" | field anon_kb) -> $(echo "$e" | field anon_kb) KiB," \
