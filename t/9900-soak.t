@@ -128,7 +128,7 @@ test_expect_success 'readers: RssAnon at most 1 MiB above its warm-up value, des
 test_expect_success 'services: RssAnon at most 4 MiB above warm-up, no more descriptors than then' '
 	paste svc.start svc.warm svc.end | while read -r p r0 a0 f0 p1 r1 a1 f1 p2 r2 a2 f2; do
 		# (at start the first epoch caches may not be open yet: compare
-		# with the warm-up, which also counts the readers' connections)
+		# with the warm-up, which also counts the connections of the readers)
 		test -n "$a2" && test $a2 -le $((a1 + 4096)) && test $f2 -le $f1 ||
 			{ echo "service $p: anon $a1 -> $a2, fds $f0 (start) $f1 (warm) -> $f2"; exit 1; }
 	done
