@@ -102,7 +102,8 @@ char *ds_part_path(const char *packdir, uint32_t part)
 }
 
 /* ---- names -------------------------------------------------------------- */
-int ds__target_check(const char *link, const char *target, size_t len, const char **why)
+int ds__target_check(const char *link, size_t link_len, const char *target, size_t len,
+                     const char **why)
 {
 	if (len == 0 || len >= PATH_MAX) {
 		*why = len ? "symlink target longer than PATH_MAX" : "empty symlink target";
@@ -118,8 +119,8 @@ int ds__target_check(const char *link, const char *target, size_t len, const cha
 	}
 	/* depth of the directory holding the link: its count of '/' */
 	long depth = 0;
-	for (const char *p = link; *p; p++)
-		depth += *p == '/';
+	for (size_t k = 0; k < link_len; k++)
+		depth += link[k] == '/';
 	for (size_t i = 0; i < len;) {
 		size_t j = i;
 		while (j < len && target[j] != '/')
@@ -272,7 +273,7 @@ static int check_other(struct check *c, uint64_t i, const struct ds__row *r, con
 	const char *why;
 	if (!in_pool(c->t, r->target_off, r->target_len))
 		return bad_entry(c, i, path, r->path_len, "symlink target outside the string pool");
-	if (ds__target_check(path, c->t->pool + r->target_off, r->target_len, &why))
+	if (ds__target_check(path, r->path_len, c->t->pool + r->target_off, r->target_len, &why))
 		return bad_entry(c, i, path, r->path_len, why);
 	if (r->size != r->target_len)
 		return bad_entry(c, i, path, r->path_len, "symlink size differs from its target's length");

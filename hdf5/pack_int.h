@@ -194,7 +194,8 @@ void ds__table_release(struct ds__table *t);
 /* Check a symlink target: valid names (else -DS_ENAME), relative and
  * lexically inside the tree when resolved from the directory of the link
  * (else -EXDEV).  Sets *why on failure. */
-int ds__target_check(const char *link, const char *target, size_t len, const char **why);
+int ds__target_check(const char *link, size_t link_len, const char *target, size_t len,
+                     const char **why);
 /* Entry index of path in a manifest (binary search), or -1. */
 int64_t ds__manifest_find(const struct ds_manifest *m, const char *path);
 

@@ -203,7 +203,7 @@ static int visit_symlink(struct scan *s, int dfd, const char *name, const struct
 		warn_skip(s, "symlink target longer than PATH_MAX");
 		return 0;
 	}
-	int rc = ds__target_check(s->path, target, (size_t)n, &why);
+	int rc = ds__target_check(s->path, strlen(s->path), target, (size_t)n, &why);
 	if (rc == -DS_ENAME)
 		return fail(s, rc, why); /* refused like a bad name */
 	if (rc) {
