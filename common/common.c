@@ -426,6 +426,26 @@ int ds_write_full(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int ds_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	char tmp[PATH_MAX + 32];
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	int rc = ds_write_full(fd, buf, len);
+	if (!rc && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
+	if (!rc && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
 int ds_mkdir_p(const char *path, mode_t mode)
 {
 	char tmp[PATH_MAX];

@@ -103,6 +103,9 @@ size_t ds_path_normalise(char *path);
 int ds_pread_full(int fd, void *buf, size_t len, off_t off);
 int ds_pwrite_full(int fd, const void *buf, size_t len, off_t off);
 int ds_write_full(int fd, const void *buf, size_t len);
+/* Write a whole file so readers see the old one or the new one, never a
+ * part: PATH.tmp.<pid>, fsync, rename.  0 or -errno (the temporary removed). */
+int ds_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
 /* mkdir -p with a mode for the created components. */
 int ds_mkdir_p(const char *path, mode_t mode);
 /* rm -rf, not following symlinks, not crossing devices. 0 or -errno. */

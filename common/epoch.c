@@ -523,12 +523,11 @@ int ds_epoch_cfg_load(const char *jobdir, struct ds_epoch_cfg *cfg)
 
 int ds_epoch_cfg_save(const char *jobdir, const struct ds_epoch_cfg *cfg)
 {
-	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	char path[PATH_MAX];
 	if (snprintf(path, sizeof(path), "%s/" CFG_NAME, jobdir) >= (int)sizeof(path))
 		return -ENAMETOOLONG;
 	if (!(cfg->locality >= 0 && cfg->locality <= 1))
 		return -EINVAL;
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
 	char text[256];
 	/* %.17g round-trips a double exactly, so the shim's quota equals ours */
 	int len = snprintf(text, sizeof(text),
@@ -539,17 +538,5 @@ int ds_epoch_cfg_save(const char *jobdir, const struct ds_epoch_cfg *cfg)
 	for (char *p = strstr(text, "locality="); p && *p && *p != '\n'; p++)
 		if (*p == ',')
 			*p = '.';
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	int rc = ds_write_full(fd, text, (size_t)len);
-	if (!rc && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && !rc)
-		rc = -errno;
-	if (!rc && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc)
-		unlink(tmp);
-	return rc;
+	return ds_write_file_atomic(path, text, (size_t)len, 0600);
 }

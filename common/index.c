@@ -733,27 +733,8 @@ int ds_index_write(struct ds_index_builder *b, const char *path)
 	int rc = ds_index_build(b, &buf, &len);
 	if (rc)
 		return rc;
-	char tmp[PATH_MAX];
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
-		free(buf);
-		return -ENAMETOOLONG;
-	}
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		rc = -errno;
-		free(buf);
-		return rc;
-	}
-	rc = ds_write_full(fd, buf, len);
+	rc = ds_write_file_atomic(path, buf, len, 0600);
 	free(buf);
-	if (!rc && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && !rc)
-		rc = -errno;
-	if (!rc && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc)
-		unlink(tmp);
 	return rc;
 }
 
