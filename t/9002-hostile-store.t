@@ -95,6 +95,10 @@ print(os.getcwd())" "$MOUNT" 2>err &&
 	! find "$SHM" -name dstage-escape | grep .
 '
 
+test_expect_success 'the index builder refuses symlinks leaving the tree (behind the pack readers)' '
+	"$T/hard-index" builder
+'
+
 test_expect_success '60 random corruptions (16 bytes each, resealed): no crash, no hang' '
 	for s in $(seq 1 60); do
 		"$T/hard-index" flip $s 16 good.index "$JOBDIR/0/index" --reseal &&

@@ -6,6 +6,9 @@
  *   hard-index flip SEED N IN OUT [--reseal]
  *                                         N random bytes of IN overwritten
  *   hard-index check IN                   ds_index_open(full=1): 0 or why
+ *   hard-index builder                    the index builder refuses symlinks
+ *                                         that leave the tree (defence in
+ *                                         depth behind the pack readers)
  *
  * --reseal recomputes the header CRC afterwards, so the damage reaches the
  * semantic checks of a full open (the shim does not check the CRC).  Exit 0
@@ -463,6 +466,29 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < sizeof(muts) / sizeof(muts[0]); i++)
 			printf("%s\n", muts[i].name);
 		return 0;
+	}
+	if (argc == 2 && !strcmp(argv[1], "builder")) {
+		static const struct {
+			const char *link, *target;
+			int ok;
+		} cases[] = {
+			{"a/l", "x", 1},           {"a/l", "../x", 1},        {"a/b/l", "../../x", 1},
+			{"a/l", "./x/../y", 1},    {"l", "..", 0},            {"a/l", "../..", 0},
+			{"a/l", "../../x", 0},     {"a/l", "/etc/passwd", 0}, {"a/b/l", "../x/../../../y", 0},
+			{"a/l", "", 0},            {"l", "x/../../y", 0},
+		};
+		int bad = 0;
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			struct ds_index_builder *b = ds_index_builder_new();
+			int rc = ds_index_add_symlink(b, cases[i].link, 0, cases[i].target);
+			if ((rc == 0) != cases[i].ok) {
+				printf("'%s' -> '%s': %s\n", cases[i].link, cases[i].target,
+				       rc ? ds_strerror(rc) : "accepted");
+				bad = 1;
+			}
+			ds_index_builder_free(b);
+		}
+		return bad;
 	}
 	if (argc == 3 && !strcmp(argv[1], "check")) {
 		struct ds_index ix;
