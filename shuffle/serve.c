@@ -436,8 +436,12 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	if (!rc)
 		rc = ds__exchange_new(s);
 	int failed = ds_any_failed(s->comm, rc);
-	if (!failed)
-		failed = ds_any_failed(s->comm, ds__window_create(s));
+	if (!failed) {
+		rc = ds__window_create(s);
+		if (!rc)
+			rc = ds_fault("serve.window", (int)s->node);
+		failed = ds_any_failed(s->comm, rc);
+	}
 	if (!failed)
 		failed = ds_any_failed(s->comm, ds__sock_start(s));
 	if (failed) {

@@ -185,6 +185,11 @@ static void handle(struct ds__svc *s, struct ds__conn *c)
 		DS__COUNT(s, served_bytes, len);
 		answer(c, 0, s->store + base + e->poff + q.off, len, NULL);
 	} else {
+		int frc = ds_fault("serve.remote_read", (int)s->node);
+		if (frc) {
+			answer(c, frc, NULL, 0, NULL);
+			return;
+		}
 		queue_fetch(s, c, q.id, q.off, len);
 	}
 }

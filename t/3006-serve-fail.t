@@ -57,4 +57,41 @@ test_expect_success 'a failure on node 1 ends every node with exit 1 and the rea
 	grep -q "node 1: epoch 0: injected failure" serve.log &&
 	grep -q "node 0: node 1 failed: stopping" serve.log
 '
+
+# serve.window: node 1 fails right after creating its window
+DSTAGE_FAULT=serve.window:rank=1
+export DSTAGE_FAULT
+t0=$(date +%s)
+serve_start 2
+unset DSTAGE_FAULT
+serve_wait
+t1=$(date +%s)
+test_expect_success 'a failure at window creation on node 1 ends every node, exit 1, named' '
+	cat serve.log;
+	test "$(cat serve.rc)" = 1 && test $((t1 - t0)) -le 20 &&
+	grep -q "fault injected at .serve.window. (rank 1)" serve.log
+'
+
+# serve.remote_read: node 0's service fails every remote read it is asked for
+DSTAGE_FAULT=serve.remote_read:rank=0
+export DSTAGE_FAULT
+serve_start 2
+unset DSTAGE_FAULT
+test_expect_success 'served (node 0 fails remote reads)' 'serve_up 2'
+test_expect_success 'node 0: remote files give EIO at once, local and cached ones their bytes' '
+	ok=0 eio=0 &&
+	for f in $(cd src && find train -type f); do
+		if DSTAGE_TIMEOUT=5 shim_on 0 cat "$MOUNT/$f" >got 2>err; then
+			cmp got "src/$f" || exit 1; ok=$((ok + 1))
+		else
+			grep -q "Input/output error" err || { cat err; exit 1; }; eio=$((eio + 1))
+		fi
+	done &&
+	echo "ok $ok eio $eio" && test $ok -gt 0 && test $eio -gt 0
+'
+test_expect_success 'the service itself goes on: stop ends it, exit 0' '
+	"$DSTAGE" stop --to "$SHM" --job "$JOB"
+'
+serve_wait
+test_expect_success 'exit 0' 'test "$(cat serve.rc)" = 0'
 test_done

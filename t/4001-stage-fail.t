@@ -64,6 +64,13 @@ test_expect_success 'a full node-local disk is refused before writing (small tmp
 	rc=$?; ls -A small >left; umount small;
 	test $rc = 0 && test_grep "not enough room: needs" err && test_cmp /dev/null left
 '
+test_expect_success 'an error on one rank right after the broadcast: every rank fails, no store' '
+	fresh_pack &&
+	! DSTAGE_FAULT=stage.after_bcast:rank=2 mpirun_n 3 "$DSTAGE" stage pack --to "$SHM" --job f7b \
+		--node-per-rank 2>err &&
+	test_grep "fault injected at .stage.after_bcast. (rank 2)" err && no_store_left f7b
+'
+
 test_expect_success 'an error on one rank while reading: every rank fails, no store' '
 	fresh_pack &&
 	! DSTAGE_FAULT=stage.read:rank=1 mpirun_n 3 "$DSTAGE" stage pack --to "$SHM" --job f8 \
