@@ -95,12 +95,18 @@ int ds_cmd_run(int argc, char **argv)
 		return 1;
 	}
 	ds_log_set_cmd("stage");
-	int rc = ds_stage_step(MPI_COMM_WORLD, &so, &nd);
+	/* the job directory stays ours from stage to the end of serve: nothing
+	 * can come between them */
+	int locked = 0;
+	int rc = ds_step_lock(MPI_COMM_WORLD, o.to, o.job, "run", 1, &locked);
+	if (!rc)
+		rc = ds_stage_step(MPI_COMM_WORLD, &so, &nd);
 	ds_node_release(&nd);
 	if (!rc) {
 		ds_log_set_cmd("serve");
 		rc = ds__serve_step(MPI_COMM_WORLD, &o);
 	}
+	ds_step_unlock(o.to, o.job, locked);
 	ds__serve_finalize();
 	return rc;
 }

@@ -16,6 +16,7 @@
  *     IDLE_SLEEP between polls (woken at once by its socket thread).
  *     On an RDMA network the polling costs a little CPU and buys nothing;
  *     it is bounded to the prefetch phase. */
+#include "dslock.h"
 #include "dsserve.h"
 #include "dsstage.h"
 #include "svc.h"
@@ -417,6 +418,16 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
 	s->jobdir = ds_store_jobdir(o->to, job);
 	s->nodedir = ds_store_nodedir(o->to, job, s->node);
+	/* One owner per job directory: a second service would rewrite
+	 * epoch.conf under running readers, drop the live epoch caches and take
+	 * the socket; a stage or clean would pull the store away.  Refused,
+	 * naming the holder, before anything here is touched. */
+	int locked = 0;
+	if (ds_step_lock(world, o->to, job, "serve", 0, &locked)) {
+		MPI_Comm_free(&s->comm);
+		svc_release(s);
+		return 1;
+	}
 	s->wake_main = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	s->wake_sock = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->wake_main < 0 || s->wake_sock < 0)
@@ -450,6 +461,7 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 		ds__exchange_free(s);
 		ds__store_close(s);
 		MPI_Comm_free(&s->comm);
+		ds_step_unlock(o->to, job, locked);
 		svc_release(s);
 		return 1;
 	}
@@ -475,6 +487,9 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 		        o->job ? o->job : "");
 	}
 	int res = run_loop(s);
+	/* a clean that comes now waits for us instead of refusing */
+	if (locked)
+		ds_joblock_note(s->jobdir, "(leaving)");
 	if (res < 0) {
 		/* a peer is gone: no collective can complete; end the job step */
 		ds__sock_stop(s);
@@ -503,8 +518,11 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	if (o->clean) {
 		snprintf(p, sizeof(p), "%s/epoch.conf", s->jobdir);
 		unlink(p);
-		rmdir(s->jobdir); /* when empty: nodes of other jobs' stores stay */
+		/* when empty (but for the lock): other nodes' stores stay */
+		if (locked)
+			(void)ds_joblock_remove_dir(s->jobdir, 0);
 	}
+	ds_step_unlock(o->to, job, locked);
 	if (rank == 0 && !res)
 		ds_info("stopped: every node left%s", o->clean ? ", node stores removed" : "");
 	MPI_Comm_free(&s->comm);

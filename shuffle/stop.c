@@ -6,6 +6,7 @@
  * so every node leaves in the same iteration.  JOBDIR is node-local: on a
  * real cluster only the services of this node see the file, which is all
  * it takes.  Then it waits until the services it could reach have gone. */
+#include "dslock.h"
 #include "dsserve.h"
 #include "svc.h"
 
@@ -16,6 +17,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -152,6 +154,21 @@ int ds_cmd_stop(int argc, char **argv)
 			usleep(50000);
 		}
 	}
+	/* and until they let go of the job directory (DESIGN 6), so that a
+	 * `dstage clean` right after us is not refused */
+	char lock[PATH_MAX];
+	snprintf(lock, sizeof(lock), "%s/" DS_LOCK_NAME, jobdir);
+	int lfd = open(lock, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	while (lfd >= 0 && flock(lfd, LOCK_SH | LOCK_NB) < 0) {
+		if (ds_now() > deadline) {
+			ds_error("'%s': still held after %.0f s", lock, timeout);
+			rc = 1;
+			break;
+		}
+		usleep(50000);
+	}
+	if (lfd >= 0)
+		close(lfd);
 out:
 	for (size_t i = 0; i < nlive; i++)
 		free(live[i]);

@@ -40,6 +40,18 @@ struct ds_stage_opts {
  * (the partial stores removed).  `dstage run` calls it before serving. */
 int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node *nd);
 
+/* One owner per job directory (DESIGN 6): take JOBDIR's lock for this step
+ * (what: "stage", "serve", "run"), one rank per host and DIR taking it for
+ * the others; create: make DIR and JOBDIR first.  Collective over world.
+ * Returns 0, or 1 after every rank agreed on a refusal (named by the rank
+ * that met it: the holder's pid, command and host).  *held is 1 on the
+ * ranks that hold it, for ds_step_unlock.  Takes nest within a process. */
+int ds_step_lock(MPI_Comm world, const char *to, const char *job, const char *what, int create,
+                 int *held);
+void ds_step_unlock(const char *to, const char *job, int held);
+/* The message for a lock that could not be taken (rc from ds_joblock_take). */
+void ds__lock_refusal(const char *jobdir, const char *to, const char *who, int rc);
+
 int ds_cmd_stage(int argc, char **argv);
 int ds_cmd_env(int argc, char **argv);
 int ds_cmd_status(int argc, char **argv);

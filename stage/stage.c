@@ -17,6 +17,7 @@
  * and everyone learns of the failure in the final agreement. */
 #include "dscommon.h"
 #include "dsindex.h"
+#include "dslock.h"
 #include "dspack.h"
 #include "dsplace.h"
 #include "dsproto.h"
@@ -752,6 +753,20 @@ static char *path_join(const char *a, const char *b)
 	return s;
 }
 
+/* After a failed stage: every rank is done with the directory; the lock's
+ * holder removes the job directory when nothing but the lock is left in it
+ * (a stage refused at the lock never gets here with locked set). */
+static void unlock_and_tidy(MPI_Comm world, const char *to, const char *job, int locked)
+{
+	MPI_Barrier(world);
+	if (locked) {
+		char *jobdir = ds_store_jobdir(to, job);
+		(void)ds_joblock_remove_dir(jobdir, 0);
+		free(jobdir);
+	}
+	ds_step_unlock(to, job, locked);
+}
+
 int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node *nd)
 {
 	int rank, size, rc = 0;
@@ -768,13 +783,25 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	x.store_fd = -1;
 	x.prog_win = MPI_WIN_NULL;
 
+	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
+	if (!job)
+		job = "0";
+	/* One owner per job directory: a second stage, a serve or a clean of
+	 * this job is refused from here to the end, so two stages cannot both
+	 * pass the "already staged" check and mix their bytes. */
+	int locked = 0;
+	if (ds_step_lock(world, o->to, job, "stage", 1, &locked))
+		return 1;
 	struct ds_manifest m;
 	memset(&m, 0, sizeof(m));
 	uint64_t pack_id = 0;
-	if ((rc = bcast_manifest(world, o->pack, &m, &x.meta_read, &pack_id)))
+	if ((rc = bcast_manifest(world, o->pack, &m, &x.meta_read, &pack_id))) {
+		unlock_and_tidy(world, o->to, job, locked);
 		return 1;
+	}
 	if (ds_any_failed(world, ds_fault("stage.after_bcast", rank))) {
 		ds_manifest_release(&m);
+		unlock_and_tidy(world, o->to, job, locked);
 		return 1;
 	}
 	struct layout L;
@@ -789,13 +816,13 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	struct ds_placement pl;
 	if ((rc = ds_place(&pl, m.nparts, L.node_size, L.replicated, nd->nnodes, r))) {
 		ds_error("placement: %s", ds_strerror(rc));
+		layout_release(&L);
+		ds_manifest_release(&m);
+		unlock_and_tidy(world, o->to, job, locked);
 		return 1;
 	}
 	struct rankmap rm;
 	make_rankmap(world, nd, &rm);
-	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
-	if (!job)
-		job = "0";
 	char *jobdir = ds_store_jobdir(o->to, job);
 	char *nodedir = ds_store_nodedir(o->to, job, nd->node);
 	char *partial = NULL, *store_path = NULL;
@@ -982,11 +1009,13 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 fail:
 	if (nd->local_rank == 0)
 		ds_rm_rf(partial);
-	MPI_Barrier(world);
-	if (nd->local_rank == 0)
-		rmdir(jobdir); /* only when empty: other nodes' or an earlier stage's stay */
+	/* the job directory goes when nothing else is in it (other nodes' or an
+	 * earlier stage's stores stay) */
+	unlock_and_tidy(world, o->to, job, locked);
+	locked = 0;
 	rc = 1;
 out:
+	ds_step_unlock(o->to, job, locked);
 	if (x.prog_win != MPI_WIN_NULL)
 		MPI_Win_free(&x.prog_win);
 	if (x.store_fd >= 0)

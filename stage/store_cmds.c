@@ -2,6 +2,7 @@
  * clean; and the host -> node note readers use outside Slurm. */
 #include "dscommon.h"
 #include "dsindex.h"
+#include "dslock.h"
 #include "dsproto.h"
 #include "stage_int.h"
 
@@ -369,6 +370,36 @@ static const char *clean_usage =
 	"  remove this job's node store on this host (run as a job step with one\n"
 	"  task per node to clean every node)\n";
 
+/* Clean under the job's lock: never under a running stage or service
+ * (refused, naming it).  A clean of another task on this host, or a
+ * service that is leaving (dstage stop), is waited for (CLEAN_WAIT s). */
+#define CLEAN_WAIT 30
+static int clean_locked(const char *jobdir, const char *to)
+{
+	char who[384];
+	int rc;
+	for (double until = ds_now() + CLEAN_WAIT;;) {
+		rc = ds_joblock_take(jobdir, "clean", who, sizeof(who));
+		if (rc == -ENOENT)
+			return 0; /* gone meanwhile: another task on this host was first */
+		if (rc != -EBUSY || !(strstr(who, "dstage clean") || strstr(who, "leaving")) ||
+		    ds_now() > until)
+			break;
+		usleep(50000);
+	}
+	if (rc) {
+		ds__lock_refusal(jobdir, to, who, rc);
+		return 1;
+	}
+	rc = ds_joblock_remove_dir(jobdir, 1);
+	ds_joblock_drop(jobdir);
+	if (rc && rc != -ENOENT) {
+		ds_error("'%s': %s", jobdir, ds_strerror(rc));
+		return 1;
+	}
+	return 0;
+}
+
 int ds_cmd_clean(int argc, char **argv)
 {
 	struct store_opts o;
@@ -385,12 +416,7 @@ int ds_cmd_clean(int argc, char **argv)
 		free(jobdir);
 		return 1;
 	}
-	rc = ds_rm_rf(jobdir);
-	if (rc && rc != -ENOENT) {
-		ds_error("'%s': %s", jobdir, ds_strerror(rc));
-		free(jobdir);
-		return 1;
-	}
+	rc = clean_locked(jobdir, o.to);
 	free(jobdir);
-	return 0;
+	return rc;
 }

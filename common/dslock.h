@@ -1,0 +1,36 @@
+/* dslock.h: one owner per job directory (DESIGN 6), libc only.
+ *
+ * JOBDIR/lock is a 0600 file locked with flock(LOCK_EX): stage, serve and
+ * clean of a job take it without waiting, so two of them never run over
+ * each other on one node-local directory, and the lock dies with its
+ * holder (killed, crashed, node rebooted).  The holder writes who it is
+ * into the file ("dstage serve, pid 123 on host n1, since ..."), so a
+ * loser can name it.  A process may take the same lock again (`dstage run`
+ * holds it across stage and serve): takes nest, and the last drop frees it. */
+#ifndef DSLOCK_H
+#define DSLOCK_H
+
+#include <stddef.h>
+
+#define DS_LOCK_NAME "lock"
+
+/* Take JOBDIR/lock for command `what` ("stage", "serve", "clean", "run")
+ * without waiting.  JOBDIR must exist.  Returns 0; -EBUSY when another
+ * process holds it (its description in who, "" when it has not written one
+ * yet); or -errno (-ENOENT: no JOBDIR; -EPERM: the lock is not a regular
+ * file of this user). */
+int ds_joblock_take(const char *jobdir, const char *what, char *who, size_t wholen);
+/* Replace the holder's description's state ("leaving"): a clean that finds
+ * a service leaving waits for it instead of refusing. */
+void ds_joblock_note(const char *jobdir, const char *state);
+/* Undo one take; the last one closes (frees) the lock. */
+void ds_joblock_drop(const char *jobdir);
+/* Does this process hold JOBDIR's lock? */
+int ds_joblock_held(const char *jobdir);
+/* With the lock held: remove JOBDIR when nothing but the lock is left in it
+ * (all = 0), or remove everything in it (all = 1), the lock file last, so a
+ * stage that comes meanwhile finds the lock taken, never half a directory.
+ * The lock stays held (on the unlinked file) until dropped.  0 or -errno. */
+int ds_joblock_remove_dir(const char *jobdir, int all);
+
+#endif
