@@ -20,6 +20,7 @@ const char *ds_strerror(int err)
 	case DS_ECHECKSUM: return "checksum mismatch";
 	case DS_EFORMAT: return "unknown format or version";
 	case DS_ENAME: return "unsafe name";
+	case DS_ENOTREG: return "not a regular file";
 	default: return strerror(err);
 	}
 }
@@ -500,6 +501,35 @@ static int rm_at(int dfd, const char *name, dev_t dev)
 	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && !rc)
 		rc = -errno;
 	return rc;
+}
+
+int ds_open_regular(const char *path, int *fd)
+{
+	*fd = -1;
+	int f = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (f < 0) {
+		int e = errno;
+		struct stat st;
+		if (e == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+			return -DS_ENOTREG; /* a socket */
+		return -e;
+	}
+	struct stat st;
+	if (fstat(f, &st) < 0) {
+		int e = errno;
+		close(f);
+		return -e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(f);
+		return -DS_ENOTREG;
+	}
+	/* reads of a regular file never block; clear the flag all the same */
+	int fl = fcntl(f, F_GETFL);
+	if (fl >= 0)
+		(void)fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
+	*fd = f;
+	return 0;
 }
 
 int ds_rm_rf(const char *path)

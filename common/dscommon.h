@@ -21,6 +21,7 @@
 #define DS_ECHECKSUM 10002 /* data does not match its checksum */
 #define DS_EFORMAT 10003   /* unknown format or version */
 #define DS_ENAME 10004     /* a name is unsafe (.., absolute, not UTF-8, ...) */
+#define DS_ENOTREG 10005   /* a FIFO, device, socket or directory where a file is read */
 
 /* strerror that also knows the DS_E* codes; takes a positive or negative code. */
 const char *ds_strerror(int err);
@@ -106,6 +107,12 @@ int ds_write_full(int fd, const void *buf, size_t len);
 /* Write a whole file so readers see the old one or the new one, never a
  * part: PATH.tmp.<pid>, fsync, rename.  0 or -errno (the temporary removed). */
 int ds_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
+/* Open a file for reading that must be a regular file: a FIFO, device,
+ * socket or directory in its place is refused (-DS_ENOTREG) without
+ * blocking (opened O_NONBLOCK, checked with fstat on the descriptor, so no
+ * swap between check and open can make a read hang).  0 and *fd, or
+ * -errno / -DS_ENOTREG. */
+int ds_open_regular(const char *path, int *fd);
 /* mkdir -p with a mode for the created components. */
 int ds_mkdir_p(const char *path, mode_t mode);
 /* rm -rf, not following symlinks, not crossing devices. 0 or -errno. */

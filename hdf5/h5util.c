@@ -372,7 +372,19 @@ hid_t ds__h5_open_file(const char *path)
 	hid_t fapl = ds__h5_fapl();
 	if (fapl < 0)
 		return H5I_INVALID_HID;
-	hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+	/* HDF5 opens by name: check the file is a regular one on a descriptor
+	 * of our own and let HDF5 open that very file (/proc/self/fd/N), so a
+	 * FIFO or device can neither hang nor feed it, even swapped in now */
+	int fd, rc = ds_open_regular(path, &fd);
+	if (rc) {
+		ds_error("'%s': %s", path, ds_strerror(rc));
+		H5Pclose(fapl);
+		return H5I_INVALID_HID;
+	}
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	hid_t f = H5Fopen(access(self, R_OK) == 0 ? self : path, H5F_ACC_RDONLY, fapl);
+	close(fd);
 	H5Pclose(fapl);
 	return f;
 }

@@ -458,10 +458,9 @@ int ds_manifest_read(const char *packdir, struct ds_manifest *m)
 	struct ds__seal seal;
 	int rc;
 	memset(m, 0, sizeof(*m));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		ds_error("'%s': %s", path, strerror(errno));
+	int fd;
+	if ((rc = ds_open_regular(path, &fd))) {
+		ds_error("'%s': %s", path, ds_strerror(rc));
 	} else {
 		struct ds__src src = {fd, NULL, 0};
 		rc = ds__seal_check_fd(fd, path, DS__SEAL_PACK_MAGIC, &seal);

@@ -53,10 +53,8 @@ int ds__part_open(const char *packdir, uint32_t part, const struct ds_manifest *
 		return -EINVAL;
 	}
 	p->path = ds_part_path(packdir, part);
-	p->fd = open(p->path, O_RDONLY | O_CLOEXEC);
-	if (p->fd < 0) {
-		rc = -errno;
-		ds_error("'%s': %s", p->path, strerror(errno));
+	if ((rc = ds_open_regular(p->path, &p->fd))) {
+		ds_error("'%s': %s", p->path, ds_strerror(rc));
 		goto fail;
 	}
 	if ((rc = ds__seal_check_fd(p->fd, p->path, DS__SEAL_PART_MAGIC, &p->seal)) ||

@@ -52,7 +52,9 @@ static void check_index_hdf5(struct verify *v)
 {
 	char *path = ds__join(v->out, DS__INDEX_NAME);
 	struct ds__seal seal;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd, orc = ds_open_regular(path, &fd);
+	if (orc)
+		ds_error("'%s': %s", path, ds_strerror(orc));
 	if (fd < 0 || ds__seal_check_fd(fd, path, DS__SEAL_PACK_MAGIC, &seal) ||
 	    ds__h5_crosscheck(path, &seal))
 		v->problems++;
@@ -217,8 +219,15 @@ static void verify_file(struct verify *v, const struct ds__part *p, const struct
 	if (against) {
 		if (against_meta(v, e, &st))
 			against = 0; /* reported; still check the checksum */
-		else if ((c.fd = openat(v->srcfd, e->path, O_RDONLY | O_CLOEXEC)) < 0) {
+		else if ((c.fd = openat(v->srcfd, e->path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) <
+		         0) {
 			problem(v, e->path, "cannot open the source: %s", strerror(errno));
+			against = 0;
+		} else if (fstat(c.fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			/* swapped for a FIFO or device since it was looked at: no hang */
+			problem(v, e->path, "cannot open the source: %s", ds_strerror(-DS_ENOTREG));
+			close(c.fd);
+			c.fd = -1;
 			against = 0;
 		}
 	}

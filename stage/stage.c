@@ -140,9 +140,9 @@ static int stage_parse(int argc, char **argv, struct ds_stage_opts *o)
 /* ---- metadata broadcast ------------------------------------------------- */
 static int read_whole(const char *path, struct ds_buf *b, uint64_t *nread)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
+	int fd, rc0 = ds_open_regular(path, &fd);
+	if (rc0)
+		return rc0;
 	struct stat st;
 	int rc = fstat(fd, &st) < 0 ? -errno : 0;
 	if (!rc) {
@@ -556,10 +556,8 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 			         (unsigned long long)plen, (unsigned long long)size);
 			status = -DS_ECORRUPT;
 		}
-		if (!status && (in = open(part_path, O_RDONLY | O_CLOEXEC)) < 0) {
-			status = -errno;
-			ds_error("'%s': %s", part_path, strerror(errno));
-		}
+		if (!status && (status = ds_open_regular(part_path, &in)))
+			ds_error("'%s': %s", part_path, ds_strerror(status));
 		if (in >= 0) {
 			/* the partition's own metadata, read by ds_part_locate to check
 			 * its seal: counted as all of the file but the payload (an upper
