@@ -249,6 +249,17 @@ static int utf8_valid(const unsigned char *s, size_t len)
 	return 1;
 }
 
+int ds_name_reserved(const char *path, size_t len, const char **why)
+{
+	static const char top[] = ".dstage";
+	size_t n = sizeof(top) - 1;
+	int r = len >= n && !memcmp(path, top, n) && (len == n || path[n] == '/');
+	if (r && why)
+		*why = "a top-level '.dstage' is reserved for the shim's virtual directory (rename it, "
+		       "or leave it out with --exclude)";
+	return r;
+}
+
 int ds_name_check(const char *path, size_t len, const char **why)
 {
 	const char *dummy;

@@ -83,6 +83,11 @@ uint32_t ds_crc32c(uint32_t crc, const void *buf, size_t len);
  * PATH_MAX, each component shorter than NAME_MAX+1.  Returns 0 or -DS_ENAME
  * with *why set to a static reason. */
 int ds_name_check(const char *path, size_t len, const char **why);
+/* Is this relative path the top-level ".dstage" or under it?  That name is
+ * the shim's virtual directory (MOUNT/.dstage/epochs/...), which would hide
+ * real data of that name: pack, every manifest reader and the node-store
+ * index refuse it.  1 or 0; *why (when given) set to the reason. */
+int ds_name_reserved(const char *path, size_t len, const char **why);
 /* The order of paths in packs and indexes: bytewise, with '/' below every
  * other byte, so a directory's subtree follows it contiguously and siblings
  * come out in name order. */

@@ -117,7 +117,8 @@ static int check_entries(const struct ds_index *ix)
 				return -DS_ECORRUPT;
 		} else {
 			const struct ds_entry *p = &ix->e[e->parent];
-			if (ds_name_check(name, e->name_len, NULL) || e->parent >= i || !S_ISDIR(p->mode) ||
+			if (ds_name_check(name, e->name_len, NULL) ||
+			    ds_name_reserved(name, e->name_len, NULL) || e->parent >= i || !S_ISDIR(p->mode) ||
 			    (S_ISLNK(e->mode) && ds_target_check(name, e->name_len, ix->strings + e->poff,
 			                                          e->size, NULL)) ||
 			    p->name_len != (e->base_off ? e->base_off - 1u : 0u) ||
@@ -356,6 +357,8 @@ static struct bent *add(struct ds_index_builder *b, const char *path, int *rc)
 	if (len) {
 		const char *why;
 		*rc = ds_name_check(path, len, &why);
+		if (!*rc && ds_name_reserved(path, len, &why))
+			*rc = -DS_ENAME;
 		if (*rc)
 			return NULL;
 		if (len > UINT16_MAX) {

@@ -296,7 +296,7 @@ static int check_row(struct check *c, uint64_t i)
 	if (!in_pool(t, r->path_off, r->path_len))
 		return bad_entry(c, i, NULL, 0, "path outside the string pool");
 	const char *path = t->pool + r->path_off;
-	if (ds_name_check(path, r->path_len, &why))
+	if (ds_name_check(path, r->path_len, &why) || ds_name_reserved(path, r->path_len, &why))
 		return bad_entry(c, i, path, r->path_len, why);
 	uint32_t type = r->mode & S_IFMT;
 	if ((type != S_IFDIR && type != S_IFREG && type != S_IFLNK) || (r->mode & ~(S_IFMT | 07777)))

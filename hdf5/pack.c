@@ -582,6 +582,8 @@ int ds_cmd_pack(int argc, char **argv)
 	comm_init(&j.c, &argc, &argv);
 	int rc = parse_args(&j.c, argc, argv, &j.o);
 	if (rc) {
+		free(j.o.exclude);
+		free(j.o.replicate);
 		comm_finalize(&j.c);
 		return rc > 0 ? 0 : 2;
 	}

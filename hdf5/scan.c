@@ -235,7 +235,7 @@ static int visit(struct scan *s, int dfd, const char *name, const char *base, in
 	progress(s);
 	if (excluded(s, base))
 		return 0;
-	if (ds_name_check(s->path, s->len, &why))
+	if (ds_name_check(s->path, s->len, &why) || ds_name_reserved(s->path, s->len, &why))
 		return fail(s, -DS_ENAME, why);
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return fail(s, -errno, errno == ENOENT ? "vanished while packing" : strerror(errno));
@@ -349,7 +349,8 @@ static int scan_list(struct scan *s)
 		const char *why;
 		if (!len)
 			continue;
-		if (len >= PATH_MAX || ds_name_check(line, len, &why)) {
+		if (len >= PATH_MAX || ds_name_check(line, len, &why) ||
+		    ds_name_reserved(line, len, &why)) {
 			char q[PATH_MAX + 64];
 			ds_error("'%s': line %lu ('%s'): %s", file, lineno, ds__quote(line, len, q, sizeof(q)),
 			         len >= PATH_MAX ? "name longer than PATH_MAX" : why);
@@ -389,7 +390,8 @@ static int entry_cmp(const void *a, const void *b, void *names)
 /* Sort by path; drop repeats (--files-from may list a path twice). */
 static void sort_unique(struct ds__tree *t)
 {
-	qsort_r(t->e, t->n, sizeof(*t->e), entry_cmp, t->names.data);
+	if (t->n > 1) /* qsort_r(NULL, 0, ...) is undefined */
+		qsort_r(t->e, t->n, sizeof(*t->e), entry_cmp, t->names.data);
 	size_t w = 0;
 	for (size_t i = 0; i < t->n; i++) {
 		if (w && !strcmp(ds__tree_path(t, &t->e[w - 1]), ds__tree_path(t, &t->e[i]))) {
@@ -456,14 +458,18 @@ int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t)
 	free(s.anc);
 	if (rc)
 		return rc;
+	/* An empty selection is an error, not an empty pack: a training set
+	 * that silently came out empty is what dstage is here to prevent. */
+	if (!t->nfiles) {
+		ds_error("'%s': nothing to pack (no regular files%s)", o->src,
+		         o->files_from ? " listed in --files-from"
+		         : o->nexclude ? " left after --exclude" : "");
+		return -ENOENT;
+	}
 	sort_unique(t);
 	for (size_t i = 0; i < o->nreplicate; i++)
 		if ((rc = mark_replicated(t, o->replicate[i])))
 			return rc;
-	if (!t->nfiles) {
-		ds_error("'%s': nothing to pack (no regular files)", o->src);
-		return -ENOENT;
-	}
 	if (t->n > DS__MAX_ENTRIES) {
 		ds_error("'%s': %zu entries, more than dstage supports", o->src, t->n);
 		return -E2BIG;

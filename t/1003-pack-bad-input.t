@@ -190,6 +190,46 @@ else
 	test_skip 'a full disk' 'needs root to mount a small tmpfs'
 fi
 
+# ---- empty selections, the reserved top-level .dstage --------------------------
+test_expect_success 'an empty selection is an error, named (--exclude everything, empty --files-from)' '
+	expect_exit 1 $DSTAGE pack --exclude "*" good e1 2>err &&
+	test_grep "nothing to pack (no regular files left after --exclude)" err && ! test -e e1 &&
+	: >empty.list && expect_exit 1 $DSTAGE pack --files-from empty.list good e2 2>err &&
+	test_grep "nothing to pack (no regular files listed in --files-from)" err && ! test -e e2
+'
+# The UBSan build: qsort_r(NULL, 0, ...) on an empty selection was undefined
+ASAN_BIN=
+if [ -x "$SRCDIR/build-asan/bin/dstage" ] &&
+	! find "$SRCDIR"/common "$SRCDIR"/hdf5 -name "*.[ch]" -newer "$SRCDIR/build-asan/bin/dstage" |
+		grep -q .; then
+	ASAN_BIN="$SRCDIR/build-asan/bin/dstage"
+fi
+if [ -n "$ASAN_BIN" ]; then
+	test_expect_success 'the empty selections under UBSan/ASan: a clean error, no runtime error' '
+		for sel in "--exclude=*" "--files-from=empty.list"; do
+			UBSAN_OPTIONS=print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+				"$ASAN_BIN" pack "$sel" good e3 >out 2>&1; rc=$?; cat out
+			test $rc = 1 && test_grep "nothing to pack" out &&
+			! grep -q "runtime error\|Sanitizer" out || exit 1
+		done
+	'
+else
+	test_skip 'the empty selections under UBSan/ASan' 'no current build-asan/bin/dstage (make fuzz builds it)'
+fi
+test_expect_success 'a top-level .dstage (the shim'"'"'s virtual directory) is refused at pack time' '
+	mkdir -p vd/.dstage/epochs/0 vd/a/.dstage && echo x >vd/.dstage/epochs/0/all &&
+	echo y >vd/a/.dstage/f && echo z >vd/b &&
+	expect_exit 1 $DSTAGE pack vd v1 2>err && ! test -e v1 &&
+	test_grep "vd/.dstage.: a top-level .\.dstage. is reserved" err &&
+	printf ".dstage/epochs/0/all\nb\n" >vd.list &&
+	expect_exit 1 $DSTAGE pack --files-from vd.list vd v2 2>err && ! test -e v2 &&
+	test_grep "reserved" err
+'
+test_expect_success 'a .dstage below the top is ordinary data; --exclude leaves the top one out' '
+	rm -rf vd/.dstage && $DSTAGE pack -q vd v3 && $DSTAGE cat v3 a/.dstage/f >out &&
+	echo y >want && test_cmp want out
+'
+
 # ---- usage -----------------------------------------------------------------
 test_expect_success 'usage errors exit 2' '
 	expect_exit 2 $DSTAGE pack 2>err && test_grep "wants SRC and OUT" err &&

@@ -116,6 +116,8 @@ test_expect_success 'the messages name the problem' '
 	test_grep "corrupt seal" v.plain.nentries-huge &&
 	test_grep "string pool" v.plain.pool-reused &&
 	test_grep "not valid UTF-8" v.plain.not-utf8 &&
+	test_grep "top-level .\.dstage. is reserved" v.plain.dstage-top &&
+	test_grep "top-level .\.dstage. is reserved" c.plain.dstage-top &&
 	test_grep "corrupt stored data\|checksum mismatch" c.plain.zlib-bomb
 '
 
