@@ -382,14 +382,13 @@ static int follow(struct ds__svc *s)
 {
 	struct ds__exchange *X = s->x;
 	uint64_t r = __atomic_load_n(&s->reader_epoch, __ATOMIC_RELAXED);
-	/* readers may also raise the shared counter themselves (the stats page) */
-	uint64_t se = __atomic_load_n(&s->stats->epoch, __ATOMIC_RELAXED);
-	if (se > r)
-		r = se;
-	if (X->started && r == X->followed)
+	/* The last announcement wins, forwards or backwards: after a reader
+	 * touched a far-away epoch (a typo, set_epoch(step)) the next real one
+	 * brings the prefetch back (the far one cost at most one epoch's fetch,
+	 * dropped at once).  Only one epoch back is ignored: that is a reader
+	 * still starting the epoch the others have left. */
+	if (X->started && (r == X->followed || r + 1 == X->followed))
 		return 0;
-	if (r < X->followed)
-		r = X->followed;
 	if (!X->started || r != X->followed) {
 		X->started = 1;
 		if (r != X->followed)
@@ -397,7 +396,7 @@ static int follow(struct ds__svc *s)
 		X->followed = r;
 		DS__SET(s, epoch, r);
 		for (int i = 0; i < X->nep;)
-			if (X->ep[i]->epoch < r)
+			if (X->ep[i]->epoch < r || X->ep[i]->epoch - r > 1)
 				drop_ep(s, i);
 			else
 				i++;

@@ -145,12 +145,11 @@ static void handle(struct ds__svc *s, struct ds__conn *c)
 		answer(c, 0, NULL, 0, NULL);
 		return;
 	case DS_OP_EPOCH: {
-		/* readers opened epoch q.off's list: follow them (never back) */
-		uint64_t cur = __atomic_load_n(&s->reader_epoch, __ATOMIC_RELAXED);
-		while ((!__atomic_load_n(&s->have_reader_epoch, __ATOMIC_RELAXED) || q.off > cur) &&
-		       !__atomic_compare_exchange_n(&s->reader_epoch, &cur, q.off, 0, __ATOMIC_RELAXED,
-		                                    __ATOMIC_RELAXED))
-			;
+		/* readers opened epoch q.off's list: the latest announcement is
+		 * what the main loop follows (exchange.c: follow), backwards too,
+		 * so one far-away epoch (a typo, set_epoch(step)) does not hold
+		 * the prefetch there for good */
+		__atomic_store_n(&s->reader_epoch, q.off, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->have_reader_epoch, 1, __ATOMIC_RELEASE);
 		ds__wake(s->wake_main);
 		answer(c, 0, NULL, 0, NULL);

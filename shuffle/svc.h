@@ -64,7 +64,7 @@ struct ds__svc {
 	struct ds__rreq *todo, **todo_tail, *done;
 	int wake_main, wake_sock; /* eventfds */
 
-	uint64_t reader_epoch;  /* atomic: highest epoch a reader announced */
+	uint64_t reader_epoch;  /* atomic: the epoch a reader announced last */
 	int have_reader_epoch;  /* atomic: any announced at all */
 	int leaving;            /* atomic: sock stops accepting */
 
