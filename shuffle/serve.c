@@ -285,8 +285,15 @@ static int stop_requested(struct ds__svc *s)
 	return access(p, F_OK) == 0;
 }
 
+static void mpi_failed(struct ds__svc *s, const char *what, int code)
+{
+	char m[MPI_MAX_ERROR_STRING];
+	ds_error("node %u: %s: %s", s->node, what, ds__mpi_strerror(code, m, sizeof(m)));
+}
+
 /* Returns 0 when every rank agreed to stop, 1 when some rank failed, and
- * -1 when the peers did not answer in time (the caller aborts). */
+ * -1 when the peers did not answer in time or MPI failed under the
+ * agreement (the caller aborts: no collective can be trusted then). */
 static int run_loop(struct ds__svc *s)
 {
 	struct agree a;
@@ -314,13 +321,28 @@ static int run_loop(struct ds__svc *s)
 			a.mine[0] = want_stop;
 			a.mine[1] = s->err ? (int)s->node + 1 : 0;
 			a.mine[2] = busy;
-			MPI_Iallreduce(a.mine, a.all, 3, MPI_INT, MPI_MAX, s->comm, &a.req);
+			int mrc = MPI_Iallreduce(a.mine, a.all, 3, MPI_INT, MPI_MAX, s->comm, &a.req);
+			if (mrc == MPI_SUCCESS && ds_fault("serve.agree", (int)s->node))
+				mrc = MPI_ERR_OTHER; /* tests: an MPI error, reported as itself */
+			if (mrc != MPI_SUCCESS) {
+				/* the communicator returns errors (MPI_ERRORS_RETURN): say
+				 * what MPI said, not "no answer" after --timeout */
+				mpi_failed(s, "MPI_Iallreduce (the agreement)", mrc);
+				result = -1;
+				break;
+			}
 			a.inflight = 1;
 			a.started = now;
 		}
 		if (a.inflight) {
 			int done = 0;
-			MPI_Test(&a.req, &done, MPI_STATUS_IGNORE);
+			int mrc = MPI_Test(&a.req, &done, MPI_STATUS_IGNORE);
+			if (mrc != MPI_SUCCESS) {
+				mpi_failed(s, "MPI_Test (the agreement)", mrc);
+				a.inflight = 0;
+				result = -1;
+				break;
+			}
 			if (done) {
 				a.inflight = 0;
 				a.next = now + AGREE_PERIOD;
@@ -511,7 +533,11 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 			ds_error("node %u: '%s': %s", s->node, s->nodedir, ds_strerror(rc));
 	}
 	beat();
-	MPI_Barrier(s->comm);
+	int brc = MPI_Barrier(s->comm);
+	if (brc != MPI_SUCCESS) {
+		mpi_failed(s, "MPI_Barrier (leaving)", brc);
+		res = 1;
+	}
 	char p[PATH_MAX];
 	snprintf(p, sizeof(p), "%s/" STOP_NAME, s->jobdir);
 	unlink(p);

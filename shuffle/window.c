@@ -155,7 +155,14 @@ int ds__window_create(struct ds__svc *s)
 		return -EIO;
 	}
 	MPI_Win_set_errhandler(s->win, MPI_ERRORS_RETURN);
-	MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win);
+	rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win);
+	if (rc != MPI_SUCCESS) {
+		char m[MPI_MAX_ERROR_STRING];
+		ds_error("node %u: MPI_Win_lock_all: %s", s->node, ds__mpi_strerror(rc, m, sizeof(m)));
+		MPI_Win_free(&s->win);
+		s->win = MPI_WIN_NULL;
+		return -EIO;
+	}
 	return 0;
 }
 
@@ -163,8 +170,13 @@ void ds__window_free(struct ds__svc *s)
 {
 	if (s->win == MPI_WIN_NULL)
 		return;
-	MPI_Win_unlock_all(s->win);
-	MPI_Win_free(&s->win);
+	char m[MPI_MAX_ERROR_STRING];
+	int rc = MPI_Win_unlock_all(s->win);
+	if (rc != MPI_SUCCESS)
+		ds_error("node %u: MPI_Win_unlock_all: %s", s->node, ds__mpi_strerror(rc, m, sizeof(m)));
+	rc = MPI_Win_free(&s->win);
+	if (rc != MPI_SUCCESS)
+		ds_error("node %u: MPI_Win_free: %s", s->node, ds__mpi_strerror(rc, m, sizeof(m)));
 	s->win = MPI_WIN_NULL;
 }
 
@@ -225,5 +237,11 @@ int ds__flush(struct ds__svc *s, uint8_t *targets)
 void ds__progress(struct ds__svc *s)
 {
 	int flag;
-	MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, s->comm, &flag, MPI_STATUS_IGNORE);
+	int rc = MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, s->comm, &flag, MPI_STATUS_IGNORE);
+	if (rc != MPI_SUCCESS && !s->err) {
+		/* reported once; the agreement then tells every node */
+		char m[MPI_MAX_ERROR_STRING];
+		ds_error("node %u: MPI_Iprobe: %s", s->node, ds__mpi_strerror(rc, m, sizeof(m)));
+		s->err = -EIO;
+	}
 }

@@ -141,4 +141,18 @@ test_expect_success 'the same reader reads every byte again through the new serv
 '
 serve_stop
 test_expect_success 'and it stops cleanly' 'test "$(cat serve.rc)" = 0'
+
+# An MPI error on the service's communicator (MPI_ERRORS_RETURN) is reported
+# as itself (MPI_Error_string), at once; before, the code was ignored and
+# the step ended --timeout later as "no answer from the other nodes".
+t0=$(date +%s)
+DSTAGE_FAULT=serve.agree:rank=1 serve_start $N --seed 9 --timeout 30
+serve_wait
+t1=$(date +%s)
+test_expect_success 'an MPI error in the agreement: named as MPI said it, the step fails at once' '
+	cat serve.log; echo "ended after $((t1 - t0)) s" &&
+	test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 20 &&
+	test_grep "node 1: MPI_Iallreduce (the agreement): .*[Oo]ther" serve.log &&
+	! grep -q "no answer from the other nodes" serve.log
+'
 test_done
