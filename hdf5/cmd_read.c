@@ -56,21 +56,108 @@ static int parse(int argc, char **argv, const char *usage, int *lflag)
 	return 0;
 }
 
-/* "./a/b/" -> "a/b"; "." and "/" -> "". */
-static void tidy(char *p)
+/* ---- paths ---------------------------------------------------------------- */
+/* Resolve PATH in the pack the way the shim resolves MOUNT/PATH (io/path.c),
+ * and the kernel a real path: component by component, "//" and "." dropped,
+ * ".." to the parent, symlinks in inner components followed (in the last
+ * one too when follow_last, or when a '/' follows it), 40 at most, a
+ * component under a file is ENOTDIR.  Where the shim leaves the mount (".."
+ * above its root) this refuses: a pack has nothing above its root.  Returns
+ * the entry's index, -1 for the root itself, or a negative errno - 1
+ * (reported). */
+#define RES_ROOT (-1)
+static int64_t walk(const struct ds_manifest *m, const char *arg, int follow_last)
 {
-	size_t n = strlen(p), skip = 0;
-	while (skip < n && p[skip] == '/')
-		skip++;
-	while (n - skip >= 2 && p[skip] == '.' && p[skip + 1] == '/')
-		for (skip += 2; skip < n && p[skip] == '/'; skip++)
-			;
-	if (n - skip == 1 && p[skip] == '.')
-		skip = n;
-	memmove(p, p + skip, n - skip + 1);
-	n -= skip;
-	while (n && p[n - 1] == '/')
-		p[--n] = '\0';
+	char work[PATH_MAX], cur[PATH_MAX], cand[PATH_MAX];
+	size_t clen = 0; /* cur: the directory reached, "" is the root */
+	int64_t id = RES_ROOT;
+	int links = 0;
+	if (strlen(arg) >= sizeof(work)) {
+		ds_error("'%s': %s", arg, strerror(ENAMETOOLONG));
+		return -ENAMETOOLONG - 1;
+	}
+	snprintf(work, sizeof(work), "%s", arg);
+	cur[0] = '\0';
+	char *p = work;
+	int err = 0;
+	for (;;) {
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		char *c = p;
+		while (*p && *p != '/')
+			p++;
+		size_t cl = (size_t)(p - c);
+		const char *q = p;
+		while (*q == '/')
+			q++;
+		int last = !*q, trail = last && *p == '/';
+		if (id != RES_ROOT && !S_ISDIR(m->e[id].mode)) {
+			err = ENOTDIR;
+			break;
+		}
+		if (cl == 1 && c[0] == '.')
+			continue;
+		if (cl == 2 && c[0] == '.' && c[1] == '.') {
+			if (!clen) {
+				ds_error("'%s': leaves the pack (\"..\" above its root)", arg);
+				return -EXDEV - 1;
+			}
+			while (clen && cur[clen - 1] != '/')
+				clen--;
+			if (clen)
+				clen--;
+			cur[clen] = '\0';
+			id = clen ? ds__manifest_find(m, cur) : RES_ROOT;
+			continue;
+		}
+		if (cl > NAME_MAX || clen + 1 + cl >= sizeof(cand)) {
+			err = ENAMETOOLONG;
+			break;
+		}
+		int n = snprintf(cand, sizeof(cand), "%s%s%.*s", cur, clen ? "/" : "", (int)cl, c);
+		int64_t nx = ds__manifest_find(m, cand);
+		if (nx < 0) {
+			err = ENOENT;
+			break;
+		}
+		const struct ds_mentry *e = &m->e[nx];
+		if (S_ISLNK(e->mode) && (!last || trail || follow_last)) {
+			if (++links > MAX_LINK_HOPS) {
+				err = ELOOP;
+				break;
+			}
+			/* the target, then the rest of the path; a relative target
+			 * starts from the directory holding the link (cur).  The
+			 * manifest reader let only targets that stay inside through */
+			size_t tl = strlen(e->target), rl = strlen(p);
+			if (!e->target[0] || e->target[0] == '/') {
+				ds_error("'%s': symlink '%s' leaves the pack", arg, e->path);
+				return -EXDEV - 1;
+			}
+			if (tl + rl + 1 >= sizeof(work)) {
+				err = ENAMETOOLONG;
+				break;
+			}
+			memmove(work + tl, p, rl + 1);
+			memcpy(work, e->target, tl);
+			p = work;
+			continue;
+		}
+		memcpy(cur, cand, (size_t)n + 1);
+		clen = (size_t)n;
+		id = nx;
+		if (trail && !S_ISDIR(e->mode) && !S_ISLNK(e->mode)) {
+			err = ENOTDIR;
+			break;
+		}
+	}
+	if (err) {
+		ds_error("'%s': %s", arg, err == ENOENT ? "not in the pack" : strerror(err));
+		return -err - 1;
+	}
+	return id;
 }
 
 /* ---- ls ----------------------------------------------------------------- */
@@ -101,19 +188,21 @@ int ds_cmd_ls(int argc, char **argv)
 	struct ds_manifest m;
 	if (ds_manifest_read(argv[optind], &m))
 		return 1;
+	/* PATH resolves as through the shim: inner symlinks followed, the last
+	 * one listed as itself (as ls -l does), "a//b" and "./a" accepted */
 	char path[PATH_MAX] = "";
-	if (argc - optind == 2)
-		snprintf(path, sizeof(path), "%s", argv[optind + 1]);
-	tidy(path);
-	size_t first = 0, len = strlen(path);
-	if (len) {
-		int64_t i = ds__manifest_find(&m, path);
-		if (i < 0) {
-			ds_error("'%s': not in the pack", argv[optind + 1]);
+	size_t first = 0, len = 0;
+	if (argc - optind == 2) {
+		int64_t i = walk(&m, argv[optind + 1], 0);
+		if (i < -1) {
 			ds_manifest_release(&m);
 			return 1;
 		}
-		first = (size_t)i;
+		if (i >= 0) {
+			first = (size_t)i;
+			snprintf(path, sizeof(path), "%s", m.e[i].path);
+			len = strlen(path);
+		}
 	}
 	for (size_t i = first; i < m.n; i++) {
 		const struct ds_mentry *e = &m.e[i];
@@ -134,55 +223,16 @@ int ds_cmd_ls(int argc, char **argv)
 }
 
 /* ---- cat ---------------------------------------------------------------- */
-/* Resolve a symlink's target inside the pack: lexically, from the link's
- * directory (the manifest guarantees it stays inside). */
-static void resolve(const char *link, const char *target, char *out, size_t cap)
-{
-	char buf[2 * PATH_MAX + 2];
-	const char *slash = strrchr(link, '/');
-	snprintf(buf, sizeof(buf), "%.*s%s%s", slash ? (int)(slash - link) : 0, link, slash ? "/" : "",
-	         target);
-	size_t w = 0;
-	for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-		if (!strcmp(c, "."))
-			continue;
-		if (!strcmp(c, "..")) {
-			while (w && out[w - 1] != '/')
-				w--;
-			if (w)
-				w--;
-			continue;
-		}
-		w += (size_t)snprintf(out + w, cap - w, "%s%s", w ? "/" : "", c);
-		if (w >= cap)
-			w = cap - 1;
-	}
-	out[w] = '\0';
-}
-
 static int64_t find_file(const struct ds_manifest *m, const char *arg)
 {
-	char path[PATH_MAX], next[PATH_MAX];
-	snprintf(path, sizeof(path), "%s", arg);
-	tidy(path);
-	for (int hops = 0; hops <= MAX_LINK_HOPS; hops++) {
-		int64_t i = ds__manifest_find(m, path);
-		if (i < 0) {
-			ds_error("'%s': not in the pack", arg);
-			return -1;
-		}
-		const struct ds_mentry *e = &m->e[i];
-		if (S_ISREG(e->mode))
-			return i;
-		if (S_ISDIR(e->mode)) {
-			ds_error("'%s': is a directory", arg);
-			return -1;
-		}
-		resolve(e->path, e->target, next, sizeof(next));
-		memcpy(path, next, sizeof(path));
+	int64_t i = walk(m, arg, 1);
+	if (i < -1)
+		return -1;
+	if (i == RES_ROOT || S_ISDIR(m->e[i].mode)) {
+		ds_error("'%s': is a directory", arg);
+		return -1;
 	}
-	ds_error("'%s': too many levels of symbolic links", arg);
-	return -1;
+	return i;
 }
 
 static int to_buf(void *ctx, const void *p, size_t n)
