@@ -78,7 +78,8 @@ static const char *cmd_usage =
 	"      --job ID          job id (default $SLURM_JOB_ID, else 0)\n"
 	"      --node-per-rank   every rank is its own node (simulate N nodes with mpiexec -n N)\n"
 	"      --inflate         decompress zlib files while staging (else inflated on read)\n"
-	"      --force           replace an existing store of this job\n"
+	"      --force           replace an existing store of this job (not while its\n"
+	"                        service runs: one stage, serve or clean of a job at a time)\n"
 	"      --progress SECS   progress line every SECS seconds (rank 0)\n"
 	"  -q, --quiet           no summary\n"
 	"  -h, --help            this text\n";

@@ -368,7 +368,8 @@ int ds_cmd_status(int argc, char **argv)
 static const char *clean_usage =
 	"usage: dstage clean --to DIR [--job ID]\n"
 	"  remove this job's node store on this host (run as a job step with one\n"
-	"  task per node to clean every node)\n";
+	"  task per node to clean every node); refused while a stage or a service\n"
+	"  of the job runs here (stop it first: dstage stop --to DIR)\n";
 
 /* Clean under the job's lock: never under a running stage or service
  * (refused, naming it).  A clean of another task on this host, or a
