@@ -22,7 +22,7 @@ test_expect_success 'set up: two different sources, two packs' '
 # Two stages of one job racing: the first is slowed down while it writes
 # (before, the second passed the "already staged" check as well, removed the
 # first's partial store and the first ended with the second's bytes).
-DSTAGE_FAULT=stage.write:rank=0:action=sleep:secs=1 \
+DSTAGE_FAULT=stage.write:rank=0:action=sleep:secs=4 \
 	mpirun_n 2 "$DSTAGE" stage packA --to "$SHM" --job "$JOB" --node-per-rank -q \
 	>stageA.log 2>&1 &
 A=$!
@@ -41,7 +41,8 @@ test_expect_success 'serve while the stage runs: refused, naming the stage' '
 '
 test_expect_success 'clean while the stage runs: refused, exit 1' '
 	"$DSTAGE" clean --to "$SHM" --job "$JOB" 2>err; rc=$?;
-	cat err && test $rc = 1 && test_grep "in use by dstage stage" err
+	cat err && test $rc = 1 && test_grep "in use by dstage stage" err &&
+	kill -0 $A # the first stage was still running all along: the tests above meant it
 '
 wait $A
 echo $? >stageA.rc
