@@ -45,11 +45,13 @@ static int make_jobdir(const char *to, const char *jobdir)
 
 void ds__lock_refusal(const char *jobdir, const char *to, const char *who, int rc)
 {
-	if (rc == -EBUSY && *who)
-		ds_error("'%s': in use by %s%s", jobdir, who,
-		         strstr(who, "dstage serve") && !strstr(who, "leaving")
-		                 ? ": stop the service first (dstage stop --to DIR)"
-		                 : ": one stage, serve or clean of a job at a time");
+	int service = (strstr(who, "dstage serve") || strstr(who, "dstage run")) &&
+	              !strstr(who, "leaving");
+	if (rc == -EBUSY && *who && service)
+		ds_error("'%s': in use by %s: stop the service first (dstage stop --to %s)", jobdir, who,
+		         to);
+	else if (rc == -EBUSY && *who)
+		ds_error("'%s': in use by %s: one stage, serve or clean of a job at a time", jobdir, who);
 	else if (rc == -EBUSY)
 		ds_error("'%s': in use by another dstage (starting): one stage, serve or clean of a job "
 		         "at a time", jobdir);
