@@ -124,6 +124,20 @@ test_expect_success 'no store is left on any host' '
 	done
 '
 
+test_expect_success "R=2: train.sbatch with DSTAGE_REPLICAS=2, hard-soak checks every byte of 3 epochs on every host" '
+	DSTAGE_PACK=$TRASH/pack DSTAGE_REPLICAS=2 DSTAGE_SEED=7 \
+		submit t2.out "$JOBS/train.sbatch" sh -c "\"\$0\" \"\$DSTAGE_MOUNT\" \"\$1\" 3 >\"\$2.\$SLURM_NODEID\"" \
+		"$T/hard-soak" "$TRASH/src" "$TRASH/soak" &&
+	test_grep "R=2" t2.out &&
+	for k in $(seq 0 $((n - 1))); do
+		cat soak.$k &&
+		test "$(grep -c "^epoch=.* errors=0$" soak.$k)" = 3 || exit 1
+	done &&
+	for i in $(seq 1 $n); do
+		hosts_exec $i ls -A "$DSTAGE_DIR" >left && test_cmp /dev/null left || exit 1
+	done
+'
+
 test_expect_success "sbatch -N$n stage-in.sbatch on $n hosts: every node staged, its figures" '
 	DSTAGE_PACK=$TRASH/pack submit s1.out "$JOBS/stage-in.sbatch" &&
 	job=$(job_of s1.out.sb) && echo $job >job2 &&
