@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define GATHER_EVERY 10 /* agreements (AGREE_PERIOD 0.1 s: once a second) */
+#define GATHER_EVERY 5 /* agreements (AGREE_PERIOD 0.1 s: twice a second) */
 
 static struct {
 	MPI_Request req;

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -42,9 +43,13 @@ int ds__status_service_up(const char *jobdir)
 }
 
 /* Print the row of every node (or only NODE >= 0) from JOBDIR/status.all,
- * in the columns of the local rows; the number of nodes in *nnodes.
+ * in the columns of the local rows; the number of nodes in *nnodes.  The
+ * nodes stored here (LOCAL, NLOCAL names) are printed by LOCAL_ROW instead,
+ * live: the gathered figures are up to a gather period old.
  * 0, -ENOENT when there is no such file, -EINVAL when it is not one. */
-int ds__status_print_all(const char *jobdir, long node, unsigned long *nnodes)
+int ds__status_print_all(const char *jobdir, long node, char **local, size_t nlocal,
+                         int (*local_row)(const char *jobdir, const char *name),
+                         unsigned long *nnodes)
 {
 	char path[PATH_MAX], magic[32];
 	snprintf(path, sizeof(path), "%s/" DS_STATUS_ALL, jobdir);
@@ -69,6 +74,14 @@ int ds__status_print_all(const char *jobdir, long node, unsigned long *nnodes)
 		}
 		if (node >= 0 && v[0] != (unsigned long long)node)
 			continue;
+		size_t j = 0;
+		while (j < nlocal && strtoull(local[j], NULL, 10) != v[0])
+			j++;
+		if (j < nlocal) {
+			if (local_row(jobdir, local[j]))
+				rc = 1;
+			continue;
+		}
 		char a[32], b[32], c[32];
 		printf("%-5llu %9llu %10s %10s %7llu %7llu %7llu %7llu %7llu %6s %6llu %6llu/%-6llu %10s\n",
 		       v[0], v[1], ds_fmt_size(v[2], a, sizeof(a)), ds_fmt_size(v[3], b, sizeof(b)), v[4],

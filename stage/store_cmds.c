@@ -358,7 +358,10 @@ int ds_cmd_status(int argc, char **argv)
 	 * MPI, stage/status.c); else only what this host stores */
 	unsigned long all = 0;
 	int up = ds__status_service_up(jobdir);
-	if (!up || ds__status_print_all(jobdir, o.node, &all)) {
+	int prc = up ? ds__status_print_all(jobdir, o.node, names, n, node_status, &all) : -ENOENT;
+	if (prc > 0)
+		rc = 1;
+	if (prc < 0) {
 		for (size_t i = 0; i < n; i++)
 			if (node_status(jobdir, names[i]))
 				rc = 1;

@@ -54,6 +54,9 @@ for e in 0 1 2; do
 	sed "s|^|$m/|" "$rec/epoch.$e.$k" | xargs -d '\n' sha256sum | sed "s|  $m/|  |" >"$rec/esums.$e.$k" ||
 		exit 1
 done
+# the figures after the reads, once the service has gathered them again
+sleep 1.5
+dstage status --to "$DSTAGE_DIR" >"$rec/status-end.$k" 2>&1 || exit 1
 echo "node $k checked"
 #!/bin/sh
 rec=$1 k=$SLURM_NODEID m=$DSTAGE_MOUNT
@@ -66,6 +69,9 @@ for e in 0 1 2; do
 	sed "s|^|$m/|" "$rec/epoch.$e.$k" | xargs -d '\n' sha256sum | sed "s|  $m/|  |" >"$rec/esums.$e.$k" ||
 		exit 1
 done
+# the figures after the reads, once the service has gathered them again
+sleep 1.5
+dstage status --to "$DSTAGE_DIR" >"$rec/status-end.$k" 2>&1 || exit 1
 echo "node $k checked"
 EOF
 
@@ -95,6 +101,16 @@ test_expect_success 'each node ran on its own host and saw only its own node sto
 
 test_expect_success 'on every host, every file read through the mount equals the source' '
 	for k in $(seq 0 $((n - 1))); do test_cmp src.sums rec/sums.$k || exit 1; done
+'
+
+test_expect_success 'remote reads: every node read files held only by another host, as status shows on every host' '
+	for k in $(seq 0 $((n - 1))); do
+		cat rec/status-end.$k &&
+		for j in $(seq 0 $((n - 1))); do
+			awk -v j=$j "\$1 == j && \$9 > 0 { ok = 1 } END { exit !ok }" rec/status-end.$k ||
+				{ echo "host $k: node $j shows no remote read"; exit 1; }
+		done || exit 1
+	done
 '
 
 for e in 0 1 2; do
