@@ -89,7 +89,8 @@ test_expect_success "sbatch -N$n train.sbatch on $n hosts: stage, serve, the tra
 	job=$(job_of t1.out.sb) && echo $job >job1 &&
 	test_grep "service up on $n node(s)" t1.out &&
 	test "$(grep "^node [0-9]* checked$" t1.out | sort -u | wc -l)" = $n &&
-	test_grep "node stores removed from $DSTAGE_DIR" t1.out
+	test_grep "node stores removed from $DSTAGE_DIR" t1.out &&
+	! grep "dstage stop failed\|the service step ended with exit\|still running" t1.out
 '
 
 test_expect_success 'each node ran on its own host and saw only its own node store' '
@@ -168,6 +169,22 @@ test_expect_success 'with no service, dstage status on a host says so and shows 
 	cat st2 st2.err &&
 	test_grep "^dstage: status: .*: service down: figures of the node(s) stored on this host only" st2.err &&
 	test "$(grep -c "^[0-9]" st2)" = 1 && grep -q "^1 " st2
+'
+
+test_expect_success 'node identity outside Slurm: a reader on host 2 finds node 1 by its hostname (by-host)' '
+	job=$(cat job2) &&
+	hosts_exec 2 readlink "$DSTAGE_DIR/dstage.$uid.$job/by-host/n2" >link &&
+	echo 1 >want && test_cmp want link &&
+	hosts_exec 2 env -u SLURM_NODEID -u DSTAGE_NODE sh -c "
+		eval \"\$(\"$DSTAGE\" env --to \"$DSTAGE_DIR\" --job $job)\" &&
+		ok=0 && for f in \$(cat \"$TRASH/train.list\"); do
+			if cat \"\$DSTAGE_MOUNT/\$f\" >got 2>/dev/null; then
+				cmp got \"$TRASH/src/\$f\" || exit 1; ok=\$((ok + 1))
+			fi
+		done && echo \$ok" >nread &&
+	test "$(cat nread)" -gt 0 &&
+	hosts_exec 2 "$DSTAGE" status --to "$DSTAGE_DIR" --job $job >st2b 2>/dev/null &&
+	awk "\$1 == 1 && \$7 > 0 { ok = 1 } END { exit !ok }" st2b
 '
 
 test_expect_success 'srun dstage clean on every host leaves nothing on any host' '
