@@ -252,8 +252,8 @@ hosts_slurm_start() {
 	for _i in $(seq 1 "$hosts_n"); do slurm_node_addrs="$slurm_node_addrs $hosts_net.$_i"; done
 	slurm_node_hostnames=yes
 	slurm_node_wrap=hosts_exec
-	# each slurmd's spool on its own host, as on a cluster (one path, private
-	# /tmp): srun and the stepds then agree on where a node's sockets are
+	# each slurmd's spool on its own host, as on a cluster: one path, in the
+	# host's private /tmp (a step's sockets are then on its host only)
 	slurm_spool_dir=/tmp/dstage-slurmd
 	hosts_slurm=1
 	slurm_start "/run/dstage-slurm.$$"
