@@ -111,7 +111,8 @@ DEB_TEST  := python3-h5py python3-pil python3-numpy python3-torch python3-torchv
              clang libclang-rt-14-dev procps psmisc
 DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox
 DEB_SLURM := slurm-wlm munge
-DEB_ALL   := $(DEB_BUILD) $(DEB_TEST) $(DEB_SLURM)
+DEB_HOSTS := iproute2 util-linux
+DEB_ALL   := $(DEB_BUILD) $(DEB_TEST) $(DEB_SLURM) $(DEB_HOSTS)
 
 deps:
 	@sh tools/deps.sh $(DEB_ALL)

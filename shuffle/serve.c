@@ -355,6 +355,7 @@ static int run_loop(struct ds__svc *s)
 				}
 				if (a.all[0])
 					break;
+				ds__gather_tick(s);
 			} else if (now - a.started > s->o.agree_timeout) {
 				ds_error("node %u: no answer from the other nodes for %.0f s: one is gone or hung",
 				         s->node, s->o.agree_timeout);
@@ -362,6 +363,7 @@ static int run_loop(struct ds__svc *s)
 				break;
 			}
 		}
+		ds__gather_poll(s);
 		/* the work */
 		if (s->err) {
 			ds__progress(s); /* keep answering the peers until they know */
@@ -387,6 +389,7 @@ static int run_loop(struct ds__svc *s)
 		 * leave a request behind */
 		MPI_Wait(&a.req, MPI_STATUS_IGNORE);
 	}
+	ds__gather_end(s, result >= 0);
 	free(targets);
 	return result;
 }
@@ -500,6 +503,7 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	 * more than triple BUSY_POLL_NS */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
+	ds__gather_start(s);
 	ds__status_write(s, "running");
 	if (rank == 0) {
 		ds_info("serving %u node(s) under '%s': seed %llu, locality %g, %s; stop with "

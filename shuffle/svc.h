@@ -124,6 +124,15 @@ void ds__status_write(struct ds__svc *s, const char *state);
 
 /* ---- serve.c: the step, shared with `dstage run` ------------------------ */
 void ds__serve_defaults(struct ds__serve_opts *o);
+
+/* gather.c: every node's figures gathered over MPI into JOBDIR/status.all
+ * (dsstatus.h).  start once the store is open; tick after each completed
+ * agreement (collective: same order on every rank); poll in the loop; end
+ * when the loop is left (peers_alive 0: a peer is gone, do not wait). */
+void ds__gather_start(struct ds__svc *s);
+void ds__gather_tick(struct ds__svc *s);
+void ds__gather_poll(struct ds__svc *s);
+void ds__gather_end(struct ds__svc *s, int peers_alive);
 /* Handle one getopt code of the serve options (the long options use these
  * codes: t j n s L d B T c q v h).  Returns c, or 0 when c is not one. */
 int ds__serve_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad);

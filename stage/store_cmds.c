@@ -225,7 +225,8 @@ int ds_cmd_env(int argc, char **argv)
 /* ---- status ------------------------------------------------------------- */
 static const char *status_usage =
 	"usage: dstage status --to DIR [--job ID] [--node K]\n"
-	"  per-node figures of the stores of this job visible from here: files and\n"
+	"  per-node figures of every node of the job while its service runs (else of\n"
+	"  the node stores on this host, and it says so): files and\n"
 	"  bytes held, reads served locally / from the epoch cache / remotely,\n"
 	"  reads served to other nodes, epoch and prefetch progress\n";
 
@@ -333,30 +334,49 @@ int ds_cmd_status(int argc, char **argv)
 		free(jobdir);
 		return 1;
 	}
-	char *names[4096];
-	int n = 0;
+	char **names = NULL; /* no limit on the nodes stored here */
+	size_t n = 0, cap = 0;
 	struct dirent *de;
-	while ((de = readdir(d)) && n < 4096) {
+	while ((de = readdir(d))) {
 		const char *p = de->d_name;
 		if (!*p || strspn(p, "0123456789") != strlen(p))
 			continue; /* node directories are numbers */
 		if (o.node >= 0 && atol(p) != o.node)
 			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 64;
+			names = ds_xrealloc(names, cap * sizeof(*names));
+		}
 		names[n++] = ds_xstrdup(p);
 	}
 	closedir(d);
-	qsort(names, n, sizeof(names[0]), name_num_cmp);
+	if (n)
+		qsort(names, n, sizeof(names[0]), name_num_cmp);
 	printf("%-5s %9s %10s %10s %7s %7s %7s %7s %7s %6s %6s %13s %10s\n", "node", "files", "bytes",
 	       "store", "local", "cache", "remote", "stalls", "served", "svc", "epoch", "prefetch",
 	       "fetched");
-	for (int i = 0; i < n; i++)
-		if (node_status(jobdir, names[i]))
-			rc = 1;
-	for (int i = 0; i < n; i++) {
+	/* every node of the job when the service runs (it gathers them over
+	 * MPI, stage/status.c); else only what this host stores */
+	unsigned long all = 0;
+	int up = ds__status_service_up(jobdir);
+	int prc = up ? ds__status_print_all(jobdir, o.node, names, n, node_status, &all) : -ENOENT;
+	if (prc > 0)
+		rc = 1;
+	if (prc < 0) {
+		for (size_t i = 0; i < n; i++)
+			if (node_status(jobdir, names[i]))
+				rc = 1;
+		/* on stderr: the table stays one row per node for scripts */
+		fflush(stdout);
+		fprintf(stderr, "dstage: status: '%s': %s: figures of the node(s) stored on this host only\n",
+		        jobdir, up ? "service up, nothing gathered yet" : "service down");
+	}
+	for (size_t i = 0; i < n; i++) {
 		node_epoch_report(jobdir, names[i]);
 		free(names[i]);
 	}
-	if (n == 0) {
+	free(names);
+	if (n == 0 && all == 0) {
 		ds_error("'%s': no node store here", jobdir);
 		rc = 1;
 	}

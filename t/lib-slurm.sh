@@ -32,6 +32,12 @@
 #   DSTAGE_SLURM_TIMEOUT seconds to wait for the nodes to be idle (default 60)
 #   DSTAGE_SLURM_DEBUG   slurmctld/slurmd log level (default info)
 #   slurm_extra_conf     extra slurm.conf lines (e.g. "Epilog=/path/epilog.sh")
+#   slurm_ctld_addr      address slurmctld is reached at (default 127.0.0.1)
+#   slurm_node_addrs     the nodes' NodeAddr, one per node (default 127.0.0.1 each)
+#   slurm_node_hostnames "yes": NodeHostname=nN (each node on its own host)
+#   slurm_spool_dir      SlurmdSpoolDir (default STATE_DIR/spool/%n)
+#   slurm_node_wrap      a command run as `$slurm_node_wrap I slurmd ...` to
+#                        start node I's slurmd (t/lib-hosts.sh: inside host I)
 #   DSTAGE_TEST_KEEP     keep STATE_DIR (logs) after slurm_stop
 # Set after slurm_start: SLURM_CONF (exported), slurm_dir, slurm_nodes
 # ("n[1-4]"), slurm_hostname, slurm_ctld_port, slurm_node_ports.
@@ -219,7 +225,7 @@ _slurm_stop_dir() {
 # (kill -9, a crash): their owner pid is gone.  Stop them; never touch one
 # whose owner still runs (another test running in parallel).
 _slurm_reap_stale() {
-	for _o in /tmp/dstage-slurm.*/owner; do
+	for _o in /tmp/dstage-slurm.*/owner /run/dstage-slurm.*/owner; do
 		[ -f "$_o" ] || continue
 		_sd=${_o%/owner}
 		[ "$_sd" = "$slurm_dir" ] && continue
@@ -266,12 +272,18 @@ _slurm_write_conf() {
 	_nodelines=
 	_i=1
 	for _np in "$@"; do
-		_nodelines="${_nodelines}NodeName=n$_i NodeAddr=127.0.0.1 NodeHostname=$slurm_hostname Port=$_np CPUs=$_slurm_cpus RealMemory=$_slurm_mem State=UNKNOWN
+		# shellcheck disable=SC2086
+		_addr=$(echo ${slurm_node_addrs:-} | cut -d' ' -f"$_i")
+		_host=$slurm_hostname
+		[ "${slurm_node_hostnames:-}" = yes ] && _host=n$_i
+		_nodelines="${_nodelines}NodeName=n$_i NodeAddr=${_addr:-127.0.0.1} NodeHostname=$_host Port=$_np CPUs=$_slurm_cpus RealMemory=$_slurm_mem State=UNKNOWN
 "
 		_i=$((_i + 1))
 	done
 	sed -e "s|@DIR@|$slurm_dir|g" \
 		-e "s|@CTLD_PORT@|$_cport|g" \
+		-e "s|@CTLD_ADDR@|${slurm_ctld_addr:-127.0.0.1}|g" \
+		-e "s|^SlurmdSpoolDir=.*|SlurmdSpoolDir=${slurm_spool_dir:-$slurm_dir/spool/%n}|" \
 		-e "s|@DEBUG@|${DSTAGE_SLURM_DEBUG:-info}|g" \
 		-e "s|@NODES@|$slurm_nodes|g" \
 		"$slurm_lib_dir/slurm.conf.in" >"$slurm_dir/slurm.conf" || return 1
@@ -333,7 +345,9 @@ _slurm_start_daemons() {
 		sleep 0.2
 	done
 	for _i in $(seq 1 "$_slurm_n"); do
-		slurmd -f "$slurm_dir/slurm.conf" -N "n$_i" >>"$slurm_dir/log/slurmd.out" 2>&1 ||
+		# shellcheck disable=SC2086
+		${slurm_node_wrap:+$slurm_node_wrap $_i} slurmd -f "$slurm_dir/slurm.conf" -N "n$_i" \
+			>>"$slurm_dir/log/slurmd.out" 2>&1 ||
 			{ _slurm_why="slurmd -N n$_i did not start"; return 1; }
 	done
 	_i=0
