@@ -49,6 +49,7 @@ static int enter(int64_t id)
 static void leave(void)
 {
 	atomic_store(&ds__cwd, -1);
+	ds__rcwd_invalidate();
 }
 
 void ds__cwd_inherit(void)

@@ -206,7 +206,9 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(int, setxattr, (const char *, const char *, const void *, size_t, int))             \
 	X(int, lsetxattr, (const char *, const char *, const void *, size_t, int))            \
 	X(int, removexattr, (const char *, const char *))                                     \
-	X(int, lremovexattr, (const char *, const char *))
+	X(int, lremovexattr, (const char *, const char *))                                    \
+	/* syscall.c: syscall(2) for the numbers above */                                    \
+	X(long, syscall, (long, ...))
 
 #define DS__REAL_MEMBER(ret, name, params) ret(*name) params;
 struct ds_real {
@@ -218,6 +220,10 @@ struct ds_real {
 #define DS__REAL_DECL(ret, name, params) ret __real_##name params;
 DS_REAL_FUNCS(DS__REAL_DECL)
 #undef DS__REAL_DECL
+/* the wrappers too: syscall.c calls them across files */
+#define DS__WRAP_DECL(ret, name, params) ret __wrap_##name params;
+DS_REAL_FUNCS(DS__WRAP_DECL)
+#undef DS__WRAP_DECL
 #define DS_WRAP(name) __wrap_##name
 #define DS_REAL(name) __real_##name
 #else
