@@ -207,6 +207,17 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(int, lsetxattr, (const char *, const char *, const void *, size_t, int))            \
 	X(int, removexattr, (const char *, const char *))                                     \
 	X(int, lremovexattr, (const char *, const char *))                                    \
+	X(int, mkstemp, (char *))                                                             \
+	X(int, mkstemp64, (char *))                                                           \
+	X(int, mkostemp, (char *, int))                                                       \
+	X(int, mkostemp64, (char *, int))                                                     \
+	X(int, mkstemps, (char *, int))                                                       \
+	X(int, mkstemps64, (char *, int))                                                     \
+	X(int, mkostemps, (char *, int, int))                                                 \
+	X(int, mkostemps64, (char *, int, int))                                               \
+	X(char *, mkdtemp, (char *))                                                          \
+	X(int, mkfifo, (const char *, mode_t))                                                \
+	X(int, mkfifoat, (int, const char *, mode_t))                                         \
 	/* syscall.c: syscall(2) for the numbers above */                                    \
 	X(long, syscall, (long, ...))
 
