@@ -18,7 +18,9 @@
  *   stdio.c   FILE streams (fopencookie)
  *   rofs.c    every call that would change the tree: EROFS
  *   remote.c  bytes held by another node: epoch cache, node service
- *   epoch.c   the virtual epoch lists */
+ *   epoch.c   the virtual epoch lists
+ *   syscall.c syscall(2) for the file-system numbers emulated above
+ *   dl.c      dlopen of staged objects through a private mirror */
 #ifndef DS_SHIM_H
 #define DS_SHIM_H
 

@@ -18,6 +18,7 @@
 #define DS_WRAP_H
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -219,7 +220,10 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(int, mkfifo, (const char *, mode_t))                                                \
 	X(int, mkfifoat, (int, const char *, mode_t))                                         \
 	/* syscall.c: syscall(2) for the numbers above */                                    \
-	X(long, syscall, (long, ...))
+	X(long, syscall, (long, ...))                                                         \
+	/* dl.c: shared objects in the mount */                                               \
+	X(void *, dlopen, (const char *, int))                                                \
+	X(void *, dlmopen, (Lmid_t, const char *, int))
 
 #define DS__REAL_MEMBER(ret, name, params) ret(*name) params;
 struct ds_real {
