@@ -132,6 +132,7 @@ DS_EXPORT long DS_WRAP(syscall)(long nr, ...)
 	case SYS_copy_file_range:
 		return DS_WRAP(copy_file_range)(I(a1), (off64_t *)a2, I(a3), (off64_t *)a4, (size_t)a5,
 		                                (unsigned)a6);
+	case SYS_getdents64: return DS_WRAP(getdents64)(I(a1), (void *)a2, (size_t)a3);
 	/* the working directory */
 	case SYS_chdir: return DS_WRAP(chdir)(P(a1));
 	case SYS_fchdir: return DS_WRAP(fchdir)(I(a1));

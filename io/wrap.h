@@ -169,6 +169,7 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(int, scandirat64, (int, const char *, struct dirent64 ***,                          \
 	                     int (*)(const struct dirent64 *),                                \
 	                     int (*)(const struct dirent64 **, const struct dirent64 **)))    \
+	X(ssize_t, getdents64, (int, void *, size_t))                                         \
 	/* stdio.c: FILE streams */                                                           \
 	X(FILE *, fopen, (const char *, const char *))                                        \
 	X(FILE *, fopen64, (const char *, const char *))                                      \

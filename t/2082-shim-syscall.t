@@ -77,6 +77,44 @@ test_expect_success 'raw syscall(): statx, newfstatat, openat, read, pread64, ls
 	test_grep "mmap True" staged.out
 '
 
+test_expect_success 'getdents64 (syscall and libc) on a staged directory: names, types, inodes, rewind' '
+	cat >gd.py <<-\EOF &&
+	import ctypes, os, sys
+	libc = ctypes.CDLL(None, use_errno=True)
+	libc.syscall.restype = ctypes.c_long
+	L = ctypes.c_long
+	def entries(fd, raw, size=4096):
+	    buf = ctypes.create_string_buffer(size)
+	    out = []
+	    while True:
+	        n = libc.syscall(L(217), L(fd), buf, L(size)) if raw else libc.getdents64(fd, buf, ctypes.c_size_t(size))
+	        if n < 0:
+	            return os.strerror(ctypes.get_errno())
+	        if n == 0:
+	            return out
+	        o = 0
+	        while o < n:
+	            ino = int.from_bytes(buf.raw[o:o + 8], "little")
+	            rl = int.from_bytes(buf.raw[o + 16:o + 18], "little")
+	            name = buf.raw[o + 19:o + rl].split(b"\0")[0].decode()
+	            out.append((name, buf.raw[o + 18], ino))
+	            o += rl
+	d = sys.argv[1]
+	for sub in ("a", "a/b", "links", "empty"):
+	    fd = os.open(d + "/" + sub, os.O_RDONLY | os.O_DIRECTORY)
+	    e = entries(fd, True)
+	    inos = all(ino == os.lstat(d + "/" + sub + "/" + n).st_ino for n, t, ino in e)
+	    os.lseek(fd, 0, os.SEEK_SET)
+	    again = entries(fd, False, 64)
+	    print(sub, sorted((n, t) for n, t, i in e), inos, again == e)
+	    os.close(fd)
+	fd = os.open(d + "/a/x.txt", os.O_RDONLY)
+	print("file:", entries(fd, True))
+	EOF
+	same "\"$PY\" gd.py \"\$ROOT\"" &&
+	test_grep "^a/b .*True True" staged.out
+'
+
 NODE_JS=$(command -v node || command -v nodejs)
 if [ -z "$NODE_JS" ]; then
 	test_skip 'node.js statSync, realpathSync, readFileSync, require, node ROOT/x.js' 'node.js is not installed'
