@@ -295,6 +295,8 @@ static __attribute__((noinline)) void *dlopen_staged(const char *file, int flags
 DS_EXPORT void *DS_WRAP(dlopen)(const char *file, int flags)
 {
 	ds__ensure_init();
+	if (DS_UNLIKELY(!DS_REAL(dlopen))) /* called from inside init */
+		return ((void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen"))(file, flags);
 	if (DS_LIKELY(ds__null(file) || !strchr(file, '/') || !ds__maybe_ours(file)))
 		return DS_REAL(dlopen)(file, flags);
 	return dlopen_staged(file, flags, 0, 0);
@@ -303,6 +305,8 @@ DS_EXPORT void *DS_WRAP(dlopen)(const char *file, int flags)
 DS_EXPORT void *DS_WRAP(dlmopen)(Lmid_t lmid, const char *file, int flags)
 {
 	ds__ensure_init();
+	if (DS_UNLIKELY(!DS_REAL(dlmopen))) /* called from inside init */
+		return ((void *(*)(Lmid_t, const char *, int))dlsym(RTLD_NEXT, "dlmopen"))(lmid, file, flags);
 	if (DS_LIKELY(ds__null(file) || !strchr(file, '/') || !ds__maybe_ours(file)))
 		return DS_REAL(dlmopen)(lmid, file, flags);
 	return dlopen_staged(file, flags, lmid, 1);
