@@ -108,7 +108,8 @@ $(O)/t/%: t/helpers/%.c $(LIBCOMMON) $(SETTINGS)
 # first command typed on a fresh Debian 12 machine.
 DEB_BUILD := mpich libmpich-dev libhdf5-mpich-dev hdf5-tools zlib1g-dev pkg-config
 DEB_TEST  := python3-h5py python3-pil python3-numpy python3-torch python3-torchvision \
-             clang libclang-rt-14-dev procps psmisc
+             clang libclang-rt-14-dev procps psmisc \
+             nodejs python3-yaml rsync perl mawk cmake
 DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox
 DEB_SLURM := slurm-wlm munge
 DEB_HOSTS := iproute2 util-linux

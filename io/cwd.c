@@ -5,13 +5,20 @@
  * paths resolve from it; getcwd reports its name under the mount.
  *
  * The kernel's cwd meanwhile moves to a shadow of that directory, an empty
- * real directory DSTAGE_STORE/cwd/<path> (made on demand, private to the
- * user like the store).  That carries the emulated cwd across exec whatever
- * environment the launcher passes (a shell's `cd /dstage/x && ls`): a new
- * process whose real cwd lies in the shadow starts there (ds__cwd_inherit),
- * and anything that escapes the shim with a relative name finds an empty
- * directory, not somebody else's files.  Leaving the tree (chdir or fchdir
- * to a real directory) ends the emulation. */
+ * real directory DSTAGE_STORE/cwd/<entry id> (made on demand, in a 0700
+ * directory private to the user like the store).  That carries the emulated
+ * cwd across exec whatever environment the launcher passes (a shell's
+ * `cd /dstage/x && ls`): a new process whose real cwd is a shadow starts in
+ * its directory (ds__cwd_inherit).  Anything that escapes the shim with a
+ * relative name finds an empty directory, not somebody else's files, and
+ * cannot create anything there: the shadow is made 0500, so even a raw
+ * creat/mkdir/mknod system call fails with EACCES (root is not held back by
+ * modes: for root a raw call can still create a file in the shadow; the libc
+ * functions that create files relative to the cwd internally, mkstemp and
+ * friends, are wrapped in rofs.c and fail with EROFS for everybody).  The
+ * shadows are flat (one per entry id, not a mirror of the tree) so that none
+ * has to be writable to hold another.  Leaving the tree (chdir or fchdir to
+ * a real directory) ends the emulation. */
 #include "shim.h"
 
 #include <fcntl.h>
@@ -24,16 +31,18 @@ static pthread_mutex_t cwd_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Enter directory id of the tree (caller checked it is one). */
 static int enter(int64_t id)
 {
-	char shadow[PATH_MAX * 2];
-	/* the name becomes a real path under the store: a damaged index must not
-	 * lead it out ("..", "/"), whatever reached this entry */
+	char shadow[PATH_MAX + 32];
+	/* the shadow's name is a number, but getcwd will report the entry's
+	 * name: one a damaged index made unsafe ("..", "/") is EIO */
 	if (id && ds_name_check(ds__ename(id), ds__g.ix.e[id].name_len, NULL))
 		return -EIO;
-	snprintf(shadow, sizeof(shadow), "%s/" SHADOW "%s%s", ds__g.jobdir, id ? "/" : "",
-	         ds__ename(id));
+	int n = snprintf(shadow, sizeof(shadow), "%s/" SHADOW, ds__g.jobdir);
 	pthread_mutex_lock(&cwd_lock);
 	ds__busy++; /* mkdir and stat of the shadow: libc's, not ours */
 	int rc = ds_mkdir_p(shadow, 0700);
+	snprintf(shadow + n, sizeof(shadow) - n, "/%lld", (long long)id);
+	if (rc == 0 && DS_REAL(mkdir)(shadow, 0500) < 0 && errno != EEXIST)
+		rc = -errno;
 	if (rc == 0 && DS_REAL(chdir)(shadow) < 0)
 		rc = -errno;
 	if (rc && DS_REAL(chdir)("/") == 0)
@@ -49,6 +58,7 @@ static int enter(int64_t id)
 static void leave(void)
 {
 	atomic_store(&ds__cwd, -1);
+	ds__rcwd_invalidate();
 }
 
 void ds__cwd_inherit(void)
@@ -58,10 +68,11 @@ void ds__cwd_inherit(void)
 	if (!DS_REAL(getcwd)(real, sizeof(real)) || strncmp(real, prefix, n) ||
 	    (real[n] != '/' && real[n] != 0))
 		return;
-	const char *rel = real[n] ? real + n + 1 : "";
-	int64_t id = ds_index_lookup(&ds__g.ix, rel, strlen(rel));
-	if (id >= 0 && S_ISDIR(ds__g.ix.e[id].mode))
-		atomic_store(&ds__cwd, id);
+	uint64_t id;
+	if (real[n] != '/' || ds_parse_u64(real + n + 1, &id) ||
+	    !ds_index_entry_ok(&ds__g.ix, id) || !S_ISDIR(ds__g.ix.e[id].mode))
+		return;
+	atomic_store(&ds__cwd, (int64_t)id);
 }
 
 static int chdir_res(const struct ds_res *r)

@@ -458,7 +458,7 @@ static int at_ours(int dirfd, const char *path)
 {
 	ds__ensure_init();
 	if (path && path[0] != '/' && dirfd != AT_FDCWD)
-		return ds__fd_is_ours(dirfd);
+		return ds__at_maybe_ours(dirfd, path);
 	return ds__maybe_ours(path);
 }
 
@@ -518,4 +518,50 @@ DS_EXPORT int DS_WRAP(scandirat64)(int dirfd, const char *path, struct dirent64 
 			return DS_REAL(scandirat64)(r.rdirfd, r.rpath, list, filter, cmp);
 	}
 	return handled ? n : DS_REAL(scandirat64)(dirfd, path, list, filter, cmp);
+}
+
+/* ---- getdents64 ------------------------------------------------------------ */
+/* getdents64 on a staged directory descriptor (the libc function, or
+ * syscall(SYS_getdents64): Go-style and hand-rolled directory readers): the
+ * same records readdir gives, the position in the descriptor's offset,
+ * shared by its dups as the kernel's is, so lseek(fd, 0, SEEK_SET) rewinds. */
+DS_EXPORT ssize_t DS_WRAP(getdents64)(int fd, void *buf, size_t n)
+{
+	ds__ensure_init();
+	struct ds_file *f = ds__fd_get(fd);
+	if (DS_LIKELY(!f))
+		return DS_REAL(getdents64) ? DS_REAL(getdents64)(fd, buf, n) : ds__fail(ENOSYS);
+	ssize_t used = 0;
+	int rc = 0;
+	if (atomic_load(&f->flags) & O_PATH)
+		rc = -EBADF;
+	else if (f->kind != DS_F_DIR && f->kind != DS_F_VDIR)
+		rc = -ENOTDIR;
+	if (rc) {
+		ds__file_put(f);
+		return ds__fail(-rc);
+	}
+	struct ds_dir d = {0};
+	struct dirent64 ent;
+	pthread_mutex_lock(&f->lock); /* one reader of the position at a time */
+	d.pos = (long)atomic_load(&f->off);
+	for (;;) {
+		long at = d.pos;
+		rc = dir_next(&d, f, &ent);
+		if (rc <= 0)
+			break;
+		if ((size_t)used + ent.d_reclen > n) {
+			d.pos = at;
+			rc = used ? 0 : -EINVAL; /* the kernel's answer for a buffer too small */
+			break;
+		}
+		memcpy((char *)buf + used, &ent, ent.d_reclen);
+		used += ent.d_reclen;
+	}
+	atomic_store(&f->off, (int64_t)d.pos);
+	pthread_mutex_unlock(&f->lock);
+	ds__file_put(f);
+	if (rc < 0 && used == 0)
+		return ds__fail(-rc);
+	return used;
 }

@@ -30,7 +30,7 @@ static int parse_u64(const char *s, size_t len, uint64_t *v)
 	return 0;
 }
 
-int ds__virt_lookup(const char *rest, size_t len, struct ds_vent *v)
+int ds__virt_lookup(const char *rest, size_t len, struct ds_vent *v, size_t *used)
 {
 	const char *p = rest, *end = rest + len;
 	memset(v, 0, sizeof(*v));
@@ -46,6 +46,19 @@ int ds__virt_lookup(const char *rest, size_t len, struct ds_vent *v)
 		size_t cl = p - c;
 		if (cl == 1 && c[0] == '.')
 			continue;
+		/* ".." climbs like in a real tree; out of .dstage it is the
+		 * mount root again and the caller walks on from there */
+		if (cl == 2 && c[0] == '.' && c[1] == '.') {
+			switch (v->kind) {
+			case DS_V_ROOT:
+				*used = p - rest;
+				return 1;
+			case DS_V_EPOCHS: v->kind = DS_V_ROOT; break;
+			case DS_V_EPOCH: v->kind = DS_V_EPOCHS; v->epoch = 0; break;
+			default: return -ENOTDIR;
+			}
+			continue;
+		}
 		uint64_t a, b;
 		switch (v->kind) {
 		case DS_V_ROOT:

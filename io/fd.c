@@ -174,7 +174,7 @@ static int at_ours(int dirfd, const char *path)
 	if (!path)
 		return 0;
 	if (path[0] != '/' && dirfd != AT_FDCWD)
-		return ds__fd_is_ours(dirfd);
+		return ds__at_maybe_ours(dirfd, path);
 	return ds__maybe_ours(path);
 }
 

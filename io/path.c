@@ -26,7 +26,8 @@ int ds__maybe_ours(const char *path)
 	if (!ds__g.active || ds__busy || !path)
 		return 0;
 	if (path[0] != '/')
-		return atomic_load_explicit(&ds__cwd, memory_order_relaxed) >= 0;
+		return atomic_load_explicit(&ds__cwd, memory_order_relaxed) >= 0 ||
+		       ds__rel_maybe(AT_FDCWD, path);
 	/* two byte compares reject almost every other absolute path */
 	if (DS_LIKELY(path[1] == ds__g.mount[1])) {
 		if (!strncmp(path, ds__g.mount, ds__g.mlen) &&
@@ -164,7 +165,13 @@ static int walk(int64_t cur, char *work, int flags, struct ds_res *r)
 			continue;
 		}
 		if (cur == 0 && cl == 7 && !memcmp(c, ".dstage", 7)) {
-			int rc = ds__virt_lookup(p, strlen(p), &r->v);
+			size_t used;
+			int rc = ds__virt_lookup(p, strlen(p), &r->v, &used);
+			if (rc == 1) { /* ".dstage/.." and the like: back at the root */
+				r->v.kind = DS_V_NONE;
+				p += used;
+				continue;
+			}
 			if (rc)
 				return rc;
 			r->ours = 1;
@@ -216,6 +223,254 @@ static int walk(int64_t cur, char *work, int flags, struct ds_res *r)
 	return 0;
 }
 
+/* ---- relative paths from real directories -------------------------------
+ * `cd / && tar cf - dstage/x`, `wc -c ../dstage/x` from /tmp, rsync's
+ * fstatat(fd_of_root, "dstage/...") reach the mount from a real directory.
+ * The kernel cannot resolve them, so the shim makes the name absolute and
+ * walks it; the cost stays off the common case:
+ *   - a relative path without ".." can only reach the mount from one of the
+ *     mount's real ancestors, and its first component must then be the
+ *     mount's next one: for the cwd, a cached "how far along the mount is the
+ *     real cwd" (one getcwd after each chdir) and a compare; for a real dirfd,
+ *     the first component must be one of the mount's (a scan of the prefix),
+ *     and only then one fstat, compared with the ancestors' dev/ino;
+ *   - a path with ".." must name the mount's last component (a string
+ *     search), then takes the slow way: the directory's physical name
+ *     (getcwd, or /proc/self/fd/N), then the components one by one; a name
+ *     followed later by ".." is lstat'ed and must be a real directory (a
+ *     symlink there is the kernel's business: the name stays libc's). */
+
+/* The real cwd's place on the mount's path, cached with a generation so a
+ * chdir racing with the computation is never lost: low 32 bits value + 2
+ * (0 unknown, 1 not an ancestor, 2 + len: an ancestor of that length, 2 for
+ * "/"), high 32 bits the generation. */
+static _Atomic uint64_t rcwd_anc;
+
+void ds__rcwd_invalidate(void)
+{
+	uint64_t v = atomic_load(&rcwd_anc);
+	while (!atomic_compare_exchange_weak(&rcwd_anc, &v, ((v >> 32) + 1) << 32))
+		;
+}
+
+/* Length of p (len bytes) if it names a proper ancestor of the mount ("" and
+ * "/" are the root: 0), else -1. */
+static int anc_len(const char *p, size_t len)
+{
+	if (len == 1 && p[0] == '/')
+		return 0;
+	if (len < ds__g.mlen && !memcmp(p, ds__g.mount, len) && ds__g.mount[len] == '/')
+		return (int)len;
+	return -1;
+}
+
+static int rcwd_get(void)
+{
+	uint64_t v = atomic_load_explicit(&rcwd_anc, memory_order_acquire);
+	if (DS_LIKELY((uint32_t)v))
+		return (int)(uint32_t)v - 2;
+	char buf[PATH_MAX];
+	int a = DS_REAL(getcwd)(buf, sizeof(buf)) ? anc_len(buf, strlen(buf)) : -1;
+	uint64_t nv = (v & ~(uint64_t)UINT32_MAX) | (uint32_t)(a + 2);
+	atomic_compare_exchange_strong(&rcwd_anc, &v, nv); /* lost to a chdir: recompute next time */
+	return a;
+}
+
+/* The first component of a relative path, past "./" and extra '/'. */
+static const char *first_comp(const char *p, size_t *cl)
+{
+	for (;;) {
+		while (*p == '/')
+			p++;
+		if (p[0] == '.' && p[1] == '/')
+			p += 2;
+		else
+			break;
+	}
+	*cl = strcspn(p, "/");
+	return p;
+}
+
+/* Is (c, cl) a component of the mount path (after ancestor length a, or any
+ * when a < 0)? */
+static int mount_comp(const char *c, size_t cl, int a)
+{
+	const char *m = ds__g.mount, *end = m + ds__g.mlen;
+	if (a >= 0)
+		m += a;
+	while (m < end) {
+		m++; /* the '/' */
+		size_t ml = strcspn(m, "/");
+		if (ml == cl && !memcmp(m, c, cl))
+			return 1;
+		if (a >= 0)
+			return 0;
+		m += ml;
+	}
+	return 0;
+}
+
+int ds__rel_maybe(int dirfd, const char *path)
+{
+	if (!path[0])
+		return 0;
+	if (strstr(path, "..")) {
+		/* may climb anywhere, but to land in the mount it must name
+		 * the mount's last component on the way down */
+		const char *base = ds__g.mount + ds__g.mlen;
+		while (base[-1] != '/')
+			base--;
+		size_t bl = ds__g.mount + ds__g.mlen - base;
+		for (const char *q = path; (q = strstr(q, base)); q++)
+			if ((q == path || q[-1] == '/') && (q[bl] == '/' || q[bl] == 0))
+				return 1; /* the slow way decides */
+		return 0;
+	}
+	size_t cl;
+	const char *c = first_comp(path, &cl);
+	if (!cl)
+		return 0; /* the directory itself: a real one */
+	if (dirfd == AT_FDCWD) {
+		int a = rcwd_get();
+		return a >= 0 && mount_comp(c, cl, a);
+	}
+	return mount_comp(c, cl, -1);
+}
+
+/* The mount's real ancestors ("/", "/a", "/a/b" for "/a/b/dstage"), their
+ * dev and ino, found once: a real dirfd is one of them when its fstat says so. */
+#define DS_MAXANC 64
+static struct {
+	pthread_once_t once;
+	int n;
+	dev_t dev[DS_MAXANC];
+	ino_t ino[DS_MAXANC];
+	int len[DS_MAXANC];
+} anc = {.once = PTHREAD_ONCE_INIT};
+
+static void anc_init(void)
+{
+	char p[PATH_MAX];
+	for (size_t i = 0; i < ds__g.mlen && anc.n < DS_MAXANC; i++) {
+		if (ds__g.mount[i] != '/')
+			continue;
+		memcpy(p, ds__g.mount, i);
+		p[i] = 0;
+		struct stat st;
+		if (DS_REAL(stat)(i ? p : "/", &st) == 0 && S_ISDIR(st.st_mode)) {
+			anc.dev[anc.n] = st.st_dev;
+			anc.ino[anc.n] = st.st_ino;
+			anc.len[anc.n++] = (int)i;
+		}
+	}
+}
+
+/* The physical name of the real directory a relative path starts from into
+ * base (no trailing '/'; "" for the root): 1, or 0 when it cannot lead into
+ * the mount or has no name. */
+static int real_base(int dirfd, const char *path, char *base, size_t *blen)
+{
+	int dots = strstr(path, "..") != NULL;
+	if (dirfd == AT_FDCWD && !dots) {
+		int a = rcwd_get();
+		if (a < 0)
+			return 0;
+		memcpy(base, ds__g.mount, a);
+		*blen = a;
+		return 1;
+	}
+	if (dirfd == AT_FDCWD) {
+		if (!DS_REAL(getcwd)(base, PATH_MAX) || base[0] != '/')
+			return 0;
+		*blen = strlen(base);
+	} else if (!dots) {
+		struct stat st;
+		pthread_once(&anc.once, anc_init);
+		if (DS_REAL(fstat)(dirfd, &st) || !S_ISDIR(st.st_mode))
+			return 0;
+		int i = 0;
+		while (i < anc.n && (anc.dev[i] != st.st_dev || anc.ino[i] != st.st_ino))
+			i++;
+		if (i == anc.n)
+			return 0;
+		memcpy(base, ds__g.mount, anc.len[i]);
+		*blen = anc.len[i];
+		return 1;
+	} else {
+		char link[40];
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+		ssize_t n = DS_REAL(readlink)(link, base, PATH_MAX - 1);
+		if (n <= 0 || base[0] != '/')
+			return 0;
+		base[n] = 0;
+		*blen = n;
+	}
+	if (*blen == 1)
+		*blen = 0; /* the root */
+	return 1;
+}
+
+/* base (blen bytes in out, PATH_MAX) + path, "." and ".." applied, into out
+ * until the name reaches the mount; 1 when it does (the rest appended for
+ * walk), 0 when it cannot. */
+static int rel_join(char *out, size_t alen, const char *p)
+{
+	for (;;) {
+		if (alen >= ds__g.mlen && !memcmp(out, ds__g.mount, ds__g.mlen) &&
+		    (alen == ds__g.mlen || out[ds__g.mlen] == '/')) {
+			size_t rl = strlen(p);
+			if (alen + 1 + rl >= PATH_MAX)
+				return 0;
+			out[alen] = '/';
+			memcpy(out + alen + 1, p, rl + 1);
+			return 1;
+		}
+		while (*p == '/')
+			p++;
+		if (!*p)
+			return 0;
+		const char *c = p;
+		size_t cl = strcspn(p, "/");
+		p += cl;
+		if (cl == 1 && c[0] == '.')
+			continue;
+		if (cl == 2 && c[0] == '.' && c[1] == '.') {
+			while (alen && out[alen - 1] != '/')
+				alen--;
+			if (alen)
+				alen--;
+			continue;
+		}
+		if (alen + 1 + cl >= PATH_MAX)
+			return 0;
+		out[alen] = '/';
+		memcpy(out + alen + 1, c, cl);
+		alen += 1 + cl;
+		out[alen] = 0;
+		if (anc_len(out, alen) < 0 && alen != ds__g.mlen) {
+			/* strayed from the mount's path: only a ".." can come back,
+			 * and only through a real directory */
+			struct stat st;
+			if (!strstr(p, "..") || DS_REAL(lstat)(out, &st) || !S_ISDIR(st.st_mode))
+				return 0;
+		}
+	}
+}
+
+static int resolve_real_rel(int dirfd, const char *path, int flags, struct ds_res *r, char *work)
+{
+	size_t blen;
+	if (!ds__g.active || ds__busy || !real_base(dirfd, path, work, &blen) || !rel_join(work, blen, path))
+		return 0;
+	int rc = walk(-1, work, flags, r);
+	if (!r->ours) { /* not ours after all: the caller's own name to libc */
+		r->rdirfd = dirfd;
+		r->rpath = path;
+		return rc == -ENAMETOOLONG ? 0 : rc;
+	}
+	return rc;
+}
+
 int ds__resolve(int dirfd, const char *path, int flags, struct ds_res *r)
 {
 	char work[PATH_MAX];
@@ -234,12 +489,12 @@ int ds__resolve(int dirfd, const char *path, int flags, struct ds_res *r)
 	if (path[0] != '/') {
 		if (dirfd == AT_FDCWD) {
 			start = atomic_load(&ds__cwd);
-			if (start < 0)
-				return 0; /* relative to the real cwd: libc's */
+			if (start < 0) /* relative to the real cwd */
+				return resolve_real_rel(dirfd, path, flags, r, work);
 		} else {
 			struct ds_file *f = ds__fd_get(dirfd);
-			if (!f)
-				return 0; /* a real directory: libc's */
+			if (!f) /* a real directory */
+				return resolve_real_rel(dirfd, path, flags, r, work);
 			int kind = f->kind;
 			start = f->id;
 			struct ds_vent v = f->v;

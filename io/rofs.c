@@ -24,7 +24,7 @@ static int at_ours(int dirfd, const char *path)
 	if (!path)
 		return 0;
 	if (path[0] != '/' && dirfd != AT_FDCWD)
-		return ds__fd_is_ours(dirfd);
+		return ds__at_maybe_ours(dirfd, path);
 	return ds__maybe_ours(path);
 }
 
@@ -156,4 +156,99 @@ DS_EXPORT int DS_WRAP(linkat)(int ofd, const char *o, int nfd, const char *n, in
 	struct ds_res a, b;
 	int rc = two_names(ofd, o, nfd, n, RO_CREATE, &a, &b);
 	return rc == 1 ? DS_REAL(linkat)(a.rdirfd, a.rpath, b.rdirfd, b.rpath, fl) : ds__fail(-rc);
+}
+
+/* ---- files made relative to the cwd by libc itself -----------------------
+ * glibc's mkstemp family, mkdtemp and mkfifo reach the kernel through its
+ * internal aliases of open, mkdir and mknod, never through ours: after a
+ * chdir into the mount their relative names would land in the cwd shadow
+ * (cwd.c).  They are wrapped here: a name whose directory is in the mount is
+ * EROFS (`sed -i`, `perl -i`, mktemp in a staged directory); a name that
+ * leads out of the mount goes to libc, rewritten to the real directory. */
+
+/* 1 with *use the template libc must fill (tmpl itself, or buf holding the
+ * rewritten name), or -errno. */
+static int tmpl_check(char *tmpl, int suffixlen, char *buf, char **use)
+{
+	*use = tmpl;
+	if (DS_LIKELY(!ds__maybe_ours(tmpl)))
+		return 1;
+	size_t len = strlen(tmpl);
+	/* libc's own check comes first, as without the shim */
+	if (suffixlen < 0 || len < 6 + (size_t)suffixlen ||
+	    memcmp(tmpl + len - suffixlen - 6, "XXXXXX", 6))
+		return -EINVAL;
+	struct ds_res r;
+	int rc = ds__resolve(AT_FDCWD, tmpl, DS_RES_PARENT, &r);
+	if (rc == 0 && !r.ours) {
+		if (r.rpath != tmpl) {
+			size_t rl = strlen(r.rpath);
+			if (rl >= PATH_MAX)
+				return -ENAMETOOLONG;
+			memmove(buf, r.rpath, rl + 1);
+			*use = buf;
+		}
+		return 1;
+	}
+	if (rc == 0 || (rc == -ENOENT && r.ours))
+		return -EROFS; /* its directory is staged: nothing can be made there */
+	return rc;
+}
+
+/* libc filled *use: give the caller its name (the tail libc changed). */
+static void tmpl_back(char *tmpl, const char *use, int suffixlen)
+{
+	if (use == tmpl)
+		return;
+	size_t tl = strlen(tmpl), ul = strlen(use), k = 6 + (size_t)suffixlen;
+	memcpy(tmpl + tl - k, use + ul - k, k);
+}
+
+#define TMPL_CALL(tmpl, suffixlen, real_call)                                           \
+	do {                                                                            \
+		char buf_[PATH_MAX], *u_;                                               \
+		int rc_ = tmpl_check(tmpl, suffixlen, buf_, &u_);                       \
+		if (rc_ != 1)                                                           \
+			return ds__fail(-rc_);                                          \
+		int fd_ = real_call;                                                    \
+		if (fd_ >= 0)                                                           \
+			tmpl_back(tmpl, u_, suffixlen);                                 \
+		return fd_;                                                             \
+	} while (0)
+
+DS_EXPORT int DS_WRAP(mkstemp)(char *t) { TMPL_CALL(t, 0, DS_REAL(mkstemp)(u_)); }
+DS_EXPORT int DS_WRAP(mkstemp64)(char *t) { TMPL_CALL(t, 0, DS_REAL(mkstemp64)(u_)); }
+DS_EXPORT int DS_WRAP(mkostemp)(char *t, int fl) { TMPL_CALL(t, 0, DS_REAL(mkostemp)(u_, fl)); }
+DS_EXPORT int DS_WRAP(mkostemp64)(char *t, int fl) { TMPL_CALL(t, 0, DS_REAL(mkostemp64)(u_, fl)); }
+DS_EXPORT int DS_WRAP(mkstemps)(char *t, int sl) { TMPL_CALL(t, sl, DS_REAL(mkstemps)(u_, sl)); }
+DS_EXPORT int DS_WRAP(mkstemps64)(char *t, int sl) { TMPL_CALL(t, sl, DS_REAL(mkstemps64)(u_, sl)); }
+DS_EXPORT int DS_WRAP(mkostemps)(char *t, int sl, int fl) { TMPL_CALL(t, sl, DS_REAL(mkostemps)(u_, sl, fl)); }
+DS_EXPORT int DS_WRAP(mkostemps64)(char *t, int sl, int fl) { TMPL_CALL(t, sl, DS_REAL(mkostemps64)(u_, sl, fl)); }
+
+DS_EXPORT char *DS_WRAP(mkdtemp)(char *t)
+{
+	char buf[PATH_MAX], *u;
+	int rc = tmpl_check(t, 0, buf, &u);
+	if (rc != 1) {
+		errno = -rc;
+		return NULL;
+	}
+	if (!DS_REAL(mkdtemp)(u))
+		return NULL;
+	tmpl_back(t, u, 0);
+	return t;
+}
+
+DS_EXPORT int DS_WRAP(mkfifo)(const char *path, mode_t m)
+{
+	if (DS_LIKELY(!at_ours(AT_FDCWD, path)))
+		return DS_REAL(mkfifo)(path, m);
+	return DS_WRAP(mknodat)(AT_FDCWD, path, S_IFIFO | (m & 07777), 0);
+}
+
+DS_EXPORT int DS_WRAP(mkfifoat)(int fd, const char *path, mode_t m)
+{
+	if (DS_LIKELY(!at_ours(fd, path)))
+		return DS_REAL(mkfifoat)(fd, path, m);
+	return DS_WRAP(mknodat)(fd, path, S_IFIFO | (m & 07777), 0);
 }

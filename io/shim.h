@@ -18,7 +18,9 @@
  *   stdio.c   FILE streams (fopencookie)
  *   rofs.c    every call that would change the tree: EROFS
  *   remote.c  bytes held by another node: epoch cache, node service
- *   epoch.c   the virtual epoch lists */
+ *   epoch.c   the virtual epoch lists
+ *   syscall.c syscall(2) for the file-system numbers emulated above
+ *   dl.c      dlopen of staged objects through a private mirror */
 #ifndef DS_SHIM_H
 #define DS_SHIM_H
 
@@ -129,6 +131,11 @@ struct ds_res {
  * ours?  No system call, no allocation; false for almost every path outside
  * the prefix after two byte compares. */
 int ds__maybe_ours(const char *path);
+/* Could a relative path from real directory dirfd (or the real cwd,
+ * AT_FDCWD) lead into the mount?  Cheap; false for almost every path. */
+int ds__rel_maybe(int dirfd, const char *path);
+/* The real cwd changed (chdir, fchdir): forget the cached one. */
+void ds__rcwd_invalidate(void);
 /* Resolve path (relative to dirfd, AT_FDCWD or a staged directory) to an
  * entry.  follow: follow a symlink in the last component.  Returns 0 (see
  * r->ours), or -errno for a path of ours that does not resolve. */
@@ -190,6 +197,13 @@ static inline int ds__fd_is_ours(int fd)
 	return (unsigned)fd < ds__fdtab_len &&
 	       atomic_load_explicit(&ds__fdtab[fd], memory_order_relaxed);
 }
+/* The same test for an *at() call: a staged dirfd, or a real one the path
+ * may climb from into the mount (path relative, dirfd not AT_FDCWD). */
+static inline int ds__at_maybe_ours(int dirfd, const char *path)
+{
+	return ds__fd_is_ours(dirfd) ||
+	       (ds__g.active && !ds__busy && path[0] && ds__rel_maybe(dirfd, path));
+}
 /* Reserve a kernel descriptor (>= minfd) and bind f to it (takes over the
  * caller's reference).  cloexec: what F_GETFD will report.  fd or -errno. */
 int ds__fd_install(struct ds_file *f, int minfd, int cloexec);
@@ -245,8 +259,9 @@ void ds__remote_atfork_child(void);
 
 /* ---- virtual epoch lists (epoch.c) ---------------------------------------- */
 /* Parse a path relative to the mount that starts with ".dstage": 0 with *v
- * set, -ENOENT/-ENOTDIR.  rest: what follows ".dstage". */
-int ds__virt_lookup(const char *rest, size_t len, struct ds_vent *v);
+ * set, -ENOENT/-ENOTDIR.  rest: what follows ".dstage".  1 when a ".." led
+ * back to the mount root: the walk goes on from rest + *used. */
+int ds__virt_lookup(const char *rest, size_t len, struct ds_vent *v, size_t *used);
 /* The content of a list (malloc'd), its length. */
 int ds__virt_content(const struct ds_vent *v, char **data, size_t *len);
 uint64_t ds__virt_ino(const struct ds_vent *v);

@@ -60,8 +60,10 @@ static int at_ours(int dirfd, const char *path, int flags)
 	ds__ensure_init();
 	if (!path)
 		return 0;
-	if ((path[0] != '/' && dirfd != AT_FDCWD) || (!path[0] && (flags & AT_EMPTY_PATH)))
+	if (!path[0] && (flags & AT_EMPTY_PATH))
 		return ds__fd_is_ours(dirfd);
+	if (path[0] != '/' && dirfd != AT_FDCWD)
+		return ds__at_maybe_ours(dirfd, path);
 	return ds__maybe_ours(path);
 }
 

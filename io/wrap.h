@@ -18,6 +18,7 @@
 #define DS_WRAP_H
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -168,6 +169,7 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(int, scandirat64, (int, const char *, struct dirent64 ***,                          \
 	                     int (*)(const struct dirent64 *),                                \
 	                     int (*)(const struct dirent64 **, const struct dirent64 **)))    \
+	X(ssize_t, getdents64, (int, void *, size_t))                                         \
 	/* stdio.c: FILE streams */                                                           \
 	X(FILE *, fopen, (const char *, const char *))                                        \
 	X(FILE *, fopen64, (const char *, const char *))                                      \
@@ -206,7 +208,23 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(int, setxattr, (const char *, const char *, const void *, size_t, int))             \
 	X(int, lsetxattr, (const char *, const char *, const void *, size_t, int))            \
 	X(int, removexattr, (const char *, const char *))                                     \
-	X(int, lremovexattr, (const char *, const char *))
+	X(int, lremovexattr, (const char *, const char *))                                    \
+	X(int, mkstemp, (char *))                                                             \
+	X(int, mkstemp64, (char *))                                                           \
+	X(int, mkostemp, (char *, int))                                                       \
+	X(int, mkostemp64, (char *, int))                                                     \
+	X(int, mkstemps, (char *, int))                                                       \
+	X(int, mkstemps64, (char *, int))                                                     \
+	X(int, mkostemps, (char *, int, int))                                                 \
+	X(int, mkostemps64, (char *, int, int))                                               \
+	X(char *, mkdtemp, (char *))                                                          \
+	X(int, mkfifo, (const char *, mode_t))                                                \
+	X(int, mkfifoat, (int, const char *, mode_t))                                         \
+	/* syscall.c: syscall(2) for the numbers above */                                    \
+	X(long, syscall, (long, ...))                                                         \
+	/* dl.c: shared objects in the mount */                                               \
+	X(void *, dlopen, (const char *, int))                                                \
+	X(void *, dlmopen, (Lmid_t, const char *, int))
 
 #define DS__REAL_MEMBER(ret, name, params) ret(*name) params;
 struct ds_real {
@@ -218,6 +236,10 @@ struct ds_real {
 #define DS__REAL_DECL(ret, name, params) ret __real_##name params;
 DS_REAL_FUNCS(DS__REAL_DECL)
 #undef DS__REAL_DECL
+/* the wrappers too: syscall.c calls them across files */
+#define DS__WRAP_DECL(ret, name, params) ret __wrap_##name params;
+DS_REAL_FUNCS(DS__WRAP_DECL)
+#undef DS__WRAP_DECL
 #define DS_WRAP(name) __wrap_##name
 #define DS_REAL(name) __real_##name
 #else

@@ -63,7 +63,7 @@ test_expect_success 'writes through names: EROFS (or EEXIST, EISDIR, EXDEV as th
 test_expect_success 'operations not emulated on a staged descriptor fail loudly' '
 	m=$MOUNT &&
 	for c in write:EBADF pwrite:EBADF ftruncate:EBADF fchmod:EBADF fchown:EBADF \
-		futimens:EBADF ioctl:EBADF getdents:EBADF splice-in:EBADF \
+		futimens:EBADF ioctl:EBADF getdents:ENOTDIR splice-in:EBADF \
 		mmap-shared-write:EACCES setlk-write:EBADF lockf:EBADF
 	do
 		shim "$T/shim-io" fdop "$m/a/b/p4096" ${c%:*} >out &&
