@@ -96,6 +96,11 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(ssize_t, sendfile, (int, int, off_t *, size_t))                                     \
 	X(ssize_t, sendfile64, (int, int, off64_t *, size_t))                                 \
 	X(ssize_t, copy_file_range, (int, off64_t *, int, off64_t *, size_t, unsigned))       \
+	/* exec.c: staged descriptors across exec */                                          \
+	X(int, execve, (const char *, char *const[], char *const[]))                          \
+	X(int, execvpe, (const char *, char *const[], char *const[]))                         \
+	X(int, fexecve, (int, char *const[], char *const[]))                                  \
+	X(int, execveat, (int, const char *, char *const[], char *const[], int))              \
 	/* stat.c: metadata */                                                                \
 	X(int, stat, (const char *, struct stat *))                                           \
 	X(int, stat64, (const char *, struct stat64 *))                                       \
@@ -224,6 +229,15 @@ DS_REAL_FUNCS(DS__REAL_DECL)
 extern struct ds_real ds__real;
 #define DS_WRAP(name) name
 #define DS_REAL(name) (ds__real.name)
+#endif
+
+/* Does this libc have name?  Missing ones are resolved to a stub that fails
+ * with ENOSYS (init.c), never NULL. */
+#ifdef DS_LINK_WRAP
+#define DS_HAVE(name) 1
+#else
+int ds__real_missing(void (*fn)(void));
+#define DS_HAVE(name) (!ds__real_missing((void (*)(void))ds__real.name))
 #endif
 
 /* Put in front of every wrapper definition: exported, never inlined away. */
