@@ -139,8 +139,6 @@ static int exec_with_fds(enum how how, int dirfd, const char *path, char *const 
 			ne[k++] = var;
 		ne[k] = NULL;
 		env = ne;
-		if (!ds__owner())
-			ds__vfork_forget(); /* said in var now; the parent's table is its own */
 	}
 	switch (how) {
 	case H_EXECVE: return DS_REAL(execve)(path, argv, env);

@@ -337,8 +337,11 @@ static int dup_reservation(int minfd, int cloexec)
 	return -EBADF;
 }
 
+static void vfork_reclaim(void);
+
 int ds__fd_install(struct ds_file *f, int minfd, int cloexec)
 {
+	vfork_reclaim();
 	int fd = dup_reservation(minfd, cloexec);
 	if (fd < 0)
 		return fd;
@@ -409,8 +412,13 @@ void ds__fdtab_atfork_child(void)
 /* ---- what a vfork child did ------------------------------------------------ */
 /* A vfork child shares the table with its suspended parent: its dup2 of a
  * staged descriptor is noted here, tagged with its pid, for its exec to
- * describe; cleared by the child just before the real exec.  A child that
- * overflows the notes passes nothing (its next image then reads EBADF). */
+ * describe (an exec that fails, e.g. execvp trying each PATH entry, must
+ * still find them, so the child never clears them).  The owner reclaims
+ * notes of other pids at its next staged open: those children have exec'd
+ * or exited.  (A vfork child of another thread that is between its dup2 and
+ * its exec at that moment loses its notes: its exec then describes the
+ * parent's table.)  A child that overflows the notes passes nothing (its
+ * next image then reads EBADF). */
 #define VF_MAX 32
 static struct vnote {
 	_Atomic pid_t pid;
@@ -418,10 +426,25 @@ static struct vnote {
 	uintptr_t v;
 } vnotes[VF_MAX];
 static _Atomic pid_t vnote_full;
+static _Atomic int vnote_used;
+
+static void vfork_reclaim(void)
+{
+	if (DS_LIKELY(!atomic_load_explicit(&vnote_used, memory_order_relaxed)))
+		return;
+	atomic_store(&vnote_used, 0);
+	for (int i = 0; i < VF_MAX; i++) {
+		pid_t p = atomic_load(&vnotes[i].pid);
+		if (p > 0 && p != ds__g.pid)
+			atomic_compare_exchange_strong(&vnotes[i].pid, &p, 0);
+	}
+	atomic_store(&vnote_full, 0);
+}
 
 void ds__vfork_note(int fd, uintptr_t v)
 {
 	pid_t me = getpid();
+	atomic_store(&vnote_used, 1);
 	for (int i = 0; i < VF_MAX; i++)
 		if (atomic_load(&vnotes[i].pid) == me && vnotes[i].fd == fd) {
 			vnotes[i].v = v;
@@ -452,15 +475,6 @@ int ds__vfork_lookup(int fd, uintptr_t *v)
 	return 0;
 }
 
-void ds__vfork_forget(void)
-{
-	pid_t me = getpid();
-	for (int i = 0; i < VF_MAX; i++)
-		if (atomic_load(&vnotes[i].pid) == me)
-			atomic_store(&vnotes[i].pid, 0);
-	pid_t f = me;
-	atomic_compare_exchange_strong(&vnote_full, &f, 0);
-}
 
 void ds__fd_fresh_slow(int fd)
 {

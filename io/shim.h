@@ -251,7 +251,6 @@ static inline int ds__owner(void) { return getpid() == ds__g.pid; }
  * table it shares with its parent, for its exec (exec.c). */
 void ds__vfork_note(int fd, uintptr_t v);
 int ds__vfork_lookup(int fd, uintptr_t *v); /* 1 found, 0 not, -1 unknown (overflow) */
-void ds__vfork_forget(void);
 /* exec.c: take over the staged descriptors a previous image passed in
  * DSTAGE_FDS (at init). */
 void ds__exec_inherit(void);
