@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <utime.h>
@@ -29,6 +30,7 @@
 struct timeval;
 struct timespec;
 struct statx;
+struct sockaddr;
 
 /* Entry points of the older and the fortified ABI: glibc still exports them
  * but its headers no longer declare them all. */
@@ -101,6 +103,16 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(int, execvpe, (const char *, char *const[], char *const[]))                         \
 	X(int, fexecve, (int, char *const[], char *const[]))                                  \
 	X(int, execveat, (int, const char *, char *const[], char *const[], int))              \
+	/* fresh.c: other calls that hand the program a new descriptor */                     \
+	X(int, pipe, (int[2]))                                                                \
+	X(int, pipe2, (int[2], int))                                                          \
+	X(int, socket, (int, int, int))                                                       \
+	X(int, socketpair, (int, int, int, int[2]))                                           \
+	X(int, accept, (int, struct sockaddr *, socklen_t *))                                 \
+	X(int, accept4, (int, struct sockaddr *, socklen_t *, int))                           \
+	X(int, eventfd, (unsigned, int))                                                      \
+	X(int, memfd_create, (const char *, unsigned))                                        \
+	X(int, epoll_create1, (int))                                                          \
 	/* stat.c: metadata */                                                                \
 	X(int, stat, (const char *, struct stat *))                                           \
 	X(int, stat64, (const char *, struct stat64 *))                                       \
