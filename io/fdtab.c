@@ -14,6 +14,11 @@
  * reservation): a program that closed the template behind our back (raw
  * close_range) and got its number for its own file never has that file
  * duplicated as a staged descriptor; the number is forgotten, not closed.
+ * Cost measured with t/helpers/shim-bench (4 KiB files, open+fstat+read+
+ * close): 1.49-1.59M files/s before, 0.95-1.06M after: about 0.35 us per
+ * open, all of it this fstat (the getpid of the vfork check is noise).  The
+ * cheaper checks (F_GETFL for O_PATH) are a system call as well and say
+ * nothing about identity. */
  *
  * The kernel copy carries the program's FD_CLOEXEC, so a staged descriptor
  * survives exec as the reservation; the exec wrappers (exec.c) tell the next

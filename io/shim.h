@@ -254,6 +254,9 @@ int ds__vfork_lookup(int fd, uintptr_t *v); /* 1 found, 0 not, -1 unknown (overf
 /* exec.c: take over the staged descriptors a previous image passed in
  * DSTAGE_FDS (at init). */
 void ds__exec_inherit(void);
+/* procfd.c: the staged descriptor /proc/self/fd/N, /dev/fd/N,
+ * /proc/<own pid>/fd/N names, or -1. */
+int ds__procfd(const char *path);
 
 /* ---- operations on open files (fd.c) ------------------------------------- */
 /* Open an entry of ours.  Returns the fd or -errno. */

@@ -116,7 +116,7 @@ print(\"ok\")
 " "$MOUNT" >out && test "$(cat out)" = ok
 '
 
-test_expect_success 'the reservation is inert: mkfifoat, raw openat, /proc/self/fd/N' '
+test_expect_success 'the reservation is inert: mkfifoat, raw openat, /proc/self/fd/N; readlink names the staged path' '
 	shim "$PY" -c "
 import ctypes, os, sys, errno
 libc = ctypes.CDLL(None, use_errno=True)
@@ -133,8 +133,12 @@ for fd in (d, f):
     except OSError as e: assert e.errno in (errno.ELOOP, errno.ENXIO), e
 try: os.listdir(\"/proc/self/fd/%d\" % d); raise SystemExit(\"listed\")
 except OSError as e: pass
-print(os.readlink(\"/proc/self/fd/%d\" % f))
-" "$MOUNT" >out && test "$(cat out)" = "$MOUNT/a/x.txt"
+for p in (\"/proc/self/fd/%d\", \"/dev/fd/%d\", \"/proc/\" + str(os.getpid()) + \"/fd/%d\"):
+    print(os.readlink(p % f))
+import stat
+assert stat.S_ISLNK(os.stat(\"/proc/self/fd/%d\" % d).st_mode)   # the reservation, not /
+" "$MOUNT" >out && printf "%s\n" "$MOUNT/a/x.txt" "$MOUNT/a/x.txt" "$MOUNT/a/x.txt" >expect &&
+	test_cmp expect out
 '
 
 test_expect_success 'closefrom between opens never makes a program file the template' '
