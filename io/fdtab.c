@@ -18,7 +18,7 @@
  * close): 1.49-1.59M files/s before, 0.95-1.06M after: about 0.35 us per
  * open, all of it this fstat (the getpid of the vfork check is noise).  The
  * cheaper checks (F_GETFL for O_PATH) are a system call as well and say
- * nothing about identity. */
+ * nothing about identity.
  *
  * The kernel copy carries the program's FD_CLOEXEC, so a staged descriptor
  * survives exec as the reservation; the exec wrappers (exec.c) tell the next
