@@ -5,9 +5,12 @@
  * mark close-on-exec survives exec as the reservation, an inert O_PATH of a
  * symlink.  The exec wrappers add DSTAGE_FDS to the environment they pass:
  *
- *     DSTAGE_FDS=fd:id:offset:flags,fd:id:offset:flags,...
+ *     DSTAGE_FDS=pid;fd:id:offset:flags,fd:id:offset:flags,...
  *
- * (entry id in this node's index, the file offset, the F_GETFL flags), built
+ * (the pid that execs, which the next image has too: a process without the
+ * shim that inherits the variable, forks and rearranges its descriptors
+ * cannot hand stale descriptions to a grandchild; entry id in this node's
+ * index, the file offset, the F_GETFL flags), built
  * on the stack without malloc, so it is safe in a vfork child.  The next
  * image's shim takes each one over at init, only after checking that the
  * number really is the reservation (fstat: dev+ino of NODEDIR/reserved, the
@@ -66,6 +69,8 @@ static int describe(char *buf, size_t size)
 	int owner = ds__owner(), n = 0;
 	memcpy(p, FDS_NAME "=", sizeof(FDS_NAME));
 	p += sizeof(FDS_NAME);
+	p = put_u64(p, end, (uint64_t)getpid());
+	*p++ = ';';
 	unsigned h = atomic_load(&ds__fd_hwm);
 	if (!owner && h < 4096) /* a vfork child may dup above the high mark */
 		h = ds__fdtab_len < 4096 ? ds__fdtab_len : 4096;
@@ -248,8 +253,13 @@ void ds__exec_inherit(void)
 {
 	const char *s = getenv(FDS_NAME);
 	int stdin_ours = 0;
+	uint64_t pid;
 	if (!s)
 		return;
+	if (get_u64(&s, &pid) || *s++ != ';' || pid != (uint64_t)getpid()) {
+		ds_debug("%s: not from this process: ignored", FDS_NAME);
+		s = "";
+	}
 	while (*s) {
 		uint64_t fd, id, off, fl;
 		if (get_u64(&s, &fd) || *s++ != ':' || get_u64(&s, &id) || *s++ != ':' ||
