@@ -78,6 +78,19 @@ test_expect_success 'without a shim in the next image: EBADF, never an empty std
 	grep -q "Bad file descriptor" err
 '
 
+test_expect_success 'posix_spawn and system exec past the wrappers: loud EBADF, never empty' '
+	shim "$PY" -c "
+import os, sys
+fd = os.open(sys.argv[1] + \"/d1/list\", os.O_RDONLY)
+os.set_inheritable(fd, True)
+pid = os.posix_spawn(\"/bin/cat\", [\"cat\"], os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, fd, 0)])
+assert os.waitpid(pid, 0)[1] != 0
+assert os.system(\"cat <&%d >/dev/null\" % fd) != 0
+print(\"ok\")
+" "$MOUNT" >out 2>err && test "$(cat out)" = ok &&
+	test "$(grep -c "Bad file descriptor" err)" = 2
+'
+
 test_expect_success 'a stale DSTAGE_FDS naming a program file is ignored' '
 	echo "program data" >mine &&
 	shim env DSTAGE_FDS=1:0:1:0:32768 cat <mine >out &&
