@@ -5,12 +5,14 @@
  * mark close-on-exec survives exec as the reservation, an inert O_PATH of a
  * symlink.  The exec wrappers add DSTAGE_FDS to the environment they pass:
  *
- *     DSTAGE_FDS=pid;fd:id:offset:flags,fd:id:offset:flags,...
+ *     DSTAGE_FDS=pid;region+1;inc;fd:id:offset:flags:cell+1,...
  *
  * (the pid that execs, which the next image has too: a process without the
  * shim that inherits the variable, forks and rearranges its descriptors
  * cannot hand stale descriptions to a grandchild; entry id in this node's
- * index, the file offset, the F_GETFL flags), built
+ * index, the file offset, the F_GETFL flags; the shared offsets' region
+ * (offset.c) by descriptor number and each file's cell, inc = 1 when the
+ * exec'ing process was a vfork child whose parent keeps its counts), built
  * on the stack without malloc, so it is safe in a vfork child.  The next
  * image's shim takes each one over at init, only after checking that the
  * number really is the reservation (fstat: dev+ino of NODEDIR/reserved, the
@@ -30,9 +32,9 @@
  *     sees: an inherited staged stdin is given a stream of the shim's
  *     (stdin = fdopen(0)) at start; other inherited numbers read through
  *     stdio by a FILE the program makes with fdopen are ours already;
- *   - the offset is copied: the next image's reads do not move the parent's
- *     offset (the kernel shares it).  `{ head -n1 >/dev/null; cat; } < f`
- *     therefore prints the header line again in cat.  Documented limit. */
+ *   - the offset is shared through the region's cell (offset.c); without the
+ *     region (no memfd) it is copied, and the next image's reads do not
+ *     move the parent's. */
 #include "shim.h"
 
 #include <alloca.h>
@@ -63,13 +65,17 @@ static char *put_u64(char *p, char *end, uint64_t v)
 
 /* The staged descriptors this exec keeps, into buf as "DSTAGE_FDS=...".
  * 1 when there is at least one, 0 when none (or nothing can be said). */
-static int describe(char *buf, size_t size)
+static int describe(char *buf, size_t size, int regfd)
 {
 	char *p = buf, *end = buf + size;
 	int owner = ds__owner(), n = 0;
 	memcpy(p, FDS_NAME "=", sizeof(FDS_NAME));
 	p += sizeof(FDS_NAME);
 	p = put_u64(p, end, (uint64_t)getpid());
+	*p++ = ';';
+	p = put_u64(p, end, (uint64_t)(regfd + 1));
+	*p++ = ';';
+	*p++ = owner ? '0' : '1';
 	*p++ = ';';
 	unsigned h = atomic_load(&ds__fd_hwm);
 	if (!owner && h < 4096) /* a vfork child may dup above the high mark */
@@ -102,10 +108,13 @@ static int describe(char *buf, size_t size)
 		q = q ? put_u64(q, end, (uint64_t)f->id) : NULL;
 		if (q)
 			*q++ = ':';
-		q = q ? put_u64(q, end, (uint64_t)atomic_load(&f->off)) : NULL;
+		q = q ? put_u64(q, end, (uint64_t)atomic_load(f->offp)) : NULL;
 		if (q)
 			*q++ = ':';
 		q = q ? put_u64(q, end, (uint32_t)fl) : NULL;
+		if (q)
+			*q++ = ':';
+		q = q ? put_u64(q, end, (uint64_t)(regfd >= 0 ? f->cell + 1 : 0)) : NULL;
 		if (!q || q >= end)
 			break;
 		p = q;
@@ -133,8 +142,10 @@ static int exec_with_fds(enum how how, int dirfd, const char *path, char *const 
 	size_t n = 0;
 	while (envp && envp[n])
 		n++;
+	int regfd = -1;
 	if (ds__fdtab && n < 65536) {
-		int have = describe(var, sizeof(var));
+		regfd = ds__offcell_exec_fd();
+		int have = describe(var, sizeof(var), regfd);
 		char **ne = alloca((n + 2) * sizeof(char *));
 		size_t k = 0;
 		for (size_t i = 0; i < n; i++)
@@ -145,13 +156,17 @@ static int exec_with_fds(enum how how, int dirfd, const char *path, char *const 
 		ne[k] = NULL;
 		env = ne;
 	}
+	int rc = -1;
 	switch (how) {
-	case H_EXECVE: return DS_REAL(execve)(path, argv, env);
-	case H_EXECVPE: return DS_REAL(execvpe)(path, argv, env);
-	case H_FEXECVE: return DS_REAL(fexecve)(dirfd, argv, env);
-	case H_EXECVEAT: return DS_REAL(execveat)(dirfd, path, argv, env, atflags);
+	case H_EXECVE: rc = DS_REAL(execve)(path, argv, env); break;
+	case H_EXECVPE: rc = DS_REAL(execvpe)(path, argv, env); break;
+	case H_FEXECVE: rc = DS_REAL(fexecve)(dirfd, argv, env); break;
+	case H_EXECVEAT: rc = DS_REAL(execveat)(dirfd, path, argv, env, atflags); break;
 	}
-	return ds__fail(EINVAL);
+	int e = errno;
+	ds__offcell_exec_failed(regfd); /* still here: the exec failed */
+	errno = e;
+	return rc;
 }
 
 DS_EXPORT int DS_WRAP(execve)(const char *path, char *const argv[], char *const envp[])
@@ -253,17 +268,26 @@ void ds__exec_inherit(void)
 {
 	const char *s = getenv(FDS_NAME);
 	int stdin_ours = 0;
-	uint64_t pid;
+	uint64_t pid, regfd = 0, inc = 0;
+	/* cells already bound in this image: dup'ed descriptors of one open
+	 * file share one object here too (and count once) */
+	int32_t cells[FDS_MAX];
+	struct ds_file *files[FDS_MAX];
+	int ncells = 0;
 	if (!s)
 		return;
-	if (get_u64(&s, &pid) || *s++ != ';' || pid != (uint64_t)getpid()) {
+	if (get_u64(&s, &pid) || *s++ != ';' || pid != (uint64_t)getpid() ||
+	    get_u64(&s, &regfd) || *s++ != ';' || get_u64(&s, &inc) || *s++ != ';') {
 		ds_debug("%s: not from this process: ignored", FDS_NAME);
 		s = "";
+		regfd = 0;
 	}
+	int shared = regfd > 0 && regfd <= INT_MAX && ds__offcell_adopt((int)regfd - 1) == 0;
 	while (*s) {
-		uint64_t fd, id, off, fl;
+		uint64_t fd, id, off, fl, cell;
 		if (get_u64(&s, &fd) || *s++ != ':' || get_u64(&s, &id) || *s++ != ':' ||
-		    get_u64(&s, &off) || *s++ != ':' || get_u64(&s, &fl) || (*s && *s != ',')) {
+		    get_u64(&s, &off) || *s++ != ':' || get_u64(&s, &fl) || *s++ != ':' ||
+		    get_u64(&s, &cell) || (*s && *s != ',')) {
 			ds_info("%s: malformed: ignored", FDS_NAME);
 			break;
 		}
@@ -280,6 +304,17 @@ void ds__exec_inherit(void)
 		int cl = DS_REAL(fcntl)((int)fd, F_GETFD);
 		if (cl < 0)
 			continue;
+		int k = 0;
+		while (shared && cell && k < ncells && cells[k] != (int32_t)(cell - 1))
+			k++;
+		if (shared && cell && k < ncells) { /* a dup of a file bound already */
+			struct ds_file *old = ds__fd_bind((int)fd, files[k], (cl & FD_CLOEXEC) != 0);
+			if (old)
+				ds__file_put(old);
+			if (fd == 0)
+				stdin_ours = 1;
+			continue;
+		}
 		struct ds_res r;
 		memset(&r, 0, sizeof(r));
 		r.ours = 1;
@@ -288,7 +323,15 @@ void ds__exec_inherit(void)
 		if (ds__file_make(&r, (int)fl & ~(O_CREAT | O_TRUNC | O_PATH), &f))
 			continue;
 		atomic_store(&f->flags, (int)fl);
-		atomic_store(&f->off, (int64_t)off);
+		if (shared && cell && cell <= INT32_MAX && ncells < FDS_MAX) {
+			ds__offcell_bind(f, (int32_t)(cell - 1), inc != 0);
+			cells[ncells] = (int32_t)(cell - 1);
+			files[ncells++] = f;
+		} else {
+			if (f->cell >= 0)
+				ds__offcell_put(f);
+			atomic_store(&f->off, (int64_t)off);
+		}
 		struct ds_file *old = ds__fd_bind((int)fd, f, (cl & FD_CLOEXEC) != 0);
 		if (old)
 			ds__file_put(old);

@@ -131,6 +131,8 @@ int ds__file_make(struct ds_res *r, int flags, struct ds_file **out)
 		} else {
 			f->remote = 1;
 		}
+		if (!(flags & O_PATH))
+			ds__offcell_attach(f);
 	}
 	*out = f;
 	return 0;
@@ -427,7 +429,7 @@ ssize_t ds__file_read(struct ds_file *f, void *buf, size_t n, int64_t off)
 			DS_COUNT(local_bytes, k);
 		return k;
 	}
-	int64_t cur = atomic_load_explicit(&f->off, memory_order_relaxed);
+	int64_t cur = atomic_load_explicit(f->offp, memory_order_relaxed);
 	for (;;) {
 		if ((uint64_t)cur >= size)
 			return 0;
@@ -439,7 +441,7 @@ ssize_t ds__file_read(struct ds_file *f, void *buf, size_t n, int64_t off)
 			if (got < 0)
 				return got;
 		}
-		if (atomic_compare_exchange_strong_explicit(&f->off, &cur, cur + (int64_t)k,
+		if (atomic_compare_exchange_strong_explicit(f->offp, &cur, cur + (int64_t)k,
 		                                            memory_order_relaxed,
 		                                            memory_order_relaxed)) {
 			if (!f->remote)
@@ -466,7 +468,7 @@ static ssize_t file_readv(struct ds_file *f, const struct iovec *iov, int cnt, i
 	const char *d = file_data(f, &rc);
 	if (rc)
 		return rc;
-	int64_t cur = off >= 0 ? off : atomic_load(&f->off);
+	int64_t cur = off >= 0 ? off : atomic_load(f->offp);
 	for (;;) {
 		if ((uint64_t)cur >= f->size)
 			return 0;
@@ -482,7 +484,7 @@ static ssize_t file_readv(struct ds_file *f, const struct iovec *iov, int cnt, i
 			}
 			done += k;
 		}
-		if (off >= 0 || atomic_compare_exchange_strong(&f->off, &cur, cur + (int64_t)done)) {
+		if (off >= 0 || atomic_compare_exchange_strong(f->offp, &cur, cur + (int64_t)done)) {
 			if (!f->remote)
 				DS_COUNT(local_bytes, done);
 			return done;
@@ -595,7 +597,7 @@ int64_t ds__file_seek(struct ds_file *f, int64_t off, int whence)
 	}
 	int64_t size = (int64_t)f->size, cur, nw;
 	do {
-		cur = atomic_load(&f->off);
+		cur = atomic_load(f->offp);
 		switch (whence) {
 		case SEEK_SET: nw = off; break;
 		case SEEK_CUR: nw = cur + off; break;
@@ -614,7 +616,7 @@ int64_t ds__file_seek(struct ds_file *f, int64_t off, int whence)
 		}
 		if (nw < 0)
 			return -EINVAL;
-	} while (!atomic_compare_exchange_weak(&f->off, &cur, nw));
+	} while (!atomic_compare_exchange_weak(f->offp, &cur, nw));
 	return nw;
 }
 

@@ -254,6 +254,9 @@ struct ds_file *ds__file_new(void)
 	memset(&f->v, 0, sizeof(f->v));
 	atomic_store(&f->flags, 0);
 	atomic_store(&f->off, 0);
+	f->offp = &f->off;
+	f->cell = -1;
+	f->forkgen = 0;
 	f->size = 0;
 	atomic_store(&f->data, NULL);
 	f->own = NULL;
@@ -270,6 +273,8 @@ void ds__file_put(struct ds_file *f)
 		return;
 	free(f->own);
 	f->own = NULL;
+	if (f->cell >= 0)
+		ds__offcell_put(f);
 	if (f->cref)
 		ds__cache_release(f);
 	atomic_store(&f->data, NULL);

@@ -164,6 +164,7 @@ static void atfork_child(void)
 	ds__dir_atfork_child();
 	ds__stdio_atfork_child();
 	ds__remote_atfork_child();
+	ds__offcell_atfork_child();
 }
 
 static void setup(void)

@@ -159,6 +159,10 @@ struct ds_file {
 	struct ds_vent v;      /* virtual entry */
 	_Atomic int flags;     /* status flags as F_GETFL reports them */
 	_Atomic int64_t off;   /* file offset (directories: stream position) */
+	_Atomic int64_t *offp; /* the offset in use: &off, or a cell shared
+	                        * across fork and exec (offset.c) */
+	int32_t cell;          /* that cell, or -1 */
+	uint32_t forkgen;      /* offset.c: cell counted in this fork */
 	uint64_t size;         /* st_size */
 	const char *_Atomic data; /* the file's bytes once available */
 	void *own;             /* malloc'd bytes to free at the last close */
@@ -254,6 +258,19 @@ int ds__vfork_lookup(int fd, uintptr_t *v); /* 1 found, 0 not, -1 unknown (overf
 /* exec.c: take over the staged descriptors a previous image passed in
  * DSTAGE_FDS (at init). */
 void ds__exec_inherit(void);
+/* offset.c: offsets shared across fork and exec, like the kernel's.  Give
+ * f (a regular file just made) a shared cell (or leave it its own offset
+ * when there is none); drop f's hold on its cell at its last put. */
+void ds__offcell_attach(struct ds_file *f);
+void ds__offcell_put(struct ds_file *f);
+void ds__offcell_atfork_child(void);
+/* exec: the region's descriptor made inheritable for an exec (-1 none);
+ * restore after a failed exec.  Next image: map the region passed. */
+int ds__offcell_exec_fd(void);
+void ds__offcell_exec_failed(int fd);
+int ds__offcell_adopt(int fd);
+/* Bind f to cell (taken over from the previous image; inc: count it). */
+void ds__offcell_bind(struct ds_file *f, int32_t cell, int inc);
 /* procfd.c: the staged descriptor /proc/self/fd/N, /dev/fd/N,
  * /proc/<own pid>/fd/N names, or -1. */
 int ds__procfd(const char *path);

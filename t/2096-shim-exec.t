@@ -73,6 +73,31 @@ print(\"ok\")
 " "$MOUNT" >out && test "$(cat out)" = ok
 '
 
+for d in d1 d2; do
+	test_expect_success "$d: the offset is shared like the kernel's: { head -n1; cat; }, read; read; cat" "
+		same_stdin $d/list '{ head -n1 >/dev/null; cat; }' &&
+		same_stdin $d/list '{ head -c 100 >/dev/null; head -n 2; cat; }' &&
+		(cd src && bash -c '{ read a; read b; cat; } <$d/list') >native.out &&
+		shim bash -c '{ read a; read b; cat; } <\"\$0\"' \"\$MOUNT/$d/list\" >staged.out &&
+		test_cmp native.out staged.out
+	"
+done
+
+test_expect_success 'after fork, parent and child share the offset' '
+	shim "$PY" -c "
+import os, sys
+fd = os.open(sys.argv[1] + \"/d1/list\", os.O_RDONLY)
+os.read(fd, 7)
+pid = os.fork()
+if pid == 0:
+    os.read(fd, 10); os._exit(0)
+os.waitpid(pid, 0)
+g = os.dup(fd)
+assert os.lseek(g, 0, 1) == 17, os.lseek(g, 0, 1)
+print(\"ok\")
+" "$MOUNT" >out && test "$(cat out)" = ok
+'
+
 test_expect_success 'without a shim in the next image: EBADF, never an empty stdin' '
 	! shim sh -c "env -u LD_PRELOAD \"$PY\" -c \"import sys; sys.stdin.buffer.read()\" <\"$MOUNT/d1/list\"" 2>err &&
 	grep -q "Bad file descriptor" err
