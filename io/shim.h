@@ -18,7 +18,11 @@
  *   stdio.c   FILE streams (fopencookie)
  *   rofs.c    every call that would change the tree: EROFS
  *   remote.c  bytes held by another node: epoch cache, node service
- *   epoch.c   the virtual epoch lists */
+ *   epoch.c   the virtual epoch lists
+ *   exec.c    staged descriptors across exec (DSTAGE_FDS)
+ *   offset.c  offsets shared across fork and exec
+ *   fresh.c   other calls that hand out descriptor numbers
+ *   procfd.c  /proc/self/fd/N and /dev/fd/N of staged descriptors */
 #ifndef DS_SHIM_H
 #define DS_SHIM_H
 

@@ -95,6 +95,31 @@ for mode in closefrom loop raw; do
 	"
 done
 
+cat >threadexit.py <<'PY'
+import ctypes, os, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+mount, out = sys.argv[1], sys.argv[2]
+files = open("files").read().splitlines()
+socks = []
+def reader():   # its own connection to the service, closed at thread exit
+    for f in files: open(mount + "/" + f, "rb").read()
+    for n in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink("/proc/self/fd/" + n).startswith("socket:"): socks.append(int(n))
+        except OSError: pass
+    libc.syscall(436, 3, 0xffffffff, 0)              # raw close_range: all gone
+    mine = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    while mine < max(socks): mine = os.open(out, os.O_WRONLY)
+    socks.append(mine)
+t = threading.Thread(target=reader); t.start(); t.join()   # thread exit: conn dropped
+os.write(socks[-1], b"program bytes\n")
+PY
+
+test_expect_success 'thread exit after a raw close_range: the program file on the socket number stays open' '
+	shim "$PY" threadexit.py "$MOUNT" mine.thread &&
+	printf "program bytes\n" >expect && test_cmp expect mine.thread
+'
+
 test_expect_success 'close of a shim-private number is EBADF for the program; dup2 onto it works' '
 	shim "$PY" -c "
 import os, sys, errno
