@@ -17,6 +17,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* The kernel's O_LARGEFILE, which F_GETFL reports on 64-bit (the userspace
@@ -34,6 +35,22 @@
 int ds__open_res(struct ds_res *r, int flags, mode_t mode)
 {
 	(void)mode;
+	/* a vfork child shares the table with its parent: it cannot hold a
+	 * staged descriptor of its own (loud, and rare: children exec) */
+	if (!ds__owner())
+		return -ENOTSUP;
+	struct ds_file *f;
+	int rc = ds__file_make(r, flags, &f);
+	if (rc)
+		return rc;
+	int fd = ds__fd_install(f, 0, (flags & O_CLOEXEC) != 0);
+	if (fd < 0)
+		ds__file_put(f);
+	return fd;
+}
+
+int ds__file_make(struct ds_res *r, int flags, struct ds_file **out)
+{
 	int acc = flags & O_ACCMODE;
 	struct stat st;
 	ds__stat_res(r, &st);
@@ -114,11 +131,11 @@ int ds__open_res(struct ds_res *r, int flags, mode_t mode)
 		} else {
 			f->remote = 1;
 		}
+		if (!(flags & O_PATH))
+			ds__offcell_attach(f);
 	}
-	int fd = ds__fd_install(f, 0, (flags & O_CLOEXEC) != 0);
-	if (fd < 0)
-		ds__file_put(f);
-	return fd;
+	*out = f;
+	return 0;
 }
 
 static int open_at(int dirfd, const char *path, int flags, mode_t mode)
@@ -130,7 +147,7 @@ static int open_at(int dirfd, const char *path, int flags, mode_t mode)
 		rf |= DS_RES_FOLLOW;
 	int rc = ds__resolve(dirfd, path, rf, &r);
 	if (rc == 0 && !r.ours)
-		return DS_REAL(openat)(r.rdirfd, r.rpath, flags, mode);
+		return ds__fd_fresh(DS_REAL(openat)(r.rdirfd, r.rpath, flags, mode));
 	if (rc == -ENOENT && r.ours && (flags & O_CREAT))
 		return ds__fail(EROFS); /* would create a file in a directory of ours */
 	if (rc)
@@ -151,7 +168,7 @@ DS_EXPORT int DS_WRAP(open)(const char *path, int flags, ...)
 	mode_t mode = mode_arg(flags, ap);
 	va_end(ap);
 	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return DS_REAL(open)(path, flags, mode);
+		return ds__fd_fresh(DS_REAL(open)(path, flags, mode));
 	return open_at(AT_FDCWD, path, flags, mode);
 }
 
@@ -162,7 +179,7 @@ DS_EXPORT int DS_WRAP(open64)(const char *path, int flags, ...)
 	mode_t mode = mode_arg(flags, ap);
 	va_end(ap);
 	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return DS_REAL(open64)(path, flags, mode);
+		return ds__fd_fresh(DS_REAL(open64)(path, flags, mode));
 	return open_at(AT_FDCWD, path, flags, mode);
 }
 
@@ -185,7 +202,7 @@ DS_EXPORT int DS_WRAP(openat)(int dirfd, const char *path, int flags, ...)
 	mode_t mode = mode_arg(flags, ap);
 	va_end(ap);
 	if (DS_LIKELY(!at_ours(dirfd, path)))
-		return DS_REAL(openat)(dirfd, path, flags, mode);
+		return ds__fd_fresh(DS_REAL(openat)(dirfd, path, flags, mode));
 	return open_at(dirfd, path, flags, mode);
 }
 
@@ -196,7 +213,7 @@ DS_EXPORT int DS_WRAP(openat64)(int dirfd, const char *path, int flags, ...)
 	mode_t mode = mode_arg(flags, ap);
 	va_end(ap);
 	if (DS_LIKELY(!at_ours(dirfd, path)))
-		return DS_REAL(openat64)(dirfd, path, flags, mode);
+		return ds__fd_fresh(DS_REAL(openat64)(dirfd, path, flags, mode));
 	return open_at(dirfd, path, flags, mode);
 }
 
@@ -205,48 +222,58 @@ DS_EXPORT int DS_WRAP(openat64)(int dirfd, const char *path, int flags, ...)
 DS_EXPORT int DS_WRAP(__open_2)(const char *path, int flags)
 {
 	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return DS_REAL(__open_2)(path, flags);
+		return ds__fd_fresh(DS_REAL(__open_2)(path, flags));
 	return open_at(AT_FDCWD, path, flags, 0);
 }
 
 DS_EXPORT int DS_WRAP(__open64_2)(const char *path, int flags)
 {
 	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return DS_REAL(__open64_2)(path, flags);
+		return ds__fd_fresh(DS_REAL(__open64_2)(path, flags));
 	return open_at(AT_FDCWD, path, flags, 0);
 }
 
 DS_EXPORT int DS_WRAP(__openat_2)(int dirfd, const char *path, int flags)
 {
 	if (DS_LIKELY(!at_ours(dirfd, path)))
-		return DS_REAL(__openat_2)(dirfd, path, flags);
+		return ds__fd_fresh(DS_REAL(__openat_2)(dirfd, path, flags));
 	return open_at(dirfd, path, flags, 0);
 }
 
 DS_EXPORT int DS_WRAP(__openat64_2)(int dirfd, const char *path, int flags)
 {
 	if (DS_LIKELY(!at_ours(dirfd, path)))
-		return DS_REAL(__openat64_2)(dirfd, path, flags);
+		return ds__fd_fresh(DS_REAL(__openat64_2)(dirfd, path, flags));
 	return open_at(dirfd, path, flags, 0);
 }
 
 DS_EXPORT int DS_WRAP(creat)(const char *path, mode_t mode)
 {
 	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return DS_REAL(creat)(path, mode);
+		return ds__fd_fresh(DS_REAL(creat)(path, mode));
 	return open_at(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
 }
 
 DS_EXPORT int DS_WRAP(creat64)(const char *path, mode_t mode)
 {
 	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return DS_REAL(creat64)(path, mode);
+		return ds__fd_fresh(DS_REAL(creat64)(path, mode));
 	return open_at(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
 }
 
 /* ---- close ---------------------------------------------------------------- */
+/* The program's close of fd, which the table knows (staged or private). */
 int ds__close(int fd)
 {
+	if (ds__fd_is_private(fd)) {
+		/* the shim's own descriptor: for the program the number is free,
+		 * unless the kernel gave it to the program after a raw close */
+		if (ds__fd_private_check(fd))
+			return ds__fail(EBADF);
+		return DS_REAL(close)(fd);
+	}
+	if (!ds__owner()) /* a vfork child: the kernel's part only */
+		return DS_REAL(close)(fd) < 0 && errno != EBADF ? -1 : 0;
 	struct ds_file *f = ds__fd_unbind(fd);
 	int rc = DS_REAL(close)(fd);
 	if (!f)
@@ -258,7 +285,7 @@ int ds__close(int fd)
 DS_EXPORT int DS_WRAP(close)(int fd)
 {
 	ds__ensure_init();
-	if (DS_LIKELY(!ds__fd_is_ours(fd)))
+	if (DS_LIKELY(!ds__fd_known(fd)))
 		return DS_REAL(close)(fd);
 	return ds__close(fd);
 }
@@ -275,13 +302,35 @@ static void forget_range(unsigned first, unsigned last)
 	}
 }
 
-DS_EXPORT int DS_WRAP(close_range)(unsigned first, unsigned last, int flags)
+static int real_close_range(unsigned first, unsigned last, int flags)
 {
-	ds__ensure_init();
-	if (!DS_REAL(close_range))
-		return ds__fail(ENOSYS);
-	int rc = DS_REAL(close_range)(first, last, flags);
-	if (rc == 0 && ds__fdtab) {
+	if (DS_HAVE(close_range))
+		return DS_REAL(close_range)(first, last, flags);
+	return (int)syscall(SYS_close_range, first, last, flags);
+}
+
+/* close_range/closefrom of the program: close around the shim's private
+ * numbers (the program cannot see them), forget the staged ones.  In a
+ * vfork child only the kernel's part, in the child's own descriptor table:
+ * the table belongs to the parent. */
+static int close_range_any(unsigned first, unsigned last, int flags)
+{
+	if (!ds__fdtab || !ds__owner())
+		return real_close_range(first, last, flags);
+	int keep[64];
+	int n = (flags & CLOSE_RANGE_CLOEXEC) ? 0 : ds__fd_private_list(first, last, keep, 64);
+	unsigned from = first;
+	int rc = 0;
+	for (int i = 0; i < n && rc == 0; i++) {
+		if (!ds__fd_private_check(keep[i]))
+			continue; /* not ours any more: the program's to close */
+		if ((unsigned)keep[i] > from)
+			rc = real_close_range(from, (unsigned)keep[i] - 1, flags);
+		from = (unsigned)keep[i] + 1;
+	}
+	if (rc == 0 && from <= last)
+		rc = real_close_range(from, last, flags);
+	if (rc == 0) {
 		if (flags & CLOSE_RANGE_CLOEXEC) {
 			unsigned h = atomic_load(&ds__fd_hwm);
 			for (unsigned fd = first; fd <= last && fd < h; fd++)
@@ -294,13 +343,28 @@ DS_EXPORT int DS_WRAP(close_range)(unsigned first, unsigned last, int flags)
 	return rc;
 }
 
+DS_EXPORT int DS_WRAP(close_range)(unsigned first, unsigned last, int flags)
+{
+	ds__ensure_init();
+	if (first > last)
+		return ds__fail(EINVAL);
+	return close_range_any(first, last, flags);
+}
+
 DS_EXPORT void DS_WRAP(closefrom)(int lowfd)
 {
 	ds__ensure_init();
-	if (DS_REAL(closefrom))
-		DS_REAL(closefrom)(lowfd);
-	if (ds__fdtab && lowfd >= 0)
-		forget_range((unsigned)lowfd, ~0u);
+	if (lowfd < 0)
+		lowfd = 0;
+	int saved = errno;
+	if (close_range_any((unsigned)lowfd, ~0u, 0) < 0) {
+		/* no close_range in this kernel: one by one, around ours */
+		long max = sysconf(_SC_OPEN_MAX);
+		for (long fd = lowfd; fd < max && fd < (1L << 20); fd++)
+			if (!ds__fd_is_private((int)fd) || !ds__fd_private_check((int)fd))
+				DS_WRAP(close)((int)fd);
+	}
+	errno = saved;
 }
 
 /* ---- read ----------------------------------------------------------------- */
@@ -365,7 +429,7 @@ ssize_t ds__file_read(struct ds_file *f, void *buf, size_t n, int64_t off)
 			DS_COUNT(local_bytes, k);
 		return k;
 	}
-	int64_t cur = atomic_load_explicit(&f->off, memory_order_relaxed);
+	int64_t cur = atomic_load_explicit(f->offp, memory_order_relaxed);
 	for (;;) {
 		if ((uint64_t)cur >= size)
 			return 0;
@@ -377,7 +441,7 @@ ssize_t ds__file_read(struct ds_file *f, void *buf, size_t n, int64_t off)
 			if (got < 0)
 				return got;
 		}
-		if (atomic_compare_exchange_strong_explicit(&f->off, &cur, cur + (int64_t)k,
+		if (atomic_compare_exchange_strong_explicit(f->offp, &cur, cur + (int64_t)k,
 		                                            memory_order_relaxed,
 		                                            memory_order_relaxed)) {
 			if (!f->remote)
@@ -404,7 +468,7 @@ static ssize_t file_readv(struct ds_file *f, const struct iovec *iov, int cnt, i
 	const char *d = file_data(f, &rc);
 	if (rc)
 		return rc;
-	int64_t cur = off >= 0 ? off : atomic_load(&f->off);
+	int64_t cur = off >= 0 ? off : atomic_load(f->offp);
 	for (;;) {
 		if ((uint64_t)cur >= f->size)
 			return 0;
@@ -420,7 +484,7 @@ static ssize_t file_readv(struct ds_file *f, const struct iovec *iov, int cnt, i
 			}
 			done += k;
 		}
-		if (off >= 0 || atomic_compare_exchange_strong(&f->off, &cur, cur + (int64_t)done)) {
+		if (off >= 0 || atomic_compare_exchange_strong(f->offp, &cur, cur + (int64_t)done)) {
 			if (!f->remote)
 				DS_COUNT(local_bytes, done);
 			return done;
@@ -533,7 +597,7 @@ int64_t ds__file_seek(struct ds_file *f, int64_t off, int whence)
 	}
 	int64_t size = (int64_t)f->size, cur, nw;
 	do {
-		cur = atomic_load(&f->off);
+		cur = atomic_load(f->offp);
 		switch (whence) {
 		case SEEK_SET: nw = off; break;
 		case SEEK_CUR: nw = cur + off; break;
@@ -552,7 +616,7 @@ int64_t ds__file_seek(struct ds_file *f, int64_t off, int whence)
 		}
 		if (nw < 0)
 			return -EINVAL;
-	} while (!atomic_compare_exchange_weak(&f->off, &cur, nw));
+	} while (!atomic_compare_exchange_weak(f->offp, &cur, nw));
 	return nw;
 }
 
@@ -568,12 +632,18 @@ DS_EXPORT off64_t DS_WRAP(lseek64)(int fd, off64_t off, int whence)
 
 /* ---- duplication ---------------------------------------------------------- */
 /* A new descriptor >= minfd for f: the kernel duplicates ours (so numbers
- * follow its rules), the table binds it to the same open file. */
+ * follow its rules, and the program's FD_CLOEXEC is the kernel's), the table
+ * binds it to the same open file.  In a vfork child only the kernel's part,
+ * and a note for its exec. */
 static int dup_file(int fd, struct ds_file *f, int minfd, int cloexec)
 {
-	int nfd = DS_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, minfd);
+	int nfd = DS_REAL(fcntl)(fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, minfd);
 	if (nfd < 0)
 		return -errno;
+	if (!ds__owner()) {
+		ds__vfork_note(nfd, (uintptr_t)f);
+		return nfd;
+	}
 	struct ds_file *old = ds__fd_bind(nfd, f, cloexec);
 	if (old)
 		ds__file_put(old);
@@ -582,7 +652,7 @@ static int dup_file(int fd, struct ds_file *f, int minfd, int cloexec)
 
 DS_EXPORT int DS_WRAP(dup)(int fd)
 {
-	DS_FD_CALL(fd, DS_REAL(dup)(fd), dup_file(fd, f, 0, 0));
+	DS_FD_CALL(fd, ds__fd_fresh(DS_REAL(dup)(fd)), dup_file(fd, f, 0, 0));
 }
 
 static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
@@ -590,12 +660,17 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 	ds__ensure_init();
 	struct ds_file *f = ds__fd_get(oldfd);
 	if (!f) {
+		if (oldfd != newfd && ds__fd_is_private(newfd) && ds__fd_private_check(newfd))
+			ds__fd_private_evict(newfd); /* move ours out of the program's way */
 		int rc = is_dup3 ? DS_REAL(dup3)(oldfd, newfd, flags) : DS_REAL(dup2)(oldfd, newfd);
-		if (rc >= 0 && oldfd != newfd && ds__fd_is_ours(newfd)) {
-			/* a file of the program replaced one of ours */
-			struct ds_file *old = ds__fd_unbind(newfd);
-			if (old)
-				ds__file_put(old);
+		if (rc >= 0 && oldfd != newfd && ds__fd_known(newfd)) {
+			if (!ds__owner()) {
+				ds__vfork_note(newfd, 0);
+			} else {
+				/* a file of the program replaced one of ours (or
+				 * took a number closed behind our back) */
+				ds__fd_fresh_slow(newfd);
+			}
 		}
 		return rc;
 	}
@@ -604,13 +679,20 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 		rc = -EINVAL;
 	} else if (oldfd == newfd) {
 		rc = newfd;
-	} else if (DS_REAL(dup3)(oldfd, newfd, O_CLOEXEC) < 0) {
-		rc = -errno;
 	} else {
-		struct ds_file *old = ds__fd_bind(newfd, f, (flags & O_CLOEXEC) != 0);
-		if (old)
-			ds__file_put(old);
-		rc = newfd;
+		if (ds__fd_is_private(newfd) && ds__fd_private_check(newfd))
+			ds__fd_private_evict(newfd);
+		if (DS_REAL(dup3)(oldfd, newfd, flags & O_CLOEXEC) < 0) {
+			rc = -errno;
+		} else if (!ds__owner()) {
+			ds__vfork_note(newfd, (uintptr_t)f);
+			rc = newfd;
+		} else {
+			struct ds_file *old = ds__fd_bind(newfd, f, (flags & O_CLOEXEC) != 0);
+			if (old)
+				ds__file_put(old);
+			rc = newfd;
+		}
 	}
 	ds__file_put(f);
 	return rc < 0 ? ds__fail(-rc) : rc;
@@ -629,9 +711,15 @@ static int file_fcntl(int fd, struct ds_file *f, int cmd, void *arg)
 			return -EINVAL;
 		return dup_file(fd, f, (int)(intptr_t)arg, cmd == F_DUPFD_CLOEXEC);
 	case F_GETFD:
+		if (!ds__owner()) /* a vfork child may have changed its own */
+			return DS_REAL(fcntl)(fd, F_GETFD) < 0 ? -errno : DS_REAL(fcntl)(fd, F_GETFD);
 		return ds__fd_cloexec(fd) ? FD_CLOEXEC : 0;
 	case F_SETFD:
-		ds__fd_set_cloexec(fd, ((intptr_t)arg & FD_CLOEXEC) != 0);
+		/* the kernel's flag is the program's: it decides what exec keeps */
+		if (DS_REAL(fcntl)(fd, F_SETFD, (int)(intptr_t)arg) < 0)
+			return -errno;
+		if (ds__owner())
+			ds__fd_set_cloexec(fd, ((intptr_t)arg & FD_CLOEXEC) != 0);
 		return 0;
 	case F_GETFL:
 		return atomic_load(&f->flags);
@@ -674,13 +762,23 @@ static int file_fcntl(int fd, struct ds_file *f, int cmd, void *arg)
 	}
 }
 
+/* fcntl on a descriptor of the program; a new one it makes may take a number
+ * the table still knows (closed behind our back). */
+static int real_fcntl(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
+{
+	int rc = fn(fd, cmd, arg);
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		ds__fd_fresh(rc);
+	return rc;
+}
+
 DS_EXPORT int DS_WRAP(fcntl)(int fd, int cmd, ...)
 {
 	va_list ap;
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
-	DS_FD_CALL(fd, DS_REAL(fcntl)(fd, cmd, arg), file_fcntl(fd, f, cmd, arg));
+	DS_FD_CALL(fd, real_fcntl(DS_REAL(fcntl), fd, cmd, arg), file_fcntl(fd, f, cmd, arg));
 }
 
 DS_EXPORT int DS_WRAP(fcntl64)(int fd, int cmd, ...)
@@ -689,7 +787,7 @@ DS_EXPORT int DS_WRAP(fcntl64)(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
-	DS_FD_CALL(fd, (DS_REAL(fcntl64) ? DS_REAL(fcntl64) : DS_REAL(fcntl))(fd, cmd, arg),
+	DS_FD_CALL(fd, real_fcntl(DS_HAVE(fcntl64) ? DS_REAL(fcntl64) : DS_REAL(fcntl), fd, cmd, arg),
 	           file_fcntl(fd, f, cmd, arg));
 }
 

@@ -22,15 +22,53 @@ struct ds_real ds__real;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
+/* Stands for every function this libc lacks (statx before 2.28,
+ * copy_file_range, preadv64v2, renameat2, closefrom and close_range before
+ * 2.34...): a wrapper that passes through then fails with ENOSYS, as the
+ * kernel does for a call it lacks, instead of calling NULL.  One stub for
+ * all: each of these returns an int or ssize_t (-1) or nothing, and the
+ * x86-64/aarch64 calling conventions let a caller ignore the arguments.
+ * Wrappers that can do better test DS_HAVE(name) first (close_range falls
+ * back to the system call, closefrom to close_range). */
+static long ds__enosys(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+/* Test hook: DSTAGE_TEST_NOREAL=name,name... resolves those as if this libc
+ * lacked them (t/2080 proves no wrapper calls NULL).  One getenv at start. */
+static const char *test_noreal;
+static int test_lacks(const char *name)
+{
+	const char *l = test_noreal;
+	size_t n = strlen(name);
+	for (const char *p = l; p && *p;) {
+		const char *c = strchr(p, ',');
+		size_t k = c ? (size_t)(c - p) : strlen(p);
+		if (k == n && !memcmp(p, name, n))
+			return 1;
+		p = c ? c + 1 : NULL;
+	}
+	return 0;
+}
+
 void ds__real_resolve(void)
 {
 #ifndef DS_LINK_WRAP
-	/* A symbol this libc lacks (closefrom before 2.34...) stays NULL: its
-	 * wrapper then reports ENOSYS, as a libc without it would not link. */
-#define DS__RESOLVE(ret, name, params) ds__real.name = (ret(*) params)dlsym(RTLD_NEXT, #name);
+	test_noreal = getenv("DSTAGE_TEST_NOREAL");
+#define DS__RESOLVE(ret, name, params)                                                        \
+	ds__real.name = (ret(*) params)dlsym(RTLD_NEXT, #name);                               \
+	if (!ds__real.name || test_lacks(#name))                                              \
+		ds__real.name = (ret(*) params)(void (*)(void))ds__enosys;
 	DS_REAL_FUNCS(DS__RESOLVE)
 #undef DS__RESOLVE
 #endif
+}
+
+int ds__real_missing(void (*fn)(void))
+{
+	return fn == (void (*)(void))ds__enosys;
 }
 
 /* The node this reader is on: DSTAGE_NODE, SLURM_NODEID, the node stage
@@ -126,6 +164,7 @@ static void atfork_child(void)
 	ds__dir_atfork_child();
 	ds__stdio_atfork_child();
 	ds__remote_atfork_child();
+	ds__offcell_atfork_child();
 }
 
 static void setup(void)
@@ -186,6 +225,7 @@ static void setup(void)
 	}
 	pthread_atfork(NULL, NULL, atfork_child);
 	ds__g.active = 1;
+	ds__exec_inherit();
 	ds__cwd_inherit();
 	ds_debug("node %u of %u, %u entries under '%s'", ds__g.node, ds__g.ix.h->nnodes,
 	         ds__g.ix.h->nentries, ds__g.mount);

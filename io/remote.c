@@ -56,10 +56,27 @@ static __thread struct conn conn = {-1, 0, 0, 0};
 static pthread_key_t conn_key;
 static pthread_once_t conn_once = PTHREAD_ONCE_INIT;
 
+/* Is conn.fd still our socket?  A program may close descriptors behind our
+ * back (raw close_range) and the number may now be its own file. */
+static int conn_same(void)
+{
+	struct stat st;
+	return conn.fd >= 0 && DS_REAL(fstat)(conn.fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	       st.st_dev == conn.dev && st.st_ino == conn.ino;
+}
+
+/* Drop the connection: closed only when the number still is our socket, in
+ * the process that made it; otherwise forgotten (DESIGN 5). */
 static void conn_drop(void)
 {
-	if (conn.fd >= 0 && conn.pid == getpid())
-		DS_REAL(close)(conn.fd);
+	if (conn.fd >= 0 && conn.pid == getpid() && ds__owner()) {
+		if (conn_same()) {
+			ds__fd_private(conn.fd, 0);
+			DS_REAL(close)(conn.fd);
+		} else if (ds__fd_is_private(conn.fd)) {
+			ds__fd_private(conn.fd, 0);
+		}
+	}
 	conn.fd = -1;
 }
 
@@ -83,16 +100,15 @@ static int deadline_left(double deadline)
 static int conn_get(double deadline)
 {
 	struct stat st;
+	if (!ds__owner())
+		return -EIO; /* a vfork child: the parent's sockets are not its own */
 	if (conn.fd >= 0) {
-		/* the same socket?  A program may close descriptors behind our
-		 * back (closefrom) and the number may now be its own file. */
-		if (conn.pid == getpid() && DS_REAL(fstat)(conn.fd, &st) == 0 &&
-		    S_ISSOCK(st.st_mode) && st.st_dev == conn.dev && st.st_ino == conn.ino)
+		if (conn.pid == getpid() && conn_same())
 			return conn.fd;
 		if (conn.pid != getpid())
 			conn.fd = -1; /* the parent's: leave it to the parent */
 		else
-			conn_drop();
+			conn_drop(); /* forgotten, not closed, when not ours */
 	}
 	pthread_once(&conn_once, conn_key_init);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -128,6 +144,7 @@ static int conn_get(double deadline)
 		return -EACCES;
 	}
 	DS_REAL(fstat)(fd, &st);
+	ds__fd_private(fd, 1);
 	conn.fd = fd;
 	conn.pid = getpid();
 	conn.dev = st.st_dev;
@@ -138,9 +155,12 @@ static int conn_get(double deadline)
 
 void ds__remote_atfork_child(void)
 {
-	/* the thread that forked keeps its struct conn: mark it foreign */
-	if (conn.fd >= 0)
+	/* the thread that forked keeps its struct conn: the child's copy of
+	 * the socket is closed (if it still is the socket), never used */
+	if (conn.fd >= 0 && conn_same()) {
+		ds__fd_private(conn.fd, 0);
 		DS_REAL(close)(conn.fd);
+	}
 	conn.fd = -1;
 	if (cache)
 		ds_cache_set_atfork_child(cache);

@@ -20,7 +20,11 @@
  *   remote.c  bytes held by another node: epoch cache, node service
  *   epoch.c   the virtual epoch lists
  *   syscall.c syscall(2) for the file-system numbers emulated above
- *   dl.c      dlopen of staged objects through a private mirror */
+ *   dl.c      dlopen of staged objects through a private mirror
+ *   exec.c    staged descriptors across exec (DSTAGE_FDS)
+ *   offset.c  offsets shared across fork and exec
+ *   fresh.c   other calls that hand out descriptor numbers
+ *   procfd.c  /proc/self/fd/N and /dev/fd/N of staged descriptors */
 #ifndef DS_SHIM_H
 #define DS_SHIM_H
 
@@ -38,6 +42,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define DS_LIKELY(x) __builtin_expect(!!(x), 1)
 #define DS_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -56,6 +61,8 @@ struct ds_global {
 	struct ds_stats *stats; /* NULL when there is no stats file */
 	int timeout_ms;         /* bound on a remote read */
 	int tmpl_fd;            /* O_PATH descriptor duplicated to reserve fds */
+	dev_t tmpl_dev;         /* identity of the reservation (NODEDIR/reserved) */
+	ino_t tmpl_ino;
 	pid_t pid;              /* process that owns per-process state */
 };
 extern struct ds_global ds__g;
@@ -163,6 +170,10 @@ struct ds_file {
 	struct ds_vent v;      /* virtual entry */
 	_Atomic int flags;     /* status flags as F_GETFL reports them */
 	_Atomic int64_t off;   /* file offset (directories: stream position) */
+	_Atomic int64_t *offp; /* the offset in use: &off, or a cell shared
+	                        * across fork and exec (offset.c) */
+	int32_t cell;          /* that cell, or -1 */
+	uint32_t forkgen;      /* offset.c: cell counted in this fork */
 	uint64_t size;         /* st_size */
 	const char *_Atomic data; /* the file's bytes once available */
 	void *own;             /* malloc'd bytes to free at the last close */
@@ -171,9 +182,11 @@ struct ds_file {
 	struct ds_file *next;  /* pool free list */
 };
 
-extern _Atomic uintptr_t *ds__fdtab; /* [fd]: struct ds_file * | DS_FD_CLOEXEC */
+extern _Atomic uintptr_t *ds__fdtab; /* [fd]: struct ds_file * | DS_FD_CLOEXEC, or DS_FD_PRIVATE */
 extern unsigned ds__fdtab_len;
 #define DS_FD_CLOEXEC ((uintptr_t)1) /* FD_CLOEXEC as the caller sees it */
+#define DS_FD_PRIVATE ((uintptr_t)2) /* the shim's own descriptor (template, socket) */
+#define DS_FD_FILE(v) ((v) & ~(uintptr_t)3)
 
 void ds__fdtab_init(void);
 struct ds_file *ds__file_new(void);
@@ -186,13 +199,19 @@ static inline struct ds_file *ds__fd_get(int fd)
 {
 	if (DS_UNLIKELY((unsigned)fd < ds__fdtab_len)) {
 		uintptr_t v = atomic_load_explicit(&ds__fdtab[fd], memory_order_acquire);
-		if (v)
+		if (DS_FD_FILE(v))
 			return ds__fd_get_slow(fd, v);
 	}
 	return NULL;
 }
 /* Is fd ours right now (no reference taken)? */
 static inline int ds__fd_is_ours(int fd)
+{
+	return (unsigned)fd < ds__fdtab_len &&
+	       DS_FD_FILE(atomic_load_explicit(&ds__fdtab[fd], memory_order_relaxed));
+}
+/* Does the table say anything about fd (ours or private)? */
+static inline int ds__fd_known(int fd)
 {
 	return (unsigned)fd < ds__fdtab_len &&
 	       atomic_load_explicit(&ds__fdtab[fd], memory_order_relaxed);
@@ -203,6 +222,11 @@ static inline int ds__at_maybe_ours(int dirfd, const char *path)
 {
 	return ds__fd_is_ours(dirfd) ||
 	       (ds__g.active && !ds__busy && path[0] && ds__rel_maybe(dirfd, path));
+}
+static inline int ds__fd_is_private(int fd)
+{
+	return (unsigned)fd < ds__fdtab_len &&
+	       atomic_load_explicit(&ds__fdtab[fd], memory_order_relaxed) == DS_FD_PRIVATE;
 }
 /* Reserve a kernel descriptor (>= minfd) and bind f to it (takes over the
  * caller's reference).  cloexec: what F_GETFD will report.  fd or -errno. */
@@ -217,10 +241,64 @@ void ds__fd_set_cloexec(int fd, int on);
 /* Highest descriptor ever bound + 1 (for fork and close_range). */
 extern _Atomic unsigned ds__fd_hwm;
 void ds__fdtab_atfork_child(void);
+/* The shim's own descriptors (DESIGN 5: the program owns its numbers).  A
+ * private number is invisible to the program: close gives EBADF without
+ * closing, closefrom/close_range close around it, dup2 onto it first moves
+ * ours away.  Mark only a number the kernel has just given us. */
+void ds__fd_private(int fd, int on);
+/* Move private descriptor fd elsewhere (the program wants its number): the
+ * template is re-made, a socket is forgotten (its thread reconnects). */
+void ds__fd_private_evict(int fd);
+/* Is private fd still the object registered (fstat)?  If not, the mark is
+ * dropped (the number is the program's): 0. */
+int ds__fd_private_check(int fd);
+/* Private numbers in [lowfd, highfd], ascending, at most cap: n. */
+int ds__fd_private_list(unsigned lowfd, unsigned highfd, int *out, int cap);
+/* The kernel has just given the program fd: anything the table says about it
+ * is stale (a raw close behind our back): forget it, never close it. */
+void ds__fd_fresh_slow(int fd);
+static inline int ds__fd_fresh(int fd)
+{
+	if (DS_UNLIKELY(fd >= 0 && ds__fd_known(fd)))
+		ds__fd_fresh_slow(fd);
+	return fd;
+}
+/* Is fd (still) the reservation?  One fstat. */
+int ds__fd_is_reservation(int fd);
+/* The owner of the shim's state: 0 in a vfork child (or a child made
+ * without fork's handlers), which shares or copied the parent's memory and
+ * must change nothing in it.  One getpid: only on paths that change state. */
+static inline int ds__owner(void) { return getpid() == ds__g.pid; }
+/* What a vfork child did to staged numbers (dup2/close), kept apart from the
+ * table it shares with its parent, for its exec (exec.c). */
+void ds__vfork_note(int fd, uintptr_t v);
+int ds__vfork_lookup(int fd, uintptr_t *v); /* 1 found, 0 not, -1 unknown (overflow) */
+/* exec.c: take over the staged descriptors a previous image passed in
+ * DSTAGE_FDS (at init). */
+void ds__exec_inherit(void);
+/* offset.c: offsets shared across fork and exec, like the kernel's.  Give
+ * f (a regular file just made) a shared cell (or leave it its own offset
+ * when there is none); drop f's hold on its cell at its last put. */
+void ds__offcell_attach(struct ds_file *f);
+void ds__offcell_put(struct ds_file *f);
+void ds__offcell_atfork_child(void);
+/* exec: the region's descriptor made inheritable for an exec (-1 none);
+ * restore after a failed exec.  Next image: map the region passed. */
+int ds__offcell_exec_fd(void);
+void ds__offcell_exec_failed(int fd);
+int ds__offcell_adopt(int fd);
+/* Bind f to cell (taken over from the previous image; inc: count it). */
+void ds__offcell_bind(struct ds_file *f, int32_t cell, int inc);
+/* procfd.c: the staged descriptor /proc/self/fd/N, /dev/fd/N,
+ * /proc/<own pid>/fd/N names, or -1. */
+int ds__procfd(const char *path);
 
 /* ---- operations on open files (fd.c) ------------------------------------- */
 /* Open an entry of ours.  Returns the fd or -errno. */
 int ds__open_res(struct ds_res *r, int flags, mode_t mode);
+/* The open file for r opened with flags (checks as open does), not yet bound
+ * to a descriptor.  0 or -errno. */
+int ds__file_make(struct ds_res *r, int flags, struct ds_file **out);
 /* pread (off >= 0) or read at the file offset (off == -1).  n or -errno. */
 ssize_t ds__file_read(struct ds_file *f, void *buf, size_t n, int64_t off);
 int64_t ds__file_seek(struct ds_file *f, int64_t off, int whence);

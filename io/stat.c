@@ -364,14 +364,7 @@ static ssize_t link_text(const struct ds_res *r, char *buf, size_t n)
  * the staged name, as the kernel would for a real file. */
 static ssize_t proc_fd_link(const char *path, char *buf, size_t n)
 {
-	static const char pre[] = "/proc/self/fd/";
-	if (strncmp(path, pre, sizeof(pre) - 1))
-		return 1;
-	char *end;
-	long fd = strtol(path + sizeof(pre) - 1, &end, 10);
-	if (*end || fd < 0 || fd > INT_MAX)
-		return 1;
-	struct ds_file *f = ds__fd_get((int)fd);
+	struct ds_file *f = ds__fd_get(ds__procfd(path)); /* procfd.c */
 	if (!f)
 		return 1;
 	char abs[PATH_MAX];
@@ -387,7 +380,7 @@ static ssize_t proc_fd_link(const char *path, char *buf, size_t n)
 static ssize_t readlink_at(int dirfd, const char *path, char *buf, size_t n)
 {
 	ssize_t k;
-	if (ds__fdtab && path && path[0] == '/' && path[1] == 'p' && (k = proc_fd_link(path, buf, n)) != 1)
+	if (ds__fdtab && path && path[0] == '/' && (path[1] == 'p' || path[1] == 'd') && (k = proc_fd_link(path, buf, n)) != 1)
 		return k < 0 ? ds__fail((int)-k) : k;
 	if (DS_LIKELY(!at_ours(dirfd, path, 0)))
 		return DS_REAL(readlinkat)(dirfd, path, buf, n);
@@ -404,7 +397,7 @@ static ssize_t readlink_at(int dirfd, const char *path, char *buf, size_t n)
 DS_EXPORT ssize_t DS_WRAP(readlink)(const char *path, char *buf, size_t n)
 {
 	ds__ensure_init();
-	if (DS_LIKELY(!ds__fdtab || ds__null(path) || (path[1] != 'p' && !ds__maybe_ours(path))))
+	if (DS_LIKELY(!ds__fdtab || ds__null(path) || (path[1] != 'p' && path[1] != 'd' && !ds__maybe_ours(path))))
 		return DS_REAL(readlink)(path, buf, n);
 	return readlink_at(AT_FDCWD, path, buf, n);
 }

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <utime.h>
@@ -30,6 +31,7 @@
 struct timeval;
 struct timespec;
 struct statx;
+struct sockaddr;
 
 /* Entry points of the older and the fortified ABI: glibc still exports them
  * but its headers no longer declare them all. */
@@ -97,6 +99,21 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(ssize_t, sendfile, (int, int, off_t *, size_t))                                     \
 	X(ssize_t, sendfile64, (int, int, off64_t *, size_t))                                 \
 	X(ssize_t, copy_file_range, (int, off64_t *, int, off64_t *, size_t, unsigned))       \
+	/* exec.c: staged descriptors across exec */                                          \
+	X(int, execve, (const char *, char *const[], char *const[]))                          \
+	X(int, execvpe, (const char *, char *const[], char *const[]))                         \
+	X(int, fexecve, (int, char *const[], char *const[]))                                  \
+	X(int, execveat, (int, const char *, char *const[], char *const[], int))              \
+	/* fresh.c: other calls that hand the program a new descriptor */                     \
+	X(int, pipe, (int[2]))                                                                \
+	X(int, pipe2, (int[2], int))                                                          \
+	X(int, socket, (int, int, int))                                                       \
+	X(int, socketpair, (int, int, int, int[2]))                                           \
+	X(int, accept, (int, struct sockaddr *, socklen_t *))                                 \
+	X(int, accept4, (int, struct sockaddr *, socklen_t *, int))                           \
+	X(int, eventfd, (unsigned, int))                                                      \
+	X(int, memfd_create, (const char *, unsigned))                                        \
+	X(int, epoll_create1, (int))                                                          \
 	/* stat.c: metadata */                                                                \
 	X(int, stat, (const char *, struct stat *))                                           \
 	X(int, stat64, (const char *, struct stat64 *))                                       \
@@ -246,6 +263,15 @@ DS_REAL_FUNCS(DS__WRAP_DECL)
 extern struct ds_real ds__real;
 #define DS_WRAP(name) name
 #define DS_REAL(name) (ds__real.name)
+#endif
+
+/* Does this libc have name?  Missing ones are resolved to a stub that fails
+ * with ENOSYS (init.c), never NULL. */
+#ifdef DS_LINK_WRAP
+#define DS_HAVE(name) 1
+#else
+int ds__real_missing(void (*fn)(void));
+#define DS_HAVE(name) (!ds__real_missing((void (*)(void))ds__real.name))
 #endif
 
 /* Put in front of every wrapper definition: exported, never inlined away. */

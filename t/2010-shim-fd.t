@@ -75,13 +75,15 @@ test_expect_success 'operations not emulated on a staged descriptor fail loudly'
 	done
 '
 
-test_expect_success 'staged descriptors are closed on exec' '
+test_expect_success 'close-on-exec staged descriptors are closed on exec, others kept (t/2096)' '
 	shim "$PY" -c "
 import os, sys, subprocess
 fd = os.open(sys.argv[1] + \"/a/x.txt\", os.O_RDONLY)
+r = subprocess.run([\"/bin/sh\", \"-c\", \"cat <&%d\" % fd], capture_output=True)
+assert r.stdout == b\"\" and r.returncode != 0, r
 os.set_inheritable(fd, True)
 r = subprocess.run([\"/bin/sh\", \"-c\", \"cat <&%d\" % fd], pass_fds=(fd,), capture_output=True)
-assert r.stdout == b\"\", r
+assert r.stdout == b\"hello\\n\", r
 print(\"ok\")
 " "$MOUNT" >out && grep -q ok out
 '
