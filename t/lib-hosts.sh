@@ -143,7 +143,8 @@ _hosts_fail() {
 # The holder of host I: enters a new mount and UTS namespace inside the
 # host's netns, makes the private mounts, reports, and sleeps.  Shared
 # directories that live under /tmp are bound back at the same path (the
-# shell's cwd still reaches the directory the new tmpfs hides).
+# shell's cwd still reaches the directory the new tmpfs hides): the test's
+# scratch directory and the checkout itself.
 _hosts_holder() {
 	_i=$1
 	cat >"$hosts_dir/holder.sh" <<-\EOF
@@ -154,25 +155,40 @@ _hosts_holder() {
 	# what the new mounts hide and must stay: held at a private mount point
 	# (mount(8) resolves names afresh, so a cwd cannot carry them over)
 	keep=$dir/keep.$i
-	mkdir -p "$keep/cg" "$keep/sh"
+	mkdir -p "$keep/cg"
 	mountpoint -q /sys/fs/cgroup && mount --rbind /sys/fs/cgroup "$keep/cg"
-	case $shared in /tmp/*) [ -d "$shared" ] && mount --rbind "$shared" "$keep/sh" ;; esac
+	# shared: the test's scratch dir and the checkout (a CI clone may live
+	# under /tmp too), separated by ':'
+	n=0
+	old_ifs=$IFS; IFS=:
+	for d in $shared; do
+		n=$((n + 1))
+		case $d in /tmp/*) [ -d "$d" ] && mkdir -p "$keep/sh$n" &&
+			mount --rbind "$d" "$keep/sh$n" ;; esac
+	done
+	IFS=$old_ifs
 	# a sysfs of this netns; slurmd wants the cgroup tree it hides back
 	mount -t sysfs sysfs /sys
 	mountpoint -q "$keep/cg" && mount --move "$keep/cg" /sys/fs/cgroup
 	mount -t tmpfs -o mode=1777,size="$size" "tmpfs-n$i" /dev/shm
 	mkdir -p "$shm"
 	mount -t tmpfs -o mode=1777 "tmp-n$i" /tmp
-	if mountpoint -q "$keep/sh"; then
-		mkdir -p "$shared"
-		mount --move "$keep/sh" "$shared"
-	fi
+	n=0
+	old_ifs=$IFS; IFS=:
+	for d in $shared; do
+		n=$((n + 1))
+		if mountpoint -q "$keep/sh$n"; then
+			mkdir -p "$d"
+			mount --move "$keep/sh$n" "$d"
+		fi
+	done
+	IFS=$old_ifs
 	mount --bind "$dir/etc-hosts" /etc/hosts
 	echo up >"$dir/h$i.up"
 	exec sleep 2147483647
 	EOF
 	setsid nsenter --net="/run/netns/dsh$$.$_i" unshare --mount --uts --ipc --propagation private \
-		sh "$hosts_dir/holder.sh" "$_i" "$hosts_dir" "$SHM" "$TRASH" "${DSTAGE_HOSTS_SHM:-512m}" \
+		sh "$hosts_dir/holder.sh" "$_i" "$hosts_dir" "$SHM" "$TRASH:$SRCDIR" "${DSTAGE_HOSTS_SHM:-512m}" \
 		</dev/null >>"$hosts_dir/h$_i.log" 2>&1 &
 	echo $! >"$hosts_dir/h$_i.pid"
 }
