@@ -11,9 +11,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-hosts.sh"
 
-# Debian 12's MPICH 4.0.2 + UCX 1.13 over TCP hang in MPI_Finalize about
-# half the time with 3 or more ranks (openucx/ucx#8738); 2 hosts are exact.
-DSTAGE_HOSTS=${DSTAGE_HOSTS:-2}
+DSTAGE_HOSTS=${DSTAGE_HOSTS:-4}
 uid=$(id -u)
 JOBS=$SRCDIR/jobs
 DSTAGE_DIR=$SHM/stores

@@ -8,8 +8,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-hosts.sh"
 
-# 2 hosts: see t/8510 (MPI_Finalize over UCX/TCP with 3+ ranks)
-DSTAGE_HOSTS=${DSTAGE_HOSTS:-2}
+DSTAGE_HOSTS=${DSTAGE_HOSTS:-4}
 DSTAGE_DIR=$SHM/stores
 TMO=5
 UCX_TLS=tcp,self
