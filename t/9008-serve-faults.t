@@ -155,4 +155,23 @@ test_expect_success 'an MPI error in the agreement: named as MPI said it, the st
 	test_grep "node 1: MPI_Iallreduce (the agreement): .*[Oo]ther" serve.log &&
 	! grep -q "no answer from the other nodes" serve.log
 '
+
+# The status gather (shuffle/gather.c) must start its collectives in the
+# same order on every rank even when one rank's gather completes late:
+# before, such a rank skipped a gather the others started, its next
+# collective was paired with theirs, and the agreement read the figures as
+# its flags (on 4 hosts over TCP: "node 22100 failed: stopping").
+DSTAGE_FAULT=serve.gather.late:rank=2 serve_start $N --seed 9 --timeout 30
+test_expect_success 'one rank late on every status gather: the service runs on, every node in status, clean stop' '
+	serve_up $N &&
+	sleep 3 &&
+	"$DSTAGE" status --to "$SHM" --job "$JOB" >status.out 2>&1; cat status.out &&
+	test "$(grep -c "^ *[0-3] " status.out)" -ge 4
+'
+serve_stop
+test_expect_success 'and it stopped cleanly, with no node reported failed' '
+	cat serve.log &&
+	test "$(cat serve.rc)" = 0 && test "$(cat stop.rc)" = 0 &&
+	! grep -q "failed" serve.log
+'
 test_done
