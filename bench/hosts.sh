@@ -43,6 +43,7 @@ mkdir -p "$TRASH" && cd "$TRASH" || exit 1
 hosts_start || { echo "bench/hosts.sh: $hosts_skip_reason" >&2; exit 1; }
 hosts_slurm_start || { echo "bench/hosts.sh: $slurm_skip_reason" >&2; exit 1; }
 trap 'hosts_stop; [ -n "${BENCH_KEEP:-}" ] || rm -rf "$TRASH"' EXIT
+trap 'exit 1' INT TERM HUP
 D=$SHM/d
 for i in $(seq 1 $H); do hosts_exec $i mkdir -p "$D"; done
 # the Alltoallv peer, with the same MPI_Finalize workaround as dstage
