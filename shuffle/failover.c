@@ -137,6 +137,10 @@ int ds__failover_start(struct ds__svc *s)
 	int partial = !ds_nodeset_is_all(&cur, f->nstaged);
 	if (h.n || partial || s->o.failover) {
 		uint64_t from = all[1] ? all[0] + 1 : 0;
+		/* never deal an epoch again that an earlier set started: the
+		 * readers' epoch is known only once they announced one */
+		if (h.n && from < h.h[h.n - 1].from)
+			from = h.h[h.n - 1].from;
 		h.nstaged = f->nstaged;
 		h.failover = h.failover || s->o.failover;
 		if (!h.n) {
