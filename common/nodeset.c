@@ -392,6 +392,27 @@ int ds_resume_list(const struct ds_index *ix, const struct ds_epoch_cfg *cfg, co
 		to = &all;
 	}
 	int rc = 0, pos = ds_nodeset_pos(to, node);
+	if (pos >= 0 && ds_nodeset_equal(to, &r->from) && nreaders == r->nreaders) {
+		/* same nodes, same readers: exactly the rest of this reader's list,
+		 * padding repeats included, as the uninterrupted run reads it */
+		uint32_t *share = NULL, *sl = NULL;
+		size_t ns = 0, nsl = 0;
+		rc = ds_epoch_share_set(ix, cfg, r->epoch, &r->from, node, &share, &ns);
+		if (!rc && ns)
+			rc = ds_epoch_reader_slice(share, ns, l, nreaders, cfg->drop_last, &sl, &nsl);
+		free(share);
+		ds_nodeset_release(&all);
+		if (rc) {
+			free(sl);
+			return rc;
+		}
+		size_t k = r->k < nsl ? (size_t)r->k : nsl;
+		if (sl && k)
+			memmove(sl, sl + k, (nsl - k) * sizeof(uint32_t));
+		*ids = sl ? sl : malloc(sizeof(uint32_t));
+		*n = nsl - k;
+		return *ids ? 0 : -ENOMEM;
+	}
 	uint32_t ne = ix->h->nentries;
 	uint8_t *mark = calloc((size_t)ne + 1, 1); /* 1: read before the checkpoint, 2: taken */
 	uint32_t *rest = malloc(((size_t)ix->h->nsamples + 1) * sizeof(uint32_t));
@@ -400,8 +421,10 @@ int ds_resume_list(const struct ds_index *ix, const struct ds_epoch_cfg *cfg, co
 		rc = -ENOENT;
 	else if (!mark || !rest)
 		rc = -ENOMEM;
-	for (uint32_t i = 0; i < r->from.n && r->from.node[i] >= ix->h->nnodes && !rc; i++)
-		rc = -EINVAL; /* a node the job was never staged on */
+	/* with locality the old lists depend on the placement: the same staging */
+	for (uint32_t i = 0; cfg->locality > 0 && i < r->from.n && !rc; i++)
+		if (r->from.node[i] >= ix->h->nnodes)
+			rc = -EINVAL;
 	/* two passes over the old lists: what was read, then the rest in order */
 	for (int pass = 0; pass < 2 && !rc; pass++) {
 		for (uint32_t i = 0; i < r->from.n && !rc; i++) {
