@@ -8,7 +8,8 @@
 #
 # 4 simulated nodes, R = 2, N files of SIZE bytes (default 2048 x 128 KiB,
 # 256 MiB).  One reader per node reads its epoch-0 list in order with MS ms
-# of busy "training" per sample (default 4: an epoch of ~2 s per node here).
+# of "training" (a sleep: the GPU's step) per sample (default 4: an epoch of
+# ~2-3 s per node here).
 #   undisturbed  the epoch: from the readers' start until the last one ends
 #   failover     node 2's service and reader are SIGKILLed when reader 0 is
 #                half-way; the script restarts the service on 0,1,3

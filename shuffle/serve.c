@@ -263,6 +263,9 @@ static int batch(struct ds__svc *s, uint8_t *targets, double *last_read)
 	}
 	size_t nfetch = ds__exchange_issue(s, targets, nreads < BATCH_OPS ? BATCH_OPS - nreads : 0,
 	                                   BATCH_BYTES);
+	/* re-replication after a loss, in the background: when nothing else moves */
+	if (!nreads && !nfetch)
+		nfetch = ds__rerep_issue(s, targets, BATCH_OPS, BATCH_BYTES);
 	if (!nreads && !nfetch && !list)
 		return 0;
 	double t0 = ds_now();
@@ -282,6 +285,7 @@ static int batch(struct ds__svc *s, uint8_t *targets, double *last_read)
 		*last_read = ds_now();
 	ds__sock_done(s, list);
 	ds__exchange_complete(s, rc == 0, flush_s);
+	ds__rerep_complete(s, rc == 0);
 	return 1;
 }
 
@@ -324,7 +328,7 @@ static int run_loop(struct ds__svc *s)
 		}
 		/* the agreement */
 		if (!a.inflight && now >= a.next) {
-			int busy = ds__exchange_busy(s) || now - last_read < BUSY_LINGER;
+			int busy = ds__exchange_busy(s) || ds__rerep_busy(s) || now - last_read < BUSY_LINGER;
 			a.mine[0] = want_stop;
 			a.mine[1] = s->err ? (int)s->node + 1 : 0;
 			a.mine[2] = busy;

@@ -172,6 +172,18 @@ int ds__reachable(const struct ds__svc *s, uint32_t id);
 /* A read of entry id no living node holds: named in the log; the status
  * the reader gets (-EHOSTDOWN after a loss, else -EIO). */
 int ds__no_holder(struct ds__svc *s, uint32_t id);
+/* Re-replication after a loss (copies of under-replicated partitions from
+ * the survivors' stores into NODEDIR/replicas.<gen>).  In ds__store_open:
+ * map earlier complete copies right after the store (s->store_len grows;
+ * one window covers both).  ds__extra_holder: a living node with a copy of
+ * entry id's partition (this one included), -ENOENT if none.  In the main
+ * loop, while the prefetch is idle: issue/complete like the exchange; busy
+ * while copies are in flight. */
+int ds__failover_map_extra(struct ds__svc *s, int populate);
+int ds__extra_holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp);
+size_t ds__rerep_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, uint64_t max_bytes);
+void ds__rerep_complete(struct ds__svc *s, int ok);
+int ds__rerep_busy(const struct ds__svc *s);
 
 /* ---- shared helpers ----------------------------------------------------- */
 void ds__wake(int efd);

@@ -117,6 +117,9 @@ int ds__store_open(struct ds__svc *s)
 		}
 	}
 	close(fd);
+	/* copies re-replicated after a lost node: after the store (failover.c) */
+	if ((rc = ds__failover_map_extra(s, populate)))
+		return rc;
 	if ((rc = open_stats(s))) {
 		ds_error("node %u: '%s/stats': %s", s->node, s->nodedir, ds_strerror(rc));
 		return rc;
@@ -196,7 +199,7 @@ int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp)
 		*disp = (MPI_Aint)(l->base + e->poff);
 		return rank;
 	}
-	return -ENOENT;
+	return ds__extra_holder(s, id, disp); /* a re-replicated copy, or -ENOENT */
 }
 
 int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp)

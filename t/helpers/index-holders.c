@@ -1,6 +1,6 @@
 /* index-holders NODEDIR/index: one line per regular file of the staged
- * tree, "PATH NODE,NODE..." (the nodes holding its partition, in the
- * index's order).  For the failover tests (t/32NN): which files a loss of
+ * tree, "PATH NODE,NODE... PART" (the nodes holding its partition, in the
+ * index's order, and the partition's number).  For the failover tests (t/32NN): which files a loss of
  * some nodes leaves without a holder. */
 #include "dscommon.h"
 #include "dsindex.h"
@@ -28,7 +28,7 @@ int main(int argc, char **argv)
 		printf("%s ", ds_index_name(&ix, i));
 		for (uint32_t l = 0; l < p->nloc; l++)
 			printf("%s%u", l ? "," : "", ix.locs[p->loc + l].node);
-		printf("\n");
+		printf(" %u\n", e->part);
 	}
 	ds_index_close(&ix);
 	return 0;
