@@ -540,8 +540,8 @@ static int rr_start(struct ds__svc *s)
 		r->first[p + 1] += r->first[p];
 
 	/* the plan: the same on every rank */
-	if (!s->fo->set.n)
-		return 0; /* every staged node lives: nothing to copy */
+	if (!s->fo->set.n || s->o.no_rerep)
+		return 0; /* every staged node lives (nothing to copy), or told not to */
 	uint64_t *planned = calloc((size_t)n, sizeof(uint64_t));
 	uint8_t *has = calloc((size_t)n, 1);
 	if (!planned || !has) {

@@ -68,6 +68,8 @@ static const char *serve_usage =
 	"                            restarted after a lost node instead of failing at once\n"
 	"      --nodes LIST          serve only these staged nodes (e.g. 0-1,3: the survivors\n"
 	"                            of a lost node; rank r serves the r-th); implies --failover\n"
+	"      --no-rereplicate      after a loss, do not copy the partitions that lost a\n"
+	"                            holder to other survivors (default: copy in the background)\n"
 	"      --clean               remove this node's store on the way out\n"
 	"  -q, --quiet               errors only\n"
 	"  -v, --verbose             per-epoch figures (as DSTAGE_LOG=info)\n"
@@ -115,6 +117,7 @@ int ds__serve_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad)
 		return c;
 	case 'N': o->nodes = arg; o->failover = 1; return c;
 	case 'F': o->failover = 1; return c;
+	case 'x': o->no_rerep = 1; return c;
 	case 'q': o->quiet = 1; return c;
 	case 'v': o->quiet = -1; return c;
 	case 'h': o->help = 1; return c;
@@ -138,6 +141,7 @@ static int parse(int argc, char **argv, struct ds__serve_opts *o)
 		{"clean", no_argument, 0, 'c'},           {"quiet", no_argument, 0, 'q'},
 		{"verbose", no_argument, 0, 'v'},         {"help", no_argument, 0, 'h'},
 		{"nodes", required_argument, 0, 'N'},     {"failover", no_argument, 0, 'F'},
+		{"no-rereplicate", no_argument, 0, 'x'},
 		{0, 0, 0, 0}};
 	ds__serve_defaults(o);
 	optind = 1;

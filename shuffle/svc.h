@@ -32,6 +32,7 @@ struct ds__serve_opts {
 	double watchdog;         /* s one MPI call may take */
 	const char *nodes;       /* --nodes LIST: the staged nodes this step serves (failover.c) */
 	int failover;            /* --failover: readers wait for a restarted service */
+	int no_rerep;            /* --no-rereplicate: no copies after a loss */
 };
 
 /* A read the socket thread cannot serve from this node: main fetches it. */
