@@ -140,7 +140,7 @@ run_case() {
 	SERVE=
 	job2=
 	rm -rf "$W"/dstage.*
-	[ "$mode" = failover ] && cat "$W/restart.$2" >>"$W/restarts"
+	[ "$mode" = failover ] && { cat "$W/restart.$2"; echo; } >>"$W/restarts"
 	awk -v a="$t0" -v b="$last" 'BEGIN { printf "%.3f", b - a }'
 }
 
