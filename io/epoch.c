@@ -111,8 +111,11 @@ int ds__virt_content(const struct ds_vent *v, char **data, size_t *len)
 		/* after a lost node: the set this epoch is dealt over (JOBDIR/nodes) */
 		struct ds_nodes_hist hist;
 		rc = ds_nodes_load(ds__g.jobdir, &hist);
+		/* a history of another staging of the job (node count) is not ours */
 		if (rc == 0)
-			rc = ds_epoch_share_set(&ds__g.ix, &cfg, v->epoch, ds_nodes_for_epoch(&hist, v->epoch),
+			rc = ds_epoch_share_set(&ds__g.ix, &cfg, v->epoch,
+			                        hist.nstaged == ds__g.ix.h->nnodes
+			                            ? ds_nodes_for_epoch(&hist, v->epoch) : NULL,
 			                        ds__g.node, &ids, &n);
 		ds_nodes_release(&hist);
 	}

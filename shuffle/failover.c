@@ -131,7 +131,11 @@ int ds__failover_start(struct ds__svc *s)
 		return rc;
 	}
 	if (h.n && h.nstaged != f->nstaged) {
-		/* from another staging of the job: not ours */
+		/* from another staging of the job: not ours (stage removes it;
+		 * readers ignore it; drop it unless a new one is written below) */
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/" DS_NODES_NAME, s->jobdir);
+		unlink(p);
 		ds_nodes_release(&h);
 	}
 	struct ds_nodeset cur;
