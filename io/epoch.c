@@ -11,6 +11,7 @@
  * the epoch readers are in (stats), <e> lists "all". */
 #include "shim.h"
 #include "dsepoch.h"
+#include "dsnodeset.h"
 
 #include <stdio.h>
 
@@ -106,8 +107,18 @@ int ds__virt_content(const struct ds_vent *v, char **data, size_t *len)
 	 * share itself) */
 	if (rc == 0)
 		rc = ds_index_check_shuffle(&ds__g.ix);
-	if (rc == 0)
-		rc = ds_epoch_share(&ds__g.ix, &cfg, v->epoch, ds__g.node, &ids, &n);
+	if (rc == 0) {
+		/* after a lost node: the set this epoch is dealt over (JOBDIR/nodes) */
+		struct ds_nodes_hist hist;
+		rc = ds_nodes_load(ds__g.jobdir, &hist);
+		/* a history of another staging of the job (node count) is not ours */
+		if (rc == 0)
+			rc = ds_epoch_share_set(&ds__g.ix, &cfg, v->epoch,
+			                        hist.nstaged == ds__g.ix.h->nnodes
+			                            ? ds_nodes_for_epoch(&hist, v->epoch) : NULL,
+			                        ds__g.node, &ids, &n);
+		ds_nodes_release(&hist);
+	}
 	if (rc == 0 && v->n) {
 		rc = ds_epoch_reader_slice(ids, n, v->l, v->n, cfg.drop_last, &part, &np);
 		free(ids);

@@ -210,8 +210,13 @@ static int request(uint32_t op, uint32_t id, uint64_t off, uint64_t len, void *b
 		 * idempotent; the deadline stays the same, so does the bound) */
 		int reused = conn.fd >= 0 && conn.pid == getpid();
 		int fd = conn_get(deadline);
-		if (fd < 0)
+		if (fd < 0) {
+			/* no service (yet): after a lost node, one is restarted on the
+			 * survivors (io/failover.c) */
+			if (fd != -EACCES && fd != -ENAMETOOLONG && ds__failover_retry(deadline, attempt))
+				continue;
 			return fd;
+		}
 		rc = xfer(fd, &q, sizeof(q), 1, deadline);
 		if (!rc)
 			rc = xfer(fd, &a, sizeof(a), 0, deadline);
@@ -223,6 +228,12 @@ static int request(uint32_t op, uint32_t id, uint64_t off, uint64_t len, void *b
 			rc = -EPROTO;
 		if (!rc && a.status == 0 && a.len)
 			rc = xfer(fd, buf, a.len, 0, deadline);
+		/* the service died under the request, or its get failed (a holder
+		 * died): ask the restarted one, which picks a living holder */
+		if ((rc == -EIO || (!rc && a.status == -EIO)) && ds__failover_retry(deadline, attempt)) {
+			conn_drop();
+			continue;
+		}
 		break;
 	}
 	if (rc) {
@@ -245,6 +256,8 @@ int ds__remote_read(uint32_t id, uint64_t off, void *buf, uint64_t len)
 		int rc = request(DS_OP_READ, id, off, want, p, want, &got);
 		if (rc == 0 && got != want)
 			rc = -EIO; /* short only at the end of the stored bytes */
+		if (rc == -EHOSTDOWN)
+			ds_warn("'%s': lost: every node holding it is gone", ds__ename(id));
 		if (rc) {
 			ds_debug("remote read of '%s': %s", ds__ename(id), strerror(-rc));
 			DS_COUNT(read_errors, 1);

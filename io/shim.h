@@ -333,6 +333,11 @@ void ds__cache_release(struct ds_file *f);
 int ds__remote_read(uint32_t id, uint64_t off, void *buf, uint64_t len);
 /* Tell the service a reader started epoch e (best effort, never blocks). */
 void ds__remote_epoch(uint64_t epoch);
+/* failover.c: is the job's service restarted after a lost node
+ * (JOBDIR/nodes says failover=1)?  Then wait a little (backoff) and return 1
+ * to ask again, 0 once the deadline has passed or without failover. */
+int ds__failover_mode(void);
+int ds__failover_retry(double deadline, int attempt);
 void ds__remote_atfork_child(void);
 
 /* ---- virtual epoch lists (epoch.c) ---------------------------------------- */

@@ -97,7 +97,7 @@ static int share_bitmap(struct ds__svc *s, uint64_t e, uint8_t *bm)
 {
 	uint32_t *ids;
 	size_t n;
-	int rc = ds_epoch_share(&s->ix, &s->o.cfg, e, s->node, &ids, &n);
+	int rc = ds__share(s, e, &ids, &n); /* over the epoch's node set */
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < n; i++)
@@ -112,7 +112,7 @@ static int plan(struct ds__svc *s, uint64_t e, struct xep **out)
 	*out = NULL;
 	uint32_t *ids;
 	size_t n;
-	int rc = ds_epoch_share(&s->ix, &s->o.cfg, e, s->node, &ids, &n);
+	int rc = ds__share(s, e, &ids, &n); /* over the epoch's node set */
 	if (rc)
 		return rc;
 	struct xep *x = calloc(1, sizeof(*x));
@@ -141,7 +141,7 @@ static int plan(struct ds__svc *s, uint64_t e, struct xep **out)
 		if (ds_index_part_on(&s->ix, en->part, s->node, NULL)) {
 			x->local_n++;
 			x->local_bytes += en->stored;
-		} else if (!seen[ids[i]]) {
+		} else if (!seen[ids[i]] && ds__reachable(s, ids[i])) { /* lost: the read says so */
 			seen[ids[i]] = 1;
 			x->ids[x->n] = ids[i];
 			x->lens[x->n++] = en->stored;

@@ -64,6 +64,12 @@ static const char *serve_usage =
 	"      --shuffle-buffer SIZE bound of the epoch cache per node (default: what two\n"
 	"                            epochs' remote share needs)\n"
 	"      --timeout SECS        a node silent this long is taken as failed (default 20)\n"
+	"      --failover            readers wait (within DSTAGE_TIMEOUT) for a service\n"
+	"                            restarted after a lost node instead of failing at once\n"
+	"      --nodes LIST          serve only these staged nodes (e.g. 0-1,3: the survivors\n"
+	"                            of a lost node; rank r serves the r-th); implies --failover\n"
+	"      --no-rereplicate      after a loss, do not copy the partitions that lost a\n"
+	"                            holder to other survivors (default: copy in the background)\n"
 	"      --clean               remove this node's store on the way out\n"
 	"  -q, --quiet               errors only\n"
 	"  -v, --verbose             per-epoch figures (as DSTAGE_LOG=info)\n"
@@ -109,6 +115,9 @@ int ds__serve_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad)
 		}
 		o->agree_timeout = o->watchdog = d;
 		return c;
+	case 'N': o->nodes = arg; o->failover = 1; return c;
+	case 'F': o->failover = 1; return c;
+	case 'x': o->no_rerep = 1; return c;
 	case 'q': o->quiet = 1; return c;
 	case 'v': o->quiet = -1; return c;
 	case 'h': o->help = 1; return c;
@@ -131,6 +140,8 @@ static int parse(int argc, char **argv, struct ds__serve_opts *o)
 		{"shuffle-buffer", required_argument, 0, 'B'}, {"timeout", required_argument, 0, 'T'},
 		{"clean", no_argument, 0, 'c'},           {"quiet", no_argument, 0, 'q'},
 		{"verbose", no_argument, 0, 'v'},         {"help", no_argument, 0, 'h'},
+		{"nodes", required_argument, 0, 'N'},     {"failover", no_argument, 0, 'F'},
+		{"no-rereplicate", no_argument, 0, 'x'},
 		{0, 0, 0, 0}};
 	ds__serve_defaults(o);
 	optind = 1;
@@ -244,7 +255,7 @@ static int batch(struct ds__svc *s, uint8_t *targets, double *last_read)
 		int node = ds__holder(s, r->id, &disp);
 		r->buf = malloc(r->len ? r->len : 1);
 		if (node < 0 || !r->buf) {
-			r->status = node < 0 ? -EIO : -ENOMEM;
+			r->status = node < 0 ? ds__no_holder(s, r->id) : -ENOMEM;
 			continue;
 		}
 		r->status = ds__get(s, r->buf, r->len, node, disp + (MPI_Aint)r->off);
@@ -256,6 +267,9 @@ static int batch(struct ds__svc *s, uint8_t *targets, double *last_read)
 	}
 	size_t nfetch = ds__exchange_issue(s, targets, nreads < BATCH_OPS ? BATCH_OPS - nreads : 0,
 	                                   BATCH_BYTES);
+	/* re-replication after a loss, in the background: when nothing else moves */
+	if (!nreads && !nfetch)
+		nfetch = ds__rerep_issue(s, targets, BATCH_OPS, BATCH_BYTES);
 	if (!nreads && !nfetch && !list)
 		return 0;
 	double t0 = ds_now();
@@ -275,6 +289,7 @@ static int batch(struct ds__svc *s, uint8_t *targets, double *last_read)
 		*last_read = ds_now();
 	ds__sock_done(s, list);
 	ds__exchange_complete(s, rc == 0, flush_s);
+	ds__rerep_complete(s, rc == 0);
 	return 1;
 }
 
@@ -317,7 +332,7 @@ static int run_loop(struct ds__svc *s)
 		}
 		/* the agreement */
 		if (!a.inflight && now >= a.next) {
-			int busy = ds__exchange_busy(s) || now - last_read < BUSY_LINGER;
+			int busy = ds__exchange_busy(s) || ds__rerep_busy(s) || now - last_read < BUSY_LINGER;
 			a.mine[0] = want_stop;
 			a.mine[1] = s->err ? (int)s->node + 1 : 0;
 			a.mine[2] = busy;
@@ -402,6 +417,7 @@ static void svc_release(struct ds__svc *s)
 	if (s->wake_sock >= 0)
 		close(s->wake_sock);
 	pthread_mutex_destroy(&s->mu);
+	ds__failover_free(s);
 	free(s->jobdir);
 	free(s->nodedir);
 }
@@ -439,6 +455,12 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	s->node = nd.node;
 	s->nnodes = nd.nnodes;
 	ds_node_release(&nd);
+	/* --nodes: rank r serves the r-th surviving staged node */
+	if (ds_any_failed(s->comm, ds__failover_setup(s, s->node))) {
+		MPI_Comm_free(&s->comm);
+		svc_release(s);
+		return 1;
+	}
 
 	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
 	s->jobdir = ds_store_jobdir(o->to, job);
@@ -457,8 +479,10 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	s->wake_sock = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->wake_main < 0 || s->wake_sock < 0)
 		rc = -errno;
-	if (!rc)
+	if (!rc) {
+		ds__failover_prior(s);
 		rc = ds__store_open(s);
+	}
 	if (!rc) {
 		/* every node writes the epoch configuration on its own file system:
 		 * the shim of every node must compute the lists we compute */
@@ -469,9 +493,11 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 		if (rc)
 			ds_error("node %u: '%s/epoch.conf': %s", s->node, s->jobdir, ds_strerror(rc));
 	}
-	if (!rc)
-		rc = ds__exchange_new(s);
 	int failed = ds_any_failed(s->comm, rc);
+	if (!failed) /* JOBDIR/nodes: the set each epoch is dealt over */
+		failed = ds_any_failed(s->comm, ds__failover_start(s));
+	if (!failed)
+		failed = ds_any_failed(s->comm, ds__exchange_new(s));
 	if (!failed) {
 		rc = ds__window_create(s);
 		if (!rc)

@@ -30,6 +30,9 @@ struct ds__serve_opts {
 	int node_per_rank, clean, help, quiet;
 	double agree_timeout;    /* s without an answer from the peers => failure */
 	double watchdog;         /* s one MPI call may take */
+	const char *nodes;       /* --nodes LIST: the staged nodes this step serves (failover.c) */
+	int failover;            /* --failover: readers wait for a restarted service */
+	int no_rerep;            /* --no-rereplicate: no copies after a loss */
 };
 
 /* A read the socket thread cannot serve from this node: main fetches it. */
@@ -72,6 +75,7 @@ struct ds__svc {
 
 	struct ds__exchange *x;
 	struct ds__sock *sock;
+	struct ds__failover *fo; /* failover.c: the node set; rank != node after a loss */
 };
 
 #define DS__COUNT(s, field, n) \
@@ -143,6 +147,44 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o);
 void ds__serve_env(void);
 /* MPI_Finalize under the watchdog. */
 void ds__serve_finalize(void);
+
+/* ---- failover.c: serving the survivors of a lost node -------------------
+ * Without --nodes and without JOBDIR/nodes every call below is the
+ * identity (rank == node, every staged node, ds_epoch_share). */
+/* After the step's communicator exists (step_node: this rank's node in the
+ * step, 0..nnodes-1): s->node becomes the staged node it serves.  Reads the
+ * epoch the readers of the previous service were in.  0 or -EINVAL (logged). */
+int ds__failover_setup(struct ds__svc *s, uint32_t step_node);
+/* Before the store is opened: what the previous service's readers did. */
+void ds__failover_prior(struct ds__svc *s);
+/* After the store is open (collective over s->comm): check the set against
+ * the staging, record JOBDIR/nodes (which set each epoch is dealt over).
+ * 0 or -errno (logged). */
+int ds__failover_start(struct ds__svc *s);
+void ds__failover_free(struct ds__svc *s);
+/* Does the index's node count fit this step?  0 or -EINVAL (logged by the caller). */
+int ds__failover_nodes_ok(const struct ds__svc *s, uint32_t staged_nnodes);
+/* The MPI rank serving staged node `node`, or -1 when it is lost. */
+int ds__rank_of(const struct ds__svc *s, uint32_t node);
+/* This node's share of epoch e over the set that epoch is dealt over. */
+int ds__share(struct ds__svc *s, uint64_t e, uint32_t **ids, size_t *n);
+/* Is some living node (this one included) holding entry id? */
+int ds__reachable(const struct ds__svc *s, uint32_t id);
+/* A read of entry id no living node holds: named in the log; the status
+ * the reader gets (-EHOSTDOWN after a loss, else -EIO). */
+int ds__no_holder(struct ds__svc *s, uint32_t id);
+/* Re-replication after a loss (copies of under-replicated partitions from
+ * the survivors' stores into NODEDIR/replicas.<gen>).  In ds__store_open:
+ * map earlier complete copies right after the store (s->store_len grows;
+ * one window covers both).  ds__extra_holder: a living node with a copy of
+ * entry id's partition (this one included), -ENOENT if none.  In the main
+ * loop, while the prefetch is idle: issue/complete like the exchange; busy
+ * while copies are in flight. */
+int ds__failover_map_extra(struct ds__svc *s, int populate);
+int ds__extra_holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp);
+size_t ds__rerep_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, uint64_t max_bytes);
+void ds__rerep_complete(struct ds__svc *s, int ok);
+int ds__rerep_busy(const struct ds__svc *s);
 
 /* ---- shared helpers ----------------------------------------------------- */
 void ds__wake(int efd);

@@ -77,7 +77,7 @@ int ds__store_open(struct ds__svc *s)
 		return rc;
 	}
 	const struct ds_index_header *h = s->ix.h;
-	if (h->node != s->node || h->nnodes != s->nnodes) {
+	if (h->node != s->node || ds__failover_nodes_ok(s, h->nnodes)) {
 		ds_error("node %u: '%s': staged as node %u of %u, this step runs %u node(s)", s->node, path,
 		         h->node, h->nnodes, s->nnodes);
 		return -EINVAL;
@@ -117,6 +117,9 @@ int ds__store_open(struct ds__svc *s)
 		}
 	}
 	close(fd);
+	/* copies re-replicated after a lost node: after the store (failover.c) */
+	if ((rc = ds__failover_map_extra(s, populate)))
+		return rc;
 	if ((rc = open_stats(s))) {
 		ds_error("node %u: '%s/stats': %s", s->node, s->nodedir, ds_strerror(rc));
 		return rc;
@@ -190,12 +193,13 @@ int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp)
 	 * at a place that depends on the entry and on who asks */
 	for (uint32_t i = 0; i < p->nloc; i++) {
 		const struct ds_loc *l = &s->ix.locs[p->loc + (id + s->node + i) % p->nloc];
-		if (l->node == s->node || l->node >= s->nnodes)
+		int rank = ds__rank_of(s, l->node); /* -1: lost (failover.c) */
+		if (l->node == s->node || rank < 0)
 			continue;
 		*disp = (MPI_Aint)(l->base + e->poff);
-		return (int)l->node;
+		return rank;
 	}
-	return -ENOENT;
+	return ds__extra_holder(s, id, disp); /* a re-replicated copy, or -ENOENT */
 }
 
 int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp)

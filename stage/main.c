@@ -23,6 +23,7 @@ static const struct cmd {
 	{"run", ds_cmd_run, "MPI job step: stage, then serve"},
 	{"env", ds_cmd_env, "print the environment a reader on this node needs"},
 	{"status", ds_cmd_status, "per-node figures of a staged job"},
+	{"epoch", ds_cmd_epoch, "epoch lists, node sets after a loss, exact resume from a checkpoint"},
 	{"stop", ds_cmd_stop, "stop the node service on every node"},
 	{"clean", ds_cmd_clean, "remove this job's node store"},
 };

@@ -966,6 +966,12 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		goto fail;
 	if (nd->local_rank == 0 && !o->node_per_rank)
 		ds__stage_note_host(jobdir, nd);
+	/* a new staging: the node sets of an earlier one (failover) are void */
+	if (nd->local_rank == 0) {
+		char np[PATH_MAX];
+		snprintf(np, sizeof(np), "%s/nodes", jobdir);
+		unlink(np);
+	}
 
 	/* summary */
 	{

@@ -16,7 +16,9 @@ own data), and between the readers of a node the way DistributedSampler
 does (reader l takes items l, l+n, ... of the node's share).
 """
 
+import json
 import os
+import subprocess
 
 try:
     import torch.utils.data as _tud
@@ -52,6 +54,36 @@ def local_rank_and_size():
     n = _env_int(["LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE",
                   "MPI_LOCALNRANKS"], 1)
     return l, max(n, 1)
+
+
+def _dstage_epoch(args):
+    """Run `dstage epoch` for this reader's job and node (DSTAGE_STORE,
+    DSTAGE_NODE or SLURM_NODEID); the binary from $DSTAGE_BIN, else next to
+    the preloaded library (PREFIX/lib -> PREFIX/bin), else on PATH."""
+    store = os.environ.get("DSTAGE_STORE")
+    if not store:
+        raise RuntimeError("DSTAGE_STORE is not set: eval \"$(dstage env --to DIR)\" first")
+    store = store.rstrip("/")
+    base = os.path.basename(store)
+    parts = base.split(".", 2)
+    if len(parts) != 3 or parts[0] != "dstage":
+        raise RuntimeError("DSTAGE_STORE '%s': not a dstage job directory" % store)
+    exe = None
+    if os.environ.get("DSTAGE_BIN"):
+        exe = os.path.join(os.environ["DSTAGE_BIN"], "dstage")
+    else:
+        for lib in os.environ.get("LD_PRELOAD", "").replace(":", " ").split():
+            if lib.endswith("libdstage-preload.so"):
+                cand = os.path.join(os.path.dirname(os.path.dirname(lib)), "bin", "dstage")
+                if os.path.exists(cand):
+                    exe = cand
+    cmd = [exe or "dstage", "epoch", "--to", os.path.dirname(store), "--job", parts[2]] + list(args)
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    if r.returncode:
+        raise RuntimeError("%s: %s" % (" ".join(cmd), r.stderr.decode(errors="replace").strip()))
+    return r.stdout.decode("utf-8", "surrogateescape")
 
 
 def epoch_list(epoch, rank=0, num_replicas=1, mount=None):
@@ -135,7 +167,14 @@ class EpochSampler(_Sampler):
     `dataset` maps paths to indices: DstageFiles (index_of), torchvision's
     ImageFolder/DatasetFolder (samples), or anything with `paths`."""
 
-    def __init__(self, dataset, rank=None, num_replicas=None, mount=None, epoch=0):
+    def __init__(self, dataset, rank=None, num_replicas=None, mount=None, epoch=0, start=0,
+                 resume=None):
+        """start=k: the first epoch iterated (`epoch`, or the one set_epoch
+        picks) begins at sample k of this reader's list (a checkpoint taken
+        after k samples, same nodes and readers).  resume=PATH: a state file
+        saved by save_state(): the epoch it names yields exactly the samples
+        not read yet, on the same or on another number of nodes/readers
+        (docs/failover.md); set_epoch(state epoch) is implied."""
         l, n = local_rank_and_size()
         self.rank = l if rank is None else int(rank)
         self.num_replicas = n if num_replicas is None else int(num_replicas)
@@ -145,6 +184,17 @@ class EpochSampler(_Sampler):
         self.epoch = epoch
         self._lookup = self._make_lookup(dataset)
         self._cached = None  # (epoch, indices)
+        self.start = int(start)
+        self._start_epoch = epoch
+        self._resume = None
+        if resume is not None:
+            with open(resume) as f:
+                st = json.load(f)
+            if st.get("format") != "dstage-resume":
+                raise ValueError("'%s': not a dstage resume state" % resume)
+            self._resume = (int(st["epoch"]), os.path.abspath(resume))
+            self.epoch = self._start_epoch = int(st["epoch"])
+            self.start = 0
 
     def _make_lookup(self, ds):
         if hasattr(ds, "index_of"):
@@ -161,14 +211,46 @@ class EpochSampler(_Sampler):
             table[rel] = i
         return table.__getitem__
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch, start=None):
         self.epoch = int(epoch)
+        if start is not None:
+            self.start = int(start)
+            self._start_epoch = self.epoch
+            self._cached = None
+
+    def state(self, k):
+        """The resume state (a dict) of a checkpoint taken after every reader
+        read the first k samples of its list of the current epoch."""
+        return json.loads(_dstage_epoch(["--state", str(self.epoch), str(int(k)),
+                                         "--readers", str(self.num_replicas)]))
+
+    def save_state(self, path, k):
+        """Write state(k) to PATH (JSON, atomically): keep it next to the
+        checkpoint and pass it back as EpochSampler(..., resume=PATH)."""
+        st = self.state(k)
+        tmp = "%s.tmp.%d" % (path, os.getpid())
+        with open(tmp, "w") as f:
+            json.dump(st, f)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return st
+
+    def _paths(self):
+        if self._resume and self._resume[0] == self.epoch:
+            return _dstage_epoch(["--resume", self._resume[1],
+                                  "%d-of-%d" % (self.rank, self.num_replicas)]).splitlines()
+        paths = epoch_list(self.epoch, self.rank, self.num_replicas, self.mount)
+        if self.start and self.epoch == self._start_epoch:
+            paths = paths[self.start:]
+        return paths
 
     def _indices(self):
         if self._cached and self._cached[0] == self.epoch:
             return self._cached[1]
         out = []
-        for p in epoch_list(self.epoch, self.rank, self.num_replicas, self.mount):
+        for p in self._paths():
             try:
                 out.append(self._lookup(p))
             except KeyError:
