@@ -146,6 +146,8 @@ static int open_at(int dirfd, const char *path, int flags, mode_t mode)
 	if (!(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL))
 		rf |= DS_RES_FOLLOW;
 	int rc = ds__resolve(dirfd, path, rf, &r);
+	if (rc == 0 && r.out)
+		return ds__out_open(&r, flags, mode); /* write.c */
 	if (rc == 0 && !r.ours)
 		return ds__fd_fresh(DS_REAL(openat)(r.rdirfd, r.rpath, flags, mode));
 	if (rc == -ENOENT && r.ours && (flags & O_CREAT))
@@ -285,8 +287,11 @@ int ds__close(int fd)
 DS_EXPORT int DS_WRAP(close)(int fd)
 {
 	ds__ensure_init();
-	if (DS_LIKELY(!ds__fd_known(fd)))
+	if (DS_LIKELY(!ds__fd_known(fd))) {
+		if (DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)))
+			return ds__out_close(fd); /* maybe a writer's (write.c) */
 		return DS_REAL(close)(fd);
+	}
 	return ds__close(fd);
 }
 
