@@ -30,6 +30,12 @@ struct ds__serve_opts {
 	int node_per_rank, clean, help, quiet;
 	double agree_timeout;    /* s without an answer from the peers => failure */
 	double watchdog;         /* s one MPI call may take */
+	/* write-once outputs (outputs.c, drain.c) */
+	const char *outputs;     /* SUBDIR of the mount that takes writes, or NULL */
+	const char *outputs_to;  /* where the output area lives (default NODEDIR) */
+	const char *drain_to;    /* the shared file system's directory */
+	uint64_t drain_rate;     /* bytes/s, 0: no bound */
+	double drain_timeout;    /* s a stop waits for the drain */
 };
 
 /* A read the socket thread cannot serve from this node: main fetches it. */
@@ -72,6 +78,7 @@ struct ds__svc {
 
 	struct ds__exchange *x;
 	struct ds__sock *sock;
+	struct ds__out *out; /* outputs.c, NULL without --outputs */
 };
 
 #define DS__COUNT(s, field, n) \
@@ -143,6 +150,23 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o);
 void ds__serve_env(void);
 /* MPI_Finalize under the watchdog. */
 void ds__serve_finalize(void);
+
+/* ---- outputs.c: write-once outputs (docs/outputs.md) ------------------- */
+/* Start (collective: every rank, same options): output area, NODEDIR/osock,
+ * outputs.conf for the shim, the drain thread.  0 or -errno (logged). */
+int ds__out_start(struct ds__svc *s);
+/* main, every loop iteration: requests of the readers, messages of the
+ * other nodes, transfers. */
+void ds__out_poll(struct ds__svc *s);
+/* Anything not yet drained or in flight (a stop waits for it)? */
+int ds__out_busy(struct ds__svc *s);
+/* Stop the threads; report what was closed and not drained and what was
+ * still being written: their number (the step then fails). */
+int ds__out_stop(struct ds__svc *s);
+void ds__out_free(struct ds__svc *s); /* collective */
+/* Handle the serve options of outputs (codes O W D Y X); c or 0. */
+int ds__out_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad);
+int ds__out_check_opts(const struct ds__serve_opts *o);
 
 /* ---- shared helpers ----------------------------------------------------- */
 void ds__wake(int efd);
