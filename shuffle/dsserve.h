@@ -5,5 +5,6 @@
 int ds_cmd_serve(int argc, char **argv);
 int ds_cmd_run(int argc, char **argv);
 int ds_cmd_stop(int argc, char **argv);
+int ds_cmd_drain(int argc, char **argv);
 
 #endif

@@ -1094,9 +1094,13 @@ static void *accept_main(void *arg)
 			break;
 		if (n <= 0) {
 			pthread_mutex_lock(&o->mu);
+			struct opend *before = o->pend;
 			if (o->pend)
 				sweep(o);
+			int changed = before != o->pend;
 			pthread_mutex_unlock(&o->mu);
+			if (changed)
+				ds__out_status_write(o);
 			continue;
 		}
 		int fd = accept4(o->lfd, NULL, NULL, SOCK_CLOEXEC);

@@ -167,6 +167,10 @@ void ds__out_free(struct ds__svc *s); /* collective */
 /* Handle the serve options of outputs (codes O W D Y X); c or 0. */
 int ds__out_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad);
 int ds__out_check_opts(const struct ds__serve_opts *o);
+/* drain_cmd.c: from every NODEDIR/outputs.status of jobdir here, report
+ * (error messages) what was closed and not drained; cleanup: remove the
+ * half-made copy a killed service left; print: the figures.  1 if any. */
+int ds__out_report(const char *jobdir, int cleanup, int print);
 
 /* ---- shared helpers ----------------------------------------------------- */
 void ds__wake(int efd);

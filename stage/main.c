@@ -24,6 +24,7 @@ static const struct cmd {
 	{"env", ds_cmd_env, "print the environment a reader on this node needs"},
 	{"status", ds_cmd_status, "per-node figures of a staged job"},
 	{"stop", ds_cmd_stop, "stop the node service on every node"},
+	{"drain", ds_cmd_drain, "wait until every closed output is on the shared file system"},
 	{"clean", ds_cmd_clean, "remove this job's node store"},
 };
 

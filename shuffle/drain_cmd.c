@@ -1,0 +1,216 @@
+/* drain_cmd.c: `dstage drain`: wait until every closed output is durable in
+ * the drain directory, or, when no service runs any more (stopped, killed),
+ * report from NODEDIR/outputs.status what was closed and not drained and
+ * remove the copy that was half made (it only ever has a temporary name). */
+#include "dsout.h"
+#include "dsserve.h"
+#include "svc.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static const char *drain_usage =
+	"usage: dstage drain --to DIR [--job ID] [--wait] [--timeout SECS]\n"
+	"  --wait: block until every output closed so far on any node of the job is durable in\n"
+	"  the service's --drain-to directory (exit 1 when one failed to drain).  With no\n"
+	"  service running: report the outputs that were closed and not drained (exit 1 if\n"
+	"  any) and remove a half-made copy.  Without --wait: print the drain figures of the\n"
+	"  nodes stored here.\n";
+
+/* One request to the outputs socket sock; status or -errno. */
+static int ask(const char *sock, struct ds_out_req *q, double timeout)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(sock) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, sock);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	struct ds_out_resp a;
+	q->magic = DS_OUT_MAGIC;
+	int rc = send(fd, q, sizeof(*q), MSG_NOSIGNAL) == (ssize_t)sizeof(*q) ? 0 : -EIO;
+	size_t got = 0;
+	double deadline = ds_now() + timeout;
+	while (!rc && got < sizeof(a)) {
+		struct pollfd pf = {fd, POLLIN, 0};
+		int left = (int)((deadline - ds_now()) * 1000);
+		if (timeout > 0 && left <= 0) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		if (poll(&pf, 1, timeout > 0 ? left : -1) <= 0)
+			continue;
+		ssize_t n = recv(fd, (char *)&a + got, sizeof(a) - got, 0);
+		if (n <= 0)
+			rc = n < 0 && errno == EINTR ? 0 : -EIO;
+		else
+			got += (size_t)n;
+	}
+	close(fd);
+	if (!rc && a.magic != DS_OUT_MAGIC)
+		rc = -EIO;
+	return rc ? rc : a.status;
+}
+
+static const char *kv(const char *text, const char *key, char *buf, size_t len)
+{
+	size_t kl = strlen(key);
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, key, kl) && p[kl] == '=') {
+			const char *v = p + kl + 1;
+			size_t n = strcspn(v, "\n");
+			if (n >= len)
+				n = len - 1;
+			memcpy(buf, v, n);
+			buf[n] = 0;
+			return buf;
+		}
+	buf[0] = 0;
+	return buf;
+}
+
+int ds__out_report(const char *jobdir, int cleanup, int print)
+{
+	DIR *d = opendir(jobdir);
+	if (!d)
+		return 0;
+	int bad = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		uint64_t k;
+		if (ds_parse_u64(de->d_name, &k))
+			continue;
+		char p[PATH_MAX], text[1 << 16], v[PATH_MAX], dir[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/%s/" DS_OUT_STATUS, jobdir, de->d_name);
+		int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, text, sizeof(text) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		text[n] = 0;
+		kv(text, "drain_to", dir, sizeof(dir));
+		if (print)
+			printf("node %s: pending %s files, %s bytes; drained %s files, %s bytes; last "
+			       "'%s'; failed %s\n",
+			       de->d_name, kv(text, "pending_files", v, 64), kv(text, "pending_bytes", v + 64, 64),
+			       kv(text, "drained_files", v + 128, 64), kv(text, "drained_bytes", v + 192, 64),
+			       kv(text, "last_drained", v + 256, 2048), kv(text, "failed", v + 2400, 64));
+		for (const char *q = text; (q = strstr(q, "undrained=")); q++) {
+			if (q != text && q[-1] != '\n')
+				continue;
+			const char *name = q + 10;
+			int nl = (int)strcspn(name, "\n");
+			ds_error("node %s: '%.*s': closed but not drained to '%s'", de->d_name, nl, name, dir);
+			bad = 1;
+		}
+		if (atoi(kv(text, "failed", v, sizeof(v))) > 0) {
+			ds_error("node %s: %s drain operation(s) to '%s' failed", de->d_name, v, dir);
+			bad = 1;
+		}
+		kv(text, "draining_tmp", v, sizeof(v));
+		/* a temporary name of ours, in the drain directory: never
+		 * anything else */
+		if (cleanup && v[0] && dir[0] && !strncmp(v, dir, strlen(dir)) && v[strlen(dir)] == '/' &&
+		    strstr(v, DS_OUT_DRAIN_TMP) && !strstr(v, "/../")) {
+			if (unlink(v) == 0)
+				ds_warn("node %s: removed the half-made copy '%s'", de->d_name, v);
+		}
+	}
+	closedir(d);
+	return bad;
+}
+
+int ds_cmd_drain(int argc, char **argv)
+{
+	static const struct option lo[] = {{"to", required_argument, 0, 't'},
+	                                   {"job", required_argument, 0, 'j'},
+	                                   {"wait", no_argument, 0, 'w'},
+	                                   {"timeout", required_argument, 0, 'T'},
+	                                   {"help", no_argument, 0, 'h'},
+	                                   {0, 0, 0, 0}};
+	const char *to = NULL, *job = NULL;
+	double timeout = 0;
+	int c, wait = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (c) {
+		case 't': to = optarg; break;
+		case 'j': job = optarg; break;
+		case 'w': wait = 1; break;
+		case 'T':
+			if (ds_parse_double(optarg, &timeout) || timeout <= 0) {
+				ds_error("--timeout '%s': not a number of seconds", optarg);
+				return 2;
+			}
+			break;
+		case 'h': fputs(drain_usage, stdout); return 0;
+		default: fputs(drain_usage, stderr); return 2;
+		}
+	}
+	if (!to || optind != argc) {
+		fputs(drain_usage, stderr);
+		return 2;
+	}
+	char *jobdir = ds_store_jobdir(to, job && *job ? job : NULL);
+	DIR *d = opendir(jobdir);
+	if (!d) {
+		ds_error("'%s': %s", jobdir, strerror(errno));
+		free(jobdir);
+		return 1;
+	}
+	if (!wait) {
+		closedir(d);
+		int bad = ds__out_report(jobdir, 0, 1);
+		free(jobdir);
+		return bad;
+	}
+	/* any node's outputs service: node 0 gathers the answer of every node */
+	int rc = -ENOENT;
+	struct dirent *de;
+	struct ds_out_req *q = ds_xcalloc(1, sizeof(*q));
+	q->op = DS_OUT_DRAIN;
+	while (rc == -ENOENT && (de = readdir(d))) {
+		uint64_t k;
+		char sock[PATH_MAX];
+		if (ds_parse_u64(de->d_name, &k))
+			continue;
+		snprintf(sock, sizeof(sock), "%s/%s/" DS_OUT_SOCK, jobdir, de->d_name);
+		if (access(sock, F_OK))
+			continue;
+		rc = ask(sock, q, timeout);
+		if (rc == -ECONNREFUSED)
+			rc = -ENOENT; /* a socket left by a killed service */
+	}
+	closedir(d);
+	free(q);
+	int bad = 0;
+	if (rc == -ENOENT) {
+		/* nobody to wait for: what did the last service leave? */
+		bad = ds__out_report(jobdir, 1, 0);
+		if (!bad)
+			ds_info("'%s': no outputs service running; every closed output was drained", jobdir);
+	} else if (rc) {
+		ds_error("'%s': %s", jobdir,
+		         rc == -EIO ? "some outputs could not be drained (see the service's log)"
+		                    : ds_strerror(rc));
+		bad = 1;
+	}
+	free(jobdir);
+	return bad;
+}
