@@ -65,6 +65,7 @@ enum ds_out_op {
 	DS_OUT_RMDIR,
 	DS_OUT_DRAIN,
 	DS_OUT_PING,
+	DS_OUT_WATCH, /* token: the writer holds its lock; publish when it goes */
 };
 
 struct ds_out_req {

@@ -176,6 +176,11 @@ extern _Atomic unsigned ds__out_nw;
 /* open/close/namespace calls on r->out names (fd or -1 with errno). */
 int ds__out_open(struct ds_res *r, int flags, mode_t mode);
 int ds__out_close(int fd);
+/* dup family on real descriptors: a writer's copy is a writer; a writer's
+ * number replaced by dup2 is a close. */
+int ds__out_dupped(int oldfd, int newfd);
+int ds__out_dup_pre(int newfd, uint64_t *token);
+void ds__out_dup_post(int oldfd, int newfd, int rc, int had, uint64_t token);
 int ds__out_path_op(int op, struct ds_res *r, unsigned arg);
 int ds__out_rename(struct ds_res *a, struct ds_res *b, unsigned flags);
 #define DS_OUT_OP_DENY 100

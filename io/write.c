@@ -377,6 +377,20 @@ static int w_add(int fd, uint64_t token)
 	return 0;
 }
 
+static int w_token(int fd, uint64_t *token)
+{
+	int found = 0;
+	pthread_mutex_lock(&wlock);
+	for (size_t i = 0; i < wlen; i++)
+		if (wtab[i].fd == fd) {
+			*token = wtab[i].token;
+			found = 1;
+			break;
+		}
+	pthread_mutex_unlock(&wlock);
+	return found;
+}
+
 /* Forget fd: 1 and *token when it was a writer's. */
 static int w_take(int fd, uint64_t *token)
 {
@@ -474,7 +488,8 @@ int ds__out_open(struct ds_res *r, int flags, mode_t mode)
 	int e = errno;
 	if (fd >= 0) {
 		struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
-		if (DS_REAL(fcntl)(fd, F_OFD_SETLK, &lk) < 0 || w_add(fd, token)) {
+		if (DS_REAL(fcntl)(fd, F_OFD_SETLK, &lk) < 0 || w_add(fd, token) ||
+		    simple(DS_OUT_WATCH, NULL, NULL, 0, 0, token, NULL)) {
 			e = errno ? errno : EIO;
 			DS_REAL(close)(fd);
 			fd = -1;
@@ -506,6 +521,92 @@ int ds__out_close(int fd)
 	}
 	errno = e;
 	return rc;
+}
+
+int ds__out_dupped(int oldfd, int newfd)
+{
+	uint64_t token;
+	if (newfd >= 0 && DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) &&
+	    w_token(oldfd, &token))
+		w_add(newfd, token);
+	return newfd;
+}
+
+int ds__out_dup_pre(int newfd, uint64_t *token) { return w_take(newfd, token); }
+
+void ds__out_dup_post(int oldfd, int newfd, int rc, int had, uint64_t token)
+{
+	int e = errno;
+	if (rc < 0) {
+		if (had)
+			w_add(newfd, token); /* nothing happened */
+		errno = e;
+		return;
+	}
+	uint64_t t2;
+	if (w_token(oldfd, &t2))
+		w_add(newfd, t2);
+	if (had) /* the old file on newfd was closed by dup2 */
+		simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
+	errno = e;
+}
+
+/* At exit: a writer's descriptor still open here (an exec'd program writing
+ * to a redirected stdout never closes it) is flushed and closed now, so the
+ * output is published before the process is gone, as at close. */
+__attribute__((destructor)) static void out_fini(void)
+{
+	if (!ds__g.active || ds__busy || getpid() != ds__g.pid || !out_on())
+		return;
+	int dfd = DS_REAL(open)("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	int fds[64];
+	uint64_t toks[64];
+	int n = 0;
+	char buf[8192];
+	for (;;) {
+		ssize_t got = DS_REAL(getdents64)(dfd, buf, sizeof(buf));
+		if (got <= 0)
+			break;
+		for (ssize_t off = 0; off < got;) {
+			struct {
+				uint64_t ino;
+				int64_t off;
+				unsigned short reclen;
+				unsigned char type;
+				char name[];
+			} *de = (void *)(buf + off);
+			off += de->reclen;
+			char link[64], tgt[PATH_MAX];
+			int fd = atoi(de->name);
+			if (de->name[0] < '0' || de->name[0] > '9' || fd == dfd || n == 64)
+				continue;
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+			ssize_t l = DS_REAL(readlink)(link, tgt, sizeof(tgt) - 1);
+			size_t wl = strlen(oc.w);
+			if (l != (ssize_t)(wl + 17) || memcmp(tgt, oc.w, wl) || tgt[wl] != '/')
+				continue;
+			tgt[l] = 0;
+			char *end;
+			uint64_t tok = strtoull(tgt + wl + 1, &end, 16);
+			if (*end)
+				continue;
+			fds[n] = fd;
+			toks[n++] = tok;
+		}
+	}
+	DS_REAL(close)(dfd);
+	if (!n)
+		return;
+	fflush(NULL);
+	for (int i = 0; i < n; i++) {
+		uint64_t t;
+		w_take(fds[i], &t);
+		DS_REAL(close)(fds[i]);
+	}
+	for (int i = 0; i < n; i++)
+		simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, toks[i], NULL);
 }
 
 DS_EXPORT int DS_WRAP(fclose)(FILE *fp)

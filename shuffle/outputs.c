@@ -153,7 +153,7 @@ struct ds__out {
 	struct ds__orec *recs;
 	pthread_cond_t fetched;       /* a fetch ended */
 	struct ds__drain *dr;
-	int nthreads;
+	int nthreads, nwatch;
 	pthread_cond_t threads_cv;
 };
 
@@ -896,6 +896,66 @@ static void sweep(struct ds__out *o)
 	}
 }
 
+/* A writer's lock is in place: wait (blocking, in a thread of its own) until
+ * every descriptor on it is gone, at close or at exit, then publish. */
+struct watch_arg {
+	struct ds__out *o;
+	uint64_t token;
+	int fd;
+};
+
+static void *watch_main(void *arg)
+{
+	struct watch_arg *w = arg;
+	struct ds__out *o = w->o;
+	struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
+	while (fcntl(w->fd, F_OFD_SETLKW, &lk) < 0 && errno == EINTR)
+		;
+	close(w->fd); /* our lock goes with it */
+	pthread_mutex_lock(&o->mu);
+	struct opend *p = o->quit ? NULL : pend_find(o, w->token);
+	int did = p && !p->committing;
+	if (did)
+		commit(o, p);
+	o->nwatch--;
+	pthread_mutex_unlock(&o->mu);
+	if (did)
+		ds__out_status_write(o);
+	free(w);
+	return NULL;
+}
+
+static int watch(struct ds__out *o, uint64_t token)
+{
+	struct opend *p = pend_find(o, token);
+	if (!p)
+		return 0;
+	char wp[PATH_MAX];
+	pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)token);
+	struct watch_arg *w = ds_xmalloc(sizeof(*w));
+	w->o = o;
+	w->token = token;
+	w->fd = open(wp, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (w->fd < 0) {
+		free(w);
+		return -errno;
+	}
+	pthread_t t;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, 64 << 10);
+	int rc = pthread_create(&t, &at, watch_main, w);
+	pthread_attr_destroy(&at);
+	if (rc) {
+		close(w->fd);
+		free(w);
+		return 0; /* the sweep publishes it */
+	}
+	o->nwatch++;
+	return 0;
+}
+
 static int copy_fd(int from, int to)
 {
 	for (;;) {
@@ -1000,19 +1060,30 @@ static int handle(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 	switch (q->op) {
 	case DS_OUT_PING:
 		return 0;
+	case DS_OUT_WATCH:
+		return watch(o, q->token);
 	case DS_OUT_CREATE:
 		return do_create(o, q, token);
-	case DS_OUT_CLOSE: {
-		struct opend *p = pend_find(o, q->token);
-		if (!p)
-			return 0; /* published already (the sweep) */
-		if (p->committing) {
-			while (pend_find(o, q->token))
-				pthread_cond_wait(&o->fetched, &o->mu);
-			return 0;
+	case DS_OUT_CLOSE:
+		/* the lock may look held for an instant by its watcher, which
+		 * takes it to learn that the writers are gone: look again */
+		for (int i = 0;; i++) {
+			struct opend *p = pend_find(o, q->token);
+			if (!p)
+				return 0; /* published already */
+			if (p->committing) {
+				while (pend_find(o, q->token))
+					pthread_cond_wait(&o->fetched, &o->mu);
+				return 0;
+			}
+			if (lock_free(p->fd))
+				return commit(o, p);
+			if (i == 10)
+				return 0; /* another descriptor still holds it */
+			pthread_mutex_unlock(&o->mu);
+			usleep(200);
+			pthread_mutex_lock(&o->mu);
 		}
-		return lock_free(p->fd) ? commit(o, p) : 0;
-	}
 	case DS_OUT_OPEN:
 		if ((rc = rel_ok(q->path, 1)))
 			return rc;
@@ -1293,6 +1364,14 @@ void ds__out_free(struct ds__svc *s)
 	struct ds__out *o = s->out;
 	if (!o)
 		return;
+	MPI_Comm_free(&o->oc);
+	MPI_Comm_free(&o->dc);
+	s->out = NULL;
+	pthread_mutex_lock(&o->mu);
+	int watching = o->nwatch;
+	pthread_mutex_unlock(&o->mu);
+	if (watching)
+		return; /* a watcher blocked on a writer's lock still has o: the process ends soon */
 	ds__drain_free(o->dr);
 	while (o->pend) {
 		struct opend *p = o->pend;
@@ -1314,10 +1393,7 @@ void ds__out_free(struct ds__svc *s)
 		free(w->path);
 		free(w);
 	}
-	MPI_Comm_free(&o->oc);
-	MPI_Comm_free(&o->dc);
 	free(o);
-	s->out = NULL;
 }
 
 /* ---- NODEDIR/outputs.status ------------------------------------------------ */
