@@ -53,7 +53,7 @@ static int pfmt(char *buf, size_t n, const char *fmt, ...)
 }
 
 enum { T_REQ = 1, T_APPLY, T_ACK, T_DONE, T_FETCH, T_FHDR };
-enum { OP_PUBLISH = 100, OP_ABORT };
+enum { OP_PUBLISH = 100, OP_ABORT, OP_FETCH };
 #define CHUNK (16u << 20)
 #define SWEEP_MS 5
 
@@ -86,6 +86,8 @@ struct opend {
 	char *path;
 	int fd;         /* the service's own descriptor on w/<token> */
 	int committing; /* a thread publishes it */
+	int armed;      /* the writer has its lock (WATCH or CLOSE came) */
+	double t0;
 	uint32_t mode;
 };
 
@@ -728,7 +730,7 @@ static void from_queue(struct ds__out *o)
 			o->qtail = &o->queue;
 		q->m.rid = ++o->rid;
 		q->m.origin = o->s->node;
-		if (q->m.op == T_FETCH) { /* a fetch: answered by fetch_end */
+		if (q->m.op == OP_FETCH) { /* a fetch: answered by fetch_end */
 			struct ds__orec *r = ds__out_find(o, q->m.path);
 			q->done = 1;
 			pthread_cond_broadcast(&q->cv);
@@ -888,7 +890,9 @@ static void sweep(struct ds__out *o)
 	for (int again = 1; again;) {
 		again = 0;
 		for (struct opend *p = o->pend; p; p = p->next)
-			if (!p->committing && lock_free(p->fd)) {
+			/* not before the writer has its lock (or plainly died
+			 * before it took it) */
+			if (!p->committing && (p->armed || ds_now() - p->t0 > 10) && lock_free(p->fd)) {
 				commit(o, p);
 				again = 1; /* the list changed */
 				break;
@@ -930,6 +934,7 @@ static int watch(struct ds__out *o, uint64_t token)
 	struct opend *p = pend_find(o, token);
 	if (!p)
 		return 0;
+	p->armed = 1;
 	char wp[PATH_MAX];
 	pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)token);
 	struct watch_arg *w = ds_xmalloc(sizeof(*w));
@@ -1019,6 +1024,7 @@ static int do_create(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 	p->path = ds_xstrdup(q->path);
 	p->fd = fd;
 	p->mode = q->mode & 07777;
+	p->t0 = ds_now();
 	p->next = o->pend;
 	o->pend = p;
 	*token = m.token;
@@ -1037,7 +1043,7 @@ int ds__out_fetch_locked(struct ds__out *o, const char *path)
 			r->fetch_err = 0;
 			struct omsg m;
 			memset(&m, 0, sizeof(m));
-			m.op = T_FETCH;
+			m.op = OP_FETCH;
 			pfmt(m.path, sizeof(m.path), "%s", path);
 			via_main(o, &m);
 		}
@@ -1076,6 +1082,7 @@ static int handle(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 					pthread_cond_wait(&o->fetched, &o->mu);
 				return 0;
 			}
+			p->armed = 1;
 			if (lock_free(p->fd))
 				return commit(o, p);
 			if (i == 10)
