@@ -36,6 +36,7 @@
 
 _Atomic int ds__out_cwd;
 static void out_atfork_child(void);
+static int w_own(const char *rel, size_t rl, char *buf, size_t size);
 _Atomic unsigned ds__out_nw;
 
 static struct {
@@ -162,6 +163,26 @@ int ds__out_walk(char **pp, struct ds_res *r)
 	}
 	if (oc.nslen + 1 + rl + 2 >= sizeof(r->buf))
 		return -ENAMETOOLONG;
+	if (DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) && rl && !trail) {
+		/* a writer sees the file it writes by its name (HDF5 lstat's
+		 * it after the create); nobody else does before its close */
+		char own[PATH_MAX];
+		if (w_own(rel, rl, own, sizeof(own))) {
+			size_t ol = strlen(own);
+			if (ol + 1 + rl + 1 >= sizeof(r->buf))
+				return -ENAMETOOLONG;
+			memcpy(r->buf, own, ol + 1);
+			/* the name relative to the outputs after it, for rel_of */
+			memcpy(r->buf + ol + 1, rel, rl);
+			r->buf[ol + 1 + rl] = 0;
+			r->orel = r->buf + ol + 1;
+			r->ours = 0;
+			r->out = 2;
+			r->rdirfd = AT_FDCWD;
+			r->rpath = r->buf;
+			return 0;
+		}
+	}
 	memcpy(r->buf, oc.ns, oc.nslen);
 	size_t n = oc.nslen;
 	r->orel = r->buf + n + 1;
@@ -346,12 +367,14 @@ struct wfd {
 	int fd;
 	pid_t pid;
 	uint64_t token;
+	char *rel; /* its name (the writer sees its own file by name) */
 };
 static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
 static struct wfd *wtab;
 static size_t wlen, wcap;
 
-static int w_add(int fd, uint64_t token)
+static char *w_rel_of(uint64_t token);
+static int w_add(int fd, uint64_t token, const char *rel)
 {
 	pthread_mutex_lock(&wlock);
 	if (wlen == wcap) {
@@ -367,14 +390,40 @@ static int w_add(int fd, uint64_t token)
 	/* a number reused after a raw close: the old entry is stale */
 	for (size_t i = 0; i < wlen; i++)
 		if (wtab[i].fd == fd) {
+			free(wtab[i].rel);
 			wtab[i] = wtab[--wlen];
 			atomic_fetch_sub(&ds__out_nw, 1);
 			break;
 		}
-	wtab[wlen++] = (struct wfd){fd, getpid(), token};
+	char *rc = rel ? strdup(rel) : w_rel_of(token);
+	wtab[wlen++] = (struct wfd){fd, getpid(), token, rc};
 	atomic_fetch_add(&ds__out_nw, 1);
 	pthread_mutex_unlock(&wlock);
 	return 0;
+}
+
+/* (wlock held) a copy of the name of token's output, or NULL */
+static char *w_rel_of(uint64_t token)
+{
+	for (size_t i = 0; i < wlen; i++)
+		if (wtab[i].token == token && wtab[i].rel)
+			return strdup(wtab[i].rel);
+	return NULL;
+}
+
+/* This process writes rel: the name of its private file into buf (1). */
+static int w_own(const char *rel, size_t rl, char *buf, size_t size)
+{
+	int found = 0;
+	pthread_mutex_lock(&wlock);
+	for (size_t i = 0; i < wlen; i++)
+		if (wtab[i].rel && strlen(wtab[i].rel) == rl && !memcmp(wtab[i].rel, rel, rl)) {
+			found = snprintf(buf, size, "%s/%016llx", oc.w, (unsigned long long)wtab[i].token) <
+			        (int)size;
+			break;
+		}
+	pthread_mutex_unlock(&wlock);
+	return found;
 }
 
 static int w_token(int fd, uint64_t *token)
@@ -399,6 +448,7 @@ static int w_take(int fd, uint64_t *token)
 	for (size_t i = 0; i < wlen; i++)
 		if (wtab[i].fd == fd) {
 			*token = wtab[i].token;
+			free(wtab[i].rel);
 			wtab[i] = wtab[--wlen];
 			atomic_fetch_sub(&ds__out_nw, 1);
 			found = 1;
@@ -446,6 +496,12 @@ int ds__out_open(struct ds_res *r, int flags, mode_t mode)
 	int writing = acc != O_RDONLY || (flags & (O_CREAT | O_TRUNC));
 	if ((flags & O_TMPFILE) == O_TMPFILE)
 		return ds__fail(EOPNOTSUPP);
+	if (r->out == 2) { /* our own output, still being written */
+		if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL))
+			return ds__fail(EEXIST);
+		int fd = DS_REAL(openat)(AT_FDCWD, r->rpath, flags & ~(O_CREAT | O_EXCL | O_TRUNC), 0);
+		return fd < 0 ? -1 : ds__fd_fresh(fd);
+	}
 	if (!writing || (flags & O_PATH)) {
 		if (!(flags & O_PATH) && rel[0]) {
 			struct stat st;
@@ -488,7 +544,7 @@ int ds__out_open(struct ds_res *r, int flags, mode_t mode)
 	int e = errno;
 	if (fd >= 0) {
 		struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
-		if (DS_REAL(fcntl)(fd, F_OFD_SETLK, &lk) < 0 || w_add(fd, token) ||
+		if (DS_REAL(fcntl)(fd, F_OFD_SETLK, &lk) < 0 || w_add(fd, token, rel) ||
 		    simple(DS_OUT_WATCH, NULL, NULL, 0, 0, token, NULL)) {
 			e = errno ? errno : EIO;
 			DS_REAL(close)(fd);
@@ -528,7 +584,7 @@ int ds__out_dupped(int oldfd, int newfd)
 	uint64_t token;
 	if (newfd >= 0 && DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) &&
 	    w_token(oldfd, &token))
-		w_add(newfd, token);
+		w_add(newfd, token, NULL);
 	return newfd;
 }
 
@@ -539,13 +595,13 @@ void ds__out_dup_post(int oldfd, int newfd, int rc, int had, uint64_t token)
 	int e = errno;
 	if (rc < 0) {
 		if (had)
-			w_add(newfd, token); /* nothing happened */
+			w_add(newfd, token, NULL); /* nothing happened */
 		errno = e;
 		return;
 	}
 	uint64_t t2;
 	if (w_token(oldfd, &t2))
-		w_add(newfd, t2);
+		w_add(newfd, t2, NULL);
 	if (had) /* the old file on newfd was closed by dup2 */
 		simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
 	errno = e;
