@@ -37,6 +37,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -56,6 +57,7 @@ enum { T_REQ = 1, T_APPLY, T_ACK, T_DONE, T_FETCH, T_FHDR };
 enum { OP_PUBLISH = 100, OP_ABORT, OP_FETCH };
 #define CHUNK (16u << 20)
 #define SWEEP_MS 5
+#define OUT_MIN_FREE (1u << 20) /* a create needs this much free in the area */
 
 struct omsg {
 	uint32_t op;
@@ -982,6 +984,11 @@ static int do_create(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 	if (rc || (rc = nspath(o, q->path, a)))
 		return rc;
 	int keep = !(q->flags & O_TRUNC);
+	/* the capacity check: a store with less than OUT_MIN_FREE left takes
+	 * no new output (ENOSPC at open, not half a file later) */
+	struct statvfs sv;
+	if (statvfs(o->w, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < OUT_MIN_FREE)
+		return -ENOSPC;
 	struct ds__orec *r = ds__out_find(o, q->path);
 	if (keep && r && !r->local) {
 		/* the old bytes are kept: fetch them first */
