@@ -1194,6 +1194,8 @@ static void *accept_main(void *arg)
 		struct ucred cred;
 		socklen_t cl = sizeof(cred);
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != geteuid()) {
+			ds_warn("node %u: outputs: refused a connection from uid %u", o->s->node,
+			        (unsigned)cred.uid);
 			close(fd);
 			continue;
 		}
@@ -1292,7 +1294,7 @@ int ds__out_start(struct ds__svc *s)
 			o->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 			mode_t um = umask(077);
 			if (o->lfd < 0 || bind(o->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-			    listen(o->lfd, 128) < 0)
+			    chmod(o->sock, 0600) < 0 || listen(o->lfd, 128) < 0)
 				rc = -errno;
 			umask(um);
 		}
