@@ -66,6 +66,7 @@ enum ds_out_op {
 	DS_OUT_DRAIN,
 	DS_OUT_PING,
 	DS_OUT_WATCH, /* token: the writer holds its lock; publish when it goes */
+	DS_OUT_ABORT, /* token: the shim could not open or lock it: drop it */
 };
 
 struct ds_out_req {

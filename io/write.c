@@ -552,8 +552,8 @@ int ds__out_open(struct ds_res *r, int flags, mode_t mode)
 		}
 	}
 	if (fd < 0) {
-		/* give the path back: the service sees the lock free */
-		simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
+		/* give the path back, publish nothing */
+		simple(DS_OUT_ABORT, NULL, NULL, 0, 0, token, NULL);
 		return ds__fail(e);
 	}
 	return ds__fd_fresh(fd);

@@ -1075,6 +1075,30 @@ static int handle(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 		return 0;
 	case DS_OUT_WATCH:
 		return watch(o, q->token);
+	case DS_OUT_ABORT: {
+		struct opend *p = pend_find(o, q->token);
+		if (!p || p->committing)
+			return 0;
+		p->committing = 1;
+		memset(&m, 0, sizeof(m));
+		m.op = OP_ABORT;
+		m.token = p->token;
+		pfmt(m.path, sizeof(m.path), "%s", p->path);
+		via_main(o, &m);
+		char wp[PATH_MAX];
+		pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)p->token);
+		unlink(wp);
+		for (struct opend **pp = &o->pend; *pp; pp = &(*pp)->next)
+			if (*pp == p) {
+				*pp = p->next;
+				break;
+			}
+		close(p->fd);
+		free(p->path);
+		free(p);
+		pthread_cond_broadcast(&o->fetched);
+		return 0;
+	}
 	case DS_OUT_CREATE:
 		return do_create(o, q, token);
 	case DS_OUT_CLOSE:
