@@ -83,6 +83,28 @@ static const char *kv(const char *text, const char *key, char *buf, size_t len)
 	return buf;
 }
 
+void ds_outputs_status_line(const char *jobdir, const char *name)
+{
+	char p[PATH_MAX], text[1 << 16], v[6][PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s/" DS_OUT_STATUS, jobdir, name);
+	int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	text[n] = 0;
+	printf("node %s outputs: %s being written; drain to '%s': pending %s files (%s bytes), drained "
+	       "%s files, last '%s'",
+	       name, kv(text, "writing", v[0], PATH_MAX), kv(text, "drain_to", v[1], PATH_MAX),
+	       kv(text, "pending_files", v[2], PATH_MAX), kv(text, "pending_bytes", v[3], PATH_MAX),
+	       kv(text, "drained_files", v[4], PATH_MAX), kv(text, "last_drained", v[5], PATH_MAX));
+	if (atoi(kv(text, "failed", v[0], PATH_MAX)))
+		printf(", %s FAILED", v[0]);
+	printf("\n");
+}
+
 int ds__out_report(const char *jobdir, int cleanup, int print)
 {
 	DIR *d = opendir(jobdir);

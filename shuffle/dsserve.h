@@ -6,5 +6,8 @@ int ds_cmd_serve(int argc, char **argv);
 int ds_cmd_run(int argc, char **argv);
 int ds_cmd_stop(int argc, char **argv);
 int ds_cmd_drain(int argc, char **argv);
+/* `dstage status`: one line of node NAME's write-once outputs (pending and
+ * drained files and bytes, the last drained), when it has any. */
+void ds_outputs_status_line(const char *jobdir, const char *name);
 
 #endif

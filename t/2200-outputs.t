@@ -106,9 +106,12 @@ test_expect_success 'dstage drain --wait: everything closed is in the drain dire
 	! find "$DR" -name "*.dstage-drain.*" | grep -q .
 '
 
-test_expect_success 'dstage drain shows the figures' '
+test_expect_success 'dstage drain and dstage status show the figures' '
 	"$DSTAGE" drain --to "$SHM" --job "$JOB" >fig && cat fig &&
-	grep -q "node 0: pending 0 files" fig && grep -q "node 1: pending 0 files" fig
+	grep -q "node 0: pending 0 files" fig && grep -q "node 1: pending 0 files" fig &&
+	"$DSTAGE" status --to "$SHM" --job "$JOB" >st && cat st &&
+	grep -q "node 0 outputs: 0 being written; drain to .*pending 0 files (0 bytes), drained [1-9]" st &&
+	grep -q "last .slow.txt." st
 '
 
 test_expect_success 'the staged dataset stays read-only' '
