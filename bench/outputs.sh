@@ -30,7 +30,11 @@ mkdir -p "$T/src/d" "$SHM" && cd "$T" || exit 1
 svc=
 trap '[ -n "$svc" ] && { "$DSTAGE" stop --to "$SHM" --job "$JOB" >/dev/null 2>&1; wait $svc; }; rm -rf "$T" "$SHM"' EXIT
 export DSTAGE_LOG=error
-on() { env LD_PRELOAD="$PRELOAD" DSTAGE_STORE="$SHM/dstage.$(id -u).$JOB" DSTAGE_NODE="$1" DSTAGE_MOUNT="$MOUNT" "$@"; }
+on() {
+	k=$1
+	shift
+	env LD_PRELOAD="$PRELOAD" DSTAGE_STORE="$SHM/dstage.$(id -u).$JOB" DSTAGE_NODE="$k" DSTAGE_MOUNT="$MOUNT" "$@"
+}
 
 for i in 1 2 3 4; do head -c 4096 /dev/urandom >src/d/f$i; done
 "$DSTAGE" pack -q -p 2 src pack || exit 1
