@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -103,6 +104,54 @@ void ds_outputs_status_line(const char *jobdir, const char *name)
 	if (atoi(kv(text, "failed", v[0], PATH_MAX)))
 		printf(", %s FAILED", v[0]);
 	printf("\n");
+}
+
+void ds_outputs_clean(const char *jobdir)
+{
+	DIR *d = opendir(jobdir);
+	if (!d)
+		return;
+	const char *jb = strrchr(jobdir, '/');
+	jb = jb ? jb + 1 : jobdir;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		uint64_t k;
+		if (ds_parse_u64(de->d_name, &k))
+			continue;
+		char p[PATH_MAX], text[2 * PATH_MAX + 8];
+		snprintf(p, sizeof(p), "%s/%s/" DS_OUT_CONF, jobdir, de->d_name);
+		int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, text, sizeof(text) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		text[n] = 0;
+		char *area = strchr(text, '\n');
+		if (!area)
+			continue;
+		area++;
+		area[strcspn(area, "\n")] = 0;
+		/* only what the service made: .../dstage.<uid>.<job>/<node>.out,
+		 * a directory of ours, not inside the job directory (that goes
+		 * with it) */
+		char want[NAME_MAX + 8], parent[PATH_MAX];
+		snprintf(want, sizeof(want), "/%s.out", de->d_name);
+		size_t al = strlen(area), wl = strlen(want), jl = strlen(jb);
+		struct stat st;
+		if (al <= wl + jl + 1 || strcmp(area + al - wl, want) ||
+		    strncmp(area + al - wl - jl, jb, jl) || area[al - wl - jl - 1] != '/' ||
+		    !strncmp(area, jobdir, strlen(jobdir)) || lstat(area, &st) < 0 ||
+		    !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+			continue;
+		int rc = ds_rm_rf(area);
+		if (rc)
+			ds_error("'%s': %s", area, ds_strerror(rc));
+		snprintf(parent, sizeof(parent), "%.*s", (int)(al - wl), area);
+		rmdir(parent); /* when no other node's area is left */
+	}
+	closedir(d);
 }
 
 int ds__out_report(const char *jobdir, int cleanup, int print)

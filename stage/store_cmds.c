@@ -414,6 +414,7 @@ static int clean_locked(const char *jobdir, const char *to)
 		ds__lock_refusal(jobdir, to, who, rc);
 		return 1;
 	}
+	ds_outputs_clean(jobdir); /* --outputs-to areas outside the job directory */
 	rc = ds_joblock_remove_dir(jobdir, 1);
 	ds_joblock_drop(jobdir);
 	if (rc && rc != -ENOENT) {

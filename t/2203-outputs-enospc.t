@@ -37,5 +37,10 @@ test_expect_success 'stop: exit 0; the drain has the small file and not the part
 	test "$(cat serve.rc)" = 0 && test "$(cat "$TRASH/drain/small")" = x &&
 	! test -e "$TRASH/drain/big"
 '
+test_expect_success 'dstage clean removes the output areas on the other file system too' '
+	test -d "$MNT/dstage.$(id -u).$JOB/1.out" &&
+	"$DSTAGE" clean --to "$SHM" --job "$JOB" &&
+	! test -e "$MNT/dstage.$(id -u).$JOB" && ! test -e "$JOBDIR"
+'
 umount "$MNT"
 test_done
