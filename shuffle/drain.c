@@ -22,7 +22,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -303,6 +305,12 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 static void *drain_main(void *arg)
 {
 	struct ds__drain *d = arg;
+	/* the drain must not compete with training: the lowest CPU priority
+	 * and the lowest best-effort I/O priority for this thread (not the
+	 * idle class: a busy disk would starve it for good); not fatal */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+	syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, (int)syscall(SYS_gettid),
+	        (2 << 13) | 7 /* IOPRIO_CLASS_BE, level 7 */);
 	pthread_mutex_t *mu = ds__out_mutex(d->o);
 	pthread_mutex_lock(mu);
 	for (;;) {
