@@ -345,7 +345,7 @@ static int apply(struct ds__out *o, const struct omsg *m)
 		break;
 	}
 	case DS_OUT_MKDIR:
-		if (mkdir(a, (m->mode & 07777) | 0700) < 0 && errno != EEXIST)
+		if (mkdir(a, (m->mode & 0777) | 0700) < 0 && errno != EEXIST)
 			rc = -errno;
 		break;
 	case DS_OUT_RMDIR:
@@ -1030,7 +1030,7 @@ static int do_create(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 	p->token = m.token;
 	p->path = ds_xstrdup(q->path);
 	p->fd = fd;
-	p->mode = q->mode & 07777;
+	p->mode = (q->mode & 0777) | 0400; /* no set-id bits; the drain must read it */
 	p->t0 = ds_now();
 	p->next = o->pend;
 	o->pend = p;

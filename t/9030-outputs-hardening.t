@@ -103,6 +103,17 @@ test_expect_success 'a crafted client: names with "..", "/" or empty get EINVAL,
 	test -S "$JOBDIR/0/sock" && ! test -e "$JOBDIR/esc" && ! test -e /etc/esc
 '
 
+test_expect_success 'set-id bits never reach an output (nor its drained copy)' '
+	shim_on 0 $PY -c "
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o6755)
+os.write(fd, b\"x\")
+os.fchmod(fd, 0o4755)
+os.close(fd)" "$MOUNT/out/suid" &&
+	test "$(shim_on 1 stat -c %a "$MOUNT/out/suid")" = 755 &&
+	test "$(stat -c %a "$AREA/ns/suid")" = 755
+'
+
 if [ -z "$OTHER" ]; then
 	test_skip 'another user cannot read or list the outputs' 'not root, or no useradd/setpriv'
 	test_skip 'another user cannot reach the outputs socket' 'not root, or no useradd/setpriv'
@@ -128,5 +139,7 @@ else
 	'
 fi
 serve_stop
-test_expect_success 'stop: exit 0' 'test "$(cat serve.rc)" = 0'
+test_expect_success 'stop: exit 0; the drained copies carry no set-id bit' '
+	test "$(cat serve.rc)" = 0 && test "$(stat -c %a "$TRASH/drain/suid")" = 755
+'
 test_done
