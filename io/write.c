@@ -570,10 +570,11 @@ int ds__out_close(int fd)
 	int rc = DS_REAL(close)(fd);
 	int e = errno;
 	int src = simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
-	if (src && src != -EIO && src != -ETIMEDOUT && rc == 0) {
+	if (src && rc == 0) {
 		/* the close worked but the output could not be kept (no space,
-		 * a failed publish): the writer must know, as NFS reports it */
-		return ds__fail(-src);
+		 * a failed publish, the service gone): the writer must know, as
+		 * NFS reports it at close */
+		return ds__fail(src == -ETIMEDOUT ? EIO : -src);
 	}
 	errno = e;
 	return rc;
@@ -677,8 +678,8 @@ DS_EXPORT int DS_WRAP(fclose)(FILE *fp)
 	int rc = DS_REAL(fclose)(fp);
 	int e = errno;
 	int src = simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
-	if (src && src != -EIO && src != -ETIMEDOUT && rc == 0) {
-		errno = -src;
+	if (src && rc == 0) {
+		errno = src == -ETIMEDOUT ? EIO : -src;
 		return EOF;
 	}
 	errno = e;
