@@ -63,6 +63,9 @@ struct ds__drain {
 	unsigned failed, cancelled;
 	char last[PATH_MAX];
 	char tmp[PATH_MAX]; /* the copy in progress */
+	struct ds__orec *cur; /* its output */
+	struct ds__orec **failed_recs; /* outputs whose copy failed (for the report) */
+	size_t nfailed_recs;
 	double t_next;      /* rate: when the next byte may go */
 };
 
@@ -132,20 +135,26 @@ void ds__drain_status(struct ds__drain *d, struct ds_buf *b)
 	                 (unsigned long long)d->drained_files, (unsigned long long)d->drained_bytes,
 	                 d->failed, d->last, d->tmp);
 	ds_buf_add(b, line, (size_t)n);
-	/* what a report after a crash must name */
+	/* what a report (and a recovery) after a crash must name: size,
+	 * CRC-32C and name of every output not yet drained */
+	if (d->tmp[0] && d->cur) {
+		n = pfmt(line, sizeof(line), "undrained=%llu %08x %s\n", (unsigned long long)d->cur->size,
+		         d->cur->crc, d->cur->path);
+		ds_buf_add(b, line, (size_t)n);
+	}
 	for (struct dq *q = d->head; q; q = q->next)
 		if (q->kind == A_DRAIN && q->r->dstate == DS_D_QUEUED) {
-			n = pfmt(line, sizeof(line), "undrained=%s\n", q->r->path);
+			n = pfmt(line, sizeof(line), "undrained=%llu %08x %s\n", (unsigned long long)q->r->size,
+			         q->r->crc, q->r->path);
 			ds_buf_add(b, line, (size_t)n);
 		}
-	if (d->tmp[0]) {
-		/* the file being copied: its name is the temporary's minus the tail */
-		const char *t = strstr(d->tmp, DS_OUT_DRAIN_TMP);
-		size_t dl = strlen(d->dir) + 1;
-		if (t && (size_t)(t - d->tmp) > dl) {
-			n = pfmt(line, sizeof(line), "undrained=%.*s\n", (int)(t - d->tmp - dl), d->tmp + dl);
-			ds_buf_add(b, line, (size_t)n);
-		}
+	for (size_t i = 0; i < d->nfailed_recs; i++) {
+		struct ds__orec *r = d->failed_recs[i];
+		if (r->gone || r->dstate != DS_D_FAILED)
+			continue;
+		n = pfmt(line, sizeof(line), "undrained=%llu %08x %s\n", (unsigned long long)r->size, r->crc,
+		         r->path);
+		ds_buf_add(b, line, (size_t)n);
 	}
 }
 
@@ -257,6 +266,7 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 	pfmt(tmp, sizeof(tmp), "%s/%s" DS_OUT_DRAIN_TMP "%u.%llu", d->dir, r->path, node,
 	         (unsigned long long)r->seq);
 	pfmt(d->tmp, sizeof(d->tmp), "%s", tmp);
+	d->cur = r;
 	pthread_mutex_unlock(mu);
 	ds__out_status_write(d->o);
 	int rc = mkparent(tmp);
@@ -276,6 +286,7 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 	if (rc || r->gone)
 		unlink(tmp);
 	d->tmp[0] = 0;
+	d->cur = NULL;
 	d->pending_bytes -= r->size;
 	if (r->gone) {
 		r->dstate = DS_D_NONE;
@@ -286,11 +297,11 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 		d->cancelled++;
 		r->dstate = DS_D_FAILED;
 	} else if (rc) {
-		{
-			ds_error("node %u: drain: '%s' to '%s': %s", node, r->path, d->dir, ds_strerror(rc));
-			d->failed++;
-		}
+		ds_error("node %u: drain: '%s' to '%s': %s", node, r->path, d->dir, ds_strerror(rc));
+		d->failed++;
 		r->dstate = DS_D_FAILED;
+		d->failed_recs = ds_xrealloc(d->failed_recs, (d->nfailed_recs + 1) * sizeof(*d->failed_recs));
+		d->failed_recs[d->nfailed_recs++] = r;
 	} else {
 		r->dstate = DS_D_DRAINED;
 		free(r->dpath);
@@ -435,5 +446,6 @@ void ds__drain_free(struct ds__drain *d)
 		free(q);
 	}
 	pthread_cond_destroy(&d->cv);
+	free(d->failed_recs);
 	free(d);
 }

@@ -84,6 +84,71 @@ static const char *kv(const char *text, const char *key, char *buf, size_t len)
 	return buf;
 }
 
+/* Copy AREA/ns/NAME to DIR/NAME the drain's way (temporary name, CRC
+ * check, mode and mtime, fsync, rename, fsync of the directory). */
+static int recover(const char *area, const char *dir, const char *name, uint64_t size, uint32_t crc)
+{
+	const char *why;
+	char src[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
+	if (!area[0] || !dir[0] || ds_name_check(name, strlen(name), &why))
+		return -EINVAL;
+	if (snprintf(src, sizeof(src), "%s/" DS_OUT_NS "/%s", area, name) >= (int)sizeof(src) ||
+	    snprintf(dst, sizeof(dst), "%s/%s", dir, name) >= (int)sizeof(dst) ||
+	    snprintf(tmp, sizeof(tmp), "%s" DS_OUT_DRAIN_TMP "recover.%ld", dst, (long)getpid()) >=
+	            (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (in < 0)
+		return -errno;
+	struct stat st;
+	int rc = fstat(in, &st) < 0 ? -errno : 0;
+	if (!rc && (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size || (size && !st.st_blocks)))
+		rc = -ESTALE; /* not the bytes the service knew */
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof(parent), "%s", dst);
+	*strrchr(parent, '/') = 0;
+	if (!rc)
+		rc = ds_mkdir_p(parent, 0755);
+	int out = rc ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (!rc && out < 0)
+		rc = -errno;
+	char *buf = rc ? NULL : malloc(8u << 20);
+	if (!rc && !buf)
+		rc = -ENOMEM;
+	uint32_t c = 0;
+	for (uint64_t off = 0; !rc && off < size;) {
+		size_t n = size - off < (8u << 20) ? (size_t)(size - off) : (8u << 20);
+		rc = ds_pread_full(in, buf, n, (off_t)off);
+		if (!rc)
+			rc = ds_pwrite_full(out, buf, n, (off_t)off);
+		if (!rc && ds_fault("drain.write", -1))
+			rc = -EIO; /* tests: the shared file system fails */
+		c = ds_crc32c(c, buf, n);
+		off += n;
+	}
+	free(buf);
+	if (!rc && c != crc)
+		rc = -DS_ECHECKSUM;
+	struct timespec ts[2] = {st.st_atim, st.st_mtim};
+	if (!rc && (fchmod(out, st.st_mode & 0777) < 0 || futimens(out, ts) < 0 || fsync(out) < 0))
+		rc = -errno;
+	if (out >= 0 && close(out) < 0 && !rc)
+		rc = -errno;
+	close(in);
+	if (!rc && rename(tmp, dst) < 0)
+		rc = -errno;
+	if (!rc) {
+		int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || fsync(dfd) < 0)
+			rc = -errno;
+		if (dfd >= 0)
+			close(dfd);
+	}
+	if (rc && out >= 0)
+		unlink(tmp);
+	return rc;
+}
+
 void ds_outputs_status_line(const char *jobdir, const char *name)
 {
 	char p[PATH_MAX], text[1 << 16], v[6][PATH_MAX];
@@ -182,18 +247,6 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 			       de->d_name, kv(text, "pending_files", v, 64), kv(text, "pending_bytes", v + 64, 64),
 			       kv(text, "drained_files", v + 128, 64), kv(text, "drained_bytes", v + 192, 64),
 			       kv(text, "last_drained", v + 256, 2048), kv(text, "failed", v + 2400, 64));
-		for (const char *q = text; (q = strstr(q, "undrained=")); q++) {
-			if (q != text && q[-1] != '\n')
-				continue;
-			const char *name = q + 10;
-			int nl = (int)strcspn(name, "\n");
-			ds_error("node %s: '%.*s': closed but not drained to '%s'", de->d_name, nl, name, dir);
-			bad = 1;
-		}
-		if (atoi(kv(text, "failed", v, sizeof(v))) > 0) {
-			ds_error("node %s: %s drain operation(s) to '%s' failed", de->d_name, v, dir);
-			bad = 1;
-		}
 		kv(text, "draining_tmp", v, sizeof(v));
 		/* a temporary name of ours, in the drain directory: never
 		 * anything else */
@@ -201,6 +254,37 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 		    strstr(v, DS_OUT_DRAIN_TMP) && !strstr(v, "/../")) {
 			if (unlink(v) == 0)
 				ds_warn("node %s: removed the half-made copy '%s'", de->d_name, v);
+		}
+		char area[PATH_MAX];
+		kv(text, "area", area, sizeof(area));
+		int any = 0;
+		for (const char *q = text; (q = strstr(q, "undrained=")); q++) {
+			if (q != text && q[-1] != '\n')
+				continue;
+			unsigned long long size;
+			unsigned crc;
+			int off = 0;
+			char name[PATH_MAX];
+			if (sscanf(q + 10, "%llu %x %n", &size, &crc, &off) < 2 || !off)
+				continue;
+			int nl = (int)strcspn(q + 10 + off, "\n");
+			snprintf(name, sizeof(name), "%.*s", nl, q + 10 + off);
+			any = 1;
+			/* the service is gone, its bytes are here: copy them now */
+			int rc = cleanup ? recover(area, dir, name, size, crc) : -EAGAIN;
+			if (!rc) {
+				ds_warn("node %s: '%s': recovered from the node's output area into '%s' (the "
+				        "service had not drained it)",
+				        de->d_name, name, dir);
+				continue;
+			}
+			ds_error("node %s: '%s': closed but not drained to '%s'%s%s", de->d_name, name, dir,
+			         rc == -EAGAIN ? "" : ": ", rc == -EAGAIN ? "" : ds_strerror(rc));
+			bad = 1;
+		}
+		if (!any && atoi(kv(text, "failed", v, sizeof(v))) > 0) {
+			ds_error("node %s: %s drain operation(s) to '%s' failed", de->d_name, v, dir);
+			bad = 1;
 		}
 	}
 	closedir(d);
