@@ -183,6 +183,9 @@ int ds__out_dup_pre(int newfd, uint64_t *token);
 void ds__out_dup_post(int oldfd, int newfd, int rc, int had, uint64_t token);
 int ds__out_path_op(int op, struct ds_res *r, unsigned arg);
 int ds__out_rename(struct ds_res *a, struct ds_res *b, unsigned flags);
+/* The outputs directory as an entry of the mount root (name, length, the
+ * d_ino stat gives it): 1, or 0 when there are no outputs. */
+int ds__out_root_entry(const char **name, size_t *nlen, uint64_t *ino);
 #define DS_OUT_OP_DENY 100
 
 /* ---- descriptors and open files (fdtab.c) -------------------------------- */

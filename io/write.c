@@ -108,7 +108,9 @@ static int out_on(void)
 {
 	if (!ds__g.active)
 		return 0;
+	int e = errno; /* errno is left untouched on success (DESIGN 5) */
 	pthread_once(&oc.once, conf_load);
+	errno = e;
 	return oc.on;
 }
 
@@ -244,7 +246,16 @@ int ds__out_dirfd(int fd)
 
 /* dirfd (AT_FDCWD: the cwd) is a real directory in AREA/ns: MOUNT/SUBDIR/<its
  * place>/path into work (PATH_MAX): 1.  0 when it is not. */
+static int out_rel(int dirfd, const char *path, char *work);
 int ds__out_rel(int dirfd, const char *path, char *work)
+{
+	int e = errno;
+	int rc = out_rel(dirfd, path, work);
+	errno = e;
+	return rc;
+}
+
+static int out_rel(int dirfd, const char *path, char *work)
 {
 	char dir[PATH_MAX];
 	if (!out_on())
@@ -486,7 +497,7 @@ static int placeholder(int fd)
 	       st.st_blocks == 0;
 }
 
-int ds__out_open(struct ds_res *r, int flags, mode_t mode)
+static int out_open(struct ds_res *r, int flags, mode_t mode)
 {
 	char rel[PATH_MAX];
 	int rc = rel_of(r, rel);
@@ -562,6 +573,7 @@ int ds__out_open(struct ds_res *r, int flags, mode_t mode)
 /* The program closes fd (close wrapper, before the real close). */
 int ds__out_close(int fd)
 {
+	int e0 = errno;
 	uint64_t token;
 	if (!w_take(fd, &token)) {
 		dfd_mark(fd, 0);
@@ -576,7 +588,7 @@ int ds__out_close(int fd)
 		 * NFS reports it at close */
 		return ds__fail(src == -ETIMEDOUT ? EIO : -src);
 	}
-	errno = e;
+	errno = rc == 0 ? e0 : e;
 	return rc;
 }
 
@@ -671,12 +683,15 @@ DS_EXPORT int DS_WRAP(fclose)(FILE *fp)
 	ds__ensure_init();
 	if (DS_LIKELY(!atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) || ds__null(fp))
 		return DS_REAL(fclose)(fp);
+	int e0 = errno;
 	int fd = DS_REAL(fileno)(fp);
 	uint64_t token;
-	if (fd < 0 || !w_take(fd, &token))
+	if (fd < 0 || !w_take(fd, &token)) {
+		errno = e0;
 		return DS_REAL(fclose)(fp);
+	}
 	int rc = DS_REAL(fclose)(fp);
-	int e = errno;
+	int e = rc == 0 ? e0 : errno;
 	int src = simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
 	if (src && rc == 0) {
 		errno = src == -ETIMEDOUT ? EIO : -src;
@@ -687,7 +702,7 @@ DS_EXPORT int DS_WRAP(fclose)(FILE *fp)
 }
 
 /* ---- calls by name that change the outputs -------------------------------- */
-int ds__out_path_op(int op, struct ds_res *r, unsigned arg)
+static int out_path_op(int op, struct ds_res *r, unsigned arg)
 {
 	char rel[PATH_MAX];
 	int rc = rel_of(r, rel);
@@ -711,7 +726,7 @@ int ds__out_path_op(int op, struct ds_res *r, unsigned arg)
 	return rc ? ds__fail(-rc) : 0;
 }
 
-int ds__out_rename(struct ds_res *a, struct ds_res *b, unsigned flags)
+static int out_rename(struct ds_res *a, struct ds_res *b, unsigned flags)
 {
 	char ra[PATH_MAX], rb[PATH_MAX];
 	if (rel_of(a, ra) || rel_of(b, rb))
@@ -724,6 +739,21 @@ int ds__out_rename(struct ds_res *a, struct ds_res *b, unsigned flags)
 	return rc ? ds__fail(-rc) : 0;
 }
 
+int ds__out_root_entry(const char **name, size_t *nlen, uint64_t *ino)
+{
+	if (!out_on())
+		return 0;
+	if (name) {
+		struct stat st;
+		int e = errno;
+		*name = oc.sub;
+		*nlen = oc.sublen;
+		*ino = DS_REAL(stat)(oc.ns, &st) == 0 ? (uint64_t)st.st_ino : 1;
+		errno = e;
+	}
+	return 1;
+}
+
 void ds__out_chdir(void) { atomic_store(&ds__out_cwd, 1); }
 
 static void out_atfork_child(void)
@@ -731,4 +761,34 @@ static void out_atfork_child(void)
 	/* the child's entries name the same open files: keep them (its close
 	 * tells the service, which sees the parent's lock) */
 	pthread_mutex_init(&wlock, NULL);
+}
+
+/* The calls above leave errno untouched when they succeed (DESIGN 5): the
+ * checks on the way (stat of a name that does not exist yet, the umask)
+ * set it. */
+int ds__out_open(struct ds_res *r, int flags, mode_t mode)
+{
+	int e = errno;
+	int fd = out_open(r, flags, mode);
+	if (fd >= 0)
+		errno = e;
+	return fd;
+}
+
+int ds__out_path_op(int op, struct ds_res *r, unsigned arg)
+{
+	int e = errno;
+	int rc = out_path_op(op, r, arg);
+	if (rc == 0)
+		errno = e;
+	return rc;
+}
+
+int ds__out_rename(struct ds_res *a, struct ds_res *b, unsigned flags)
+{
+	int e = errno;
+	int rc = out_rename(a, b, flags);
+	if (rc == 0)
+		errno = e;
+	return rc;
 }

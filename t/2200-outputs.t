@@ -114,6 +114,34 @@ test_expect_success 'dstage drain and dstage status show the figures' '
 	grep -q "last .slow.txt." st
 '
 
+test_expect_success 'errno is left untouched by calls on outputs that succeed' '
+	cat >errno.py <<-\EOF2 &&
+	import ctypes, os, sys
+	libc = ctypes.CDLL(None, use_errno=True)
+	d = sys.argv[1].encode()
+	def check(what, ok):
+	    e = ctypes.get_errno()
+	    print(what, "ok" if ok and e == 77 else "BAD errno=%d" % e)
+	ctypes.set_errno(77); fd = libc.open(d + b"/errno.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+	check("open", fd >= 0)
+	libc.write(fd, b"x", 1)
+	ctypes.set_errno(77); check("close", libc.close(fd) == 0)
+	ctypes.set_errno(77); check("mkdir", libc.mkdir(d + b"/errdir", 0o755) == 0)
+	ctypes.set_errno(77); check("rename", libc.rename(d + b"/errno.txt", d + b"/errdir/e.txt") == 0)
+	ctypes.set_errno(77); fd = libc.open(d + b"/errdir/e.txt", os.O_RDONLY); check("open r", fd >= 0)
+	libc.close(fd)
+	ctypes.set_errno(77); check("unlink", libc.unlink(d + b"/errdir/e.txt") == 0)
+	ctypes.set_errno(77); check("rmdir", libc.rmdir(d + b"/errdir") == 0)
+	EOF2
+	shim_on 1 $PY errno.py "$MOUNT/out" >out && cat out && ! grep -q BAD out && test "$(wc -l <out)" = 7
+'
+
+test_expect_success 'the mount root lists the outputs directory; find walks into it' '
+	shim_on 1 ls "$MOUNT" >root && grep -qx out root && grep -qx train root &&
+	shim_on 0 find "$MOUNT/out/x" -type f | sort >found &&
+	printf "%s\n" "$MOUNT/out/x/1" "$MOUNT/out/x/y/2" >want && test_cmp want found
+'
+
 test_expect_success 'the staged dataset stays read-only' '
 	! shim_on 0 sh -c "echo x >$MOUNT/val/labels.txt" 2>err && cat err &&
 	grep -qi "read-only" err &&
