@@ -257,7 +257,7 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 		}
 		char area[PATH_MAX];
 		kv(text, "area", area, sizeof(area));
-		int any = 0;
+		int any = 0, lost = 0;
 		for (const char *q = text; (q = strstr(q, "undrained=")); q++) {
 			if (q != text && q[-1] != '\n')
 				continue;
@@ -280,11 +280,26 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 			}
 			ds_error("node %s: '%s': closed but not drained to '%s'%s%s", de->d_name, name, dir,
 			         rc == -EAGAIN ? "" : ": ", rc == -EAGAIN ? "" : ds_strerror(rc));
-			bad = 1;
+			bad = lost = 1;
 		}
-		if (!any && atoi(kv(text, "failed", v, sizeof(v))) > 0) {
+		int failed = atoi(kv(text, "failed", v, sizeof(v)));
+		if (!any && failed > 0) {
 			ds_error("node %s: %s drain operation(s) to '%s' failed", de->d_name, v, dir);
-			bad = 1;
+			bad = lost = 1;
+		}
+		if (cleanup && (any || failed) && !lost) {
+			/* all recovered: the status says so (a new service may start) */
+			struct ds_buf b = {0};
+			for (const char *l = text; *l;) {
+				size_t ll = strcspn(l, "\n");
+				if (strncmp(l, "undrained=", 10) && strncmp(l, "failed=", 7) &&
+				    strncmp(l, "draining_tmp=", 13) && strncmp(l, "pending_", 8))
+					ds_buf_add(&b, l, ll + (l[ll] == '\n'));
+				l += ll + (l[ll] == '\n');
+			}
+			ds_buf_add(&b, "recovered=1\n", 12);
+			ds_write_file_atomic(p, b.data, b.len, 0600);
+			ds_buf_release(&b);
 		}
 	}
 	closedir(d);

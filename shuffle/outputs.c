@@ -1290,8 +1290,29 @@ int ds__out_start(struct ds__svc *s)
 	pfmt(o->ns, sizeof(o->ns), "%s/" DS_OUT_NS, o->area);
 	pfmt(o->w, sizeof(o->w), "%s/" DS_OUT_W, o->area);
 	pfmt(o->sock, sizeof(o->sock), "%s/" DS_OUT_SOCK, s->nodedir);
-	/* a new service starts from an empty namespace: what an earlier one of
-	 * this job left was reported then (outputs.status) */
+	/* a new service starts from an empty namespace; outputs an earlier one
+	 * of this job left undrained are not thrown away: refused until
+	 * `dstage drain --wait` has recovered them */
+	if (!rc) {
+		char st[PATH_MAX], text[1 << 16];
+		pfmt(st, sizeof(st), "%s/" DS_OUT_STATUS, s->nodedir);
+		int fd = open(st, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		unsigned left = 0;
+		if (n > 0) {
+			text[n] = 0;
+			for (const char *q = text; (q = strstr(q, "undrained=")); q++)
+				left += q == text || q[-1] == '\n';
+		}
+		if (left) {
+			ds_error("node %u: %u output(s) of an earlier service of this job were not drained "
+			         "(%s): run 'dstage drain --wait --to %s%s%s' first to recover them",
+			         s->node, left, st, so->to, so->job ? " --job " : "", so->job ? so->job : "");
+			rc = -EEXIST;
+		}
+	}
 	if (!rc)
 		rc = private_mkdir(o->area);
 	if (!rc) {
@@ -1345,7 +1366,7 @@ int ds__out_start(struct ds__svc *s)
 int ds__out_busy(struct ds__svc *s)
 {
 	struct ds__out *o = s->out;
-	if (!o)
+	if (!o || !o->dr)
 		return 0;
 	pthread_mutex_lock(&o->mu);
 	int busy = o->queue || o->wait || o->acks || o->dwaits || o->xfers || o->sends ||
@@ -1395,7 +1416,8 @@ int ds__out_stop(struct ds__svc *s)
 	}
 	pthread_mutex_unlock(&o->mu);
 	lost += ds__drain_end(o->dr);
-	ds__out_status_write(o);
+	if (o->dr) /* never over what a refused start found there */
+		ds__out_status_write(o);
 	return lost;
 }
 
@@ -1439,6 +1461,8 @@ void ds__out_free(struct ds__svc *s)
 /* ---- NODEDIR/outputs.status ------------------------------------------------ */
 void ds__out_status_write(struct ds__out *o)
 {
+	if (!o->dr)
+		return;
 	struct ds_buf b = {0};
 	char line[PATH_MAX + 64];
 	pthread_mutex_lock(&o->mu);

@@ -32,6 +32,12 @@ test_expect_success 'the service is killed while it copies' '
 	wait_until 20 sh -c "! kill -0 $SERVE_PID 2>/dev/null" &&
 	ls -la "$DR" && find "$DR" -name "*.dstage-drain.*" >tmp.list && test -s tmp.list
 '
+serve_start 2 --outputs out --drain-to "$DR"
+serve_wait
+test_expect_success 'a new service of the job is refused while they are not recovered' '
+	cat serve.log && test "$(cat serve.rc)" = 1 &&
+	grep -q "were not drained" serve.log && test -e "$JOBDIR/0/outputs/ns/big1.bin"
+'
 test_expect_success 'dstage drain: names what was closed and not drained, exit 1' '
 	"$DSTAGE" drain --to "$SHM" --job "$JOB" 2>err; rc=$?; cat err &&
 	test $rc = 1 &&
@@ -48,4 +54,8 @@ test_expect_success 'dstage drain --wait: no service; the half-made copy removed
 	cmp big "$DR/big1.bin" && cmp big "$DR/big2.bin" &&
 	test "$(cat "$DR/small.txt")" = small
 '
+serve_start 2 --outputs out --drain-to "$DR"
+test_expect_success 'recovered: a new service of the job starts' 'serve_up 2'
+serve_stop
+test_expect_success 'and stops cleanly' 'test "$(cat serve.rc)" = 0 && test "$(cat stop.rc)" = 0'
 test_done
