@@ -104,6 +104,8 @@ DS_EXPORT int DS_WRAP(chdir)(const char *path)
 		rc = DS_REAL(chdir)(r.rpath);
 		if (rc == 0)
 			leave();
+		if (rc == 0 && r.out)
+			ds__out_chdir();
 		return rc;
 	}
 	rc = chdir_res(&r);
@@ -118,6 +120,8 @@ DS_EXPORT int DS_WRAP(fchdir)(int fd)
 		int rc = DS_REAL(fchdir)(fd);
 		if (rc == 0)
 			leave();
+		if (rc == 0 && ds__out_dirfd(fd))
+			ds__out_chdir();
 		return rc;
 	}
 	struct ds_res r;

@@ -87,7 +87,8 @@ size_t ds__dir_count(const struct ds_file *f)
 {
 	if (f->kind == DS_F_VDIR)
 		return ds__virt_count(&f->v);
-	return ds__g.ix.e[f->id].stored;
+	/* the mount root lists the outputs directory too (write.c) */
+	return ds__g.ix.e[f->id].stored + (f->id == 0 && ds__out_root_entry(NULL, NULL, NULL));
 }
 
 static unsigned char dtype(mode_t m)
@@ -111,6 +112,10 @@ int ds__dir_child(const struct ds_file *f, size_t i, const char **name, size_t *
 		return 0;
 	}
 	const struct ds_entry *d = &ds__g.ix.e[f->id];
+	if (f->id == 0 && i == d->stored && ds__out_root_entry(name, nlen, ino)) {
+		*type = DT_DIR;
+		return 0;
+	}
 	if (i >= d->stored)
 		return -ENOENT;
 	/* ids read from the index are checked before use (the shim maps it

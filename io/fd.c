@@ -146,6 +146,8 @@ static int open_at(int dirfd, const char *path, int flags, mode_t mode)
 	if (!(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL))
 		rf |= DS_RES_FOLLOW;
 	int rc = ds__resolve(dirfd, path, rf, &r);
+	if (rc == 0 && r.out)
+		return ds__out_open(&r, flags, mode); /* write.c */
 	if (rc == 0 && !r.ours)
 		return ds__fd_fresh(DS_REAL(openat)(r.rdirfd, r.rpath, flags, mode));
 	if (rc == -ENOENT && r.ours && (flags & O_CREAT))
@@ -285,8 +287,11 @@ int ds__close(int fd)
 DS_EXPORT int DS_WRAP(close)(int fd)
 {
 	ds__ensure_init();
-	if (DS_LIKELY(!ds__fd_known(fd)))
+	if (DS_LIKELY(!ds__fd_known(fd))) {
+		if (DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)))
+			return ds__out_close(fd); /* maybe a writer's (write.c) */
 		return DS_REAL(close)(fd);
+	}
 	return ds__close(fd);
 }
 
@@ -652,7 +657,7 @@ static int dup_file(int fd, struct ds_file *f, int minfd, int cloexec)
 
 DS_EXPORT int DS_WRAP(dup)(int fd)
 {
-	DS_FD_CALL(fd, ds__fd_fresh(DS_REAL(dup)(fd)), dup_file(fd, f, 0, 0));
+	DS_FD_CALL(fd, ds__out_dupped(fd, ds__fd_fresh(DS_REAL(dup)(fd))), dup_file(fd, f, 0, 0));
 }
 
 static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
@@ -662,7 +667,12 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 	if (!f) {
 		if (oldfd != newfd && ds__fd_is_private(newfd) && ds__fd_private_check(newfd))
 			ds__fd_private_evict(newfd); /* move ours out of the program's way */
+		uint64_t otok = 0; /* write.c: a writer's descriptor replaced, or copied */
+		int had = DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) &&
+		          oldfd != newfd && ds__out_dup_pre(newfd, &otok);
 		int rc = is_dup3 ? DS_REAL(dup3)(oldfd, newfd, flags) : DS_REAL(dup2)(oldfd, newfd);
+		if (had || DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)))
+			ds__out_dup_post(oldfd, newfd, rc, had, otok);
 		if (rc >= 0 && oldfd != newfd && ds__fd_known(newfd)) {
 			if (!ds__owner()) {
 				ds__vfork_note(newfd, 0);

@@ -27,6 +27,7 @@ int ds__maybe_ours(const char *path)
 		return 0;
 	if (path[0] != '/')
 		return atomic_load_explicit(&ds__cwd, memory_order_relaxed) >= 0 ||
+		       DS_UNLIKELY(atomic_load_explicit(&ds__out_cwd, memory_order_relaxed)) ||
 		       ds__rel_maybe(AT_FDCWD, path);
 	/* two byte compares reject almost every other absolute path */
 	if (DS_LIKELY(path[1] == ds__g.mount[1])) {
@@ -177,6 +178,12 @@ static int walk(int64_t cur, char *work, int flags, struct ds_res *r)
 			r->ours = 1;
 			r->id = -1;
 			return 0;
+		}
+		if (cur == 0 && ds__out_match(c, cl)) { /* the outputs (write.c) */
+			int rc = ds__out_walk(&p, r);
+			if (rc == 1)
+				continue; /* climbed back to the mount root */
+			return rc;
 		}
 		int64_t nx = child(cur, c, cl, tmp);
 		if (nx < 0) {
@@ -476,6 +483,7 @@ int ds__resolve(int dirfd, const char *path, int flags, struct ds_res *r)
 	char work[PATH_MAX];
 	size_t len = strnlen(path, PATH_MAX);
 	r->ours = 0;
+	r->out = 0;
 	r->id = -1;
 	r->v.kind = DS_V_NONE;
 	r->rdirfd = dirfd;
@@ -489,10 +497,14 @@ int ds__resolve(int dirfd, const char *path, int flags, struct ds_res *r)
 	if (path[0] != '/') {
 		if (dirfd == AT_FDCWD) {
 			start = atomic_load(&ds__cwd);
+			if (start < 0 && atomic_load(&ds__out_cwd) && ds__out_rel(AT_FDCWD, path, work))
+				return walk(-1, work, flags, r); /* the cwd is in the outputs */
 			if (start < 0) /* relative to the real cwd */
 				return resolve_real_rel(dirfd, path, flags, r, work);
 		} else {
 			struct ds_file *f = ds__fd_get(dirfd);
+			if (!f && ds__out_dirfd(dirfd) && ds__out_rel(dirfd, path, work))
+				return walk(-1, work, flags, r); /* a directory of the outputs */
 			if (!f) /* a real directory */
 				return resolve_real_rel(dirfd, path, flags, r, work);
 			int kind = f->kind;

@@ -10,6 +10,7 @@
  *
  * A rename or link between the dataset and a real file system is EXDEV. */
 #include "shim.h"
+#include "dsout.h"
 
 #include <fcntl.h>
 #include <sys/time.h>
@@ -33,6 +34,7 @@ static int ro(int dirfd, const char *path, enum ro_how how, struct ds_res *r)
 {
 	r->rdirfd = dirfd;
 	r->rpath = path;
+	r->out = 0;
 	if (DS_LIKELY(!at_ours(dirfd, path)))
 		return 1;
 	int flags = how == RO_CHANGE ? DS_RES_FOLLOW : DS_RES_PARENT;
@@ -53,6 +55,23 @@ static int ro(int dirfd, const char *path, enum ro_how how, struct ds_res *r)
 	}
 }
 
+/* outop: what a name in the outputs gets (write.c): 0 libc on the node's
+ * file (chmod, utime, xattrs: local metadata), DS_OUT_* a request to the
+ * service, DS_OUT_OP_DENY EPERM. */
+#define RO_CALL_OUT(dirfd, path, how, outop, outarg, real_call)                        \
+	do {                                                                            \
+		struct ds_res r_;                                                       \
+		int rc_ = ro(dirfd, path, how, &r_);                                    \
+		if (rc_ == 1 && r_.out && (outop) != 0)                                 \
+			return ds__out_path_op((outop), &r_, (outarg));                 \
+		if (rc_ == 1) {                                                         \
+			int d_ = r_.rdirfd;                                             \
+			const char *p_ = r_.rpath;                                      \
+			(void)d_;                                                       \
+			return real_call;                                               \
+		}                                                                       \
+		return ds__fail(-rc_);                                                  \
+	} while (0)
 #define RO_CALL(dirfd, path, how, real_call)                                            \
 	do {                                                                            \
 		struct ds_res r_;                                                       \
@@ -66,15 +85,18 @@ static int ro(int dirfd, const char *path, enum ro_how how, struct ds_res *r)
 		return ds__fail(-rc_);                                                  \
 	} while (0)
 
-DS_EXPORT int DS_WRAP(mkdir)(const char *path, mode_t m) { RO_CALL(AT_FDCWD, path, RO_CREATE, DS_REAL(mkdir)(p_, m)); }
-DS_EXPORT int DS_WRAP(mkdirat)(int fd, const char *path, mode_t m) { RO_CALL(fd, path, RO_CREATE, DS_REAL(mkdirat)(d_, p_, m)); }
-DS_EXPORT int DS_WRAP(mknod)(const char *path, mode_t m, dev_t dev) { RO_CALL(AT_FDCWD, path, RO_CREATE, DS_REAL(mknod)(p_, m, dev)); }
-DS_EXPORT int DS_WRAP(mknodat)(int fd, const char *path, mode_t m, dev_t dev) { RO_CALL(fd, path, RO_CREATE, DS_REAL(mknodat)(d_, p_, m, dev)); }
-DS_EXPORT int DS_WRAP(symlink)(const char *target, const char *path) { RO_CALL(AT_FDCWD, path, RO_CREATE, DS_REAL(symlink)(target, p_)); }
-DS_EXPORT int DS_WRAP(symlinkat)(const char *target, int fd, const char *path) { RO_CALL(fd, path, RO_CREATE, DS_REAL(symlinkat)(target, d_, p_)); }
-DS_EXPORT int DS_WRAP(unlink)(const char *path) { RO_CALL(AT_FDCWD, path, RO_REMOVE, DS_REAL(unlink)(p_)); }
-DS_EXPORT int DS_WRAP(unlinkat)(int fd, const char *path, int fl) { RO_CALL(fd, path, RO_REMOVE, DS_REAL(unlinkat)(d_, p_, fl)); }
-DS_EXPORT int DS_WRAP(rmdir)(const char *path) { RO_CALL(AT_FDCWD, path, RO_REMOVE, DS_REAL(rmdir)(p_)); }
+DS_EXPORT int DS_WRAP(mkdir)(const char *path, mode_t m) { RO_CALL_OUT(AT_FDCWD, path, RO_CREATE, DS_OUT_MKDIR, m, DS_REAL(mkdir)(p_, m)); }
+DS_EXPORT int DS_WRAP(mkdirat)(int fd, const char *path, mode_t m) { RO_CALL_OUT(fd, path, RO_CREATE, DS_OUT_MKDIR, m, DS_REAL(mkdirat)(d_, p_, m)); }
+DS_EXPORT int DS_WRAP(mknod)(const char *path, mode_t m, dev_t dev) { RO_CALL_OUT(AT_FDCWD, path, RO_CREATE, DS_OUT_OP_DENY, 0, DS_REAL(mknod)(p_, m, dev)); }
+DS_EXPORT int DS_WRAP(mknodat)(int fd, const char *path, mode_t m, dev_t dev) { RO_CALL_OUT(fd, path, RO_CREATE, DS_OUT_OP_DENY, 0, DS_REAL(mknodat)(d_, p_, m, dev)); }
+DS_EXPORT int DS_WRAP(symlink)(const char *target, const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_CREATE, DS_OUT_OP_DENY, 0, DS_REAL(symlink)(target, p_)); }
+DS_EXPORT int DS_WRAP(symlinkat)(const char *target, int fd, const char *path) { RO_CALL_OUT(fd, path, RO_CREATE, DS_OUT_OP_DENY, 0, DS_REAL(symlinkat)(target, d_, p_)); }
+DS_EXPORT int DS_WRAP(unlink)(const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_REMOVE, DS_OUT_UNLINK, 0, DS_REAL(unlink)(p_)); }
+DS_EXPORT int DS_WRAP(unlinkat)(int fd, const char *path, int fl)
+{
+	RO_CALL_OUT(fd, path, RO_REMOVE, (fl & AT_REMOVEDIR) ? DS_OUT_RMDIR : DS_OUT_UNLINK, 0, DS_REAL(unlinkat)(d_, p_, fl));
+}
+DS_EXPORT int DS_WRAP(rmdir)(const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_REMOVE, DS_OUT_RMDIR, 0, DS_REAL(rmdir)(p_)); }
 DS_EXPORT int DS_WRAP(chmod)(const char *path, mode_t m) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(chmod)(p_, m)); }
 DS_EXPORT int DS_WRAP(fchmodat)(int fd, const char *path, mode_t m, int fl)
 {
@@ -86,8 +108,8 @@ DS_EXPORT int DS_WRAP(fchownat)(int fd, const char *path, uid_t u, gid_t g, int 
 {
 	RO_CALL(fd, path, (fl & AT_SYMLINK_NOFOLLOW) ? RO_CHANGE_NOFOLLOW : RO_CHANGE, DS_REAL(fchownat)(d_, p_, u, g, fl));
 }
-DS_EXPORT int DS_WRAP(truncate)(const char *path, off_t len) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(truncate)(p_, len)); }
-DS_EXPORT int DS_WRAP(truncate64)(const char *path, off64_t len) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(truncate64)(p_, len)); }
+DS_EXPORT int DS_WRAP(truncate)(const char *path, off_t len) { RO_CALL_OUT(AT_FDCWD, path, RO_CHANGE, DS_OUT_OP_DENY, 0, DS_REAL(truncate)(p_, len)); }
+DS_EXPORT int DS_WRAP(truncate64)(const char *path, off64_t len) { RO_CALL_OUT(AT_FDCWD, path, RO_CHANGE, DS_OUT_OP_DENY, 0, DS_REAL(truncate64)(p_, len)); }
 DS_EXPORT int DS_WRAP(utime)(const char *path, const struct utimbuf *t) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(utime)(p_, t)); }
 DS_EXPORT int DS_WRAP(utimes)(const char *path, const struct timeval t[2]) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(utimes)(p_, t)); }
 DS_EXPORT int DS_WRAP(lutimes)(const char *path, const struct timeval t[2]) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS_REAL(lutimes)(p_, t)); }
@@ -123,10 +145,22 @@ static int two_names(int ofd, const char *op, int nfd, const char *np, enum ro_h
 	return b;
 }
 
+/* Names in the outputs (write.c): a rename within them goes to the service,
+ * across their border it is EXDEV (mv copies), links are refused. */
+static int out_pair(const struct ds_res *a, const struct ds_res *b)
+{
+	if (DS_LIKELY(!a->out && !b->out))
+		return 0;
+	return a->out && b->out ? 1 : -EXDEV;
+}
+
 DS_EXPORT int DS_WRAP(rename)(const char *o, const char *n)
 {
 	struct ds_res a, b;
 	int rc = two_names(AT_FDCWD, o, AT_FDCWD, n, RO_REMOVE, &a, &b);
+	int op = rc == 1 ? out_pair(&a, &b) : 0;
+	if (op)
+		return op < 0 ? ds__fail(-op) : ds__out_rename(&a, &b, 0);
 	return rc == 1 ? DS_REAL(rename)(a.rpath, b.rpath) : ds__fail(-rc);
 }
 
@@ -134,6 +168,9 @@ DS_EXPORT int DS_WRAP(renameat)(int ofd, const char *o, int nfd, const char *n)
 {
 	struct ds_res a, b;
 	int rc = two_names(ofd, o, nfd, n, RO_REMOVE, &a, &b);
+	int op = rc == 1 ? out_pair(&a, &b) : 0;
+	if (op)
+		return op < 0 ? ds__fail(-op) : ds__out_rename(&a, &b, 0);
 	return rc == 1 ? DS_REAL(renameat)(a.rdirfd, a.rpath, b.rdirfd, b.rpath) : ds__fail(-rc);
 }
 
@@ -141,6 +178,9 @@ DS_EXPORT int DS_WRAP(renameat2)(int ofd, const char *o, int nfd, const char *n,
 {
 	struct ds_res a, b;
 	int rc = two_names(ofd, o, nfd, n, RO_REMOVE, &a, &b);
+	int op = rc == 1 ? out_pair(&a, &b) : 0;
+	if (op)
+		return op < 0 ? ds__fail(-op) : ds__out_rename(&a, &b, fl);
 	return rc == 1 ? DS_REAL(renameat2)(a.rdirfd, a.rpath, b.rdirfd, b.rpath, fl) : ds__fail(-rc);
 }
 
@@ -148,6 +188,8 @@ DS_EXPORT int DS_WRAP(link)(const char *o, const char *n)
 {
 	struct ds_res a, b;
 	int rc = two_names(AT_FDCWD, o, AT_FDCWD, n, RO_CREATE, &a, &b);
+	if (rc == 1 && out_pair(&a, &b))
+		return ds__fail(out_pair(&a, &b) < 0 ? EXDEV : EPERM);
 	return rc == 1 ? DS_REAL(link)(a.rpath, b.rpath) : ds__fail(-rc);
 }
 
@@ -155,6 +197,8 @@ DS_EXPORT int DS_WRAP(linkat)(int ofd, const char *o, int nfd, const char *n, in
 {
 	struct ds_res a, b;
 	int rc = two_names(ofd, o, nfd, n, RO_CREATE, &a, &b);
+	if (rc == 1 && out_pair(&a, &b))
+		return ds__fail(out_pair(&a, &b) < 0 ? EXDEV : EPERM);
 	return rc == 1 ? DS_REAL(linkat)(a.rdirfd, a.rpath, b.rdirfd, b.rpath, fl) : ds__fail(-rc);
 }
 

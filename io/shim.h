@@ -24,7 +24,8 @@
  *   exec.c    staged descriptors across exec (DSTAGE_FDS)
  *   offset.c  offsets shared across fork and exec
  *   fresh.c   other calls that hand out descriptor numbers
- *   procfd.c  /proc/self/fd/N and /dev/fd/N of staged descriptors */
+ *   procfd.c  /proc/self/fd/N and /dev/fd/N of staged descriptors
+ *   write.c   write-once outputs under MOUNT/SUBDIR (dsout.h) */
 #ifndef DS_SHIM_H
 #define DS_SHIM_H
 
@@ -131,6 +132,8 @@ struct ds_res {
 	/* not ours: what to hand to libc instead */
 	int rdirfd;           /* the caller's dirfd, or AT_FDCWD with a rewritten path */
 	const char *rpath;    /* the caller's path or buf */
+	int out;              /* not ours: a name in the outputs (write.c), rpath in AREA/ns */
+	const char *orel;     /* out: the name relative to the outputs root (in buf) */
 	char buf[PATH_MAX];
 };
 
@@ -154,6 +157,36 @@ static inline const char *ds__ename(int64_t id) { return ds_index_name(&ds__g.ix
 /* Absolute name under the mount of entry id into buf; -ERANGE if too small,
  * else the length. */
 int ds__abs_name(int64_t id, const struct ds_vent *v, char *buf, size_t size);
+
+/* ---- write-once outputs (write.c) ----------------------------------------- */
+/* The outputs are on (NODEDIR/outputs.conf) and (c, cl) is their top-level
+ * name. */
+int ds__out_match(const char *c, size_t cl);
+/* The walk entered the outputs: the rest of *pp into r (0), or 1 when a ".."
+ * climbed back to the mount root (*pp moved past it), or -errno. */
+int ds__out_walk(char **pp, struct ds_res *r);
+/* dirfd/cwd is a real directory inside the outputs: the mount name of
+ * path from it into work (PATH_MAX): 1, else 0. */
+int ds__out_rel(int dirfd, const char *path, char *work);
+/* a chdir into the outputs happened: relative names may be outputs */
+extern _Atomic int ds__out_cwd;
+void ds__out_chdir(void);
+/* writers' descriptors open in this process */
+extern _Atomic unsigned ds__out_nw;
+/* open/close/namespace calls on r->out names (fd or -1 with errno). */
+int ds__out_open(struct ds_res *r, int flags, mode_t mode);
+int ds__out_close(int fd);
+/* dup family on real descriptors: a writer's copy is a writer; a writer's
+ * number replaced by dup2 is a close. */
+int ds__out_dupped(int oldfd, int newfd);
+int ds__out_dup_pre(int newfd, uint64_t *token);
+void ds__out_dup_post(int oldfd, int newfd, int rc, int had, uint64_t token);
+int ds__out_path_op(int op, struct ds_res *r, unsigned arg);
+int ds__out_rename(struct ds_res *a, struct ds_res *b, unsigned flags);
+/* The outputs directory as an entry of the mount root (name, length, the
+ * d_ino stat gives it): 1, or 0 when there are no outputs. */
+int ds__out_root_entry(const char **name, size_t *nlen, uint64_t *ino);
+#define DS_OUT_OP_DENY 100
 
 /* ---- descriptors and open files (fdtab.c) -------------------------------- */
 enum ds_fkind { DS_F_REG = 1, DS_F_DIR, DS_F_LNK, DS_F_VIRT, DS_F_VDIR };
@@ -218,9 +251,10 @@ static inline int ds__fd_known(int fd)
 }
 /* The same test for an *at() call: a staged dirfd, or a real one the path
  * may climb from into the mount (path relative, dirfd not AT_FDCWD). */
+int ds__out_dirfd(int fd);
 static inline int ds__at_maybe_ours(int dirfd, const char *path)
 {
-	return ds__fd_is_ours(dirfd) ||
+	return ds__fd_is_ours(dirfd) || DS_UNLIKELY(ds__out_dirfd(dirfd)) ||
 	       (ds__g.active && !ds__busy && path[0] && ds__rel_maybe(dirfd, path));
 }
 static inline int ds__fd_is_private(int fd)

@@ -136,6 +136,18 @@ static FILE *open_stream(const char *path, const char *mode, FILE *(*real)(const
 	}
 	struct ds_res r;
 	rc = ds__resolve(AT_FDCWD, path, DS_RES_FOLLOW | DS_RES_PARENT, &r);
+	if (rc == 0 && r.out) { /* an output (write.c): our descriptor, libc's stream */
+		int ofd = ds__out_open(&r, flags, 0666);
+		if (ofd < 0)
+			return NULL;
+		FILE *ofp = DS_REAL(fdopen)(ofd, mode);
+		if (!ofp) {
+			int e = errno;
+			DS_WRAP(close)(ofd);
+			errno = e;
+		}
+		return ofp;
+	}
 	if (rc == 0 && !r.ours)
 		return real(r.rpath, mode);
 	if (rc == -ENOENT && r.ours && (flags & O_CREAT))

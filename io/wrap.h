@@ -195,6 +195,7 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(FILE *, fdopen, (int, const char *))                                                \
 	X(int, fileno, (FILE *))                                                              \
 	X(int, fileno_unlocked, (FILE *))                                                     \
+	X(int, fclose, (FILE *))                                                              \
 	/* rofs.c: everything that would change the tree fails with EROFS */                  \
 	X(int, mkdir, (const char *, mode_t))                                                 \
 	X(int, mkdirat, (int, const char *, mode_t))                                          \

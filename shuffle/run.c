@@ -30,6 +30,9 @@ int ds_cmd_run(int argc, char **argv)
 		{"verbose", no_argument, 0, 'v'},         {"help", no_argument, 0, 'h'},
 		{"replicas", required_argument, 0, 'R'},  {"inflate", no_argument, 0, 'i'},
 		{"force", no_argument, 0, 'f'},           {"progress", required_argument, 0, 'P'},
+		{"outputs", required_argument, 0, 'O'},   {"outputs-to", required_argument, 0, 'W'},
+		{"drain-to", required_argument, 0, 'D'},  {"drain-rate", required_argument, 0, 'Y'},
+		{"drain-timeout", required_argument, 0, 'X'},
 		{0, 0, 0, 0}};
 	struct ds__serve_opts o;
 	struct ds_stage_opts so;
@@ -72,7 +75,7 @@ int ds_cmd_run(int argc, char **argv)
 		fputs(run_usage, stderr);
 		return 2;
 	}
-	if (bad)
+	if (bad || ds__out_check_opts(&o))
 		return 2;
 	so.pack = argv[optind];
 	so.to = o.to;

@@ -71,6 +71,11 @@ static const char *serve_usage =
 	"      --no-rereplicate      after a loss, do not copy the partitions that lost a\n"
 	"                            holder to other survivors (default: copy in the background)\n"
 	"      --clean               remove this node's store on the way out\n"
+	"      --outputs SUBDIR      MOUNT/SUBDIR takes write-once outputs (docs/outputs.md)\n"
+	"      --drain-to DIR        copy every closed output there (the shared file system)\n"
+	"      --outputs-to DIR      node-local directory for the outputs (default: the store's)\n"
+	"      --drain-rate SIZE     bytes per second the drain may use (default 1GiB, 0: no bound)\n"
+	"      --drain-timeout SECS  how long a stop waits for the drain (default 600)\n"
 	"  -q, --quiet               errors only\n"
 	"  -v, --verbose             per-epoch figures (as DSTAGE_LOG=info)\n"
 	"  -h, --help                this text\n";
@@ -81,6 +86,8 @@ int ds__serve_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad)
 {
 	uint64_t v;
 	double d;
+	if (ds__out_opt(o, c, arg, bad)) /* outputs.c */
+		return c;
 	switch (c) {
 	case 't': o->to = arg; return c;
 	case 'j': o->job = arg; return c;
@@ -129,6 +136,8 @@ void ds__serve_defaults(struct ds__serve_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->agree_timeout = o->watchdog = 20;
+	o->drain_rate = 1ull << 30;
+	o->drain_timeout = 600;
 }
 
 static int parse(int argc, char **argv, struct ds__serve_opts *o)
@@ -142,6 +151,9 @@ static int parse(int argc, char **argv, struct ds__serve_opts *o)
 		{"verbose", no_argument, 0, 'v'},         {"help", no_argument, 0, 'h'},
 		{"nodes", required_argument, 0, 'N'},     {"failover", no_argument, 0, 'F'},
 		{"no-rereplicate", no_argument, 0, 'x'},
+		{"outputs", required_argument, 0, 'O'},   {"outputs-to", required_argument, 0, 'W'},
+		{"drain-to", required_argument, 0, 'D'},  {"drain-rate", required_argument, 0, 'Y'},
+		{"drain-timeout", required_argument, 0, 'X'},
 		{0, 0, 0, 0}};
 	ds__serve_defaults(o);
 	optind = 1;
@@ -162,6 +174,8 @@ static int parse(int argc, char **argv, struct ds__serve_opts *o)
 		ds_error("need --to DIR");
 		return 2;
 	}
+	if (!bad && ds__out_check_opts(o))
+		return 2;
 	return bad ? 2 : 0;
 }
 
@@ -224,7 +238,7 @@ static void watch_disarm(void) { __atomic_store_n(&wd.beat_ms, 0, __ATOMIC_RELAX
 struct agree {
 	MPI_Request req;
 	int inflight;
-	int mine[3], all[3]; /* stop, failed node + 1, busy */
+	int mine[4], all[4]; /* stop, failed node + 1, busy, outputs not drained */
 	double started, next;
 };
 
@@ -314,7 +328,7 @@ static int run_loop(struct ds__svc *s)
 	struct agree a;
 	memset(&a, 0, sizeof(a));
 	uint8_t *targets = ds_xcalloc(s->nnodes, 1);
-	double next_stop_check = 0, last_read = -1e9;
+	double next_stop_check = 0, last_read = -1e9, stop_since = 0;
 	int peers_busy = 1, want_stop = 0, result = 0;
 	for (;;) {
 		beat();
@@ -336,7 +350,8 @@ static int run_loop(struct ds__svc *s)
 			a.mine[0] = want_stop;
 			a.mine[1] = s->err ? (int)s->node + 1 : 0;
 			a.mine[2] = busy;
-			int mrc = MPI_Iallreduce(a.mine, a.all, 3, MPI_INT, MPI_MAX, s->comm, &a.req);
+			a.mine[3] = ds__out_busy(s);
+			int mrc = MPI_Iallreduce(a.mine, a.all, 4, MPI_INT, MPI_MAX, s->comm, &a.req);
 			if (mrc == MPI_SUCCESS && ds_fault("serve.agree", (int)s->node))
 				mrc = MPI_ERR_OTHER; /* tests: an MPI error, reported as itself */
 			if (mrc != MPI_SUCCESS) {
@@ -368,7 +383,10 @@ static int run_loop(struct ds__svc *s)
 					result = 1;
 					break;
 				}
-				if (a.all[0])
+				/* a stop waits for the outputs' drain, up to --drain-timeout */
+				if (a.all[0] && a.all[3] && !stop_since)
+					stop_since = now;
+				if (a.all[0] && (!a.all[3] || now - stop_since > s->o.drain_timeout))
 					break;
 				ds__gather_tick(s);
 			} else if (now - a.started > s->o.agree_timeout) {
@@ -379,6 +397,7 @@ static int run_loop(struct ds__svc *s)
 			}
 		}
 		ds__gather_poll(s);
+		ds__out_poll(s);
 		/* the work */
 		if (s->err) {
 			ds__progress(s); /* keep answering the peers until they know */
@@ -506,7 +525,16 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	}
 	if (!failed)
 		failed = ds_any_failed(s->comm, ds__sock_start(s));
+	if (!failed && o->outputs && ds_index_lookup(&s->ix, o->outputs, strlen(o->outputs)) >= 0) {
+		if (rank == 0)
+			ds_error("--outputs '%s': the dataset has an entry of that name", o->outputs);
+		failed = 1;
+	}
+	if (!failed)
+		failed = ds_any_failed(s->comm, ds__out_start(s));
 	if (failed) {
+		ds__out_stop(s);
+		ds__out_free(s);
 		ds__sock_stop(s);
 		ds__window_free(s);
 		ds__exchange_free(s);
@@ -551,6 +579,9 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 		_exit(1);
 	}
 	/* every rank is here, in the same iteration: leave together */
+	if (ds__out_stop(s) && !res)
+		res = 1; /* outputs closed and not drained: said, and the step fails */
+	ds__out_free(s);
 	ds__status_write(s, res ? "failed" : "stopped");
 	ds__sock_stop(s);
 	beat();

@@ -169,6 +169,9 @@ int ds_cmd_stop(int argc, char **argv)
 	}
 	if (lfd >= 0)
 		close(lfd);
+	/* outputs closed and not drained (the services said so too): fail */
+	if (!rc && ds__out_report(jobdir, 0, 0))
+		rc = 1;
 out:
 	for (size_t i = 0; i < nlive; i++)
 		free(live[i]);

@@ -33,6 +33,12 @@ struct ds__serve_opts {
 	const char *nodes;       /* --nodes LIST: the staged nodes this step serves (failover.c) */
 	int failover;            /* --failover: readers wait for a restarted service */
 	int no_rerep;            /* --no-rereplicate: no copies after a loss */
+	/* write-once outputs (outputs.c, drain.c) */
+	const char *outputs;     /* SUBDIR of the mount that takes writes, or NULL */
+	const char *outputs_to;  /* where the output area lives (default NODEDIR) */
+	const char *drain_to;    /* the shared file system's directory */
+	uint64_t drain_rate;     /* bytes/s, 0: no bound */
+	double drain_timeout;    /* s a stop waits for the drain */
 };
 
 /* A read the socket thread cannot serve from this node: main fetches it. */
@@ -76,6 +82,7 @@ struct ds__svc {
 	struct ds__exchange *x;
 	struct ds__sock *sock;
 	struct ds__failover *fo; /* failover.c: the node set; rank != node after a loss */
+	struct ds__out *out; /* outputs.c, NULL without --outputs */
 };
 
 #define DS__COUNT(s, field, n) \
@@ -185,6 +192,26 @@ int ds__extra_holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp);
 size_t ds__rerep_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, uint64_t max_bytes);
 void ds__rerep_complete(struct ds__svc *s, int ok);
 int ds__rerep_busy(const struct ds__svc *s);
+/* ---- outputs.c: write-once outputs (docs/outputs.md) ------------------- */
+/* Start (collective: every rank, same options): output area, NODEDIR/osock,
+ * outputs.conf for the shim, the drain thread.  0 or -errno (logged). */
+int ds__out_start(struct ds__svc *s);
+/* main, every loop iteration: requests of the readers, messages of the
+ * other nodes, transfers. */
+void ds__out_poll(struct ds__svc *s);
+/* Anything not yet drained or in flight (a stop waits for it)? */
+int ds__out_busy(struct ds__svc *s);
+/* Stop the threads; report what was closed and not drained and what was
+ * still being written: their number (the step then fails). */
+int ds__out_stop(struct ds__svc *s);
+void ds__out_free(struct ds__svc *s); /* collective */
+/* Handle the serve options of outputs (codes O W D Y X); c or 0. */
+int ds__out_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad);
+int ds__out_check_opts(const struct ds__serve_opts *o);
+/* drain_cmd.c: from every NODEDIR/outputs.status of jobdir here, report
+ * (error messages) what was closed and not drained; cleanup: remove the
+ * half-made copy a killed service left; print: the figures.  1 if any. */
+int ds__out_report(const char *jobdir, int cleanup, int print);
 
 /* ---- shared helpers ----------------------------------------------------- */
 void ds__wake(int efd);

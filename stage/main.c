@@ -25,6 +25,7 @@ static const struct cmd {
 	{"status", ds_cmd_status, "per-node figures of a staged job"},
 	{"epoch", ds_cmd_epoch, "epoch lists, node sets after a loss, exact resume from a checkpoint"},
 	{"stop", ds_cmd_stop, "stop the node service on every node"},
+	{"drain", ds_cmd_drain, "wait until every closed output is on the shared file system"},
 	{"clean", ds_cmd_clean, "remove this job's node store"},
 };
 

@@ -4,6 +4,7 @@
 #include "dsindex.h"
 #include "dslock.h"
 #include "dsproto.h"
+#include "dsserve.h"
 #include "stage_int.h"
 
 #include <dirent.h>
@@ -373,6 +374,7 @@ int ds_cmd_status(int argc, char **argv)
 	}
 	for (size_t i = 0; i < n; i++) {
 		node_epoch_report(jobdir, names[i]);
+		ds_outputs_status_line(jobdir, names[i]); /* shuffle/drain_cmd.c */
 		free(names[i]);
 	}
 	free(names);
@@ -412,6 +414,7 @@ static int clean_locked(const char *jobdir, const char *to)
 		ds__lock_refusal(jobdir, to, who, rc);
 		return 1;
 	}
+	ds_outputs_clean(jobdir); /* --outputs-to areas outside the job directory */
 	rc = ds_joblock_remove_dir(jobdir, 1);
 	ds_joblock_drop(jobdir);
 	if (rc && rc != -ENOENT) {

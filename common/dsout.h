@@ -1,0 +1,88 @@
+/* dsout.h: write-once outputs (docs/outputs.md): what the shim and the node
+ * service say to each other about them, and where they live.  libc only.
+ *
+ * When `dstage serve --outputs SUBDIR --drain-to DIR` runs, each node's
+ * service writes NODEDIR/outputs.conf:
+ *
+ *     SUBDIR\n        the one top-level name of the mount that takes writes
+ *     AREA\n          this node's output area (absolute, 0700, the user's)
+ *
+ * AREA/ns is the outputs namespace as this node sees it: the closed outputs
+ * held here (their bytes), placeholders of the ones held by other nodes
+ * (right size and mtime, no bytes: the service fetches them before any open
+ * for reading), and every directory.  AREA/w holds files being written
+ * (w/<token>), which nobody else sees.  The shim redirects
+ * MOUNT/SUBDIR/<rel> to AREA/ns/<rel> for reading and asks the service over
+ * NODEDIR/osock for everything that changes the namespace.
+ *
+ * Request: struct ds_out_req; answer: struct ds_out_resp.  One request per
+ * connection (outputs are opened and closed rarely, checkpoints not
+ * samples); the service checks the peer's uid (SO_PEERCRED) and every name
+ * (ds_name_check: no "..", no leading '/'): the shim is never trusted.
+ *
+ *   CREATE  path, flags (O_EXCL O_TRUNC O_APPEND O_ACCMODE), mode: take the
+ *           path for this writer (EEXIST when another writer of the job
+ *           holds it, or O_EXCL and it exists); answer token: the shim
+ *           opens AREA/w/<token> (made by the service, 0600, holding the old
+ *           bytes when neither O_TRUNC nor a new file) and puts an OFD read
+ *           lock on byte DS_OUT_LOCK_OFF of it.  The lock lives as long as
+ *           any descriptor on that open file: across dup, fork and exec.
+ *   CLOSE   token: the writer closed a descriptor; when no descriptor holds
+ *           the lock any more the output is complete: published to every
+ *           node before the answer (visible at close).
+ *   OPEN    path: about to be opened for reading: bytes held elsewhere are
+ *           fetched here first; outputs whose writers have gone without a
+ *           close (exit, exec) are published first.
+ *   RENAME  path -> path2 (files only; EXDEV for a directory);
+ *   UNLINK  path; MKDIR path, mode; RMDIR path
+ *   DRAIN   wait until every output closed so far is durable in the drain
+ *           directory (`dstage drain --wait`); status -EIO when one failed.
+ *   PING    status 0 when the outputs service is up. */
+#ifndef DSOUT_H
+#define DSOUT_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#define DS_OUT_MAGIC 0x44534f31u /* "DSO1" */
+#define DS_OUT_SOCK "osock"
+#define DS_OUT_CONF "outputs.conf"
+#define DS_OUT_STATUS "outputs.status"
+#define DS_OUT_NS "ns"
+#define DS_OUT_W "w"
+/* the byte a writer's OFD read lock covers: far past any real file */
+#define DS_OUT_LOCK_OFF ((int64_t)0x7ffffffffffffff0ll)
+/* the drain's temporary names: DIR/<path>.dstage-drain.<node>.<seq> */
+#define DS_OUT_DRAIN_TMP ".dstage-drain."
+
+enum ds_out_op {
+	DS_OUT_CREATE = 1,
+	DS_OUT_CLOSE,
+	DS_OUT_OPEN,
+	DS_OUT_RENAME,
+	DS_OUT_UNLINK,
+	DS_OUT_MKDIR,
+	DS_OUT_RMDIR,
+	DS_OUT_DRAIN,
+	DS_OUT_PING,
+	DS_OUT_WATCH, /* token: the writer holds its lock; publish when it goes */
+	DS_OUT_ABORT, /* token: the shim could not open or lock it: drop it */
+};
+
+struct ds_out_req {
+	uint32_t magic;
+	uint32_t op;
+	int32_t flags;
+	uint32_t mode;
+	uint64_t token;
+	char path[PATH_MAX];  /* relative to the outputs root */
+	char path2[PATH_MAX]; /* RENAME: the new name */
+};
+
+struct ds_out_resp {
+	uint32_t magic;
+	int32_t status; /* 0 or -errno */
+	uint64_t token;
+};
+
+#endif

@@ -1,0 +1,794 @@
+/* write.c: write-once outputs under MOUNT/SUBDIR (dsout.h, docs/outputs.md).
+ *
+ * The outputs subtree is a real directory of this node (AREA/ns) that only
+ * the node service changes.  Path resolution (path.c) hands every name
+ * under MOUNT/SUBDIR to this file: it becomes AREA/ns/<rel> (".." applied
+ * lexically: it never climbs out of ns, only back to the mount), so stat,
+ * readdir, reads and mmap are the kernel's own on the node's files.  What
+ * changes the namespace goes to the service (NODEDIR/osock):
+ *
+ *   open for writing  CREATE takes the path for this writer (EEXIST for a
+ *                     second one anywhere in the job) and gets a private
+ *                     file AREA/w/<token>; the program's descriptor is a
+ *                     real one on it, so write, pwrite, writev, mmap,
+ *                     ftruncate, fsync, fstat, flock are the kernel's.  An
+ *                     OFD write lock on one far byte marks "still open";
+ *                     it follows the open file across dup, fork and exec
+ *                     and goes with the last descriptor (close or exit).
+ *   close, fclose     CLOSE: when no descriptor holds the lock the service
+ *                     publishes the output to every node before answering.
+ *                     A writer that exits or execs without closing is
+ *                     published when the service sees the lock gone (its
+ *                     sweep, or the next OPEN of an output).
+ *   open for reading  OPEN: a file held by another node is fetched first.
+ *   mkdir, rmdir, unlink, rename   one request each, applied on every node.
+ *
+ * The staged dataset stays read-only (rofs.c); symlinks, hard links,
+ * special files and truncate by name are refused in the outputs too. */
+#include "shim.h"
+#include "dsout.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+_Atomic int ds__out_cwd;
+static void out_atfork_child(void);
+static int w_own(const char *rel, size_t rl, char *buf, size_t size);
+_Atomic unsigned ds__out_nw;
+
+static struct {
+	pthread_once_t once;
+	int on;
+	char sub[NAME_MAX + 1];
+	size_t sublen;
+	char ns[PATH_MAX]; /* AREA/ns */
+	size_t nslen;
+	char w[PATH_MAX]; /* AREA/w */
+	char sock[PATH_MAX];
+} oc = {.once = PTHREAD_ONCE_INIT};
+
+/* A directory the service made: ours alone (not a symlink, our uid, no
+ * access for others). */
+static int private_dir(const char *p)
+{
+	struct stat st;
+	return DS_REAL(lstat)(p, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	       !(st.st_mode & 077);
+}
+
+static void conf_load(void)
+{
+	char path[PATH_MAX], buf[2 * PATH_MAX + 64];
+	if (!ds__g.active)
+		return;
+	if (snprintf(path, sizeof(path), "%s/" DS_OUT_CONF, ds__g.nodedir) >= (int)sizeof(path))
+		return;
+	int fd = DS_REAL(open)(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	struct stat st;
+	ssize_t n = -1;
+	if (DS_REAL(fstat)(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	    !(st.st_mode & 022))
+		n = DS_REAL(read)(fd, buf, sizeof(buf) - 1);
+	DS_REAL(close)(fd);
+	if (n <= 0)
+		return;
+	buf[n] = 0;
+	char *nl = strchr(buf, '\n');
+	if (!nl)
+		return;
+	*nl = 0;
+	char *area = nl + 1, *nl2 = strchr(area, '\n');
+	if (!nl2)
+		return;
+	*nl2 = 0;
+	size_t sl = strlen(buf), al = strlen(area);
+	const char *why;
+	if (!sl || sl > NAME_MAX || strchr(buf, '/') || ds_name_check(buf, sl, &why) ||
+	    ds_name_reserved(buf, sl, &why) || area[0] != '/' || al + 8 >= PATH_MAX)
+		return;
+	pthread_atfork(NULL, NULL, out_atfork_child);
+	memcpy(oc.sub, buf, sl + 1);
+	oc.sublen = sl;
+	snprintf(oc.ns, sizeof(oc.ns), "%s/" DS_OUT_NS, area);
+	oc.nslen = strlen(oc.ns);
+	snprintf(oc.w, sizeof(oc.w), "%s/" DS_OUT_W, area);
+	if (snprintf(oc.sock, sizeof(oc.sock), "%s/" DS_OUT_SOCK, ds__g.nodedir) >= (int)sizeof(oc.sock))
+		return;
+	if (!private_dir(area) || !private_dir(oc.ns) || !private_dir(oc.w))
+		return;
+	oc.on = 1;
+}
+
+static int out_on(void)
+{
+	if (!ds__g.active)
+		return 0;
+	int e = errno; /* errno is left untouched on success (DESIGN 5) */
+	pthread_once(&oc.once, conf_load);
+	errno = e;
+	return oc.on;
+}
+
+int ds__out_match(const char *c, size_t cl)
+{
+	return out_on() && cl == oc.sublen && !memcmp(c, oc.sub, cl);
+}
+
+/* The rest of a walk that entered MOUNT/SUBDIR: *pp points after SUBDIR.
+ * Components are applied lexically ("." dropped, ".." pops); a ".." above
+ * SUBDIR goes back to the mount root: *pp moves past it and 1 is returned
+ * (the walk goes on in the dataset).  Else r gets the real name, 0. */
+int ds__out_walk(char **pp, struct ds_res *r)
+{
+	char rel[PATH_MAX];
+	size_t rl = 0;
+	char *p = *pp;
+	int trail = 0;
+	for (;;) {
+		while (*p == '/') {
+			p++;
+			trail = 1;
+		}
+		if (!*p)
+			break;
+		trail = 0;
+		char *c = p;
+		while (*p && *p != '/')
+			p++;
+		size_t cl = p - c;
+		if (cl > NAME_MAX)
+			return -ENAMETOOLONG;
+		if (cl == 1 && c[0] == '.')
+			continue;
+		if (cl == 2 && c[0] == '.' && c[1] == '.') {
+			if (!rl) {
+				*pp = p;
+				return 1;
+			}
+			while (rl && rel[rl - 1] != '/')
+				rl--;
+			if (rl)
+				rl--;
+			continue;
+		}
+		if (rl + 1 + cl >= sizeof(rel))
+			return -ENAMETOOLONG;
+		if (rl)
+			rel[rl++] = '/';
+		memcpy(rel + rl, c, cl);
+		rl += cl;
+	}
+	if (oc.nslen + 1 + rl + 2 >= sizeof(r->buf))
+		return -ENAMETOOLONG;
+	if (DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) && rl && !trail) {
+		/* a writer sees the file it writes by its name (HDF5 lstat's
+		 * it after the create); nobody else does before its close */
+		char own[PATH_MAX];
+		if (w_own(rel, rl, own, sizeof(own))) {
+			size_t ol = strlen(own);
+			if (ol + 1 + rl + 1 >= sizeof(r->buf))
+				return -ENAMETOOLONG;
+			memcpy(r->buf, own, ol + 1);
+			/* the name relative to the outputs after it, for rel_of */
+			memcpy(r->buf + ol + 1, rel, rl);
+			r->buf[ol + 1 + rl] = 0;
+			r->orel = r->buf + ol + 1;
+			r->ours = 0;
+			r->out = 2;
+			r->rdirfd = AT_FDCWD;
+			r->rpath = r->buf;
+			return 0;
+		}
+	}
+	memcpy(r->buf, oc.ns, oc.nslen);
+	size_t n = oc.nslen;
+	r->orel = r->buf + n + 1;
+	if (rl) {
+		r->buf[n++] = '/';
+		memcpy(r->buf + n, rel, rl);
+		n += rl;
+	} else {
+		r->orel = r->buf + n; /* "" : the outputs root */
+	}
+	if (trail && rl)
+		r->buf[n++] = '/';
+	r->buf[n] = 0;
+	r->ours = 0;
+	r->out = 1;
+	r->rdirfd = AT_FDCWD;
+	r->rpath = r->buf;
+	return 0;
+}
+
+/* The relative name (r->orel) without a trailing '/' into out. */
+static int rel_of(const struct ds_res *r, char *out)
+{
+	size_t l = strlen(r->orel);
+	while (l && r->orel[l - 1] == '/')
+		l--;
+	if (l >= PATH_MAX)
+		return -ENAMETOOLONG;
+	memcpy(out, r->orel, l);
+	out[l] = 0;
+	return 0;
+}
+
+/* ---- real directories inside the outputs ----------------------------------
+ * A relative name from the real cwd or a real directory descriptor inside
+ * AREA/ns is made absolute under the mount again, so that a creation through
+ * it still goes to the service (tar -C, cd into the outputs).  Directory
+ * descriptors opened here are marked; a mark is checked against the
+ * descriptor's name before use. */
+#define OUT_MAXDFD 4096
+static _Atomic uint64_t dfd_bits[OUT_MAXDFD / 64];
+
+static void dfd_mark(int fd, int on)
+{
+	if (fd < 0 || fd >= OUT_MAXDFD)
+		return;
+	uint64_t b = 1ull << (fd % 64);
+	if (on)
+		atomic_fetch_or(&dfd_bits[fd / 64], b);
+	else
+		atomic_fetch_and(&dfd_bits[fd / 64], ~b);
+}
+
+int ds__out_dirfd(int fd)
+{
+	return fd >= 0 && fd < OUT_MAXDFD &&
+	       (atomic_load_explicit(&dfd_bits[fd / 64], memory_order_relaxed) >> (fd % 64)) & 1;
+}
+
+/* dirfd (AT_FDCWD: the cwd) is a real directory in AREA/ns: MOUNT/SUBDIR/<its
+ * place>/path into work (PATH_MAX): 1.  0 when it is not. */
+static int out_rel(int dirfd, const char *path, char *work);
+int ds__out_rel(int dirfd, const char *path, char *work)
+{
+	int e = errno;
+	int rc = out_rel(dirfd, path, work);
+	errno = e;
+	return rc;
+}
+
+static int out_rel(int dirfd, const char *path, char *work)
+{
+	char dir[PATH_MAX];
+	if (!out_on())
+		return 0;
+	if (dirfd == AT_FDCWD) {
+		if (!DS_REAL(getcwd)(dir, sizeof(dir)))
+			return 0;
+	} else {
+		char link[40];
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+		ssize_t n = DS_REAL(readlink)(link, dir, sizeof(dir) - 1);
+		if (n <= 0)
+			return 0;
+		dir[n] = 0;
+	}
+	size_t dl = strlen(dir);
+	if (dl < oc.nslen || memcmp(dir, oc.ns, oc.nslen) || (dir[oc.nslen] && dir[oc.nslen] != '/')) {
+		if (dirfd != AT_FDCWD)
+			dfd_mark(dirfd, 0); /* a stale mark */
+		return 0;
+	}
+	int n = snprintf(work, PATH_MAX, "%s/%s%s/%s", ds__g.mount, oc.sub, dir + oc.nslen, path);
+	return n > 0 && n < PATH_MAX;
+}
+
+/* ---- the service ------------------------------------------------------- */
+static int xfer(int fd, void *buf, size_t len, int out, int64_t deadline_ms)
+{
+	char *p = buf;
+	while (len) {
+		ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			return -EPIPE;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		struct pollfd pf = {fd, out ? POLLOUT : POLLIN, 0};
+		int64_t left = deadline_ms - (int64_t)(ds_now() * 1000);
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(&pf, 1, (int)left) < 0 && errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+/* One request, one answer.  0 with *resp, or -errno (-EIO: no service). */
+static int ask(struct ds_out_req *q, struct ds_out_resp *a)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(oc.sock) >= sizeof(sa.sun_path))
+		return -EIO;
+	strcpy(sa.sun_path, oc.sock);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	ds__fd_private(fd, 1);
+	int rc = 0;
+	int64_t deadline = (int64_t)(ds_now() * 1000) + ds__g.timeout_ms;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
+		rc = -EIO;
+	if (!rc) {
+		struct pollfd pf = {fd, POLLOUT, 0};
+		poll(&pf, 1, ds__g.timeout_ms);
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+		int so = 0;
+		socklen_t sl = sizeof(so);
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) < 0 || so ||
+		    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != geteuid())
+			rc = -EIO;
+	}
+	q->magic = DS_OUT_MAGIC;
+	if (!rc)
+		rc = xfer(fd, q, sizeof(*q), 1, deadline);
+	if (!rc)
+		rc = xfer(fd, a, sizeof(*a), 0, deadline);
+	if (rc)
+		rc = rc == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
+	else if (a->magic != DS_OUT_MAGIC)
+		rc = -EIO;
+	ds__fd_private(fd, 0);
+	DS_REAL(close)(fd);
+	return rc;
+}
+
+static int simple(enum ds_out_op op, const char *rel, const char *rel2, int flags, unsigned mode,
+                  uint64_t token, uint64_t *tok_out)
+{
+	struct ds_out_req *q = malloc(sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	memset(q, 0, sizeof(*q));
+	q->op = op;
+	q->flags = flags;
+	q->mode = mode;
+	q->token = token;
+	if (rel)
+		snprintf(q->path, sizeof(q->path), "%s", rel);
+	if (rel2)
+		snprintf(q->path2, sizeof(q->path2), "%s", rel2);
+	struct ds_out_resp a;
+	int rc = ask(q, &a);
+	free(q);
+	if (rc)
+		return rc;
+	if (tok_out)
+		*tok_out = a.token;
+	return a.status;
+}
+
+/* ---- the writers' descriptors ------------------------------------------ */
+struct wfd {
+	int fd;
+	pid_t pid;
+	uint64_t token;
+	char *rel; /* its name (the writer sees its own file by name) */
+};
+static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
+static struct wfd *wtab;
+static size_t wlen, wcap;
+
+static char *w_rel_of(uint64_t token);
+static int w_add(int fd, uint64_t token, const char *rel)
+{
+	pthread_mutex_lock(&wlock);
+	if (wlen == wcap) {
+		size_t nc = wcap ? 2 * wcap : 16;
+		struct wfd *n = realloc(wtab, nc * sizeof(*n));
+		if (!n) {
+			pthread_mutex_unlock(&wlock);
+			return -ENOMEM;
+		}
+		wtab = n;
+		wcap = nc;
+	}
+	/* a number reused after a raw close: the old entry is stale */
+	for (size_t i = 0; i < wlen; i++)
+		if (wtab[i].fd == fd) {
+			free(wtab[i].rel);
+			wtab[i] = wtab[--wlen];
+			atomic_fetch_sub(&ds__out_nw, 1);
+			break;
+		}
+	char *rc = rel ? strdup(rel) : w_rel_of(token);
+	wtab[wlen++] = (struct wfd){fd, getpid(), token, rc};
+	atomic_fetch_add(&ds__out_nw, 1);
+	pthread_mutex_unlock(&wlock);
+	return 0;
+}
+
+/* (wlock held) a copy of the name of token's output, or NULL */
+static char *w_rel_of(uint64_t token)
+{
+	for (size_t i = 0; i < wlen; i++)
+		if (wtab[i].token == token && wtab[i].rel)
+			return strdup(wtab[i].rel);
+	return NULL;
+}
+
+/* This process writes rel: the name of its private file into buf (1). */
+static int w_own(const char *rel, size_t rl, char *buf, size_t size)
+{
+	int found = 0;
+	pthread_mutex_lock(&wlock);
+	for (size_t i = 0; i < wlen; i++)
+		if (wtab[i].rel && strlen(wtab[i].rel) == rl && !memcmp(wtab[i].rel, rel, rl)) {
+			found = snprintf(buf, size, "%s/%016llx", oc.w, (unsigned long long)wtab[i].token) <
+			        (int)size;
+			break;
+		}
+	pthread_mutex_unlock(&wlock);
+	return found;
+}
+
+static int w_token(int fd, uint64_t *token)
+{
+	int found = 0;
+	pthread_mutex_lock(&wlock);
+	for (size_t i = 0; i < wlen; i++)
+		if (wtab[i].fd == fd) {
+			*token = wtab[i].token;
+			found = 1;
+			break;
+		}
+	pthread_mutex_unlock(&wlock);
+	return found;
+}
+
+/* Forget fd: 1 and *token when it was a writer's. */
+static int w_take(int fd, uint64_t *token)
+{
+	int found = 0;
+	pthread_mutex_lock(&wlock);
+	for (size_t i = 0; i < wlen; i++)
+		if (wtab[i].fd == fd) {
+			*token = wtab[i].token;
+			free(wtab[i].rel);
+			wtab[i] = wtab[--wlen];
+			atomic_fetch_sub(&ds__out_nw, 1);
+			found = 1;
+			break;
+		}
+	pthread_mutex_unlock(&wlock);
+	return found;
+}
+
+static mode_t cur_umask(void)
+{
+	/* umask(2) is a set: read it from /proc instead (no race with threads) */
+	char buf[1024];
+	int fd = DS_REAL(open)("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	mode_t m = 022;
+	if (fd < 0)
+		return m;
+	ssize_t n = DS_REAL(read)(fd, buf, sizeof(buf) - 1);
+	DS_REAL(close)(fd);
+	if (n > 0) {
+		buf[n] = 0;
+		char *u = strstr(buf, "Umask:");
+		if (u)
+			m = (mode_t)strtoul(u + 6, NULL, 8) & 0777;
+	}
+	return m;
+}
+
+/* A placeholder of an output held by another node has no bytes: never let
+ * a reader take its zeros for the file when the service cannot fetch it. */
+static int placeholder(int fd)
+{
+	struct stat st;
+	return DS_REAL(fstat)(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+	       st.st_blocks == 0;
+}
+
+static int out_open(struct ds_res *r, int flags, mode_t mode)
+{
+	char rel[PATH_MAX];
+	int rc = rel_of(r, rel);
+	if (rc)
+		return ds__fail(-rc);
+	int acc = flags & O_ACCMODE;
+	int writing = acc != O_RDONLY || (flags & (O_CREAT | O_TRUNC));
+	if ((flags & O_TMPFILE) == O_TMPFILE)
+		return ds__fail(EOPNOTSUPP);
+	if (r->out == 2) { /* our own output, still being written */
+		if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL))
+			return ds__fail(EEXIST);
+		int fd = DS_REAL(openat)(AT_FDCWD, r->rpath, flags & ~(O_CREAT | O_EXCL | O_TRUNC), 0);
+		return fd < 0 ? -1 : ds__fd_fresh(fd);
+	}
+	if (!writing || (flags & O_PATH)) {
+		if (!(flags & O_PATH) && rel[0]) {
+			struct stat st;
+			if (DS_REAL(stat)(r->rpath, &st) < 0 || !S_ISDIR(st.st_mode)) {
+				rc = simple(DS_OUT_OPEN, rel, NULL, 0, 0, 0, NULL);
+				if (rc && rc != -EIO && rc != -ETIMEDOUT)
+					return ds__fail(-rc);
+			}
+		}
+		int fd = DS_REAL(openat)(AT_FDCWD, r->rpath, flags, mode);
+		if (fd < 0)
+			return -1;
+		if (!(flags & O_PATH) && placeholder(fd)) {
+			DS_REAL(close)(fd);
+			return ds__fail(EIO);
+		}
+		struct stat st;
+		if ((flags & O_DIRECTORY) || (DS_REAL(fstat)(fd, &st) == 0 && S_ISDIR(st.st_mode)))
+			dfd_mark(fd, 1);
+		return ds__fd_fresh(fd);
+	}
+	if (!rel[0])
+		return ds__fail(EISDIR);
+	struct stat st;
+	if (DS_REAL(stat)(r->rpath, &st) == 0 && S_ISDIR(st.st_mode))
+		return ds__fail(EISDIR);
+	if (r->rpath[strlen(r->rpath) - 1] == '/')
+		return ds__fail(EISDIR);
+	uint64_t token = 0;
+	rc = simple(DS_OUT_CREATE, rel, NULL, flags, mode & 07777 & ~cur_umask(), 0, &token);
+	if (rc)
+		return ds__fail(-rc);
+	char wp[PATH_MAX];
+	if (snprintf(wp, sizeof(wp), "%s/%016llx", oc.w, (unsigned long long)token) >= (int)sizeof(wp))
+		return ds__fail(ENAMETOOLONG);
+	int fl = (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_DIRECTORY | O_NOFOLLOW | O_NOCTTY)) | O_NOFOLLOW;
+	if (acc == O_RDONLY) /* O_RDONLY|O_TRUNC: the lock needs a writable file */
+		fl = (fl & ~O_ACCMODE) | O_RDWR;
+	int fd = DS_REAL(openat)(AT_FDCWD, wp, fl, 0);
+	int e = errno;
+	if (fd >= 0) {
+		struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
+		if (DS_REAL(fcntl)(fd, F_OFD_SETLK, &lk) < 0 || w_add(fd, token, rel) ||
+		    simple(DS_OUT_WATCH, NULL, NULL, 0, 0, token, NULL)) {
+			e = errno ? errno : EIO;
+			DS_REAL(close)(fd);
+			fd = -1;
+		}
+	}
+	if (fd < 0) {
+		/* give the path back, publish nothing */
+		simple(DS_OUT_ABORT, NULL, NULL, 0, 0, token, NULL);
+		return ds__fail(e);
+	}
+	return ds__fd_fresh(fd);
+}
+
+/* The program closes fd (close wrapper, before the real close). */
+int ds__out_close(int fd)
+{
+	int e0 = errno;
+	uint64_t token;
+	if (!w_take(fd, &token)) {
+		dfd_mark(fd, 0);
+		return DS_REAL(close)(fd);
+	}
+	int rc = DS_REAL(close)(fd);
+	int e = errno;
+	int src = simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
+	if (src && rc == 0) {
+		/* the close worked but the output could not be kept (no space,
+		 * a failed publish, the service gone): the writer must know, as
+		 * NFS reports it at close */
+		return ds__fail(src == -ETIMEDOUT ? EIO : -src);
+	}
+	errno = rc == 0 ? e0 : e;
+	return rc;
+}
+
+int ds__out_dupped(int oldfd, int newfd)
+{
+	uint64_t token;
+	if (newfd >= 0 && DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) &&
+	    w_token(oldfd, &token))
+		w_add(newfd, token, NULL);
+	return newfd;
+}
+
+int ds__out_dup_pre(int newfd, uint64_t *token) { return w_take(newfd, token); }
+
+void ds__out_dup_post(int oldfd, int newfd, int rc, int had, uint64_t token)
+{
+	int e = errno;
+	if (rc < 0) {
+		if (had)
+			w_add(newfd, token, NULL); /* nothing happened */
+		errno = e;
+		return;
+	}
+	uint64_t t2;
+	if (w_token(oldfd, &t2))
+		w_add(newfd, t2, NULL);
+	if (had) /* the old file on newfd was closed by dup2 */
+		simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
+	errno = e;
+}
+
+/* At exit: a writer's descriptor still open here (an exec'd program writing
+ * to a redirected stdout never closes it) is flushed and closed now, so the
+ * output is published before the process is gone, as at close. */
+__attribute__((destructor)) static void out_fini(void)
+{
+	if (!ds__g.active || ds__busy || getpid() != ds__g.pid || !out_on())
+		return;
+	int dfd = DS_REAL(open)("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	int fds[64];
+	uint64_t toks[64];
+	int n = 0;
+	char buf[8192];
+	for (;;) {
+		ssize_t got = DS_REAL(getdents64)(dfd, buf, sizeof(buf));
+		if (got <= 0)
+			break;
+		for (ssize_t off = 0; off < got;) {
+			struct {
+				uint64_t ino;
+				int64_t off;
+				unsigned short reclen;
+				unsigned char type;
+				char name[];
+			} *de = (void *)(buf + off);
+			off += de->reclen;
+			char link[64], tgt[PATH_MAX];
+			int fd = atoi(de->name);
+			if (de->name[0] < '0' || de->name[0] > '9' || fd == dfd || n == 64)
+				continue;
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+			ssize_t l = DS_REAL(readlink)(link, tgt, sizeof(tgt) - 1);
+			size_t wl = strlen(oc.w);
+			if (l != (ssize_t)(wl + 17) || memcmp(tgt, oc.w, wl) || tgt[wl] != '/')
+				continue;
+			tgt[l] = 0;
+			char *end;
+			uint64_t tok = strtoull(tgt + wl + 1, &end, 16);
+			if (*end)
+				continue;
+			fds[n] = fd;
+			toks[n++] = tok;
+		}
+	}
+	DS_REAL(close)(dfd);
+	if (!n)
+		return;
+	fflush(NULL);
+	for (int i = 0; i < n; i++) {
+		uint64_t t;
+		w_take(fds[i], &t);
+		DS_REAL(close)(fds[i]);
+	}
+	for (int i = 0; i < n; i++)
+		simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, toks[i], NULL);
+}
+
+DS_EXPORT int DS_WRAP(fclose)(FILE *fp)
+{
+	ds__ensure_init();
+	if (DS_LIKELY(!atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) || ds__null(fp))
+		return DS_REAL(fclose)(fp);
+	int e0 = errno;
+	int fd = DS_REAL(fileno)(fp);
+	uint64_t token;
+	if (fd < 0 || !w_take(fd, &token)) {
+		errno = e0;
+		return DS_REAL(fclose)(fp);
+	}
+	int rc = DS_REAL(fclose)(fp);
+	int e = rc == 0 ? e0 : errno;
+	int src = simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
+	if (src && rc == 0) {
+		errno = src == -ETIMEDOUT ? EIO : -src;
+		return EOF;
+	}
+	errno = e;
+	return rc;
+}
+
+/* ---- calls by name that change the outputs -------------------------------- */
+static int out_path_op(int op, struct ds_res *r, unsigned arg)
+{
+	char rel[PATH_MAX];
+	int rc = rel_of(r, rel);
+	if (rc)
+		return ds__fail(-rc);
+	switch (op) {
+	case DS_OUT_MKDIR:
+		if (!rel[0])
+			return ds__fail(EEXIST);
+		rc = simple(DS_OUT_MKDIR, rel, NULL, 0, arg & 07777 & ~cur_umask(), 0, NULL);
+		break;
+	case DS_OUT_UNLINK:
+	case DS_OUT_RMDIR:
+		if (!rel[0])
+			return ds__fail(EBUSY);
+		rc = simple(op, rel, NULL, 0, 0, 0, NULL);
+		break;
+	default: /* symlink, link, mknod, truncate: not in write-once outputs */
+		rc = -EPERM;
+	}
+	return rc ? ds__fail(-rc) : 0;
+}
+
+static int out_rename(struct ds_res *a, struct ds_res *b, unsigned flags)
+{
+	char ra[PATH_MAX], rb[PATH_MAX];
+	if (rel_of(a, ra) || rel_of(b, rb))
+		return ds__fail(ENAMETOOLONG);
+	if (flags & ~(unsigned)RENAME_NOREPLACE)
+		return ds__fail(EINVAL);
+	if (!ra[0] || !rb[0])
+		return ds__fail(EBUSY);
+	int rc = simple(DS_OUT_RENAME, ra, rb, (int)flags, 0, 0, NULL);
+	return rc ? ds__fail(-rc) : 0;
+}
+
+int ds__out_root_entry(const char **name, size_t *nlen, uint64_t *ino)
+{
+	if (!out_on())
+		return 0;
+	if (name) {
+		struct stat st;
+		int e = errno;
+		*name = oc.sub;
+		*nlen = oc.sublen;
+		*ino = DS_REAL(stat)(oc.ns, &st) == 0 ? (uint64_t)st.st_ino : 1;
+		errno = e;
+	}
+	return 1;
+}
+
+void ds__out_chdir(void) { atomic_store(&ds__out_cwd, 1); }
+
+static void out_atfork_child(void)
+{
+	/* the child's entries name the same open files: keep them (its close
+	 * tells the service, which sees the parent's lock) */
+	pthread_mutex_init(&wlock, NULL);
+}
+
+/* The calls above leave errno untouched when they succeed (DESIGN 5): the
+ * checks on the way (stat of a name that does not exist yet, the umask)
+ * set it. */
+int ds__out_open(struct ds_res *r, int flags, mode_t mode)
+{
+	int e = errno;
+	int fd = out_open(r, flags, mode);
+	if (fd >= 0)
+		errno = e;
+	return fd;
+}
+
+int ds__out_path_op(int op, struct ds_res *r, unsigned arg)
+{
+	int e = errno;
+	int rc = out_path_op(op, r, arg);
+	if (rc == 0)
+		errno = e;
+	return rc;
+}
+
+int ds__out_rename(struct ds_res *a, struct ds_res *b, unsigned flags)
+{
+	int e = errno;
+	int rc = out_rename(a, b, flags);
+	if (rc == 0)
+		errno = e;
+	return rc;
+}

@@ -1,0 +1,451 @@
+/* drain.c: the outputs this node holds, copied to --drain-to (the shared
+ * file system) by one thread, oldest first, at most --drain-rate bytes/s.
+ *
+ * Each file goes to DIR/<path>.dstage-drain.<node>.<seq> first; its bytes
+ * are summed on the way and must match the CRC-32C taken at close; then
+ * fsync, the mode and mtime of the output, rename to DIR/<path>, fsync of
+ * the directory.  Only then does it count as drained: a file is never
+ * reported drained before its bytes are durable, and DIR never holds half
+ * a file under an output's name.  Renames and unlinks of outputs already
+ * drained are repeated in DIR, in order, behind the copies queued before
+ * them; an output replaced before its turn is never copied (the newer one
+ * is), and a replaced copy stays in DIR until the newer one takes its name
+ * (so a checkpoint name is never empty on the shared file system).
+ * Directories are made as files need them (empty ones are not drained). */
+#include "dsout.h"
+#include "outputs.h"
+#include "svc.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* snprintf whose truncation the callers check where it matters (names are
+ * bounded by PATH_MAX on the way in) */
+static int pfmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int pfmt(char *buf, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vsnprintf(buf, n, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+enum { A_DRAIN = 1, A_RENAME, A_UNLINK };
+#define COPY_CHUNK (8u << 20)
+
+struct dq {
+	struct dq *next;
+	int kind;
+	struct ds__orec *r;
+	char *a, *b; /* names in DIR (rename, unlink) */
+};
+
+struct ds__drain {
+	struct ds__out *o;
+	char dir[PATH_MAX];
+	uint64_t rate; /* bytes/s, 0: no bound */
+	pthread_t t;
+	int on, quit;
+	pthread_cond_t cv;
+	struct dq *head, **tail;
+	uint64_t queued, done; /* actions */
+	uint64_t pending_bytes, drained_files, drained_bytes;
+	unsigned failed, cancelled;
+	char last[PATH_MAX];
+	char tmp[PATH_MAX]; /* the copy in progress */
+	struct ds__orec *cur; /* its output */
+	struct ds__orec **failed_recs; /* outputs whose copy failed (for the report) */
+	size_t nfailed_recs;
+	double t_next;      /* rate: when the next byte may go */
+};
+
+static void enqueue(struct ds__drain *d, int kind, struct ds__orec *r, const char *a, const char *b)
+{
+	struct dq *q = ds_xcalloc(1, sizeof(*q));
+	q->kind = kind;
+	q->r = r;
+	q->a = a ? ds_xstrdup(a) : NULL;
+	q->b = b ? ds_xstrdup(b) : NULL;
+	*d->tail = q;
+	d->tail = &q->next;
+	d->queued++;
+	pthread_cond_signal(&d->cv);
+}
+
+void ds__drain_add(struct ds__drain *d, struct ds__orec *r)
+{
+	r->dstate = DS_D_QUEUED;
+	d->pending_bytes += r->size;
+	enqueue(d, A_DRAIN, r, NULL, NULL);
+}
+
+void ds__drain_forget(struct ds__drain *d, struct ds__orec *r, int unlink_copy)
+{
+	if (r->dstate == DS_D_QUEUED) {
+		d->pending_bytes -= r->size;
+		r->dstate = DS_D_NONE; /* skipped when its turn comes */
+	} else if (r->dstate == DS_D_DRAINED && unlink_copy && r->dpath) {
+		enqueue(d, A_UNLINK, r, r->dpath, NULL);
+	}
+	/* DRAINING: the thread sees r->gone when the copy ends */
+}
+
+void ds__drain_rename(struct ds__drain *d, struct ds__orec *r, const char *newpath)
+{
+	if (r->dstate == DS_D_DRAINED && r->dpath) {
+		enqueue(d, A_RENAME, r, r->dpath, newpath);
+		free(r->dpath);
+		r->dpath = ds_xstrdup(newpath);
+	}
+	/* queued or in progress: it is copied under the name it has then */
+}
+
+uint64_t ds__drain_mark(struct ds__drain *d) { return d->queued; }
+
+int ds__drain_reached(struct ds__drain *d, uint64_t mark, int *status)
+{
+	*status = d->failed ? -EIO : 0;
+	return d->done >= mark;
+}
+
+int ds__drain_pending(struct ds__drain *d) { return d->done < d->queued; }
+
+void ds__drain_status(struct ds__drain *d, struct ds_buf *b)
+{
+	char line[2 * PATH_MAX + 64];
+	unsigned pending = 0;
+	for (struct dq *q = d->head; q; q = q->next)
+		pending += q->kind == A_DRAIN && q->r->dstate == DS_D_QUEUED;
+	if (d->tmp[0])
+		pending++;
+	int n = pfmt(line, sizeof(line),
+	                 "drain_to=%s\npending_files=%u\npending_bytes=%llu\ndrained_files=%llu\n"
+	                 "drained_bytes=%llu\nfailed=%u\nlast_drained=%s\ndraining_tmp=%s\n",
+	                 d->dir, pending, (unsigned long long)d->pending_bytes,
+	                 (unsigned long long)d->drained_files, (unsigned long long)d->drained_bytes,
+	                 d->failed, d->last, d->tmp);
+	ds_buf_add(b, line, (size_t)n);
+	/* what a report (and a recovery) after a crash must name: size,
+	 * CRC-32C and name of every output not yet drained */
+	if (d->tmp[0] && d->cur) {
+		n = pfmt(line, sizeof(line), "undrained=%llu %08x %s\n", (unsigned long long)d->cur->size,
+		         d->cur->crc, d->cur->path);
+		ds_buf_add(b, line, (size_t)n);
+	}
+	for (struct dq *q = d->head; q; q = q->next)
+		if (q->kind == A_DRAIN && q->r->dstate == DS_D_QUEUED) {
+			n = pfmt(line, sizeof(line), "undrained=%llu %08x %s\n", (unsigned long long)q->r->size,
+			         q->r->crc, q->r->path);
+			ds_buf_add(b, line, (size_t)n);
+		}
+	for (size_t i = 0; i < d->nfailed_recs; i++) {
+		struct ds__orec *r = d->failed_recs[i];
+		if (r->gone || r->dstate != DS_D_FAILED)
+			continue;
+		n = pfmt(line, sizeof(line), "undrained=%llu %08x %s\n", (unsigned long long)r->size, r->crc,
+		         r->path);
+		ds_buf_add(b, line, (size_t)n);
+	}
+}
+
+static int fsync_dir_of(const char *path)
+{
+	char p[PATH_MAX];
+	pfmt(p, sizeof(p), "%s", path);
+	int fd = open(dirname(p), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) < 0 ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+static int mkparent(const char *path)
+{
+	char p[PATH_MAX];
+	pfmt(p, sizeof(p), "%s", path);
+	char *sl = strrchr(p, '/');
+	if (!sl)
+		return 0;
+	*sl = 0;
+	struct stat st;
+	if (stat(p, &st) == 0)
+		return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+	return ds_mkdir_p(p, 0777 & ~0022);
+}
+
+static void pace(struct ds__drain *d, size_t n)
+{
+	if (!d->rate)
+		return;
+	double now = ds_now();
+	if (d->t_next < now - 0.1)
+		d->t_next = now; /* no credit for idle time */
+	d->t_next += (double)n / (double)d->rate;
+	double wait = d->t_next - now;
+	if (wait > 0) {
+		struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Copy src to tmp (open, sum, pace, fsync).  0 or -errno. */
+static int copy_out(struct ds__drain *d, int src, const struct ds__orec *r, const char *tmp)
+{
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	/* the source is in the node's RAM (or a local disk): written straight
+	 * from its mapping, summed on the way, one copy */
+	const char *map = NULL;
+	int rc = 0;
+	if (r->size) {
+		void *m = mmap(NULL, r->size, PROT_READ, MAP_SHARED, src, 0);
+		if (m == MAP_FAILED)
+			rc = -errno;
+		else
+			map = m;
+	}
+	if (map)
+		madvise((void *)map, r->size, MADV_SEQUENTIAL);
+	uint64_t off = 0;
+	uint32_t crc = 0;
+	while (!rc && off < r->size) {
+		if (__atomic_load_n(&d->quit, __ATOMIC_RELAXED)) {
+			rc = -ECANCELED;
+			break;
+		}
+		size_t n = r->size - off < COPY_CHUNK ? (size_t)(r->size - off) : COPY_CHUNK;
+		crc = ds_crc32c(crc, map + off, n);
+		rc = ds_pwrite_full(fd, map + off, n, (off_t)off);
+		if (!rc && ds_fault("drain.write", (int)ds__out_node(d->o)))
+			rc = -EIO;
+		off += n;
+		pace(d, n);
+	}
+	if (map)
+		munmap((void *)map, r->size);
+	if (!rc && crc != r->crc)
+		rc = -DS_ECHECKSUM;
+	struct timespec ts[2] = {{r->mtime_ns / 1000000000ll, r->mtime_ns % 1000000000ll},
+	                         {r->mtime_ns / 1000000000ll, r->mtime_ns % 1000000000ll}};
+	if (!rc && (fchmod(fd, r->mode & 07777) < 0 || futimens(fd, ts) < 0 || fsync(fd) < 0))
+		rc = -errno;
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
+	return rc;
+}
+
+static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
+{
+	struct ds__orec *r = q->r;
+	uint32_t node = ds__out_node(d->o);
+	if (r->dstate != DS_D_QUEUED || r->gone)
+		return; /* replaced or unlinked before its turn */
+	char src[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
+	pfmt(src, sizeof(src), "%s/%s", ds__out_ns(d->o), r->path);
+	int sfd = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (sfd < 0) {
+		ds_error("node %u: drain: '%s': %s", node, r->path, ds_strerror(errno));
+		r->dstate = DS_D_FAILED;
+		d->failed++;
+		d->pending_bytes -= r->size;
+		return;
+	}
+	r->dstate = DS_D_DRAINING;
+	pfmt(tmp, sizeof(tmp), "%s/%s" DS_OUT_DRAIN_TMP "%u.%llu", d->dir, r->path, node,
+	         (unsigned long long)r->seq);
+	pfmt(d->tmp, sizeof(d->tmp), "%s", tmp);
+	d->cur = r;
+	pthread_mutex_unlock(mu);
+	ds__out_status_write(d->o);
+	int rc = mkparent(tmp);
+	if (!rc)
+		rc = copy_out(d, sfd, r, tmp);
+	close(sfd);
+	pthread_mutex_lock(mu);
+	if (!rc && !r->gone) {
+		/* the output may have been renamed meanwhile: its name now */
+		pfmt(dst, sizeof(dst), "%s/%s", d->dir, r->path);
+		rc = mkparent(dst);
+		if (!rc && rename(tmp, dst) < 0)
+			rc = -errno;
+		if (!rc)
+			rc = fsync_dir_of(dst);
+	}
+	if (rc || r->gone)
+		unlink(tmp);
+	d->tmp[0] = 0;
+	d->cur = NULL;
+	d->pending_bytes -= r->size;
+	if (r->gone) {
+		r->dstate = DS_D_NONE;
+	} else if (rc == -ECANCELED) {
+		ds_error("node %u: '%s': closed but not drained to '%s' (the service stopped during "
+		         "its copy)",
+		         node, r->path, d->dir);
+		d->cancelled++;
+		r->dstate = DS_D_FAILED;
+	} else if (rc) {
+		ds_error("node %u: drain: '%s' to '%s': %s", node, r->path, d->dir, ds_strerror(rc));
+		d->failed++;
+		r->dstate = DS_D_FAILED;
+		d->failed_recs = ds_xrealloc(d->failed_recs, (d->nfailed_recs + 1) * sizeof(*d->failed_recs));
+		d->failed_recs[d->nfailed_recs++] = r;
+	} else {
+		r->dstate = DS_D_DRAINED;
+		free(r->dpath);
+		r->dpath = ds_xstrdup(r->path);
+		d->drained_files++;
+		d->drained_bytes += r->size;
+		pfmt(d->last, sizeof(d->last), "%s", r->path);
+		ds_info("node %u: drained '%s' (%llu bytes)", node, r->path, (unsigned long long)r->size);
+	}
+}
+
+static void *drain_main(void *arg)
+{
+	struct ds__drain *d = arg;
+	/* the drain must not compete with training: the lowest CPU priority
+	 * and the lowest best-effort I/O priority for this thread (not the
+	 * idle class: a busy disk would starve it for good); not fatal */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+	syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, (int)syscall(SYS_gettid),
+	        (2 << 13) | 7 /* IOPRIO_CLASS_BE, level 7 */);
+	pthread_mutex_t *mu = ds__out_mutex(d->o);
+	pthread_mutex_lock(mu);
+	for (;;) {
+		while (!d->head && !d->quit)
+			pthread_cond_wait(&d->cv, mu);
+		if (d->quit)
+			break;
+		struct dq *q = d->head;
+		d->head = q->next;
+		if (!d->head)
+			d->tail = &d->head;
+		char a[PATH_MAX], b[PATH_MAX];
+		int rc = 0;
+		switch (q->kind) {
+		case A_DRAIN:
+			drain_one(d, q, mu);
+			break;
+		case A_RENAME:
+			pfmt(a, sizeof(a), "%s/%s", d->dir, q->a);
+			pfmt(b, sizeof(b), "%s/%s", d->dir, q->b);
+			rc = mkparent(b);
+			if (!rc && rename(a, b) < 0)
+				rc = -errno;
+			if (!rc)
+				rc = fsync_dir_of(b);
+			break;
+		case A_UNLINK:
+			pfmt(a, sizeof(a), "%s/%s", d->dir, q->a);
+			if (unlink(a) < 0 && errno != ENOENT)
+				rc = -errno;
+			else
+				rc = fsync_dir_of(a);
+			break;
+		}
+		if (rc) {
+			ds_error("node %u: drain: %s '%s' in '%s': %s", ds__out_node(d->o),
+			         q->kind == A_RENAME ? "rename of" : "unlink of", q->a, d->dir, ds_strerror(rc));
+			d->failed++;
+		}
+		d->done++;
+		free(q->a);
+		free(q->b);
+		free(q);
+		pthread_mutex_unlock(mu);
+		ds__out_status_write(d->o);
+		pthread_mutex_lock(mu);
+	}
+	pthread_mutex_unlock(mu);
+	return NULL;
+}
+
+int ds__drain_new(struct ds__out *o, const struct ds__serve_opts *so, struct ds__drain **out)
+{
+	struct ds__drain *d = ds_xcalloc(1, sizeof(*d));
+	d->o = o;
+	d->tail = &d->head;
+	d->rate = so->drain_rate;
+	pthread_cond_init(&d->cv, NULL);
+	*out = d;
+	char *rp = NULL;
+	int rc = ds_mkdir_p(so->drain_to, 0777 & ~0022);
+	if (!rc && !(rp = realpath(so->drain_to, NULL)))
+		rc = -errno;
+	if (!rc && access(rp, W_OK | X_OK) < 0)
+		rc = -errno;
+	if (!rc && strlen(rp) >= sizeof(d->dir) - 1024)
+		rc = -ENAMETOOLONG;
+	if (rc) {
+		ds_error("node %u: --drain-to '%s': %s", ds__out_node(o), so->drain_to, ds_strerror(rc));
+		free(rp);
+		return rc;
+	}
+	pfmt(d->dir, sizeof(d->dir), "%s", rp);
+	free(rp);
+	if (pthread_create(&d->t, NULL, drain_main, d))
+		return -EAGAIN;
+	d->on = 1;
+	return 0;
+}
+
+int ds__drain_end(struct ds__drain *d)
+{
+	if (!d)
+		return 0;
+	pthread_mutex_t *mu = ds__out_mutex(d->o);
+	pthread_mutex_lock(mu);
+	d->quit = 1;
+	pthread_cond_signal(&d->cv);
+	pthread_mutex_unlock(mu);
+	if (d->on)
+		pthread_join(d->t, NULL);
+	d->on = 0;
+	pthread_mutex_lock(mu);
+	int lost = 0;
+	for (struct dq *q = d->head; q; q = q->next) {
+		if (q->kind != A_DRAIN || q->r->dstate != DS_D_QUEUED)
+			continue;
+		ds_error("node %u: '%s': closed but not drained to '%s' (its bytes are in the node's "
+		         "output area until clean)",
+		         ds__out_node(d->o), q->r->path, d->dir);
+		lost++;
+	}
+	if (d->failed) {
+		ds_error("node %u: %u drain operation(s) to '%s' failed (see above)", ds__out_node(d->o),
+		         d->failed, d->dir);
+		lost += (int)d->failed;
+	}
+	lost += (int)d->cancelled;
+	pthread_mutex_unlock(mu);
+	return lost;
+}
+
+void ds__drain_free(struct ds__drain *d)
+{
+	if (!d)
+		return;
+	while (d->head) {
+		struct dq *q = d->head;
+		d->head = q->next;
+		free(q->a);
+		free(q->b);
+		free(q);
+	}
+	pthread_cond_destroy(&d->cv);
+	free(d->failed_recs);
+	free(d);
+}

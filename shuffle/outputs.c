@@ -1,0 +1,1535 @@
+/* outputs.c: write-once outputs, the service side (dsout.h, docs/outputs.md).
+ *
+ * Every node keeps the outputs namespace in AREA/ns: the files it holds,
+ * placeholders (right size, mode and mtime, no bytes) of the files other
+ * nodes hold, every directory.  Changes are serialised by node 0, the one
+ * decision point: a node sends its request (REQ) to node 0, which checks it
+ * against its own view (AREA/ns plus the set of paths being written), and
+ * either answers at once (DONE: a refusal, or CREATE, which only takes the
+ * path) or numbers the change and sends it to every other node (APPLY);
+ * each applies it to its AREA/ns and acknowledges (ACK); when all have,
+ * node 0 answers the origin (DONE).  Node 0 applies its own change when it
+ * sends it, so the next request is checked against it.  Every node thus
+ * applies the same changes in the same order, and a writer's close returns
+ * only when every node shows its file.
+ *
+ * Bytes of a file held elsewhere move on demand (OPEN): FETCH to the holder,
+ * which answers with a header (size, CRC-32C) and the bytes in chunks on a
+ * second communicator; the copy is checked against the CRC, then renamed
+ * over the placeholder.
+ *
+ * Threads: the socket thread accepts the shim's connections (one request
+ * each) and runs each in a short-lived thread; those do the file work
+ * (CRC of a closed file, copies) and hand what needs MPI to main through a
+ * queue; main (ds__out_poll, from the service loop) does every MPI call;
+ * the drain thread (drain.c) copies the held files to --drain-to.  One
+ * mutex guards the state below. */
+#include "dsout.h"
+#include "outputs.h"
+#include "svc.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* snprintf whose truncation the callers check where it matters (names are
+ * bounded by PATH_MAX on the way in) */
+static int pfmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int pfmt(char *buf, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vsnprintf(buf, n, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+enum { T_REQ = 1, T_APPLY, T_ACK, T_DONE, T_FETCH, T_FHDR };
+enum { OP_PUBLISH = 100, OP_ABORT, OP_FETCH };
+#define CHUNK (16u << 20)
+#define SWEEP_MS 5
+#define OUT_MIN_FREE (1u << 20) /* a create needs this much free in the area */
+
+struct omsg {
+	uint32_t op;
+	int32_t status;
+	uint32_t origin, holder;
+	uint64_t rid; /* the origin's request number */
+	uint64_t seq; /* node 0's change number */
+	uint64_t token, size;
+	int64_t mtime_ns;
+	uint32_t crc, mode;
+	int32_t flags, xfer;
+	char path[PATH_MAX];
+	char path2[PATH_MAX];
+};
+
+/* a request waiting for main (from a connection thread) */
+struct oreq {
+	struct oreq *next;
+	struct omsg m;
+	int done, status;
+	pthread_cond_t cv;
+};
+
+/* a file being written on this node */
+struct opend {
+	struct opend *next;
+	uint64_t token;
+	char *path;
+	int fd;         /* the service's own descriptor on w/<token> */
+	int committing; /* a thread publishes it */
+	int armed;      /* the writer has its lock (WATCH or CLOSE came) */
+	double t0;
+	uint32_t mode;
+};
+
+/* node 0: a path taken by a writer */
+struct owriting {
+	struct owriting *next;
+	char *path;
+	uint32_t node;
+	uint64_t token;
+};
+
+/* node 0: a change waiting for acknowledgements */
+struct oack {
+	struct oack *next;
+	uint64_t seq, rid;
+	uint32_t origin;
+	int left, status;
+};
+
+/* a node's acknowledgement of DRAIN, held until its drain has caught up */
+struct odw {
+	struct odw *next;
+	uint64_t seq, upto;
+};
+
+/* a transfer of a file's bytes in progress */
+struct oxfer {
+	struct oxfer *next;
+	int xfer, peer, in; /* in: we receive */
+	char *path;
+	uint64_t size, seq;
+	uint32_t crc, mode;
+	int64_t mtime_ns;
+	void *map;
+	int fd;
+	MPI_Request *reqs;
+	int nreq;
+	char tmp[PATH_MAX];
+};
+
+struct osend {
+	struct osend *next;
+	struct omsg m;
+	MPI_Request req;
+};
+
+struct ds__out {
+	struct ds__svc *s;
+	MPI_Comm oc, dc;
+	pthread_mutex_t mu;
+	char area[PATH_MAX], ns[PATH_MAX], w[PATH_MAX], sock[PATH_MAX];
+	int lfd;
+	pthread_t athread;
+	int athread_on, quit;
+	struct oreq *queue, **qtail;  /* to main */
+	struct oreq *wait;            /* sent, waiting for DONE (by m.rid) */
+	uint64_t rid, token_ctr, seq;
+	int xfer_ctr;
+	struct opend *pend;
+	struct owriting *writing;     /* node 0 */
+	struct oack *acks;            /* node 0 */
+	struct odw *dwaits;
+	struct oxfer *xfers;
+	struct osend *sends;
+	struct ds__orec *recs;
+	pthread_cond_t fetched;       /* a fetch ended */
+	struct ds__drain *dr;
+	int nthreads, nwatch;
+	pthread_cond_t threads_cv;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+static int nspath(struct ds__out *o, const char *rel, char *buf)
+{
+	int n = pfmt(buf, PATH_MAX, "%s%s%s", o->ns, *rel ? "/" : "", rel);
+	return n < PATH_MAX ? 0 : -ENAMETOOLONG;
+}
+
+static int rel_ok(const char *rel, int root_ok)
+{
+	const char *why;
+	size_t l = strnlen(rel, PATH_MAX);
+	if (l == PATH_MAX)
+		return -ENAMETOOLONG;
+	if (!l)
+		return root_ok ? 0 : -EINVAL;
+	if (ds_name_check(rel, l, &why))
+		return -EINVAL;
+	return 0;
+}
+
+static int parent_dir(struct ds__out *o, const char *rel)
+{
+	char p[PATH_MAX], b[PATH_MAX];
+	pfmt(p, sizeof(p), "%s", rel);
+	char *sl = strrchr(p, '/');
+	if (!sl)
+		return 0;
+	*sl = 0;
+	if (nspath(o, p, b))
+		return -ENAMETOOLONG;
+	struct stat st;
+	if (stat(b, &st) < 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+struct ds__orec *ds__out_find(struct ds__out *o, const char *path)
+{
+	for (struct ds__orec *r = o->recs; r; r = r->next)
+		if (!r->gone && !strcmp(r->path, path))
+			return r;
+	return NULL;
+}
+
+static int64_t mtime_of(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
+}
+
+/* ---- main: sending ----------------------------------------------------- */
+static void send_msg(struct ds__out *o, int to, int tag, const struct omsg *m)
+{
+	struct osend *x = ds_xmalloc(sizeof(*x));
+	x->m = *m;
+	MPI_Isend(&x->m, (int)sizeof(x->m), MPI_BYTE, to, tag, o->oc, &x->req);
+	x->next = o->sends;
+	o->sends = x;
+}
+
+static void sends_test(struct ds__out *o)
+{
+	for (struct osend **pp = &o->sends; *pp;) {
+		int done = 0;
+		MPI_Test(&(*pp)->req, &done, MPI_STATUS_IGNORE);
+		if (done) {
+			struct osend *x = *pp;
+			*pp = x->next;
+			free(x);
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+}
+
+/* A request of this node is answered (DONE, or decided locally on node 0). */
+static void finish(struct ds__out *o, uint64_t rid, int status)
+{
+	for (struct oreq **pp = &o->wait; *pp; pp = &(*pp)->next) {
+		if ((*pp)->m.rid != rid)
+			continue;
+		struct oreq *q = *pp;
+		*pp = q->next;
+		q->status = status;
+		q->done = 1;
+		pthread_cond_broadcast(&q->cv);
+		return;
+	}
+}
+
+/* ---- applying a change (every node, in node 0's order) ------------------- */
+static void rec_drop(struct ds__out *o, struct ds__orec *r, int unlinked)
+{
+	/* replaced or unlinked: the drain forgets or undoes it */
+	r->gone = 1;
+	if (r->local && r->holder == o->s->node)
+		ds__drain_forget(o->dr, r, unlinked);
+}
+
+static int placeholder(struct ds__out *o, const struct omsg *m, const char *dst)
+{
+	char tmp[PATH_MAX];
+	pfmt(tmp, sizeof(tmp), "%s/ph.%llu", o->w, (unsigned long long)m->seq);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	struct timespec ts[2] = {{m->mtime_ns / 1000000000ll, m->mtime_ns % 1000000000ll},
+	                         {m->mtime_ns / 1000000000ll, m->mtime_ns % 1000000000ll}};
+	if (ftruncate(fd, (off_t)m->size) < 0 || fchmod(fd, m->mode & 07777) < 0 ||
+	    futimens(fd, ts) < 0)
+		rc = -errno;
+	close(fd);
+	if (!rc && rename(tmp, dst) < 0)
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+static int apply(struct ds__out *o, const struct omsg *m)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	int rc = 0;
+	uint32_t me = o->s->node;
+	if (nspath(o, m->path, a) || nspath(o, m->path2, b))
+		return -ENAMETOOLONG;
+	switch (m->op) {
+	case OP_PUBLISH: {
+		struct ds__orec *old = ds__out_find(o, m->path);
+		if (m->holder == me) {
+			char wp[PATH_MAX];
+			pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)m->token);
+			if (chmod(wp, m->mode & 07777) < 0 || rename(wp, a) < 0)
+				rc = -errno;
+		} else {
+			rc = placeholder(o, m, a);
+		}
+		if (rc) {
+			ds_error("node %u: '%s': cannot publish: %s", me, m->path, ds_strerror(rc));
+			break;
+		}
+		if (old)
+			rec_drop(o, old, 0);
+		struct ds__orec *r = ds_xcalloc(1, sizeof(*r));
+		r->path = ds_xstrdup(m->path);
+		r->size = m->size;
+		r->mtime_ns = m->mtime_ns;
+		r->crc = m->crc;
+		r->mode = m->mode;
+		r->holder = m->holder;
+		r->seq = m->seq;
+		r->local = m->holder == me;
+		r->next = o->recs;
+		o->recs = r;
+		if (r->local)
+			ds__drain_add(o->dr, r);
+		break;
+	}
+	case DS_OUT_RENAME: {
+		struct ds__orec *r = ds__out_find(o, m->path), *old = ds__out_find(o, m->path2);
+		if (rename(a, b) < 0) {
+			rc = -errno;
+			ds_error("node %u: rename '%s' -> '%s': %s", me, m->path, m->path2, ds_strerror(rc));
+			break;
+		}
+		if (old && old != r)
+			rec_drop(o, old, 0);
+		if (r) {
+			if (r->holder == me)
+				ds__drain_rename(o->dr, r, m->path2);
+			free(r->path);
+			r->path = ds_xstrdup(m->path2);
+		}
+		break;
+	}
+	case DS_OUT_UNLINK: {
+		struct ds__orec *r = ds__out_find(o, m->path);
+		if (unlink(a) < 0)
+			rc = -errno;
+		if (r)
+			rec_drop(o, r, 1);
+		break;
+	}
+	case DS_OUT_MKDIR:
+		if (mkdir(a, (m->mode & 0777) | 0700) < 0 && errno != EEXIST)
+			rc = -errno;
+		break;
+	case DS_OUT_RMDIR:
+		if (rmdir(a) < 0)
+			rc = -errno;
+		break;
+	case DS_OUT_DRAIN:
+		break; /* the acknowledgement waits for the drain (dwaits) */
+	}
+	return rc;
+}
+
+/* ---- node 0: deciding ------------------------------------------------------ */
+static struct owriting *writing_find(struct ds__out *o, const char *path)
+{
+	for (struct owriting *w = o->writing; w; w = w->next)
+		if (!strcmp(w->path, path))
+			return w;
+	return NULL;
+}
+
+static int writing_under(struct ds__out *o, const char *dir)
+{
+	size_t l = strlen(dir);
+	for (struct owriting *w = o->writing; w; w = w->next)
+		if (!strncmp(w->path, dir, l) && w->path[l] == '/')
+			return 1;
+	return 0;
+}
+
+static int dir_empty(const char *p)
+{
+	DIR *d = opendir(p);
+	if (!d)
+		return -errno;
+	struct dirent *de;
+	int empty = 1;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			empty = 0;
+	closedir(d);
+	return empty;
+}
+
+/* Node 0's check of a change against its view: 0 to go on, 1 done without
+ * a broadcast, or -errno. */
+static int decide(struct ds__out *o, struct omsg *m)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	struct stat st, st2;
+	if (nspath(o, m->path, a) || nspath(o, m->path2, b))
+		return -ENAMETOOLONG;
+	int ea = lstat(a, &st) == 0 ? 0 : -errno;
+	int rc;
+	switch (m->op) {
+	case DS_OUT_CREATE:
+		if ((rc = parent_dir(o, m->path)))
+			return rc;
+		if (!ea && S_ISDIR(st.st_mode))
+			return -EISDIR;
+		if (writing_find(o, m->path))
+			return -EEXIST; /* another writer has it */
+		if (!ea && (m->flags & O_EXCL) && (m->flags & O_CREAT))
+			return -EEXIST;
+		if (ea && !(m->flags & O_CREAT))
+			return -ENOENT;
+		{
+			struct owriting *w = ds_xcalloc(1, sizeof(*w));
+			w->path = ds_xstrdup(m->path);
+			w->node = m->origin;
+			w->token = m->token;
+			w->next = o->writing;
+			o->writing = w;
+		}
+		return 1;
+	case OP_ABORT:
+	case OP_PUBLISH:
+		for (struct owriting **pp = &o->writing; *pp; pp = &(*pp)->next)
+			if ((*pp)->token == m->token && (*pp)->node == m->origin) {
+				struct owriting *w = *pp;
+				*pp = w->next;
+				free(w->path);
+				free(w);
+				return m->op == OP_ABORT ? 1 : parent_dir(o, m->path);
+			}
+		return -ESTALE;
+	case DS_OUT_RENAME:
+		if (ea)
+			return ea;
+		if (S_ISDIR(st.st_mode))
+			return -EXDEV; /* directories: mv copies */
+		if ((rc = parent_dir(o, m->path2)))
+			return rc;
+		if (lstat(b, &st2) == 0) {
+			if (S_ISDIR(st2.st_mode))
+				return -EISDIR;
+			if (m->flags & RENAME_NOREPLACE)
+				return -EEXIST;
+			if (st2.st_ino == st.st_ino)
+				return 1; /* the same file: nothing to do */
+		}
+		if (writing_find(o, m->path2))
+			return -EBUSY;
+		return 0;
+	case DS_OUT_UNLINK:
+		if (ea)
+			return ea;
+		return S_ISDIR(st.st_mode) ? -EISDIR : 0;
+	case DS_OUT_MKDIR:
+		if ((rc = parent_dir(o, m->path)))
+			return rc;
+		return ea ? 0 : -EEXIST;
+	case DS_OUT_RMDIR:
+		if (ea)
+			return ea;
+		if (!S_ISDIR(st.st_mode))
+			return -ENOTDIR;
+		if (dir_empty(a) != 1 || writing_under(o, m->path))
+			return -ENOTEMPTY;
+		return 0;
+	case DS_OUT_DRAIN:
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static void drain_wait_add(struct ds__out *o, uint64_t seq)
+{
+	struct odw *d = ds_xcalloc(1, sizeof(*d));
+	d->seq = seq;
+	d->upto = ds__drain_mark(o->dr);
+	d->next = o->dwaits;
+	o->dwaits = d;
+}
+
+static void ack_in(struct ds__out *o, uint64_t seq, int status);
+
+/* node 0: a request from node `origin` (or this node) */
+static void request(struct ds__out *o, struct omsg *m)
+{
+	int rc = decide(o, m);
+	if (rc) {
+		struct omsg d = *m;
+		d.status = rc == 1 ? 0 : rc;
+		if (m->origin == 0)
+			finish(o, m->rid, d.status);
+		else
+			send_msg(o, (int)m->origin, T_DONE, &d);
+		return;
+	}
+	m->seq = ++o->seq;
+	struct oack *a = ds_xcalloc(1, sizeof(*a));
+	a->seq = m->seq;
+	a->rid = m->rid;
+	a->origin = m->origin;
+	a->left = (int)o->s->nnodes;
+	a->next = o->acks;
+	o->acks = a;
+	for (uint32_t k = 1; k < o->s->nnodes; k++)
+		send_msg(o, (int)k, T_APPLY, m);
+	int st = apply(o, m);
+	if (m->op == DS_OUT_DRAIN)
+		drain_wait_add(o, m->seq);
+	else
+		ack_in(o, m->seq, st);
+}
+
+static void ack_in(struct ds__out *o, uint64_t seq, int status)
+{
+	for (struct oack **pp = &o->acks; *pp; pp = &(*pp)->next) {
+		struct oack *a = *pp;
+		if (a->seq != seq)
+			continue;
+		if (status && !a->status)
+			a->status = status;
+		if (--a->left > 0)
+			return;
+		*pp = a->next;
+		if (a->origin == 0) {
+			finish(o, a->rid, a->status);
+		} else {
+			struct omsg d;
+			memset(&d, 0, sizeof(d));
+			d.rid = a->rid;
+			d.status = a->status;
+			send_msg(o, (int)a->origin, T_DONE, &d);
+		}
+		free(a);
+		return;
+	}
+}
+
+static void ack_out(struct ds__out *o, uint64_t seq, int status)
+{
+	if (o->s->node == 0) {
+		ack_in(o, seq, status);
+		return;
+	}
+	struct omsg d;
+	memset(&d, 0, sizeof(d));
+	d.seq = seq;
+	d.status = status;
+	send_msg(o, 0, T_ACK, &d);
+}
+
+/* ---- transfers of bytes ------------------------------------------------- */
+static int nchunks(uint64_t size) { return (int)((size + CHUNK - 1) / CHUNK); }
+
+static void xfer_free(struct oxfer *x)
+{
+	if (x->map && x->map != MAP_FAILED)
+		munmap(x->map, x->size);
+	if (x->fd >= 0)
+		close(x->fd);
+	free(x->reqs);
+	free(x->path);
+	free(x);
+}
+
+/* the holder: send path's bytes to node peer under transfer id xfer */
+static void fetch_serve(struct ds__out *o, const struct omsg *m, int peer)
+{
+	struct omsg h;
+	memset(&h, 0, sizeof(h));
+	h.xfer = m->xfer;
+	pfmt(h.path, sizeof(h.path), "%s", m->path);
+	struct ds__orec *r = ds__out_find(o, m->path);
+	char p[PATH_MAX];
+	struct oxfer *x = ds_xcalloc(1, sizeof(*x));
+	x->fd = -1;
+	if (!r || !r->local || r->holder != o->s->node || nspath(o, m->path, p)) {
+		h.status = -ENOENT;
+	} else {
+		x->fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		struct stat st;
+		if (x->fd < 0 || fstat(x->fd, &st) < 0 || (uint64_t)st.st_size != r->size)
+			h.status = -EIO;
+		else if (r->size && (x->map = mmap(NULL, r->size, PROT_READ, MAP_SHARED, x->fd, 0)) == MAP_FAILED)
+			h.status = -errno;
+		h.size = r->size;
+		h.crc = r->crc;
+		h.seq = r->seq;
+		h.mode = r->mode;
+		h.mtime_ns = r->mtime_ns;
+	}
+	send_msg(o, peer, T_FHDR, &h);
+	if (h.status || !h.size) {
+		if (x->map == MAP_FAILED)
+			x->map = NULL;
+		xfer_free(x);
+		return;
+	}
+	x->size = h.size;
+	x->nreq = nchunks(h.size);
+	x->reqs = ds_xcalloc((size_t)x->nreq, sizeof(MPI_Request));
+	for (int i = 0; i < x->nreq; i++) {
+		uint64_t off = (uint64_t)i * CHUNK, len = h.size - off < CHUNK ? h.size - off : CHUNK;
+		MPI_Isend((char *)x->map + off, (int)len, MPI_BYTE, peer, m->xfer, o->dc, &x->reqs[i]);
+	}
+	x->xfer = m->xfer;
+	x->peer = peer;
+	x->next = o->xfers;
+	o->xfers = x;
+	DS__COUNT(o->s, served_bytes, h.size);
+}
+
+static void fetch_end(struct ds__out *o, struct ds__orec *r, int rc)
+{
+	if (r) {
+		r->fetching = 0;
+		r->fetch_err = rc;
+	}
+	pthread_cond_broadcast(&o->fetched);
+}
+
+/* the fetcher: the holder's header arrived */
+static void fetch_header(struct ds__out *o, const struct omsg *h, int peer)
+{
+	struct ds__orec *r = ds__out_find(o, h->path);
+	if (h->status) {
+		fetch_end(o, r, h->status);
+		return;
+	}
+	struct oxfer *x = ds_xcalloc(1, sizeof(*x));
+	x->in = 1;
+	x->xfer = h->xfer;
+	x->peer = peer;
+	x->path = ds_xstrdup(h->path);
+	x->size = h->size;
+	x->crc = h->crc;
+	x->seq = h->seq;
+	x->mode = h->mode;
+	x->mtime_ns = h->mtime_ns;
+	pfmt(x->tmp, sizeof(x->tmp), "%s/f.%d", o->w, h->xfer);
+	x->fd = open(x->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int rc = x->fd < 0 ? -errno : 0;
+	if (!rc && h->size && (rc = -posix_fallocate(x->fd, 0, (off_t)h->size)) == 0 &&
+	    (x->map = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd, 0)) == MAP_FAILED) {
+		x->map = NULL;
+		rc = -errno;
+	}
+	x->nreq = h->size ? nchunks(h->size) : 0;
+	x->reqs = ds_xcalloc((size_t)x->nreq + 1, sizeof(MPI_Request));
+	if (rc) {
+		ds_error("node %u: '%s': cannot fetch from node %d: %s", o->s->node, h->path, peer,
+		         ds_strerror(rc));
+		/* the holder sends anyway: take its bytes and drop them */
+		void *junk = ds_xmalloc(CHUNK);
+		for (int i = 0; i < x->nreq; i++) {
+			uint64_t off = (uint64_t)i * CHUNK, len = h->size - off < CHUNK ? h->size - off : CHUNK;
+			MPI_Recv(junk, (int)len, MPI_BYTE, peer, h->xfer, o->dc, MPI_STATUS_IGNORE);
+		}
+		free(junk);
+		unlink(x->tmp);
+		xfer_free(x);
+		fetch_end(o, r, rc);
+		return;
+	}
+	for (int i = 0; i < x->nreq; i++) {
+		uint64_t off = (uint64_t)i * CHUNK, len = h->size - off < CHUNK ? h->size - off : CHUNK;
+		MPI_Irecv((char *)x->map + off, (int)len, MPI_BYTE, peer, h->xfer, o->dc, &x->reqs[i]);
+	}
+	x->next = o->xfers;
+	o->xfers = x;
+}
+
+static void fetch_complete(struct ds__out *o, struct oxfer *x)
+{
+	struct ds__orec *r = ds__out_find(o, x->path);
+	int rc = 0;
+	uint32_t crc = x->size ? ds_crc32c(0, x->map, x->size) : 0;
+	if (crc != x->crc)
+		rc = -DS_ECHECKSUM;
+	struct timespec ts[2] = {{x->mtime_ns / 1000000000ll, x->mtime_ns % 1000000000ll},
+	                         {x->mtime_ns / 1000000000ll, x->mtime_ns % 1000000000ll}};
+	char p[PATH_MAX];
+	if (!rc && (fchmod(x->fd, x->mode & 07777) < 0 || futimens(x->fd, ts) < 0))
+		rc = -errno;
+	if (!rc && (!r || r->seq != x->seq))
+		rc = -ESTALE; /* replaced or removed meanwhile */
+	if (!rc && (nspath(o, x->path, p) || rename(x->tmp, p) < 0))
+		rc = -EIO;
+	if (rc) {
+		unlink(x->tmp);
+		if (rc != -ESTALE)
+			ds_error("node %u: '%s' from node %d: %s", o->s->node, x->path, x->peer, ds_strerror(rc));
+	} else {
+		r->local = 1;
+		DS__COUNT(o->s, fetched_bytes, x->size);
+	}
+	fetch_end(o, r, rc == -ESTALE ? -EAGAIN : rc);
+}
+
+static void xfers_test(struct ds__out *o)
+{
+	for (struct oxfer **pp = &o->xfers; *pp;) {
+		struct oxfer *x = *pp;
+		int done = 1;
+		for (int i = 0; i < x->nreq && done; i++) {
+			int d1 = 0;
+			MPI_Test(&x->reqs[i], &d1, MPI_STATUS_IGNORE);
+			done = d1;
+		}
+		if (!done) {
+			pp = &x->next;
+			continue;
+		}
+		*pp = x->next;
+		if (x->in)
+			fetch_complete(o, x);
+		xfer_free(x);
+	}
+}
+
+/* ---- main --------------------------------------------------------------- */
+static void from_queue(struct ds__out *o)
+{
+	for (;;) {
+		struct oreq *q = o->queue;
+		if (!q)
+			return;
+		o->queue = q->next;
+		if (!o->queue)
+			o->qtail = &o->queue;
+		q->m.rid = ++o->rid;
+		q->m.origin = o->s->node;
+		if (q->m.op == OP_FETCH) { /* a fetch: answered by fetch_end */
+			struct ds__orec *r = ds__out_find(o, q->m.path);
+			q->done = 1;
+			pthread_cond_broadcast(&q->cv);
+			if (!r || r->local) {
+				fetch_end(o, r, 0);
+				continue;
+			}
+			q->m.xfer = 1 + (o->xfer_ctr++ % 30000);
+			send_msg(o, (int)r->holder, T_FETCH, &q->m);
+			continue;
+		}
+		q->next = o->wait;
+		o->wait = q;
+		if (o->s->node == 0)
+			request(o, &q->m);
+		else
+			send_msg(o, 0, T_REQ, &q->m);
+	}
+}
+
+void ds__out_poll(struct ds__svc *s)
+{
+	struct ds__out *o = s->out;
+	if (!o)
+		return;
+	pthread_mutex_lock(&o->mu);
+	from_queue(o);
+	for (;;) {
+		int flag = 0;
+		MPI_Status stt;
+		MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, o->oc, &flag, &stt);
+		if (!flag)
+			break;
+		struct omsg *m = ds_xmalloc(sizeof(*m));
+		MPI_Recv(m, (int)sizeof(*m), MPI_BYTE, stt.MPI_SOURCE, stt.MPI_TAG, o->oc, MPI_STATUS_IGNORE);
+		switch (stt.MPI_TAG) {
+		case T_REQ: request(o, m); break;
+		case T_APPLY: {
+			int st = apply(o, m);
+			if (m->op == DS_OUT_DRAIN)
+				drain_wait_add(o, m->seq);
+			else
+				ack_out(o, m->seq, st);
+			break;
+		}
+		case T_ACK: ack_in(o, m->seq, m->status); break;
+		case T_DONE: finish(o, m->rid, m->status); break;
+		case T_FETCH: fetch_serve(o, m, stt.MPI_SOURCE); break;
+		case T_FHDR: fetch_header(o, m, stt.MPI_SOURCE); break;
+		}
+		free(m);
+	}
+	/* drain waits whose drain has caught up */
+	for (struct odw **pp = &o->dwaits; *pp;) {
+		struct odw *d = *pp;
+		int st;
+		if (!ds__drain_reached(o->dr, d->upto, &st)) {
+			pp = &d->next;
+			continue;
+		}
+		*pp = d->next;
+		ack_out(o, d->seq, st);
+		free(d);
+	}
+	xfers_test(o);
+	sends_test(o);
+	pthread_mutex_unlock(&o->mu);
+}
+
+/* ---- connection threads -------------------------------------------------- */
+/* Hand m to main and wait for its answer (mu held). */
+static int via_main(struct ds__out *o, struct omsg *m)
+{
+	struct oreq q;
+	memset(&q, 0, sizeof(q));
+	q.m = *m;
+	pthread_cond_init(&q.cv, NULL);
+	*o->qtail = &q;
+	o->qtail = &q.next;
+	ds__wake(o->s->wake_main);
+	while (!q.done)
+		pthread_cond_wait(&q.cv, &o->mu);
+	pthread_cond_destroy(&q.cv);
+	return q.status;
+}
+
+static int lock_free(int fd)
+{
+	struct flock lk = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
+	if (fcntl(fd, F_OFD_GETLK, &lk) < 0)
+		return 0;
+	return lk.l_type == F_UNLCK;
+}
+
+/* Publish pending output p (its writers are gone); mu held, dropped while
+ * the bytes are summed. */
+static int commit(struct ds__out *o, struct opend *p)
+{
+	p->committing = 1;
+	pthread_mutex_unlock(&o->mu);
+	struct stat st;
+	int rc = fstat(p->fd, &st) < 0 ? -errno : 0;
+	uint32_t crc = 0;
+	if (!rc && st.st_size > 0) {
+		void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, p->fd, 0);
+		if (map == MAP_FAILED) {
+			rc = -errno;
+		} else {
+			madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);
+			crc = ds_crc32c(0, map, (size_t)st.st_size);
+			munmap(map, (size_t)st.st_size);
+		}
+	}
+	pthread_mutex_lock(&o->mu);
+	struct omsg m;
+	memset(&m, 0, sizeof(m));
+	m.op = rc ? OP_ABORT : OP_PUBLISH;
+	m.token = p->token;
+	m.holder = o->s->node;
+	m.size = (uint64_t)st.st_size;
+	m.mtime_ns = mtime_of(&st);
+	m.crc = crc;
+	m.mode = p->mode;
+	pfmt(m.path, sizeof(m.path), "%s", p->path);
+	int prc = via_main(o, &m);
+	if (!rc)
+		rc = prc;
+	if (rc) {
+		char wp[PATH_MAX];
+		pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)p->token);
+		unlink(wp);
+		ds_error("node %u: '%s': closed but not kept: %s", o->s->node, p->path, ds_strerror(rc));
+	}
+	for (struct opend **pp = &o->pend; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	close(p->fd);
+	free(p->path);
+	free(p);
+	pthread_cond_broadcast(&o->fetched);
+	return rc;
+}
+
+static struct opend *pend_find(struct ds__out *o, uint64_t token)
+{
+	for (struct opend *p = o->pend; p; p = p->next)
+		if (p->token == token)
+			return p;
+	return NULL;
+}
+
+/* Publish every pending output whose writers are gone (mu held). */
+static void sweep(struct ds__out *o)
+{
+	for (int again = 1; again;) {
+		again = 0;
+		for (struct opend *p = o->pend; p; p = p->next)
+			/* not before the writer has its lock (or plainly died
+			 * before it took it) */
+			if (!p->committing && (p->armed || ds_now() - p->t0 > 10) && lock_free(p->fd)) {
+				commit(o, p);
+				again = 1; /* the list changed */
+				break;
+			}
+	}
+}
+
+/* A writer's lock is in place: wait (blocking, in a thread of its own) until
+ * every descriptor on it is gone, at close or at exit, then publish. */
+struct watch_arg {
+	struct ds__out *o;
+	uint64_t token;
+	int fd;
+};
+
+static void *watch_main(void *arg)
+{
+	struct watch_arg *w = arg;
+	struct ds__out *o = w->o;
+	struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
+	while (fcntl(w->fd, F_OFD_SETLKW, &lk) < 0 && errno == EINTR)
+		;
+	close(w->fd); /* our lock goes with it */
+	pthread_mutex_lock(&o->mu);
+	struct opend *p = o->quit ? NULL : pend_find(o, w->token);
+	int did = p && !p->committing;
+	if (did)
+		commit(o, p);
+	o->nwatch--;
+	pthread_mutex_unlock(&o->mu);
+	if (did)
+		ds__out_status_write(o);
+	free(w);
+	return NULL;
+}
+
+static int watch(struct ds__out *o, uint64_t token)
+{
+	struct opend *p = pend_find(o, token);
+	if (!p)
+		return 0;
+	p->armed = 1;
+	char wp[PATH_MAX];
+	pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)token);
+	struct watch_arg *w = ds_xmalloc(sizeof(*w));
+	w->o = o;
+	w->token = token;
+	w->fd = open(wp, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (w->fd < 0) {
+		free(w);
+		return -errno;
+	}
+	pthread_t t;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, 64 << 10);
+	int rc = pthread_create(&t, &at, watch_main, w);
+	pthread_attr_destroy(&at);
+	if (rc) {
+		close(w->fd);
+		free(w);
+		return 0; /* the sweep publishes it */
+	}
+	o->nwatch++;
+	return 0;
+}
+
+static int copy_fd(int from, int to)
+{
+	for (;;) {
+		ssize_t n = copy_file_range(from, NULL, to, NULL, 1 << 30, 0);
+		if (n == 0)
+			return 0;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+	}
+}
+
+static int do_create(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
+{
+	char a[PATH_MAX], wp[PATH_MAX];
+	int rc = rel_ok(q->path, 0);
+	if (rc || (rc = nspath(o, q->path, a)))
+		return rc;
+	int keep = !(q->flags & O_TRUNC);
+	/* the capacity check: a store with less than OUT_MIN_FREE left takes
+	 * no new output (ENOSPC at open, not half a file later) */
+	struct statvfs sv;
+	if (statvfs(o->w, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < OUT_MIN_FREE)
+		return -ENOSPC;
+	struct ds__orec *r = ds__out_find(o, q->path);
+	if (keep && r && !r->local) {
+		/* the old bytes are kept: fetch them first */
+		rc = ds__out_fetch_locked(o, q->path);
+		if (rc)
+			return rc;
+	}
+	struct omsg m;
+	memset(&m, 0, sizeof(m));
+	m.op = DS_OUT_CREATE;
+	m.flags = q->flags;
+	m.token = ((uint64_t)o->s->node << 40) | ++o->token_ctr;
+	pfmt(m.path, sizeof(m.path), "%s", q->path);
+	rc = via_main(o, &m);
+	if (rc)
+		return rc;
+	pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)m.token);
+	int fd = open(wp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	rc = fd < 0 ? -errno : 0;
+	if (!rc && keep) {
+		int old = open(a, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (old >= 0) {
+			pthread_mutex_unlock(&o->mu);
+			rc = copy_fd(old, fd);
+			pthread_mutex_lock(&o->mu);
+			close(old);
+		}
+	}
+	if (rc) {
+		if (fd >= 0) {
+			close(fd);
+			unlink(wp);
+		}
+		m.op = OP_ABORT;
+		via_main(o, &m);
+		return rc;
+	}
+	struct opend *p = ds_xcalloc(1, sizeof(*p));
+	p->token = m.token;
+	p->path = ds_xstrdup(q->path);
+	p->fd = fd;
+	p->mode = (q->mode & 0777) | 0400; /* no set-id bits; the drain must read it */
+	p->t0 = ds_now();
+	p->next = o->pend;
+	o->pend = p;
+	*token = m.token;
+	return 0;
+}
+
+/* Make path's bytes local (mu held).  0, or -errno. */
+int ds__out_fetch_locked(struct ds__out *o, const char *path)
+{
+	for (int tries = 0; tries < 3; tries++) {
+		struct ds__orec *r = ds__out_find(o, path);
+		if (!r || r->local)
+			return 0;
+		if (!r->fetching) {
+			r->fetching = 1;
+			r->fetch_err = 0;
+			struct omsg m;
+			memset(&m, 0, sizeof(m));
+			m.op = OP_FETCH;
+			pfmt(m.path, sizeof(m.path), "%s", path);
+			via_main(o, &m);
+		}
+		while ((r = ds__out_find(o, path)) && r->fetching)
+			pthread_cond_wait(&o->fetched, &o->mu);
+		if (!r)
+			return -ENOENT;
+		if (r->local)
+			return 0;
+		if (r->fetch_err != -EAGAIN)
+			return r->fetch_err ? r->fetch_err : -EIO;
+	}
+	return -EIO;
+}
+
+static int handle(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
+{
+	struct omsg m;
+	int rc;
+	switch (q->op) {
+	case DS_OUT_PING:
+		return 0;
+	case DS_OUT_WATCH:
+		return watch(o, q->token);
+	case DS_OUT_ABORT: {
+		struct opend *p = pend_find(o, q->token);
+		if (!p || p->committing)
+			return 0;
+		p->committing = 1;
+		memset(&m, 0, sizeof(m));
+		m.op = OP_ABORT;
+		m.token = p->token;
+		pfmt(m.path, sizeof(m.path), "%s", p->path);
+		via_main(o, &m);
+		char wp[PATH_MAX];
+		pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)p->token);
+		unlink(wp);
+		for (struct opend **pp = &o->pend; *pp; pp = &(*pp)->next)
+			if (*pp == p) {
+				*pp = p->next;
+				break;
+			}
+		close(p->fd);
+		free(p->path);
+		free(p);
+		pthread_cond_broadcast(&o->fetched);
+		return 0;
+	}
+	case DS_OUT_CREATE:
+		return do_create(o, q, token);
+	case DS_OUT_CLOSE:
+		/* the lock may look held for an instant by its watcher, which
+		 * takes it to learn that the writers are gone: look again */
+		for (int i = 0;; i++) {
+			struct opend *p = pend_find(o, q->token);
+			if (!p)
+				return 0; /* published already */
+			if (p->committing) {
+				while (pend_find(o, q->token))
+					pthread_cond_wait(&o->fetched, &o->mu);
+				return 0;
+			}
+			p->armed = 1;
+			if (lock_free(p->fd))
+				return commit(o, p);
+			if (i == 10)
+				return 0; /* another descriptor still holds it */
+			pthread_mutex_unlock(&o->mu);
+			usleep(200);
+			pthread_mutex_lock(&o->mu);
+		}
+	case DS_OUT_OPEN:
+		if ((rc = rel_ok(q->path, 1)))
+			return rc;
+		if (!ds__out_find(o, q->path))
+			sweep(o); /* a writer that exited without close */
+		return ds__out_fetch_locked(o, q->path);
+	case DS_OUT_RENAME:
+	case DS_OUT_UNLINK:
+	case DS_OUT_MKDIR:
+	case DS_OUT_RMDIR:
+		if ((rc = rel_ok(q->path, 0)) || (q->op == DS_OUT_RENAME && (rc = rel_ok(q->path2, 0))))
+			return rc;
+		if (q->op == DS_OUT_UNLINK || q->op == DS_OUT_RENAME)
+			sweep(o);
+		memset(&m, 0, sizeof(m));
+		m.op = q->op;
+		m.flags = q->flags;
+		m.mode = q->mode;
+		pfmt(m.path, sizeof(m.path), "%s", q->path);
+		pfmt(m.path2, sizeof(m.path2), "%s", q->path2);
+		return via_main(o, &m);
+	case DS_OUT_DRAIN:
+		sweep(o);
+		memset(&m, 0, sizeof(m));
+		m.op = DS_OUT_DRAIN;
+		return via_main(o, &m);
+	}
+	return -EINVAL;
+}
+
+struct conn_arg {
+	struct ds__out *o;
+	int fd;
+};
+
+static void *conn_main(void *arg)
+{
+	struct conn_arg *c = arg;
+	struct ds__out *o = c->o;
+	struct ds_out_req *q = ds_xmalloc(sizeof(*q));
+	struct ds_out_resp a = {DS_OUT_MAGIC, -EINVAL, 0};
+	size_t got = 0;
+	while (got < sizeof(*q)) {
+		ssize_t n = recv(c->fd, (char *)q + got, sizeof(*q) - got, 0);
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			break;
+		}
+		got += (size_t)n;
+	}
+	if (got == sizeof(*q) && q->magic == DS_OUT_MAGIC) {
+		q->path[PATH_MAX - 1] = q->path2[PATH_MAX - 1] = 0;
+		pthread_mutex_lock(&o->mu);
+		a.status = handle(o, q, &a.token);
+		pthread_mutex_unlock(&o->mu);
+		if (q->op == DS_OUT_CREATE || q->op == DS_OUT_CLOSE || q->op == DS_OUT_RENAME ||
+		    q->op == DS_OUT_UNLINK)
+			ds__out_status_write(o);
+		(void)!send(c->fd, &a, sizeof(a), MSG_NOSIGNAL);
+	}
+	close(c->fd);
+	free(q);
+	free(c);
+	pthread_mutex_lock(&o->mu);
+	o->nthreads--;
+	pthread_cond_broadcast(&o->threads_cv);
+	pthread_mutex_unlock(&o->mu);
+	return NULL;
+}
+
+static void *accept_main(void *arg)
+{
+	struct ds__out *o = arg;
+	for (;;) {
+		struct pollfd pf = {o->lfd, POLLIN, 0};
+		int n = poll(&pf, 1, SWEEP_MS);
+		if (__atomic_load_n(&o->quit, __ATOMIC_RELAXED))
+			break;
+		if (n <= 0) {
+			pthread_mutex_lock(&o->mu);
+			struct opend *before = o->pend;
+			if (o->pend)
+				sweep(o);
+			int changed = before != o->pend;
+			pthread_mutex_unlock(&o->mu);
+			if (changed)
+				ds__out_status_write(o);
+			continue;
+		}
+		int fd = accept4(o->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != geteuid()) {
+			ds_warn("node %u: outputs: refused a connection from uid %u", o->s->node,
+			        (unsigned)cred.uid);
+			close(fd);
+			continue;
+		}
+		struct conn_arg *c = ds_xmalloc(sizeof(*c));
+		c->o = o;
+		c->fd = fd;
+		pthread_t t;
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		pthread_mutex_lock(&o->mu);
+		o->nthreads++;
+		pthread_mutex_unlock(&o->mu);
+		if (pthread_create(&t, &at, conn_main, c)) {
+			close(fd);
+			free(c);
+			pthread_mutex_lock(&o->mu);
+			o->nthreads--;
+			pthread_mutex_unlock(&o->mu);
+		}
+		pthread_attr_destroy(&at);
+	}
+	return NULL;
+}
+
+/* ---- setup and end -------------------------------------------------------- */
+static int private_mkdir(const char *p)
+{
+	if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	struct stat st;
+	if (lstat(p, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return -EPERM; /* planted: a symlink or another user's */
+	if ((st.st_mode & 07777) != 0700 && chmod(p, 0700) < 0)
+		return -errno;
+	return 0;
+}
+
+int ds__out_start(struct ds__svc *s)
+{
+	const struct ds__serve_opts *so = &s->o;
+	if (!so->outputs)
+		return 0;
+	struct ds__out *o = ds_xcalloc(1, sizeof(*o));
+	o->s = s;
+	o->lfd = -1;
+	o->qtail = &o->queue;
+	pthread_mutex_init(&o->mu, NULL);
+	pthread_cond_init(&o->fetched, NULL);
+	pthread_cond_init(&o->threads_cv, NULL);
+	s->out = o;
+	MPI_Comm_dup(s->comm, &o->oc);
+	MPI_Comm_dup(s->comm, &o->dc);
+	int rc = 0;
+	if (so->outputs_to) {
+		char *jd = ds_store_jobdir(so->outputs_to, s->o.job && *s->o.job ? s->o.job : ds_store_default_job());
+		rc = ds_mkdir_p(so->outputs_to, 0700);
+		if (!rc)
+			rc = private_mkdir(jd);
+		if ((size_t)pfmt(o->area, sizeof(o->area), "%s/%u.out", jd, s->node) >= sizeof(o->area))
+			rc = -ENAMETOOLONG;
+		free(jd);
+	} else if ((size_t)pfmt(o->area, sizeof(o->area), "%s/outputs", s->nodedir) >= sizeof(o->area)) {
+		rc = -ENAMETOOLONG;
+	}
+	pfmt(o->ns, sizeof(o->ns), "%s/" DS_OUT_NS, o->area);
+	pfmt(o->w, sizeof(o->w), "%s/" DS_OUT_W, o->area);
+	pfmt(o->sock, sizeof(o->sock), "%s/" DS_OUT_SOCK, s->nodedir);
+	/* a new service starts from an empty namespace; outputs an earlier one
+	 * of this job left undrained are not thrown away: refused until
+	 * `dstage drain --wait` has recovered them */
+	if (!rc) {
+		char st[PATH_MAX], text[1 << 16];
+		pfmt(st, sizeof(st), "%s/" DS_OUT_STATUS, s->nodedir);
+		int fd = open(st, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		unsigned left = 0;
+		if (n > 0) {
+			text[n] = 0;
+			for (const char *q = text; (q = strstr(q, "undrained=")); q++)
+				left += q == text || q[-1] == '\n';
+		}
+		if (left) {
+			ds_error("node %u: %u output(s) of an earlier service of this job were not drained "
+			         "(%s): run 'dstage drain --wait --to %s%s%s' first to recover them",
+			         s->node, left, st, so->to, so->job ? " --job " : "", so->job ? so->job : "");
+			rc = -EEXIST;
+		}
+	}
+	if (!rc)
+		rc = private_mkdir(o->area);
+	if (!rc) {
+		char stale[PATH_MAX];
+		pfmt(stale, sizeof(stale), "%s/old.%ld", o->area, (long)getpid());
+		if (rename(o->ns, stale) == 0)
+			ds_rm_rf(stale);
+		pfmt(stale, sizeof(stale), "%s/oldw.%ld", o->area, (long)getpid());
+		if (rename(o->w, stale) == 0)
+			ds_rm_rf(stale);
+		rc = private_mkdir(o->ns);
+	}
+	if (!rc)
+		rc = private_mkdir(o->w);
+	if (!rc)
+		rc = ds__drain_new(o, so, &o->dr);
+	if (!rc) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		if (strlen(o->sock) >= sizeof(sa.sun_path)) {
+			rc = -ENAMETOOLONG;
+		} else {
+			strcpy(sa.sun_path, o->sock);
+			unlink(o->sock);
+			o->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			mode_t um = umask(077);
+			if (o->lfd < 0 || bind(o->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+			    chmod(o->sock, 0600) < 0 || listen(o->lfd, 128) < 0)
+				rc = -errno;
+			umask(um);
+		}
+	}
+	if (!rc) {
+		char conf[PATH_MAX], text[2 * PATH_MAX + 8];
+		pfmt(conf, sizeof(conf), "%s/" DS_OUT_CONF, s->nodedir);
+		int n = pfmt(text, sizeof(text), "%s\n%s\n", so->outputs, o->area);
+		rc = ds_write_file_atomic(conf, text, (size_t)n, 0600);
+	}
+	if (!rc) {
+		if (pthread_create(&o->athread, NULL, accept_main, o))
+			rc = -EAGAIN;
+		else
+			o->athread_on = 1;
+	}
+	if (rc)
+		ds_error("node %u: outputs in '%s': %s", s->node, o->area, ds_strerror(rc));
+	else
+		ds__out_status_write(o);
+	return rc;
+}
+
+int ds__out_busy(struct ds__svc *s)
+{
+	struct ds__out *o = s->out;
+	if (!o || !o->dr)
+		return 0;
+	pthread_mutex_lock(&o->mu);
+	int busy = o->queue || o->wait || o->acks || o->dwaits || o->xfers || o->sends ||
+	           ds__drain_pending(o->dr);
+	pthread_mutex_unlock(&o->mu);
+	return busy;
+}
+
+int ds__out_stop(struct ds__svc *s)
+{
+	struct ds__out *o = s->out;
+	if (!o)
+		return 0;
+	__atomic_store_n(&o->quit, 1, __ATOMIC_RELAXED);
+	if (o->athread_on)
+		pthread_join(o->athread, NULL);
+	char conf[PATH_MAX];
+	pfmt(conf, sizeof(conf), "%s/" DS_OUT_CONF, s->nodedir);
+	unlink(o->sock);
+	if (o->lfd >= 0)
+		close(o->lfd);
+	pthread_mutex_lock(&o->mu);
+	/* connection threads waiting for main: tell them the service is gone */
+	for (struct oreq *q = o->queue; q; q = q->next) {
+		q->status = -EIO;
+		q->done = 1;
+		pthread_cond_broadcast(&q->cv);
+	}
+	for (struct oreq *q = o->wait; q; q = q->next) {
+		q->status = -EIO;
+		q->done = 1;
+		pthread_cond_broadcast(&q->cv);
+	}
+	o->queue = o->wait = NULL;
+	o->qtail = &o->queue;
+	for (struct ds__orec *r = o->recs; r; r = r->next)
+		if (r->fetching)
+			r->fetching = 0, r->fetch_err = -EIO;
+	pthread_cond_broadcast(&o->fetched);
+	while (o->nthreads)
+		pthread_cond_wait(&o->threads_cv, &o->mu);
+	int lost = 0;
+	for (struct opend *p = o->pend; p; p = p->next) {
+		ds_error("node %u: '%s/%s': still open for writing when the service stopped: not kept",
+		         s->node, s->o.outputs, p->path);
+		lost++;
+	}
+	pthread_mutex_unlock(&o->mu);
+	lost += ds__drain_end(o->dr);
+	if (o->dr) /* never over what a refused start found there */
+		ds__out_status_write(o);
+	return lost;
+}
+
+void ds__out_free(struct ds__svc *s)
+{
+	struct ds__out *o = s->out;
+	if (!o)
+		return;
+	MPI_Comm_free(&o->oc);
+	MPI_Comm_free(&o->dc);
+	s->out = NULL;
+	pthread_mutex_lock(&o->mu);
+	int watching = o->nwatch;
+	pthread_mutex_unlock(&o->mu);
+	if (watching)
+		return; /* a watcher blocked on a writer's lock still has o: the process ends soon */
+	ds__drain_free(o->dr);
+	while (o->pend) {
+		struct opend *p = o->pend;
+		o->pend = p->next;
+		close(p->fd);
+		free(p->path);
+		free(p);
+	}
+	while (o->recs) {
+		struct ds__orec *r = o->recs;
+		o->recs = r->next;
+		free(r->path);
+		free(r->dpath);
+		free(r);
+	}
+	while (o->writing) {
+		struct owriting *w = o->writing;
+		o->writing = w->next;
+		free(w->path);
+		free(w);
+	}
+	free(o);
+}
+
+/* ---- NODEDIR/outputs.status ------------------------------------------------ */
+void ds__out_status_write(struct ds__out *o)
+{
+	if (!o->dr)
+		return;
+	struct ds_buf b = {0};
+	char line[PATH_MAX + 64];
+	pthread_mutex_lock(&o->mu);
+	unsigned writing = 0;
+	for (struct opend *p = o->pend; p; p = p->next)
+		writing++;
+	int n = pfmt(line, sizeof(line), "area=%s\nwriting=%u\n", o->area, writing);
+	ds_buf_add(&b, line, (size_t)n);
+	ds__drain_status(o->dr, &b);
+	pthread_mutex_unlock(&o->mu);
+	char p[PATH_MAX];
+	pfmt(p, sizeof(p), "%s/" DS_OUT_STATUS, o->s->nodedir);
+	ds_write_file_atomic(p, b.data ? b.data : "", b.len, 0600);
+	ds_buf_release(&b);
+}
+
+pthread_mutex_t *ds__out_mutex(struct ds__out *o) { return &o->mu; }
+const char *ds__out_ns(struct ds__out *o) { return o->ns; }
+uint32_t ds__out_node(struct ds__out *o) { return o->s->node; }
+
+/* ---- options -------------------------------------------------------------- */
+int ds__out_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad)
+{
+	uint64_t v;
+	double d;
+	switch (c) {
+	case 'O': o->outputs = arg; return c;
+	case 'W': o->outputs_to = arg; return c;
+	case 'D': o->drain_to = arg; return c;
+	case 'Y':
+		if (ds_parse_size(arg, &v)) {
+			ds_error("--drain-rate '%s': not a size (bytes per second, 0: no bound)", arg);
+			*bad = 1;
+		}
+		o->drain_rate = v;
+		return c;
+	case 'X':
+		if (ds_parse_double(arg, &d) || !(d >= 0)) {
+			ds_error("--drain-timeout '%s': not a number of seconds", arg);
+			*bad = 1;
+		}
+		o->drain_timeout = d;
+		return c;
+	}
+	return 0;
+}
+
+int ds__out_check_opts(const struct ds__serve_opts *o)
+{
+	const char *why;
+	if (!o->outputs) {
+		if (o->drain_to || o->outputs_to) {
+			ds_error("--drain-to and --outputs-to need --outputs SUBDIR");
+			return 2;
+		}
+		return 0;
+	}
+	size_t l = strlen(o->outputs);
+	if (!l || strchr(o->outputs, '/') || ds_name_check(o->outputs, l, &why) ||
+	    ds_name_reserved(o->outputs, l, &why)) {
+		ds_error("--outputs '%s': not one plain name under the mount (e.g. 'out')", o->outputs);
+		return 2;
+	}
+	if (!o->drain_to) {
+		ds_error("--outputs '%s' needs --drain-to DIR (a directory on the shared file system)",
+		         o->outputs);
+		return 2;
+	}
+	return 0;
+}

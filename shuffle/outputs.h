@@ -1,0 +1,59 @@
+/* outputs.h: write-once outputs inside the service (outputs.c, drain.c). */
+#ifndef DS_SHUFFLE_OUTPUTS_H
+#define DS_SHUFFLE_OUTPUTS_H
+
+#include "dscommon.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+struct ds__out;
+struct ds__drain;
+struct ds__serve_opts;
+
+enum ds__dstate { DS_D_NONE = 0, DS_D_QUEUED, DS_D_DRAINING, DS_D_DRAINED, DS_D_FAILED };
+
+/* A closed output this node knows (every node knows every one). */
+struct ds__orec {
+	struct ds__orec *next;
+	char *path;        /* current name, relative to the outputs root */
+	uint64_t size, seq;
+	int64_t mtime_ns;
+	uint32_t crc, mode, holder;
+	int local;         /* its bytes are in this node's AREA/ns */
+	int fetching, fetch_err;
+	int gone;          /* unlinked or replaced */
+	/* the holder's drain */
+	int dstate;        /* enum ds__dstate */
+	char *dpath;       /* name in the drain directory once drained */
+};
+
+/* outputs.c, for drain.c (the state's mutex is held where it says so) */
+pthread_mutex_t *ds__out_mutex(struct ds__out *o);
+const char *ds__out_ns(struct ds__out *o);
+uint32_t ds__out_node(struct ds__out *o);
+struct ds__orec *ds__out_find(struct ds__out *o, const char *path);
+int ds__out_fetch_locked(struct ds__out *o, const char *path);
+/* rewrite NODEDIR/outputs.status (mutex NOT held) */
+void ds__out_status_write(struct ds__out *o);
+
+/* drain.c: copies of the held outputs to --drain-to, oldest first, each
+ * durable (temporary name, fsync, rename, fsync of the directory) before it
+ * counts as drained.  All but new/end/free with the outputs mutex held. */
+int ds__drain_new(struct ds__out *o, const struct ds__serve_opts *so, struct ds__drain **out);
+void ds__drain_add(struct ds__drain *d, struct ds__orec *r);
+/* r was replaced (unlink_copy 0: its drained copy stays until the new one
+ * replaces it) or unlinked (1: its drained copy goes too). */
+void ds__drain_forget(struct ds__drain *d, struct ds__orec *r, int unlink_copy);
+void ds__drain_rename(struct ds__drain *d, struct ds__orec *r, const char *newpath);
+/* A mark of everything queued so far; has the drain passed it (*status
+ * -EIO when some file failed)? */
+uint64_t ds__drain_mark(struct ds__drain *d);
+int ds__drain_reached(struct ds__drain *d, uint64_t mark, int *status);
+int ds__drain_pending(struct ds__drain *d);
+void ds__drain_status(struct ds__drain *d, struct ds_buf *b);
+/* Stop the thread (mutex not held); report and count what is not drained. */
+int ds__drain_end(struct ds__drain *d);
+void ds__drain_free(struct ds__drain *d);
+
+#endif
