@@ -139,6 +139,9 @@ struct osend {
 struct ds__out {
 	struct ds__svc *s;
 	MPI_Comm oc, dc;
+	int rank; /* in oc: rank 0 orders the namespace.  Messages name nodes
+	           * (origin, holder); after a failover rank != node, so a
+	           * node is sent to at ds__rank_of() */
 	pthread_mutex_t mu;
 	char area[PATH_MAX], ns[PATH_MAX], w[PATH_MAX], sock[PATH_MAX];
 	int lfd;
@@ -483,17 +486,17 @@ static void drain_wait_add(struct ds__out *o, uint64_t seq)
 
 static void ack_in(struct ds__out *o, uint64_t seq, int status);
 
-/* node 0: a request from node `origin` (or this node) */
+/* rank 0: a request from node `origin` (or this rank's node) */
 static void request(struct ds__out *o, struct omsg *m)
 {
 	int rc = decide(o, m);
 	if (rc) {
 		struct omsg d = *m;
 		d.status = rc == 1 ? 0 : rc;
-		if (m->origin == 0)
+		if (m->origin == o->s->node) /* this rank's own */
 			finish(o, m->rid, d.status);
 		else
-			send_msg(o, (int)m->origin, T_DONE, &d);
+			send_msg(o, ds__rank_of(o->s, m->origin), T_DONE, &d);
 		return;
 	}
 	m->seq = ++o->seq;
@@ -524,14 +527,14 @@ static void ack_in(struct ds__out *o, uint64_t seq, int status)
 		if (--a->left > 0)
 			return;
 		*pp = a->next;
-		if (a->origin == 0) {
+		if (a->origin == o->s->node) { /* this rank's own */
 			finish(o, a->rid, a->status);
 		} else {
 			struct omsg d;
 			memset(&d, 0, sizeof(d));
 			d.rid = a->rid;
 			d.status = a->status;
-			send_msg(o, (int)a->origin, T_DONE, &d);
+			send_msg(o, ds__rank_of(o->s, a->origin), T_DONE, &d);
 		}
 		free(a);
 		return;
@@ -540,7 +543,7 @@ static void ack_in(struct ds__out *o, uint64_t seq, int status)
 
 static void ack_out(struct ds__out *o, uint64_t seq, int status)
 {
-	if (o->s->node == 0) {
+	if (o->rank == 0) {
 		ack_in(o, seq, status);
 		return;
 	}
@@ -740,13 +743,20 @@ static void from_queue(struct ds__out *o)
 				fetch_end(o, r, 0);
 				continue;
 			}
+			int holder = ds__rank_of(o->s, r->holder);
+			if (holder < 0) { /* its node is lost, and its outputs with it */
+				ds_error("node %u: '%s': its only copy was on node %u, which is lost",
+				         o->s->node, r->path, r->holder);
+				fetch_end(o, r, -EIO);
+				continue;
+			}
 			q->m.xfer = 1 + (o->xfer_ctr++ % 30000);
-			send_msg(o, (int)r->holder, T_FETCH, &q->m);
+			send_msg(o, holder, T_FETCH, &q->m);
 			continue;
 		}
 		q->next = o->wait;
 		o->wait = q;
-		if (o->s->node == 0)
+		if (o->rank == 0)
 			request(o, &q->m);
 		else
 			send_msg(o, 0, T_REQ, &q->m);
@@ -1274,6 +1284,7 @@ int ds__out_start(struct ds__svc *s)
 	pthread_cond_init(&o->threads_cv, NULL);
 	s->out = o;
 	MPI_Comm_dup(s->comm, &o->oc);
+	MPI_Comm_rank(o->oc, &o->rank);
 	MPI_Comm_dup(s->comm, &o->dc);
 	int rc = 0;
 	if (so->outputs_to) {
