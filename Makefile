@@ -104,6 +104,10 @@ $(O)/t/h5-%: t/helpers/h5-%.c $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON) $(SETTINGS)
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) $(HDF5_CFLAGS) -Ihdf5 -Is3 -It -MMD -MP -o $@ $< $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) $(CURL_LIBS) $(EXPAT_LIBS) -lpthread -lm
 
+$(O)/t/s3-%: t/helpers/s3-%.c $(S3_OBJ) $(LIBCOMMON) $(SETTINGS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(SAN_FLAGS) $(CURL_CFLAGS) -Is3 -It -MMD -MP -o $@ $< $(S3_OBJ) $(LIBCOMMON) $(CURL_LIBS) $(EXPAT_LIBS) $(ZLIB_LIBS) -lpthread -lm
+
 $(O)/t/%: t/helpers/%.c $(LIBCOMMON) $(SETTINGS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(SAN_FLAGS) -It -MMD -MP -o $@ $< $(LIBCOMMON) $(ZLIB_LIBS) -lpthread -lm

@@ -16,6 +16,7 @@
  * MPI is initialised only when a process manager launched us (PMI in the
  * environment): a plain `dstage pack` on a login node needs no MPI at all. */
 #include "pack_int.h"
+#include "dss3.h"
 
 #include <mpi.h>
 
@@ -322,10 +323,20 @@ struct job {
 	struct ds__plan plan;
 	struct ds__result *res;
 	double start;
+	struct ds_s3 *s3;       /* SRC is s3://bucket/prefix */
+	char *bucket, *prefix;
 };
 
 static int open_src(struct job *j)
 {
+	if (ds_s3_is_url(j->o.src)) {
+		int rc = j->bucket ? 0 : ds_s3_parse_url(j->o.src, &j->bucket, &j->prefix);
+		if (rc)
+			return rc;
+		if (!j->s3 && !(j->s3 = ds_s3_new()))
+			return -EINVAL;
+		return 0;
+	}
 	j->srcfd = open(j->o.src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (j->srcfd < 0) {
 		ds_error("'%s': %s", j->o.src, strerror(errno));
@@ -378,6 +389,8 @@ static int check_out(struct job *j)
 static int check_not_inside(const struct job *j)
 {
 	char s[PATH_MAX], o[PATH_MAX];
+	if (j->s3)
+		return 0;
 	if (!realpath(j->o.src, s) || !realpath(j->o.out, o)) {
 		ds_error("'%s': %s", j->o.out, strerror(errno));
 		return -errno;
@@ -411,7 +424,8 @@ static int prepare(struct job *j)
 		.src = j->o.src, .srcfd = j->srcfd, .exclude = j->o.exclude, .nexclude = j->o.nexclude,
 		.replicate = j->o.replicate, .nreplicate = j->o.nreplicate, .files_from = j->o.files_from,
 		.dereference = j->o.dereference, .progress = j->o.progress};
-	if ((rc = ds__scan(&so, &j->plan.tree)))
+	if ((rc = j->s3 ? ds__scan_s3(&so, j->s3, j->bucket, j->prefix, &j->plan.tree)
+	                : ds__scan(&so, &j->plan.tree)))
 		return rc;
 	j->plan.codec = j->o.codec;
 	j->plan.level = j->o.level;
@@ -461,7 +475,8 @@ static int pack_parts(struct job *j)
 	const struct ds__plan *pl = &j->plan;
 	struct comm *c = &j->c;
 	struct ds__write_opts wo = {.srcfd = j->srcfd, .dir = j->tmp, .src = j->o.src, .out = j->o.out,
-	                           .fsync = j->o.fsync};
+	                           .fsync = j->o.fsync, .s3 = j->s3, .s3_bucket = j->bucket,
+	                           .s3_prefix = j->prefix};
 	struct ds__progress pr = {.interval = c->rank == 0 ? j->o.progress : 0, .start = j->start,
 	                          .label = c->size > 1 ? "rank 0's share: " : ""};
 	pr.next = pr.start + pr.interval;
@@ -538,6 +553,28 @@ static void remove_output(struct job *j)
 	ds_error("'%s': pack failed, nothing written", j->o.out);
 }
 
+/* The S3 client's counters of every rank, summed on rank 0. */
+static void s3_summary(const struct job *j)
+{
+	struct ds_s3_stats st = {0, 0, 0};
+	if (j->s3)
+		ds_s3_stats(j->s3, &st);
+	uint64_t mine[3] = {st.requests, st.bytes, st.retries}, sum[3] = {0, 0, 0};
+	if (j->c.size > 1)
+		MPI_Reduce(mine, sum, 3, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+	else
+		memcpy(sum, mine, sizeof(sum));
+	if (j->c.rank == 0 && j->s3 && !j->o.quiet) {
+		char b[32];
+		double dt = ds_now() - j->start;
+		printf("s3: %llu requests, %s fetched (%llu bytes), %llu retries, %s/s\n",
+		       (unsigned long long)sum[0], ds_fmt_size(sum[1], b, sizeof(b)),
+		       (unsigned long long)sum[1], (unsigned long long)sum[2],
+		       ds_fmt_size(dt > 0 ? (uint64_t)(sum[1] / dt) : 0, b, sizeof(b)));
+		fflush(stdout);
+	}
+}
+
 static void summary(const struct job *j)
 {
 	const struct ds__tree *t = &j->plan.tree;
@@ -602,6 +639,8 @@ int ds_cmd_pack(int argc, char **argv)
 		remove_output(&j);
 	if (!rc && j.c.rank == 0 && !j.o.quiet)
 		summary(&j);
+	if (!rc && j.s3)
+		s3_summary(&j);
 	/* HDF5 cannot shut down after a failed close (h5util.c): leave without
 	 * its exit handler, and without MPI_Finalize, whose hook would run it */
 	if (comm_any(&j.c, ds__h5_broken())) {
@@ -614,6 +653,9 @@ int ds_cmd_pack(int argc, char **argv)
 	free(j.o.replicate);
 	if (j.srcfd >= 0)
 		close(j.srcfd);
+	ds_s3_free(j.s3);
+	free(j.bucket);
+	free(j.prefix);
 	comm_finalize(&j.c);
 	return rc ? 1 : 0;
 }

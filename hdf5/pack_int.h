@@ -71,6 +71,8 @@ struct ds__table {
 };
 
 struct ds__seal;
+struct ds_s3;
+struct ds__s3fetch;
 
 /* ---- HDF5 helpers (h5util.c) -------------------------------------------- */
 /* Once per process: no automatic printing of HDF5's error stack (we name the
@@ -283,6 +285,12 @@ struct ds__scan_opts {
 int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t);
 void ds__tree_release(struct ds__tree *t);
 
+/* ---- an s3:// source (s3src.c) ------------------------------------------ */
+/* The listing of s3://bucket/prefix as the scanned tree (regular files keep
+ * their ETag in the target field). */
+int ds__scan_s3(const struct ds__scan_opts *o, struct ds_s3 *s3, const char *bucket,
+                const char *prefix, struct ds__tree *t);
+
 /* A partition of the plan: files[first .. first+nfiles) of plan.files. */
 struct ds__ppart {
 	uint64_t first;
@@ -331,7 +339,9 @@ void ds__progress_tick(struct ds__progress *pr);
 extern volatile sig_atomic_t ds__pack_interrupted;
 
 struct ds__write_opts {
-	int srcfd;
+	int srcfd;             /* -1 when the source is s3:// */
+	struct ds_s3 *s3;      /* s3:// source: the client, bucket and prefix */
+	const char *s3_bucket, *s3_prefix;
 	const char *dir;       /* where part files go (the temporary directory) */
 	const char *src, *out; /* SRC and OUT as given, for messages */
 	int fsync;
@@ -342,6 +352,13 @@ struct ds__write_opts {
  * removes the directory). */
 int ds__write_part(const struct ds__plan *pl, uint32_t part, const struct ds__write_opts *o,
                    struct ds__result *res, struct ds__progress *pr);
+/* The objects of partition `part`, in plan order, many GETs in flight:
+ * each _next call gives the next file's bytes (valid until the next call). */
+struct ds__s3fetch *ds__s3fetch_new(struct ds_s3 *s3, const char *bucket, const char *prefix,
+                                    const struct ds__plan *pl, uint32_t part);
+int ds__s3fetch_next(struct ds__s3fetch *f, const char **buf, size_t *len);
+void ds__s3fetch_free(struct ds__s3fetch *f);
+
 /* Write index.h5 into o->dir from the plan and every file's result. */
 int ds__write_index(const struct ds__plan *pl, const struct ds__result *res,
                     const struct ds__write_opts *o);
