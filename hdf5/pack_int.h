@@ -175,6 +175,13 @@ int ds__seal_write(int fd, const char *magic, struct ds__seal *s);
 int ds__seal_check_fd(int fd, const char *what, const char *magic, struct ds__seal *s);
 int ds__seal_check_buf(const void *buf, size_t len, const char *what, const char *magic,
                        struct ds__seal *s);
+/* The header checks of ds__seal_check_fd alone (the caller checks the
+ * tables' CRC): for files read by ranges (s3://). */
+int ds__seal_check_head(const unsigned char h[DS__SEAL_USED], uint64_t size, const char *what,
+                        const char *magic, struct ds__seal *s);
+/* Does a partition's seal agree with the manifest (ds__part_open's check)? */
+int ds__part_seal_check(const struct ds__seal *s, const char *what, uint32_t part,
+                        const struct ds_manifest *m);
 /* Raw encode/decode, no checks (tests and the fuzzer build seals with it). */
 void ds__seal_encode(unsigned char h[DS__SEAL_USED], const char *magic, const struct ds__seal *s);
 void ds__seal_decode(const unsigned char h[DS__SEAL_USED], struct ds__seal *s);

@@ -215,3 +215,10 @@ int ds__entry_read(const struct ds__part *p, const struct ds_mentry *e, ds__sink
 		return -DS_ECORRUPT;
 	return d.crc == e->crc ? 0 : -DS_ECHECKSUM;
 }
+
+/* part_seal_ok for a partition read by ranges (s3://, s3pack.c). */
+int ds__part_seal_check(const struct ds__seal *s, const char *what, uint32_t part,
+                        const struct ds_manifest *m)
+{
+	return part_seal_ok(s, what, part, m);
+}
