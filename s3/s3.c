@@ -461,6 +461,8 @@ static void launch(struct ds_s3 *s3, struct ds_s3_get *g)
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)(s3->timeout > 1 ? s3->timeout : 1));
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	/* keys go as they are: no "/../" squashing by curl */
+	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(e, CURLOPT_VERBOSE, 0L);
 	if (g->method && !strcmp(g->method, "HEAD")) {
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
@@ -690,6 +692,11 @@ static void finish(struct ds_s3 *s3, struct ds_s3_get *g, CURLcode cc)
 			return;
 		}
 		if (g->expect != DS_S3_WHOLE && g->got != g->expect) {
+			/* same ETag (checked above), other size: a truncated answer */
+			if (g->etag && g->resp_etag[0]) {
+				retry(s3, g, "short body");
+				return;
+			}
 			g->rc = fail_msg(s3, g, "changed since it was listed (size differs)", -ESTALE);
 			return;
 		}

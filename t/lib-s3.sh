@@ -57,5 +57,36 @@ s3_start() {
 	done
 }
 
+# s3_proxy MODE EVERY [MAX]: the fault-injecting proxy (t/helpers/
+# s3-fault-proxy.py) in front of the server; sets S3_PROXY_URL (use it as
+# AWS_ENDPOINT_URL for one command) and logs faults to $TRASH/proxy.log.
+S3_PROXY_PID=
+s3_proxy() {
+	s3_proxy_stop
+	rm -f "$TRASH/proxy.port"
+	"$PY" "$SRCDIR/t/helpers/s3-fault-proxy.py" "$S3_PORT" "$TRASH/proxy.port" "$@" \
+		2>"$TRASH/proxy.log" &
+	S3_PROXY_PID=$!
+	test_bg "$S3_PROXY_PID"
+	i=0
+	while [ ! -s "$TRASH/proxy.port" ]; do
+		i=$((i + 1))
+		[ $i -gt 100 ] && { echo "fault proxy did not start"; return 1; }
+		sleep 0.05
+	done
+	S3_PROXY_URL="http://127.0.0.1:$(cat "$TRASH/proxy.port")"
+}
+
+s3_proxy_stop() {
+	if [ -n "$S3_PROXY_PID" ]; then
+		kill "$S3_PROXY_PID" 2>/dev/null
+		wait "$S3_PROXY_PID" 2>/dev/null
+		S3_PROXY_PID=
+	fi
+}
+
+# faults injected so far
+s3_faults() { grep -c '^fault' "$TRASH/proxy.log" 2>/dev/null || echo 0; }
+
 S3_BUCKETS=${S3_BUCKETS:-data}
-trap 's3_stop; cleanup_trash' EXIT
+trap 's3_proxy_stop; s3_stop; cleanup_trash' EXIT
