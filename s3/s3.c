@@ -649,6 +649,8 @@ static void finish(struct ds_s3 *s3, struct ds_s3_get *g, CURLcode cc)
 		g->http = st;
 	detach(s3, g);
 	g->state = ST_DONE;
+	if (!g->method && g->http >= 200 && g->http < 300)
+		s3->st.bytes += g->got; /* what came, retried answers included */
 	if (cc == CURLE_WRITE_ERROR && g->rc == -DS_ECORRUPT) {
 		g->rc = 0;
 		if (retry(s3, g, "server sent more bytes than asked for"))
@@ -678,10 +680,10 @@ static void finish(struct ds_s3 *s3, struct ds_s3_get *g, CURLcode cc)
 		return;
 	}
 	if (g->method) {
-		s3->st.bytes += g->body_len;
+		if (!strcmp(g->method, "PUT"))
+			s3->st.bytes += g->body_len;
 		return;
 	}
-	s3->st.bytes += g->got;
 	if (g->etag && g->resp_etag[0] && strcmp(g->etag, g->resp_etag)) {
 		g->rc = fail_msg(s3, g, "changed since it was listed (ETag differs)", -ESTALE);
 		return;
