@@ -298,6 +298,11 @@ void ds__tree_release(struct ds__tree *t);
 int ds__scan_s3(const struct ds__scan_opts *o, struct ds_s3 *s3, const char *bucket,
                 const char *prefix, struct ds__tree *t);
 
+/* A pack in a bucket (s3pack.c): its manifest, and one of its files copied
+ * whole into an unlinked temporary file (cat, verify). */
+int ds__s3_manifest_read(const char *packdir, struct ds_manifest *m);
+int ds__s3_fetch_tmp(const char *packdir, const char *name, int *fd);
+
 /* A partition of the plan: files[first .. first+nfiles) of plan.files. */
 struct ds__ppart {
 	uint64_t first;

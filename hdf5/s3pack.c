@@ -111,3 +111,112 @@ out:
 	free(key);
 	return rc;
 }
+
+/* ---- ls, cat, verify on a pack in a bucket --------------------------------- */
+/* One client per process for these commands (made at first use). */
+static struct ds_s3 *client(void)
+{
+	static struct ds_s3 *s3;
+	if (!s3)
+		s3 = ds_s3_new();
+	return s3;
+}
+
+int ds__s3_manifest_read(const char *packdir, struct ds_manifest *m)
+{
+	char *bucket, *prefix, what[PATH_MAX];
+	struct ds_buf img = {0};
+	memset(m, 0, sizeof(*m));
+	int rc = ds_s3_parse_url(packdir, &bucket, &prefix);
+	if (rc)
+		return rc;
+	struct ds_s3 *s3 = client();
+	if (!s3)
+		rc = -EINVAL;
+	else if (!(rc = ds_s3_manifest_get(s3, bucket, prefix, &img))) {
+		char *key = ds_s3_pack_key(prefix, DS__INDEX_NAME);
+		ds_s3_name(bucket, key, what, sizeof(what));
+		free(key);
+		rc = ds_manifest_read_image(img.data, img.len, what, m);
+	}
+	ds_buf_release(&img);
+	free(bucket);
+	free(prefix);
+	return rc;
+}
+
+static char tmpdir[PATH_MAX], last_part[PATH_MAX + 64];
+
+static void remove_tmpdir(void)
+{
+	if (tmpdir[0])
+		ds_rm_rf(tmpdir);
+}
+
+int ds__s3_fetch_tmp(const char *packdir, const char *name, int *fdp)
+{
+	char *bucket, *prefix;
+	int rc = ds_s3_parse_url(packdir, &bucket, &prefix);
+	if (rc)
+		return rc;
+	struct ds_s3 *s3 = client();
+	char *key = ds_s3_pack_key(prefix, name);
+	const char *tmp = getenv("TMPDIR");
+	int fd = -1;
+	if (!s3) {
+		rc = -EINVAL;
+		goto out;
+	}
+	/* a named file in a private directory (HDF5 opens by name: verify),
+	 * removed when the process ends */
+	if (!tmpdir[0]) {
+		snprintf(tmpdir, sizeof(tmpdir), "%s/dstage-s3.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+		if (!mkdtemp(tmpdir)) {
+			rc = -errno;
+			ds_error("'%s': cannot make a temporary directory: %s", tmpdir, strerror(errno));
+			tmpdir[0] = '\0';
+			goto out;
+		}
+		atexit(remove_tmpdir);
+	}
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	unlink(path);
+	/* one partition at a time on the disk: the one before goes (its
+	 * descriptor, if still open, keeps it readable) */
+	if (strncmp(name, "part-", 5) == 0) {
+		if (last_part[0])
+			unlink(last_part);
+		snprintf(last_part, sizeof(last_part), "%s", path);
+	}
+	fd = open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		ds_error("'%s': cannot make a temporary file: %s", path, strerror(errno));
+		goto out;
+	}
+	/* 64 MiB per request, in order, into the unlinked file */
+	uint64_t off = 0, total = 1;
+	while (!rc && off < total) {
+		char *b = NULL;
+		uint64_t got = 0;
+		rc = ds_s3_get_range(s3, bucket, key, off, 64ull << 20, &b, &got, &total);
+		if (!rc && got == 0 && off == 0)
+			total = 0; /* an empty object */
+		if (!rc && got && (rc = ds_pwrite_full(fd, b, (size_t)got, (off_t)off)))
+			ds_error("temporary copy of '%s': %s", key, ds_strerror(rc));
+		if (!rc && !got && off < total)
+			rc = -EIO;
+		off += got;
+		free(b);
+	}
+out:
+	if (rc && fd >= 0)
+		close(fd);
+	else if (!rc)
+		*fdp = fd;
+	free(key);
+	free(bucket);
+	free(prefix);
+	return rc;
+}
