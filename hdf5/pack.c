@@ -325,7 +325,29 @@ struct job {
 	double start;
 	struct ds_s3 *s3;       /* SRC is s3://bucket/prefix */
 	char *bucket, *prefix;
+	struct ds_s3 *os3;      /* OUT is s3://obucket/oprefix (s3out.c) */
+	char *obucket, *oprefix;
+	int uploaded;           /* rank 0: parts may be in the bucket */
 };
+
+/* OUT in a bucket: the client, and a private local directory per rank
+ * where partitions are written before they go up. */
+static int open_out_s3(struct job *j)
+{
+	int rc = 0;
+	if (!j->obucket && (rc = ds_s3_parse_url(j->o.out, &j->obucket, &j->oprefix)))
+		return rc;
+	if (!j->os3 && !(j->os3 = ds_s3_new()))
+		return -EINVAL;
+	const char *t = getenv("TMPDIR");
+	snprintf(j->tmp, sizeof(j->tmp), "%s/dstage-pack.XXXXXX", t && *t ? t : "/tmp");
+	if (!mkdtemp(j->tmp)) {
+		rc = -errno;
+		ds_error("'%s': %s", j->tmp, strerror(errno));
+		j->tmp[0] = '\0';
+	}
+	return rc;
+}
 
 static int open_src(struct job *j)
 {
@@ -389,7 +411,7 @@ static int check_out(struct job *j)
 static int check_not_inside(const struct job *j)
 {
 	char s[PATH_MAX], o[PATH_MAX];
-	if (j->s3)
+	if (j->s3 || ds_s3_is_url(j->o.out))
 		return 0;
 	if (!realpath(j->o.src, s) || !realpath(j->o.out, o)) {
 		ds_error("'%s': %s", j->o.out, strerror(errno));
@@ -417,9 +439,14 @@ static int make_tmp(struct job *j)
 static int prepare(struct job *j)
 {
 	int rc;
-	if ((rc = open_src(j)) || (rc = check_out(j)) || (rc = check_not_inside(j)) ||
-	    (rc = make_tmp(j)))
+	if (ds_s3_is_url(j->o.out)) {
+		if ((rc = open_src(j)) || (rc = open_out_s3(j)) ||
+		    (rc = ds__s3out_check(j->os3, j->obucket, j->oprefix, j->o.out, j->o.force)))
+			return rc;
+	} else if ((rc = open_src(j)) || (rc = check_out(j)) || (rc = check_not_inside(j)) ||
+	           (rc = make_tmp(j))) {
 		return rc;
+	}
 	struct ds__scan_opts so = {
 		.src = j->o.src, .srcfd = j->srcfd, .exclude = j->o.exclude, .nexclude = j->o.nexclude,
 		.replicate = j->o.replicate, .nreplicate = j->o.nreplicate, .files_from = j->o.files_from,
@@ -464,6 +491,8 @@ static int share_plan(struct job *j, int failed)
 			ds_error("cannot decode the plan from rank 0");
 		if (!rc)
 			rc = open_src(j);
+		if (!rc && ds_s3_is_url(j->o.out))
+			rc = open_out_s3(j); /* a local directory of its own */
 	}
 	ds_buf_release(&buf);
 	return comm_any(c, rc != 0) ? -1 : 0;
@@ -491,6 +520,14 @@ static int pack_parts(struct job *j)
 		int rc = 0;
 		if (p < pl->nparts)
 			rc = ds__write_part(pl, p, &wo, j->res, &pr);
+		if (!rc && p < pl->nparts && j->os3) {
+			/* up to the bucket at once; the local copy goes */
+			char name[32];
+			snprintf(name, sizeof(name), "part-%05u.h5", p);
+			rc = ds__s3out_put(j->os3, j->obucket, j->oprefix, j->tmp, c->rank, name);
+		}
+		if (c->rank == 0 && j->os3)
+			j->uploaded = 1;
 
 		if (comm_any(c, rc != 0))
 			return -1;
@@ -546,6 +583,8 @@ static int commit(struct job *j)
 /* On failure, rank 0 removes what this run made. */
 static void remove_output(struct job *j)
 {
+	if (j->os3 && j->uploaded)
+		ds__s3out_remove_parts(j->os3, j->obucket, j->oprefix, 0, j->plan.nparts);
 	if (j->tmp[0])
 		ds_rm_rf(j->tmp);
 	if (j->made_out)
@@ -605,8 +644,16 @@ static int run(struct job *j)
 	if (c->rank == 0) {
 		struct ds__write_opts wo = {.srcfd = j->srcfd, .dir = j->tmp, .src = j->o.src,
 		                            .out = j->o.out, .fsync = j->o.fsync};
-		if (!(rc = ds__write_index(&j->plan, j->res, &wo)))
-			rc = commit(j);
+		if (!(rc = ds__write_index(&j->plan, j->res, &wo))) {
+			if (!j->os3) {
+				rc = commit(j);
+			} else if (!(rc = ds__s3out_put(j->os3, j->obucket, j->oprefix, j->tmp, 0,
+			                                DS__INDEX_NAME)) && j->o.force) {
+				/* the index is up: what an older, larger pack left goes */
+				ds__s3out_remove_parts(j->os3, j->obucket, j->oprefix, j->plan.nparts,
+				                       j->plan.nparts);
+			}
+		}
 	}
 	return comm_any(c, rc != 0) ? -1 : 0;
 }
@@ -637,6 +684,8 @@ int ds_cmd_pack(int argc, char **argv)
 	rc = run(&j);
 	if (rc && j.c.rank == 0)
 		remove_output(&j);
+	else if (j.os3 && j.tmp[0])
+		ds_rm_rf(j.tmp); /* this rank's local directory for the bucket */
 	if (!rc && j.c.rank == 0 && !j.o.quiet)
 		summary(&j);
 	if (!rc && j.s3)
@@ -656,6 +705,9 @@ int ds_cmd_pack(int argc, char **argv)
 	ds_s3_free(j.s3);
 	free(j.bucket);
 	free(j.prefix);
+	ds_s3_free(j.os3);
+	free(j.obucket);
+	free(j.oprefix);
 	comm_finalize(&j.c);
 	return rc ? 1 : 0;
 }

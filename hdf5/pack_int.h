@@ -303,6 +303,19 @@ int ds__scan_s3(const struct ds__scan_opts *o, struct ds_s3 *s3, const char *buc
 int ds__s3_manifest_read(const char *packdir, struct ds_manifest *m);
 int ds__s3_fetch_tmp(const char *packdir, const char *name, int *fd);
 
+/* A pack written to a bucket (s3out.c).  _check (rank 0, before anything
+ * is written): PREFIX empty, or holding a pack and force (its index.h5 then
+ * deleted).  _put: upload DIR/NAME as PREFIX/NAME, remove DIR/NAME.
+ * _remove_parts: delete part-NNNNN.h5 for NNNNN in [from, to) and any
+ * listed beyond `to`. */
+int ds__s3out_check(struct ds_s3 *s3, const char *bucket, const char *prefix, const char *out,
+                    int force);
+int ds__s3out_put(struct ds_s3 *s3, const char *bucket, const char *prefix, const char *dir,
+                  int rank,
+                  const char *name);
+void ds__s3out_remove_parts(struct ds_s3 *s3, const char *bucket, const char *prefix,
+                            uint32_t from, uint32_t to);
+
 /* A partition of the plan: files[first .. first+nfiles) of plan.files. */
 struct ds__ppart {
 	uint64_t first;

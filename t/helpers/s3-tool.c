@@ -131,8 +131,12 @@ int main(int argc, char **argv)
 	} else if ((!strcmp(cmd, "ls") || !strcmp(cmd, "rm")) && argc == 3) {
 		struct ds_s3_obj *o = NULL;
 		size_t n = 0;
+		/* PREFIX means PREFIX/..., never PREFIX2/... */
+		size_t pl = strlen(prefix);
 		rc = ds_s3_list(s3, bucket, prefix, &o, &n);
 		for (size_t i = 0; !rc && i < n; i++) {
+			if (pl && strcmp(o[i].key, prefix) && o[i].key[pl] != '/')
+				continue;
 			if (!strcmp(cmd, "ls"))
 				printf("%s %llu\n", o[i].key, (unsigned long long)o[i].size);
 			else
