@@ -306,6 +306,14 @@ static int parse_args(const struct comm *c, int argc, char **argv, struct pack_o
 		return usage_error(c, "%swants SRC and OUT", "");
 	o->src = argv[optind];
 	o->out = argv[optind + 1];
+	for (int k = 0; k < 2; k++) {
+		const char *u = k ? o->out : o->src;
+		char *b = NULL, *p = NULL;
+		if (ds_s3_is_url(u) && ds_s3_parse_url(u, &b, &p))
+			return -1; /* named by the parser */
+		free(b);
+		free(p);
+	}
 	if (o->progress < 0)
 		o->progress = isatty(2) ? 10 : 0;
 	if (o->quiet)

@@ -136,6 +136,11 @@ static int stage_parse(int argc, char **argv, struct ds_stage_opts *o)
 		ds_error("need a pack and --to DIR");
 		return 2;
 	}
+	char *b = NULL, *p = NULL;
+	if (ds_s3_is_url(o->pack) && ds_s3_parse_url(o->pack, &b, &p))
+		return 2;
+	free(b);
+	free(p);
 	return 0;
 }
 
