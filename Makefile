@@ -135,7 +135,7 @@ DEB_BUILD := mpich libmpich-dev libhdf5-mpich-dev hdf5-tools zlib1g-dev pkg-conf
 DEB_TEST  := python3-h5py python3-pil python3-numpy python3-torch python3-torchvision \
              clang libclang-rt-14-dev procps psmisc \
              nodejs npm python3-yaml rsync perl mawk cmake
-DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox
+DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox awscli s3fs
 DEB_SLURM := slurm-wlm munge
 DEB_HOSTS := iproute2 util-linux
 DEB_ALL   := $(DEB_BUILD) $(DEB_TEST) $(DEB_SLURM) $(DEB_HOSTS)
