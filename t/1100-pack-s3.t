@@ -48,6 +48,15 @@ test_expect_success 'pack s3:// serially: verify, ls and every file equal the so
 	sort files >f.sorted && sort ls.s3 >l.sorted && test_cmp f.sorted l.sorted
 '
 
+test_expect_success 'a listing of several pages (2100 keys) is read to its end' '
+	mkdir -p many/d && i=0 && while [ $i -lt 2100 ]; do echo $i >many/d/k$i; i=$((i + 1)); done &&
+	"$S3TOOL" put-tree many s3://data/many &&
+	mpirun_n 2 "$DSTAGE" pack -p 2 s3://data/many manypack >out &&
+	test_grep "packed 2100 files, 1 dirs" out &&
+	test_grep "^s3: 2103 requests" out &&
+	"$DSTAGE" cat manypack d/k2099 >got && echo 2099 | cmp - got
+'
+
 test_expect_success 'object size and LastModified stand in for size and mtime' '
 	"$DSTAGE" ls -l serial deep/a/b/c/big >l &&
 	test_grep "^-rw-r--r-- *3000000 " l
@@ -93,6 +102,15 @@ bad_key "p//abs" "an absolute path under the prefix" "'"'"'s3://bad/p//abs'"'"':
 bad_key "p/.dstage/x" "the reserved name" "'"'"'s3://bad/p/.dstage/x'"'"': "
 "$S3TOOL" put src/val/v1 s3://bad/p/d/e
 bad_key "p/d" "a key that is also a directory" "'"'"'s3://bad/p/d'"'"': a key that is also a directory of other keys"
+
+for mode in 503 cut short; do
+	s3_proxy $mode 3 6
+	test_expect_success "faults ($mode, every 3rd GET, 6 of them) are retried: the same pack" '
+		AWS_ENDPOINT_URL='"$S3_PROXY_URL"' mpirun_n 2 "$DSTAGE" pack -p 4 s3://data/ds f'$mode' >out &&
+		test "$(s3_faults)" = 6 && test_grep "^s3: .* 6 retries" out && same_pack serial f'$mode'
+	'
+done
+s3_proxy_stop
 
 test_expect_code 1 'a missing bucket: exit 1, named, nothing written' '
 	"$DSTAGE" pack s3://nosuchbucket/ds out 2>err; rc=$?; cat err &&

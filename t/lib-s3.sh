@@ -38,7 +38,8 @@ s3_start() {
 	for b in ${S3_BUCKETS:-data}; do
 		set -- "$@" --configure-bucket "$b"
 	done
-	"$S3RVER" -d "$S3_DIR" -a 127.0.0.1 -p "$S3_PORT" -s --no-vhost-buckets "$@" \
+	# its continuation tokens use a cipher OpenSSL 3 keeps in the legacy provider
+	NODE_OPTIONS=--openssl-legacy-provider "$S3RVER" -d "$S3_DIR" -a 127.0.0.1 -p "$S3_PORT" -s --no-vhost-buckets "$@" \
 		>"$TRASH/s3rver.log" 2>&1 &
 	S3_PID=$!
 	test_bg "$S3_PID"
