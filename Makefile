@@ -159,6 +159,11 @@ demo: deps-build
 	@$(MAKE) --no-print-directory all
 	sh tools/demo.sh
 
+# Object storage end to end against a local S3 server (README "Object storage").
+demo-s3: deps-build
+	@$(MAKE) --no-print-directory all npm-s3
+	sh tools/demo-s3.sh
+
 bench: deps-bench
 	@$(MAKE) --no-print-directory all
 	sh bench/run.sh $(if $(QUICK),--quick)
@@ -190,4 +195,4 @@ soak: all
 clean:
 	rm -rf $(O)
 
-.PHONY: npm-s3 all deps deps-build deps-bench test check demo bench install style clean fuzz soak
+.PHONY: npm-s3 demo-s3 all deps deps-build deps-bench test check demo bench install style clean fuzz soak

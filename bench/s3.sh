@@ -97,7 +97,8 @@ while [ $r -lt "$ROUNDS" ]; do
 		case $who in
 		d)
 			t0=$(now)
-			mpiexec.mpich -n 1 "$DSTAGE" stage s3://bench/pk --to "$W/st" --job e$r -q
+			# one node, 2 ranks: the partitions spread over both
+			mpiexec.mpich -n 2 "$DSTAGE" stage s3://bench/pk --to "$W/st" --job e$r -q
 			shim "$(jobdir "$W/st" e$r)" 0 "$MNT" "$READER" read "$MNT" "$W/list" >/dev/null
 			elapsed "$t0" >>"$W/d1"
 			shim "$(jobdir "$W/st" e$r)" 0 "$MNT" "$READER" read "$MNT" "$W/list" |
