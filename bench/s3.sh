@@ -19,7 +19,8 @@ S3TOOL="$top/build/t/s3-tool"
 [ -x "$S3RVER" ] || make -C "$top" --no-print-directory npm-s3 >/dev/null 2>&1 || :
 [ -x "$S3RVER" ] || { say "s3rver not installed (make npm-s3): skipped"; exit 0; }
 [ -x "$S3TOOL" ] || { say "$S3TOOL not built: skipped"; exit 0; }
-HAVE_AWS=$(command -v aws || :)
+# Debian's awscli (DEB_BENCH), before any other aws on PATH
+HAVE_AWS=$( [ -x /usr/bin/aws ] && echo /usr/bin/aws || command -v aws || :)
 HAVE_S3FS=$(command -v s3fs || :)
 if [ $QUICK = 1 ]; then NF=400 NSMALL=2000; else NF=2000 NSMALL=20000; fi
 
@@ -35,7 +36,7 @@ i=0
 until "$S3TOOL" ls s3://bench >/dev/null 2>&1; do
 	i=$((i + 1)); [ $i -gt 100 ] && { say "s3rver did not start"; exit 1; }; sleep 0.1
 done
-awscp() { aws --endpoint-url "$AWS_ENDPOINT_URL" s3 cp --recursive --only-show-errors "$@"; }
+awscp() { "$HAVE_AWS" --endpoint-url "$AWS_ENDPOINT_URL" s3 cp --recursive --only-show-errors "$@"; }
 
 # the dataset: NF files of 128 KiB in 20 directories; its pack; both uploaded
 i=0
@@ -154,4 +155,4 @@ mp=$(med "$W/pk"); ma=$( [ -n "$HAVE_AWS" ] && med "$W/ac" || echo -)
 row "dstage pack s3:// of $NSMALL small objects (1-8 KiB), -n 2, vs aws s3 cp --recursive to disk" \
 	"$(fmt_s "$mp")" "aws s3 cp $(fmt_s "$ma")" "$(ratio "$ma" "$mp")" "-" ""
 
-note "s3: a local s3rver $(sed -n 's/^S3RVER_VERSION := //p' "$top/Makefile") (npm) on 127.0.0.1, one node.js process on the same 2 cores as the clients; aws-cli $(aws --version 2>/dev/null | cut -d' ' -f1 | cut -d/ -f2)${HAVE_S3FS:+, s3fs $(s3fs --version 2>/dev/null | head -1 | awk '{print $NF}')}; $NF files of 128 KiB ($MB MiB), packed into 8 partitions; $NSMALL objects of 1-8 KiB for the pack row; medians of $ROUNDS rounds, the order alternating.${S3FS_OK:+}$( [ -n "$S3FS_OK" ] || echo " s3fs could not mount the local bucket here: its rows have no peer figure.")"
+note "s3: a local s3rver $(sed -n 's/^S3RVER_VERSION := //p' "$top/Makefile") (npm) on 127.0.0.1, one node.js process on the same 2 cores as the clients; aws-cli $("${HAVE_AWS:-false}" --version 2>/dev/null | cut -d' ' -f1 | cut -d/ -f2)${HAVE_S3FS:+, s3fs $(s3fs --version 2>/dev/null | head -1 | sed 's/.* V\([0-9.]*\).*/\1/')}; $NF files of 128 KiB ($MB MiB), packed into 8 partitions; $NSMALL objects of 1-8 KiB for the pack row; medians of $ROUNDS rounds, the order alternating.${S3FS_OK:+}$( [ -n "$S3FS_OK" ] || echo " s3fs could not mount the local bucket here: its rows have no peer figure.")"

@@ -603,23 +603,30 @@ static void remove_output(struct job *j)
 /* The S3 client's counters of every rank, summed on rank 0. */
 static void s3_summary(const struct job *j)
 {
-	struct ds_s3_stats st = {0, 0, 0};
+	struct ds_s3_stats st = {0, 0, 0}, ot = {0, 0, 0};
 	if (j->s3)
 		ds_s3_stats(j->s3, &st);
-	uint64_t mine[3] = {st.requests, st.bytes, st.retries}, sum[3] = {0, 0, 0};
+	if (j->os3)
+		ds_s3_stats(j->os3, &ot);
+	uint64_t mine[6] = {st.requests, st.bytes, st.retries, ot.requests, ot.bytes, ot.retries};
+	uint64_t sum[6] = {0, 0, 0, 0, 0, 0};
 	if (j->c.size > 1)
-		MPI_Reduce(mine, sum, 3, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+		MPI_Reduce(mine, sum, 6, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
 	else
 		memcpy(sum, mine, sizeof(sum));
-	if (j->c.rank == 0 && j->s3 && !j->o.quiet) {
-		char b[32];
-		double dt = ds_now() - j->start;
+	double dt = ds_now() - j->start;
+	char b[32], r[32];
+	if (j->c.rank == 0 && j->s3 && !j->o.quiet)
 		printf("s3: %llu requests, %s fetched (%llu bytes), %llu retries, %s/s\n",
 		       (unsigned long long)sum[0], ds_fmt_size(sum[1], b, sizeof(b)),
 		       (unsigned long long)sum[1], (unsigned long long)sum[2],
-		       ds_fmt_size(dt > 0 ? (uint64_t)(sum[1] / dt) : 0, b, sizeof(b)));
-		fflush(stdout);
-	}
+		       ds_fmt_size(dt > 0 ? (uint64_t)(sum[1] / dt) : 0, r, sizeof(r)));
+	if (j->c.rank == 0 && j->os3 && !j->o.quiet)
+		printf("s3: %llu requests, %s uploaded (%llu bytes), %llu retries, %s/s\n",
+		       (unsigned long long)sum[3], ds_fmt_size(sum[4], b, sizeof(b)),
+		       (unsigned long long)sum[4], (unsigned long long)sum[5],
+		       ds_fmt_size(dt > 0 ? (uint64_t)(sum[4] / dt) : 0, r, sizeof(r)));
+	fflush(stdout);
 }
 
 static void summary(const struct job *j)
@@ -696,7 +703,7 @@ int ds_cmd_pack(int argc, char **argv)
 		ds_rm_rf(j.tmp); /* this rank's local directory for the bucket */
 	if (!rc && j.c.rank == 0 && !j.o.quiet)
 		summary(&j);
-	if (!rc && j.s3)
+	if (!rc && (j.s3 || j.os3))
 		s3_summary(&j);
 	/* HDF5 cannot shut down after a failed close (h5util.c): leave without
 	 * its exit handler, and without MPI_Finalize, whose hook would run it */
