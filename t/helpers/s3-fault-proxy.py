@@ -12,10 +12,19 @@ MODE for the GETs that carry a body (listings and objects):
   none   forward everything
 EVERY: the fault hits every EVERY-th such GET (1: all of them); MAX: at most
 that many faults (0 or absent: no limit).  Every other request is forwarded
-as it is.  The port the proxy listens on is written to PORTFILE; each fault
+as it is.
+
+With S3_PROXY_SECRET set, the proxy also checks every request's AWS
+Signature V4 (Authorization header) as AWS does, from the request it
+received, with that secret: a mismatch is answered 403
+SignatureDoesNotMatch (s3rver itself checks only the access key id).  The port the proxy listens on is written to PORTFILE; each fault
 is counted on stderr ("fault N").
 """
+import hashlib
+import hmac
 import http.client
+import os
+import urllib.parse
 import http.server
 import socketserver
 import sys
@@ -32,6 +41,46 @@ count = {"gets": 0, "faults": 0}
 
 HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
        "upgrade"}
+
+
+SECRET = os.environ.get("S3_PROXY_SECRET")
+
+
+def enc(v):
+    return urllib.parse.quote(v, safe="-_.~")
+
+
+def sigv4_ok(method, path, headers, body):
+    """Recompute the request's SigV4 signature; True when it matches."""
+    auth = headers.get("Authorization", "")
+    if not auth.startswith("AWS4-HMAC-SHA256 "):
+        return False
+    f = dict(p.strip().split("=", 1) for p in auth[len("AWS4-HMAC-SHA256 "):].split(","))
+    ak, date, region, service, term = f["Credential"].split("/")
+    signed = f["SignedHeaders"].split(";")
+    u = urllib.parse.urlsplit(path)
+    q = []
+    for part in u.query.split("&") if u.query else []:
+        k, _, v = part.partition("=")
+        q.append((enc(urllib.parse.unquote(k)), enc(urllib.parse.unquote(v))))
+    canon_q = "&".join("%s=%s" % kv for kv in sorted(q))
+    low = {}
+    for k, v in headers.items():
+        low.setdefault(k.lower(), []).append(" ".join(v.strip().split()))
+    canon_h = "".join("%s:%s\n" % (h, ",".join(low.get(h, [""]))) for h in signed)
+    payload = headers.get("x-amz-content-sha256") or hashlib.sha256(body or b"").hexdigest()
+    creq = "\n".join([method, u.path or "/", canon_q, canon_h, ";".join(signed), payload])
+    scope = "/".join([date, region, service, term])
+    sts = "\n".join(["AWS4-HMAC-SHA256", headers.get("x-amz-date", ""), scope,
+                     hashlib.sha256(creq.encode()).hexdigest()])
+    k = ("AWS4" + SECRET).encode()
+    for m in (date, region, service, term):
+        k = hmac.new(k, m.encode(), hashlib.sha256).digest()
+    want = hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
+    if want != f["Signature"]:
+        sys.stderr.write("sigv4 mismatch %s %s\n%s\n" % (method, path, creq))
+        return False
+    return True
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -57,6 +106,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def forward(self):
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else None
+        if SECRET is not None and not sigv4_ok(self.command, self.path, self.headers, body):
+            doc = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SignatureDoesNotMatch'
+                   b'</Code><Message>The request signature we calculated does not match the '
+                   b'signature you provided.</Message></Error>')
+            self.send_response(403)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(doc)))
+            self.end_headers()
+            self.wfile.write(doc)
+            return
         fault = self.fault_now()
         if fault and MODE == "503":
             doc = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
@@ -105,7 +164,5 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 s = Server(("127.0.0.1", 0), Handler)
 with open(PORTFILE + ".tmp", "w") as f:
     f.write("%d\n" % s.server_address[1])
-import os  # noqa: E402
-
 os.rename(PORTFILE + ".tmp", PORTFILE)
 s.serve_forever()
