@@ -32,6 +32,7 @@ _bgpids="$_bgpids $!"
 export AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 AWS_PAGER= AWS_CONFIG_FILE=/nonexistent
 export AWS_SHARED_CREDENTIALS_FILE=/nonexistent
+export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 i=0
 until "$S3TOOL" ls s3://bench >/dev/null 2>&1; do
 	i=$((i + 1)); [ $i -gt 100 ] && { say "s3rver did not start"; exit 1; }; sleep 0.1

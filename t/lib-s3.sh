@@ -46,6 +46,8 @@ s3_start() {
 	export AWS_ENDPOINT_URL="http://127.0.0.1:$S3_PORT"
 	export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
 	export AWS_SHARED_CREDENTIALS_FILE=/nonexistent AWS_CONFIG_FILE=/nonexistent
+	# a proxy of the environment must not stand between us and loopback
+	export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_REGION AWS_ENDPOINT_URL_S3
 	i=0
 	while ! "$S3TOOL" ls "s3://${S3_BUCKETS%% *}" >/dev/null 2>&1; do

@@ -33,6 +33,7 @@ NODE_OPTIONS=--openssl-legacy-provider "$S3RVER" -d "$work/s3" -a 127.0.0.1 -p "
 s3pid=$!
 export AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 export AWS_REGION=us-east-1
+export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 until "$TOOL" ls s3://demo >/dev/null 2>&1; do sleep 0.1; done
 echo "up in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s on $AWS_ENDPOINT_URL"
 
