@@ -186,7 +186,7 @@ int ds_cmd_ls(int argc, char **argv)
 		return 2;
 	}
 	struct ds_manifest m;
-	if (ds_manifest_read(argv[optind], &m))
+	if (ds__manifest_any(argv[optind], &m))
 		return 1;
 	/* PATH resolves as through the shim: inner symlinks followed, the last
 	 * one listed as itself (as ls -l does), "a//b" and "./a" accepted */
@@ -278,7 +278,7 @@ int ds_cmd_cat(int argc, char **argv)
 		return 2;
 	}
 	struct ds_manifest m;
-	if (ds_manifest_read(argv[optind], &m))
+	if (ds__manifest_any(argv[optind], &m))
 		return 1;
 	int64_t i = find_file(&m, argv[optind + 1]);
 	rc = i < 0 ? -ENOENT : cat_one(argv[optind], &m, &m.e[i]);

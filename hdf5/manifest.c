@@ -454,8 +454,6 @@ int ds_manifest_read_image(const void *buf, size_t len, const char *what, struct
 
 int ds_manifest_read(const char *packdir, struct ds_manifest *m)
 {
-	if (!strncmp(packdir, "s3://", 5))
-		return ds__s3_manifest_read(packdir, m);
 	char *path = ds__join(packdir, DS__INDEX_NAME);
 	struct ds__seal seal;
 	int rc;

@@ -301,6 +301,8 @@ int ds__scan_s3(const struct ds__scan_opts *o, struct ds_s3 *s3, const char *buc
 /* A pack in a bucket (s3pack.c): its manifest, and one of its files copied
  * whole into an unlinked temporary file (cat, verify). */
 int ds__s3_manifest_read(const char *packdir, struct ds_manifest *m);
+/* ds_manifest_read for a directory or an s3:// pack (ls, cat, verify). */
+int ds__manifest_any(const char *packdir, struct ds_manifest *m);
 int ds__s3_fetch_tmp(const char *packdir, const char *name, int *fd);
 
 /* A pack written to a bucket (s3out.c).  _check (rank 0, before anything

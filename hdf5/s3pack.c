@@ -220,3 +220,8 @@ out:
 	free(prefix);
 	return rc;
 }
+
+int ds__manifest_any(const char *packdir, struct ds_manifest *m)
+{
+	return ds_s3_is_url(packdir) ? ds__s3_manifest_read(packdir, m) : ds_manifest_read(packdir, m);
+}

@@ -339,7 +339,7 @@ int ds_cmd_verify(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	struct ds_manifest m;
 	struct verify v = {.out = argv[optind], .m = &m, .srcfd = -1};
-	if (ds_manifest_read(v.out, &m))
+	if (ds__manifest_any(v.out, &m))
 		return 1;
 	if (against && !strncmp(against, "s3://", 5)) {
 		ds_error("'%s': --against wants a local tree", against);
