@@ -73,7 +73,7 @@ struct sink {
 
 static const char *cmd_usage =
 	"usage: dstage stage OUT --to DIR [options]\n"
-	"  MPI job step: stage pack OUT into node-local DIR (RAM: /dev/shm; SSD: $TMPDIR)\n"
+	"  MPI job step: stage pack OUT into node-local DIR (RAM: /dev/shm; SSD: $TMPDIR)\n"	"  (OUT may be s3://BUCKET/PREFIX: fetched with ranged GETs, each byte once)\n"
 	"  -R, --replicas N      each partition on N nodes (default 1; capped at the node count)\n"
 	"      --to DIR          node-local directory; the store is DIR/dstage.<uid>.<job>/<node>\n"
 	"      --job ID          job id (default $SLURM_JOB_ID, else 0)\n"
