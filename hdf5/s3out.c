@@ -26,7 +26,9 @@ int ds__s3out_check(struct ds_s3 *s3, const char *bucket, const char *prefix, co
 {
 	struct ds_s3_obj *v = NULL;
 	size_t n = 0, plen = strlen(prefix);
-	int rc = ds_s3_list(s3, bucket, prefix, &v, &n);
+	char *lp = plen ? ds_s3_pack_key(prefix, "") : ds_xstrdup("");
+	int rc = ds_s3_list(s3, bucket, lp, &v, &n);
+	free(lp);
 	if (rc)
 		return rc;
 	for (size_t i = 0; !rc && i < n; i++) {
@@ -82,7 +84,10 @@ void ds__s3out_remove_parts(struct ds_s3 *s3, const char *bucket, const char *pr
 	}
 	struct ds_s3_obj *v = NULL;
 	size_t n = 0, plen = strlen(prefix);
-	if (ds_s3_list(s3, bucket, prefix, &v, &n))
+	char *lp = plen ? ds_s3_pack_key(prefix, "") : ds_xstrdup("");
+	int rc = ds_s3_list(s3, bucket, lp, &v, &n);
+	free(lp);
+	if (rc)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		const char *k = v[i].key;

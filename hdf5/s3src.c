@@ -95,9 +95,12 @@ int ds__scan_s3(const struct ds__scan_opts *o, struct ds_s3 *s3, const char *buc
 		ds_error("'%s': --files-from is not supported with an s3:// source (use --exclude)", o->src);
 		return -EINVAL;
 	}
-	if ((rc = ds_s3_list(s3, bucket, plen ? prefix : "", &v, &n)))
+	/* list "PREFIX/": never the siblings ("PREFIX2/..."), however many */
+	char *lp = plen ? ds_s3_pack_key(prefix, "") : ds_xstrdup("");
+	rc = ds_s3_list(s3, bucket, lp, &v, &n);
+	free(lp);
+	if (rc)
 		return rc;
-	/* the listing with prefix "P" also has "P2/x": keep "P/..." only */
 	for (size_t i = 0; !rc && i < n; i++) {
 		const char *key = v[i].key, *rel = key;
 		if (plen) {
