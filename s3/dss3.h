@@ -81,6 +81,7 @@ struct ds_s3_get {
 	const char *body;   /* PUT/POST body */
 	size_t body_len, body_off;
 	const char *content_type;
+	const char *what;   /* key to name in messages, when key is NULL (listings) */
 	int quiet_404;
 	char region_hdr[64];
 	int state;

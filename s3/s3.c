@@ -554,7 +554,7 @@ static void error_code(struct ds_s3_get *g)
 static int fail_msg(struct ds_s3 *s3, struct ds_s3_get *g, const char *why, int rc)
 {
 	char name[1200];
-	ds_s3_name(g->bucket, g->key, name, sizeof(name));
+	ds_s3_name(g->bucket, g->key ? g->key : g->what, name, sizeof(name));
 	if (!g->quiet_404 || rc != -ENOENT)
 		ds_error("'%s': %s", name, why);
 	(void)s3;
@@ -928,7 +928,7 @@ int ds_s3_list(struct ds_s3 *s3, const char *bucket, const char *prefix, struct 
 		ds__s3_escape(&q, prefix, 0);
 		ds_buf_add(&q, "", 1);
 		struct ds_s3_get g = {.bucket = bucket, .key = NULL, .method = "GET", .query = q.data,
-		                      .len = DS_S3_WHOLE, .expect = DS_S3_WHOLE};
+		                      .len = DS_S3_WHOLE, .expect = DS_S3_WHOLE, .what = prefix};
 		rc = ds__s3_run(s3, &g);
 		ds_buf_release(&q);
 		if (rc) {
