@@ -112,6 +112,14 @@ for mode in 503 cut short; do
 done
 s3_proxy_stop
 
+s3_proxy region 1
+test_expect_code 1 'a bucket in another region (301 PermanentRedirect): named, both regions said' '
+	AWS_ENDPOINT_URL='"$S3_PROXY_URL"' "$DSTAGE" pack s3://data/ds out 2>err; rc=$?; cat err &&
+	test_grep "s3://data/ds/.: wrong region: AWS_REGION is .us-east-1., the bucket is in .eu-west-1. (301 PermanentRedirect)" err &&
+	! test -e out && exit $rc
+'
+s3_proxy_stop
+
 test_expect_code 1 'a missing bucket: exit 1, named, nothing written' '
 	"$DSTAGE" pack s3://nosuchbucket/ds out 2>err; rc=$?; cat err &&
 	test_grep "dstage: pack: .s3://nosuchbucket.: no such bucket" err && ! test -e out && exit $rc

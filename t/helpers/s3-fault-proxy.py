@@ -9,6 +9,8 @@ MODE for the GETs that carry a body (listings and objects):
   cut    send the headers and half of the body, then close the connection
   short  send half of the body with a Content-Length that says so (a
          complete-looking but truncated answer: only lengths can tell)
+  region answer every request as S3 does for a bucket of another region
+         (301 PermanentRedirect, x-amz-bucket-region: eu-west-1)
   none   forward everything
 EVERY: the fault hits every EVERY-th such GET (1: all of them); MAX: at most
 that many faults (0 or absent: no limit).  Every other request is forwarded
@@ -111,6 +113,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                    b'</Code><Message>The request signature we calculated does not match the '
                    b'signature you provided.</Message></Error>')
             self.send_response(403)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(doc)))
+            self.end_headers()
+            self.wfile.write(doc)
+            return
+        if MODE == "region":
+            doc = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>PermanentRedirect</Code>'
+                   b'<Message>The bucket you are attempting to access must be addressed using '
+                   b'the specified endpoint.</Message></Error>')
+            self.send_response(301)
+            self.send_header("x-amz-bucket-region", "eu-west-1")
             self.send_header("Content-Type", "application/xml")
             self.send_header("Content-Length", str(len(doc)))
             self.end_headers()
