@@ -835,7 +835,10 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	if (ds_s3_is_url(o->pack)) {
 		/* a pack in a bucket: every rank has a client (the readers use it) */
 		rc = ds_s3_parse_url(o->pack, &x.bucket, &x.prefix);
-		if (!rc && !(x.s3 = ds_s3_new()))
+		/* rank 0 first: a configuration problem is said once, not by every rank */
+		if (!rc && rank == 0 && !(x.s3 = ds_s3_new()))
+			rc = -EINVAL;
+		if (!ds_any_failed(world, rc) && rank != 0 && !(x.s3 = ds_s3_new()))
 			rc = -EINVAL;
 		if (ds_any_failed(world, rc)) {
 			stage_s3_release(&x);
