@@ -21,6 +21,10 @@ HDF5_CFLAGS := $(shell pkg-config --cflags $(HDF5_PC) 2>/dev/null)
 HDF5_LIBS   := $(shell pkg-config --libs $(HDF5_PC) 2>/dev/null)
 ZLIB_CFLAGS := $(shell pkg-config --cflags zlib 2>/dev/null)
 ZLIB_LIBS   := $(shell pkg-config --libs zlib 2>/dev/null || echo -lz)
+# s3/: object storage through libcurl (SigV4, multi) and expat (listings)
+CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
+CURL_LIBS   := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
+EXPAT_LIBS  := $(shell pkg-config --libs expat 2>/dev/null || echo -lexpat)
 
 WARN     := -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes \
             -Wvla -Wshadow -Wpointer-arith -Wformat=2 -Wno-format-nonliteral \
@@ -42,6 +46,7 @@ HDF5_SRC    := $(wildcard hdf5/*.c)
 STAGE_SRC   := $(wildcard stage/*.c)
 SHUFFLE_SRC := $(wildcard shuffle/*.c)
 IO_SRC      := $(wildcard io/*.c)
+S3_SRC      := $(wildcard s3/*.c)
 THELP_SRC   := $(wildcard t/helpers/*.c)
 
 COMMON_OBJ  := $(COMMON_SRC:%.c=$(O)/%.o)
@@ -50,6 +55,7 @@ HDF5_OBJ    := $(HDF5_SRC:%.c=$(O)/%.o)
 STAGE_OBJ   := $(STAGE_SRC:%.c=$(O)/%.o)
 SHUFFLE_OBJ := $(SHUFFLE_SRC:%.c=$(O)/%.o)
 IO_OBJ      := $(IO_SRC:%.c=$(O)/pic/%.o)
+S3_OBJ      := $(S3_SRC:%.c=$(O)/%.o)
 
 DSTAGE   := $(O)/bin/dstage
 PRELOAD  := $(O)/lib/libdstage-preload.so
@@ -62,9 +68,11 @@ all: $(DSTAGE) $(PRELOAD) $(THELP)
 
 # Objects of the MPI side: compiled by mpicc with HDF5's flags.
 $(O)/hdf5/%.o $(O)/stage/%.o $(O)/shuffle/%.o: CCX = $(MPICC)
-$(O)/hdf5/%.o $(O)/stage/%.o $(O)/shuffle/%.o: XFLAGS = $(HDF5_CFLAGS) $(ZLIB_CFLAGS) -Ihdf5 -Istage -Ishuffle $(SAN_FLAGS)
+$(O)/hdf5/%.o $(O)/stage/%.o $(O)/shuffle/%.o: XFLAGS = $(HDF5_CFLAGS) $(ZLIB_CFLAGS) -Ihdf5 -Istage -Ishuffle -Is3 $(SAN_FLAGS)
 $(O)/common/%.o: CCX = $(CC)
 $(O)/common/%.o: XFLAGS = $(SAN_FLAGS)
+$(O)/s3/%.o: CCX = $(CC)
+$(O)/s3/%.o: XFLAGS = $(CURL_CFLAGS) -Is3 $(SAN_FLAGS)
 
 $(O)/%.o: %.c $(SETTINGS)
 	@mkdir -p $(@D)
@@ -80,9 +88,9 @@ $(LIBCOMMON): $(COMMON_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(DSTAGE): $(STAGE_OBJ) $(SHUFFLE_OBJ) $(HDF5_OBJ) $(LIBCOMMON)
+$(DSTAGE): $(STAGE_OBJ) $(SHUFFLE_OBJ) $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON)
 	@mkdir -p $(@D)
-	$(MPICC) $(SAN_FLAGS) -o $@ $(STAGE_OBJ) $(SHUFFLE_OBJ) $(HDF5_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) -lpthread -lm
+	$(MPICC) $(SAN_FLAGS) -o $@ $(STAGE_OBJ) $(SHUFFLE_OBJ) $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) $(CURL_LIBS) $(EXPAT_LIBS) -lpthread -lm
 
 $(PRELOAD): $(IO_OBJ) $(COMMON_PIC)
 	@mkdir -p $(@D)
@@ -94,9 +102,13 @@ $(O)/t/mpi-%: t/helpers/mpi-%.c $(O)/stage/ucx_close.o $(LIBCOMMON) $(SETTINGS)
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) -It -MMD -MP -o $@ $< $(O)/stage/ucx_close.o $(LIBCOMMON) $(ZLIB_LIBS) -lpthread -lm
 
-$(O)/t/h5-%: t/helpers/h5-%.c $(HDF5_OBJ) $(LIBCOMMON) $(SETTINGS)
+$(O)/t/h5-%: t/helpers/h5-%.c $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON) $(SETTINGS)
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) $(HDF5_CFLAGS) -Ihdf5 -It -MMD -MP -o $@ $< $(HDF5_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) -lpthread -lm
+	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) $(HDF5_CFLAGS) -Ihdf5 -Is3 -It -MMD -MP -o $@ $< $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) $(CURL_LIBS) $(EXPAT_LIBS) -lpthread -lm
+
+$(O)/t/s3-%: t/helpers/s3-%.c $(S3_OBJ) $(LIBCOMMON) $(SETTINGS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(SAN_FLAGS) $(CURL_CFLAGS) -Is3 -It -MMD -MP -o $@ $< $(S3_OBJ) $(LIBCOMMON) $(CURL_LIBS) $(EXPAT_LIBS) $(ZLIB_LIBS) -lpthread -lm
 
 $(O)/t/%: t/helpers/%.c $(LIBCOMMON) $(SETTINGS)
 	@mkdir -p $(@D)
@@ -104,15 +116,28 @@ $(O)/t/%: t/helpers/%.c $(LIBCOMMON) $(SETTINGS)
 
 -include $(wildcard $(O)/*/*.d $(O)/pic/*/*.d $(O)/t/*.d)
 
+# The S3 server of the s3:// tests and benchmarks (t/lib-s3.sh), from the npm
+# registry at a pinned version, into build/npm (never the system's).
+S3RVER_VERSION := 3.7.1
+S3RVER := $(O)/npm/node_modules/.bin/s3rver
+npm-s3: $(S3RVER)
+$(S3RVER):
+	@mkdir -p $(O)/npm
+	@if command -v npm >/dev/null; then \
+		npm install --prefix $(O)/npm --no-audit --no-fund --loglevel=error s3rver@$(S3RVER_VERSION) >$(O)/npm/install.log 2>&1 || \
+		{ echo "npm install s3rver@$(S3RVER_VERSION) failed (see $(O)/npm/install.log): the s3:// tests will skip"; }; \
+	else echo "npm not found: the s3:// tests will skip"; fi
+
 # ---------------------------------------------------------------------------
 # Packages from Debian.  As root: install what is missing; otherwise print the
 # exact command.  `make demo` and `make test` pull this in, so both work as the
 # first command typed on a fresh Debian 12 machine.
-DEB_BUILD := mpich libmpich-dev libhdf5-mpich-dev hdf5-tools zlib1g-dev pkg-config
+DEB_BUILD := mpich libmpich-dev libhdf5-mpich-dev hdf5-tools zlib1g-dev pkg-config \
+             libcurl4-openssl-dev libexpat1-dev
 DEB_TEST  := python3-h5py python3-pil python3-numpy python3-torch python3-torchvision \
              clang libclang-rt-14-dev procps psmisc \
-             nodejs python3-yaml rsync perl mawk cmake
-DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox
+             nodejs npm python3-yaml rsync perl mawk cmake
+DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox awscli s3fs
 DEB_SLURM := slurm-wlm munge
 DEB_HOSTS := iproute2 util-linux
 DEB_ALL   := $(DEB_BUILD) $(DEB_TEST) $(DEB_SLURM) $(DEB_HOSTS)
@@ -126,6 +151,7 @@ deps-bench:
 
 test: deps
 	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory npm-s3
 	prove $(PROVE_FLAGS) t/
 
 check: all
@@ -134,6 +160,11 @@ check: all
 demo: deps-build
 	@$(MAKE) --no-print-directory all
 	sh tools/demo.sh
+
+# Object storage end to end against a local S3 server (README "Object storage").
+demo-s3: deps-build
+	@$(MAKE) --no-print-directory all npm-s3
+	sh tools/demo-s3.sh
 
 bench: deps-bench
 	@$(MAKE) --no-print-directory all
@@ -166,4 +197,4 @@ soak: all
 clean:
 	rm -rf $(O)
 
-.PHONY: all deps deps-build deps-bench test check demo bench install style clean fuzz soak
+.PHONY: npm-s3 demo-s3 all deps deps-build deps-bench test check demo bench install style clean fuzz soak

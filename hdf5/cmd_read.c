@@ -17,7 +17,7 @@ static const char ls_usage[] =
 	"usage: dstage ls [-l] OUT [PATH]\n"
 	"\n"
 	"List what the pack in OUT holds (all of it, or PATH and what is under it),\n"
-	"in path order; directories end with '/'.\n"
+	"in path order; directories end with '/'.  OUT may be s3://BUCKET/PREFIX.\n"
 	"\n"
 	"  -l, --long   mode, size, modification time, path (symlinks: -> target),\n"
 	"               like tar tv\n"
@@ -28,7 +28,7 @@ static const char cat_usage[] =
 	"\n"
 	"Write file PATH of the pack in OUT to standard output, decompressed, after\n"
 	"checking its CRC-32C (files over 64 MiB: streamed, checked at the end).\n"
-	"Symlinks inside the pack are followed.\n"
+	"Symlinks inside the pack are followed.  OUT may be s3://BUCKET/PREFIX.\n"
 	"\n"
 	"  -h, --help   this text\n";
 
@@ -186,7 +186,7 @@ int ds_cmd_ls(int argc, char **argv)
 		return 2;
 	}
 	struct ds_manifest m;
-	if (ds_manifest_read(argv[optind], &m))
+	if (ds__manifest_any(argv[optind], &m))
 		return 1;
 	/* PATH resolves as through the shim: inner symlinks followed, the last
 	 * one listed as itself (as ls -l does), "a//b" and "./a" accepted */
@@ -278,7 +278,7 @@ int ds_cmd_cat(int argc, char **argv)
 		return 2;
 	}
 	struct ds_manifest m;
-	if (ds_manifest_read(argv[optind], &m))
+	if (ds__manifest_any(argv[optind], &m))
 		return 1;
 	int64_t i = find_file(&m, argv[optind + 1]);
 	rc = i < 0 ? -ENOENT : cat_one(argv[optind], &m, &m.e[i]);

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct ds_buf;
+
 /* One entry of the manifest: a directory, a regular file or a symlink. */
 struct ds_mentry {
 	char *path;        /* relative to the pack root, "" never appears */
@@ -62,6 +64,20 @@ char *ds_part_path(const char *packdir, uint32_t part);
  * negative code (and logs why). */
 int ds_part_locate(const char *packdir, uint32_t part, const struct ds_manifest *m,
                    uint64_t *offset, uint64_t *len);
+
+/* ---- packs in object storage (s3pack.c) --------------------------------- */
+struct ds_s3;
+/* "PREFIX/NAME" (or "NAME"), malloc'd: the key of a pack file. */
+char *ds_s3_pack_key(const char *prefix, const char *name);
+/* GET s3://bucket/prefix/index.h5 into img (for ds_manifest_read_image). */
+int ds_s3_manifest_get(struct ds_s3 *s3, const char *bucket, const char *prefix,
+                       struct ds_buf *img);
+/* ds_part_locate for a pack in a bucket: the seal read with ranged GETs
+ * (header, tables: never the payload), checked like a local file's, and
+ * against the manifest.  *meta_read: bytes fetched for it. */
+int ds_s3_part_locate(struct ds_s3 *s3, const char *bucket, const char *prefix, uint32_t part,
+                      const struct ds_manifest *m, uint64_t *offset, uint64_t *len,
+                      uint64_t *meta_read);
 
 int ds_cmd_pack(int argc, char **argv);
 int ds_cmd_verify(int argc, char **argv);

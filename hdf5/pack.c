@@ -16,6 +16,7 @@
  * MPI is initialised only when a process manager launched us (PMI in the
  * environment): a plain `dstage pack` on a login node needs no MPI at all. */
 #include "pack_int.h"
+#include "dss3.h"
 
 #include <mpi.h>
 
@@ -47,7 +48,8 @@ static const char usage_text[] =
 	"\n"
 	"Pack the tree SRC into the directory OUT: part-NNNNN.h5 partitions and the\n"
 	"manifest index.h5.  Serial, or in parallel under mpiexec -n P (the output is\n"
-	"byte-identical for every P).\n"
+	"byte-identical for every P).  SRC and OUT may be s3://BUCKET/PREFIX: objects\n"
+	"as the tree, a pack written as objects (AWS_* variables, ~/.aws profiles).\n"
 	"\n"
 	"  -p, --partitions N     N partitions for the training files (replicated files\n"
 	"                         get extra partitions of about the same size)\n"
@@ -305,6 +307,14 @@ static int parse_args(const struct comm *c, int argc, char **argv, struct pack_o
 		return usage_error(c, "%swants SRC and OUT", "");
 	o->src = argv[optind];
 	o->out = argv[optind + 1];
+	for (int k = 0; k < 2; k++) {
+		const char *u = k ? o->out : o->src;
+		char *b = NULL, *p = NULL;
+		if (ds_s3_is_url(u) && ds_s3_parse_url(u, &b, &p))
+			return -1; /* named by the parser */
+		free(b);
+		free(p);
+	}
 	if (o->progress < 0)
 		o->progress = isatty(2) ? 10 : 0;
 	if (o->quiet)
@@ -322,10 +332,42 @@ struct job {
 	struct ds__plan plan;
 	struct ds__result *res;
 	double start;
+	struct ds_s3 *s3;       /* SRC is s3://bucket/prefix */
+	char *bucket, *prefix;
+	struct ds_s3 *os3;      /* OUT is s3://obucket/oprefix (s3out.c) */
+	char *obucket, *oprefix;
+	int uploaded;           /* rank 0: parts may be in the bucket */
 };
+
+/* OUT in a bucket: the client, and a private local directory per rank
+ * where partitions are written before they go up. */
+static int open_out_s3(struct job *j)
+{
+	int rc = 0;
+	if (!j->obucket && (rc = ds_s3_parse_url(j->o.out, &j->obucket, &j->oprefix)))
+		return rc;
+	if (!j->os3 && !(j->os3 = ds_s3_new()))
+		return -EINVAL;
+	const char *t = getenv("TMPDIR");
+	snprintf(j->tmp, sizeof(j->tmp), "%s/dstage-pack.XXXXXX", t && *t ? t : "/tmp");
+	if (!mkdtemp(j->tmp)) {
+		rc = -errno;
+		ds_error("'%s': %s", j->tmp, strerror(errno));
+		j->tmp[0] = '\0';
+	}
+	return rc;
+}
 
 static int open_src(struct job *j)
 {
+	if (ds_s3_is_url(j->o.src)) {
+		int rc = j->bucket ? 0 : ds_s3_parse_url(j->o.src, &j->bucket, &j->prefix);
+		if (rc)
+			return rc;
+		if (!j->s3 && !(j->s3 = ds_s3_new()))
+			return -EINVAL;
+		return 0;
+	}
 	j->srcfd = open(j->o.src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (j->srcfd < 0) {
 		ds_error("'%s': %s", j->o.src, strerror(errno));
@@ -378,6 +420,8 @@ static int check_out(struct job *j)
 static int check_not_inside(const struct job *j)
 {
 	char s[PATH_MAX], o[PATH_MAX];
+	if (j->s3 || ds_s3_is_url(j->o.out))
+		return 0;
 	if (!realpath(j->o.src, s) || !realpath(j->o.out, o)) {
 		ds_error("'%s': %s", j->o.out, strerror(errno));
 		return -errno;
@@ -404,14 +448,20 @@ static int make_tmp(struct job *j)
 static int prepare(struct job *j)
 {
 	int rc;
-	if ((rc = open_src(j)) || (rc = check_out(j)) || (rc = check_not_inside(j)) ||
-	    (rc = make_tmp(j)))
+	if (ds_s3_is_url(j->o.out)) {
+		if ((rc = open_src(j)) || (rc = open_out_s3(j)) ||
+		    (rc = ds__s3out_check(j->os3, j->obucket, j->oprefix, j->o.out, j->o.force)))
+			return rc;
+	} else if ((rc = open_src(j)) || (rc = check_out(j)) || (rc = check_not_inside(j)) ||
+	           (rc = make_tmp(j))) {
 		return rc;
+	}
 	struct ds__scan_opts so = {
 		.src = j->o.src, .srcfd = j->srcfd, .exclude = j->o.exclude, .nexclude = j->o.nexclude,
 		.replicate = j->o.replicate, .nreplicate = j->o.nreplicate, .files_from = j->o.files_from,
 		.dereference = j->o.dereference, .progress = j->o.progress};
-	if ((rc = ds__scan(&so, &j->plan.tree)))
+	if ((rc = j->s3 ? ds__scan_s3(&so, j->s3, j->bucket, j->prefix, &j->plan.tree)
+	                : ds__scan(&so, &j->plan.tree)))
 		return rc;
 	j->plan.codec = j->o.codec;
 	j->plan.level = j->o.level;
@@ -450,6 +500,8 @@ static int share_plan(struct job *j, int failed)
 			ds_error("cannot decode the plan from rank 0");
 		if (!rc)
 			rc = open_src(j);
+		if (!rc && ds_s3_is_url(j->o.out))
+			rc = open_out_s3(j); /* a local directory of its own */
 	}
 	ds_buf_release(&buf);
 	return comm_any(c, rc != 0) ? -1 : 0;
@@ -461,7 +513,8 @@ static int pack_parts(struct job *j)
 	const struct ds__plan *pl = &j->plan;
 	struct comm *c = &j->c;
 	struct ds__write_opts wo = {.srcfd = j->srcfd, .dir = j->tmp, .src = j->o.src, .out = j->o.out,
-	                           .fsync = j->o.fsync};
+	                           .fsync = j->o.fsync, .s3 = j->s3, .s3_bucket = j->bucket,
+	                           .s3_prefix = j->prefix};
 	struct ds__progress pr = {.interval = c->rank == 0 ? j->o.progress : 0, .start = j->start,
 	                          .label = c->size > 1 ? "rank 0's share: " : ""};
 	pr.next = pr.start + pr.interval;
@@ -476,6 +529,14 @@ static int pack_parts(struct job *j)
 		int rc = 0;
 		if (p < pl->nparts)
 			rc = ds__write_part(pl, p, &wo, j->res, &pr);
+		if (!rc && p < pl->nparts && j->os3) {
+			/* up to the bucket at once; the local copy goes */
+			char name[32];
+			snprintf(name, sizeof(name), "part-%05u.h5", p);
+			rc = ds__s3out_put(j->os3, j->obucket, j->oprefix, j->tmp, c->rank, name);
+		}
+		if (c->rank == 0 && j->os3)
+			j->uploaded = 1;
 
 		if (comm_any(c, rc != 0))
 			return -1;
@@ -531,11 +592,42 @@ static int commit(struct job *j)
 /* On failure, rank 0 removes what this run made. */
 static void remove_output(struct job *j)
 {
+	if (j->os3 && j->uploaded)
+		ds__s3out_remove_parts(j->os3, j->obucket, j->oprefix, 0, j->plan.nparts);
 	if (j->tmp[0])
 		ds_rm_rf(j->tmp);
 	if (j->made_out)
 		rmdir(j->o.out);
 	ds_error("'%s': pack failed, nothing written", j->o.out);
+}
+
+/* The S3 client's counters of every rank, summed on rank 0. */
+static void s3_summary(const struct job *j)
+{
+	struct ds_s3_stats st = {0, 0, 0}, ot = {0, 0, 0};
+	if (j->s3)
+		ds_s3_stats(j->s3, &st);
+	if (j->os3)
+		ds_s3_stats(j->os3, &ot);
+	uint64_t mine[6] = {st.requests, st.bytes, st.retries, ot.requests, ot.bytes, ot.retries};
+	uint64_t sum[6] = {0, 0, 0, 0, 0, 0};
+	if (j->c.size > 1)
+		MPI_Reduce(mine, sum, 6, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+	else
+		memcpy(sum, mine, sizeof(sum));
+	double dt = ds_now() - j->start;
+	char b[32], r[32];
+	if (j->c.rank == 0 && j->s3 && !j->o.quiet)
+		printf("s3: %llu requests, %s fetched (%llu bytes), %llu retries, %s/s\n",
+		       (unsigned long long)sum[0], ds_fmt_size(sum[1], b, sizeof(b)),
+		       (unsigned long long)sum[1], (unsigned long long)sum[2],
+		       ds_fmt_size(dt > 0 ? (uint64_t)(sum[1] / dt) : 0, r, sizeof(r)));
+	if (j->c.rank == 0 && j->os3 && !j->o.quiet)
+		printf("s3: %llu requests, %s uploaded (%llu bytes), %llu retries, %s/s\n",
+		       (unsigned long long)sum[3], ds_fmt_size(sum[4], b, sizeof(b)),
+		       (unsigned long long)sum[4], (unsigned long long)sum[5],
+		       ds_fmt_size(dt > 0 ? (uint64_t)(sum[4] / dt) : 0, r, sizeof(r)));
+	fflush(stdout);
 }
 
 static void summary(const struct job *j)
@@ -568,8 +660,16 @@ static int run(struct job *j)
 	if (c->rank == 0) {
 		struct ds__write_opts wo = {.srcfd = j->srcfd, .dir = j->tmp, .src = j->o.src,
 		                            .out = j->o.out, .fsync = j->o.fsync};
-		if (!(rc = ds__write_index(&j->plan, j->res, &wo)))
-			rc = commit(j);
+		if (!(rc = ds__write_index(&j->plan, j->res, &wo))) {
+			if (!j->os3) {
+				rc = commit(j);
+			} else if (!(rc = ds__s3out_put(j->os3, j->obucket, j->oprefix, j->tmp, 0,
+			                                DS__INDEX_NAME)) && j->o.force) {
+				/* the index is up: what an older, larger pack left goes */
+				ds__s3out_remove_parts(j->os3, j->obucket, j->oprefix, j->plan.nparts,
+				                       j->plan.nparts);
+			}
+		}
 	}
 	return comm_any(c, rc != 0) ? -1 : 0;
 }
@@ -600,8 +700,12 @@ int ds_cmd_pack(int argc, char **argv)
 	rc = run(&j);
 	if (rc && j.c.rank == 0)
 		remove_output(&j);
+	else if (j.os3 && j.tmp[0])
+		ds_rm_rf(j.tmp); /* this rank's local directory for the bucket */
 	if (!rc && j.c.rank == 0 && !j.o.quiet)
 		summary(&j);
+	if (!rc && (j.s3 || j.os3))
+		s3_summary(&j);
 	/* HDF5 cannot shut down after a failed close (h5util.c): leave without
 	 * its exit handler, and without MPI_Finalize, whose hook would run it */
 	if (comm_any(&j.c, ds__h5_broken())) {
@@ -614,6 +718,12 @@ int ds_cmd_pack(int argc, char **argv)
 	free(j.o.replicate);
 	if (j.srcfd >= 0)
 		close(j.srcfd);
+	ds_s3_free(j.s3);
+	free(j.bucket);
+	free(j.prefix);
+	ds_s3_free(j.os3);
+	free(j.obucket);
+	free(j.oprefix);
 	comm_finalize(&j.c);
 	return rc ? 1 : 0;
 }

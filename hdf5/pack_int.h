@@ -71,6 +71,8 @@ struct ds__table {
 };
 
 struct ds__seal;
+struct ds_s3;
+struct ds__s3fetch;
 
 /* ---- HDF5 helpers (h5util.c) -------------------------------------------- */
 /* Once per process: no automatic printing of HDF5's error stack (we name the
@@ -173,6 +175,13 @@ int ds__seal_write(int fd, const char *magic, struct ds__seal *s);
 int ds__seal_check_fd(int fd, const char *what, const char *magic, struct ds__seal *s);
 int ds__seal_check_buf(const void *buf, size_t len, const char *what, const char *magic,
                        struct ds__seal *s);
+/* The header checks of ds__seal_check_fd alone (the caller checks the
+ * tables' CRC): for files read by ranges (s3://). */
+int ds__seal_check_head(const unsigned char h[DS__SEAL_USED], uint64_t size, const char *what,
+                        const char *magic, struct ds__seal *s);
+/* Does a partition's seal agree with the manifest (ds__part_open's check)? */
+int ds__part_seal_check(const struct ds__seal *s, const char *what, uint32_t part,
+                        const struct ds_manifest *m);
 /* Raw encode/decode, no checks (tests and the fuzzer build seals with it). */
 void ds__seal_encode(unsigned char h[DS__SEAL_USED], const char *magic, const struct ds__seal *s);
 void ds__seal_decode(const unsigned char h[DS__SEAL_USED], struct ds__seal *s);
@@ -283,6 +292,32 @@ struct ds__scan_opts {
 int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t);
 void ds__tree_release(struct ds__tree *t);
 
+/* ---- an s3:// source (s3src.c) ------------------------------------------ */
+/* The listing of s3://bucket/prefix as the scanned tree (regular files keep
+ * their ETag in the target field). */
+int ds__scan_s3(const struct ds__scan_opts *o, struct ds_s3 *s3, const char *bucket,
+                const char *prefix, struct ds__tree *t);
+
+/* A pack in a bucket (s3pack.c): its manifest, and one of its files copied
+ * whole into an unlinked temporary file (cat, verify). */
+int ds__s3_manifest_read(const char *packdir, struct ds_manifest *m);
+/* ds_manifest_read for a directory or an s3:// pack (ls, cat, verify). */
+int ds__manifest_any(const char *packdir, struct ds_manifest *m);
+int ds__s3_fetch_tmp(const char *packdir, const char *name, int *fd);
+
+/* A pack written to a bucket (s3out.c).  _check (rank 0, before anything
+ * is written): PREFIX empty, or holding a pack and force (its index.h5 then
+ * deleted).  _put: upload DIR/NAME as PREFIX/NAME, remove DIR/NAME.
+ * _remove_parts: delete part-NNNNN.h5 for NNNNN in [from, to) and any
+ * listed beyond `to`. */
+int ds__s3out_check(struct ds_s3 *s3, const char *bucket, const char *prefix, const char *out,
+                    int force);
+int ds__s3out_put(struct ds_s3 *s3, const char *bucket, const char *prefix, const char *dir,
+                  int rank,
+                  const char *name);
+void ds__s3out_remove_parts(struct ds_s3 *s3, const char *bucket, const char *prefix,
+                            uint32_t from, uint32_t to);
+
 /* A partition of the plan: files[first .. first+nfiles) of plan.files. */
 struct ds__ppart {
 	uint64_t first;
@@ -331,7 +366,9 @@ void ds__progress_tick(struct ds__progress *pr);
 extern volatile sig_atomic_t ds__pack_interrupted;
 
 struct ds__write_opts {
-	int srcfd;
+	int srcfd;             /* -1 when the source is s3:// */
+	struct ds_s3 *s3;      /* s3:// source: the client, bucket and prefix */
+	const char *s3_bucket, *s3_prefix;
 	const char *dir;       /* where part files go (the temporary directory) */
 	const char *src, *out; /* SRC and OUT as given, for messages */
 	int fsync;
@@ -342,6 +379,13 @@ struct ds__write_opts {
  * removes the directory). */
 int ds__write_part(const struct ds__plan *pl, uint32_t part, const struct ds__write_opts *o,
                    struct ds__result *res, struct ds__progress *pr);
+/* The objects of partition `part`, in plan order, many GETs in flight:
+ * each _next call gives the next file's bytes (valid until the next call). */
+struct ds__s3fetch *ds__s3fetch_new(struct ds_s3 *s3, const char *bucket, const char *prefix,
+                                    const struct ds__plan *pl, uint32_t part);
+int ds__s3fetch_next(struct ds__s3fetch *f, const char **buf, size_t *len);
+void ds__s3fetch_free(struct ds__s3fetch *f);
+
 /* Write index.h5 into o->dir from the plan and every file's result. */
 int ds__write_index(const struct ds__plan *pl, const struct ds__result *res,
                     const struct ds__write_opts *o);

@@ -53,7 +53,11 @@ int ds__part_open(const char *packdir, uint32_t part, const struct ds_manifest *
 		return -EINVAL;
 	}
 	p->path = ds_part_path(packdir, part);
-	if ((rc = ds_open_regular(p->path, &p->fd))) {
+	if (!strncmp(packdir, "s3://", 5)) {
+		/* a pack in a bucket: the partition copied whole (cat, verify) */
+		if ((rc = ds__s3_fetch_tmp(packdir, strrchr(p->path, '/') + 1, &p->fd)))
+			goto fail;
+	} else if ((rc = ds_open_regular(p->path, &p->fd))) {
 		ds_error("'%s': %s", p->path, ds_strerror(rc));
 		goto fail;
 	}
@@ -214,4 +218,11 @@ int ds__entry_read(const struct ds__part *p, const struct ds_mentry *e, ds__sink
 	if (d.out != e->size)
 		return -DS_ECORRUPT;
 	return d.crc == e->crc ? 0 : -DS_ECHECKSUM;
+}
+
+/* part_seal_ok for a partition read by ranges (s3://, s3pack.c). */
+int ds__part_seal_check(const struct ds__seal *s, const char *what, uint32_t part,
+                        const struct ds_manifest *m)
+{
+	return part_seal_ok(s, what, part, m);
 }

@@ -21,7 +21,8 @@ static const char usage_text[] =
 	"usage: dstage verify [OPTIONS] OUT\n"
 	"\n"
 	"Check the structure of the pack in OUT and the CRC-32C of every file in it;\n"
-	"name each problem.  Exit 0 when all is well, 1 otherwise.\n"
+	"name each problem.  Exit 0 when all is well, 1 otherwise.  OUT may be\n"
+	"s3://BUCKET/PREFIX (partitions are copied to $TMPDIR one at a time).\n"
 	"\n"
 	"      --against SRC   also compare every entry (type, mode, size, mtime,\n"
 	"                      symlink target, bytes) with the tree SRC\n"
@@ -46,17 +47,36 @@ static void problem(struct verify *v, const char *path, const char *fmt, const c
 }
 
 /* ---- HDF5's view ----------------------------------------------------------- */
+/* The path HDF5 opens: the file, or for a pack in a bucket the temporary
+ * copy behind fd (the check runs in a forked child, which has it too). */
+static const char *h5_path(const struct verify *v, const char *path, int fd)
+{
+	static char buf[PATH_MAX];
+	char self[64];
+	if (strncmp(v->out, "s3://", 5))
+		return path;
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(self, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return path;
+	buf[n] = '\0';
+	return buf;
+}
+
 /* dstage reads the tables where the seals say; h5py users read them through
  * HDF5: both must see the same. */
 static void check_index_hdf5(struct verify *v)
 {
 	char *path = ds__join(v->out, DS__INDEX_NAME);
 	struct ds__seal seal;
-	int fd, orc = ds_open_regular(path, &fd);
-	if (orc)
+	int fd = -1, s3 = !strncmp(v->out, "s3://", 5);
+	int orc = s3 ? ds__s3_fetch_tmp(v->out, DS__INDEX_NAME, &fd) : ds_open_regular(path, &fd);
+	if (orc && !s3)
 		ds_error("'%s': %s", path, ds_strerror(orc));
+	if (orc)
+		fd = -1;
 	if (fd < 0 || ds__seal_check_fd(fd, path, DS__SEAL_PACK_MAGIC, &seal) ||
-	    ds__h5_crosscheck(path, &seal))
+	    ds__h5_crosscheck(h5_path(v, path, fd), &seal))
 		v->problems++;
 	if (fd >= 0)
 		close(fd);
@@ -258,7 +278,7 @@ static void verify_part(struct verify *v, uint32_t part, const size_t *files, si
 	}
 	check_table(v, &p, &t, files, n);
 	ds__table_release(&t);
-	if (ds__h5_crosscheck(p.path, &p.seal))
+	if (ds__h5_crosscheck(h5_path(v, p.path, p.fd), &p.seal))
 		v->problems++;
 	for (size_t k = 0; k < n; k++)
 		verify_file(v, &p, &v->m->e[files[k]]);
@@ -320,8 +340,13 @@ int ds_cmd_verify(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	struct ds_manifest m;
 	struct verify v = {.out = argv[optind], .m = &m, .srcfd = -1};
-	if (ds_manifest_read(v.out, &m))
+	if (ds__manifest_any(v.out, &m))
 		return 1;
+	if (against && !strncmp(against, "s3://", 5)) {
+		ds_error("'%s': --against wants a local tree", against);
+		ds_manifest_release(&m);
+		return 2;
+	}
 	if (against && (v.srcfd = open(against, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		ds_error("'%s': %s", against, strerror(errno));
 		ds_manifest_release(&m);

@@ -131,6 +131,9 @@ struct wpart {
 	size_t zout_cap;
 	z_stream z;
 	int zinit;
+	struct ds__s3fetch *fetch; /* s3:// source: the partition's objects */
+	const char *mem;     /* the current file's bytes, when fetched (s3://) */
+	size_t memlen;
 };
 
 /* "'OUT/part-00003.h5': what" */
@@ -248,11 +251,39 @@ static void next_data(int fd, uint64_t pos, uint64_t size, uint64_t *data, uint6
 	*hole = h < 0 || (uint64_t)h > size ? size : (uint64_t)h;
 }
 
+/* A fetched object (s3://), already in memory, into the feed. */
+static int read_mem(const struct wpart *w, const struct ds__pentry *e, const struct feed *f,
+                    uint32_t *crc)
+{
+	size_t pos = 0;
+	if (w->memlen != e->size)
+		return file_fail(w, e, -ESTALE, "changed while packing (size)");
+	while (pos < w->memlen) {
+		char *p;
+		size_t avail, want = w->memlen - pos < CHUNK ? w->memlen - pos : CHUNK;
+		int rc = f->space(f->ctx, want, &p, &avail);
+		if (rc)
+			return rc;
+		if (avail > want)
+			avail = want;
+		memcpy(p, w->mem + pos, avail);
+		*crc = ds_crc32c(*crc, p, avail);
+		if ((rc = f->data(f->ctx, p, avail)))
+			return rc;
+		pos += avail;
+	}
+	return 0;
+}
+
 /* The whole content of e, in order, into the feed; sets *crc. */
 static int read_source(const struct wpart *w, const struct ds__pentry *e, int fd,
                        const struct stat *st, const struct feed *f, uint32_t *crc)
 {
 	uint64_t size = e->size, pos = 0;
+	if (w->mem) {
+		*crc = 0;
+		return read_mem(w, e, f, crc);
+	}
 	/* fewer blocks than bytes: the file has holes worth skipping */
 	int sparse = (uint64_t)st->st_blocks * 512 < size;
 	int rc = 0;
@@ -436,9 +467,17 @@ static int pack_file(struct wpart *w, const struct ds__pentry *e, struct ds__res
 	int fd = -1, rc;
 	struct stat st;
 	r->offset = w->k.off;
-	if ((rc = open_source(w, e, &fd, &st)))
+	if (w->fetch) {
+		/* s3://: the object's bytes, fetched ahead, checked for size and ETag */
+		if ((rc = ds__s3fetch_next(w->fetch, &w->mem, &w->memlen)))
+			return rc;
+		memset(&st, 0, sizeof(st));
+		st.st_size = (off_t)e->size;
+		st.st_blocks = (blkcnt_t)((e->size + 511) / 512);
+	} else if ((rc = open_source(w, e, &fd, &st))) {
 		return rc;
-	if (e->size > CHUNK)
+	}
+	if (fd >= 0 && e->size > CHUNK)
 		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	if (w->pl->codec != DS_CODEC_ZLIB || e->size == 0)
 		rc = pack_raw(w, e, fd, &st, r);
@@ -448,9 +487,12 @@ static int pack_file(struct wpart *w, const struct ds__pentry *e, struct ds__res
 		rc = pack_zlib_stream(w, e, fd, &st, r);
 	/* the file must not have changed while it was read */
 	struct stat after;
-	if (!rc && (fstat(fd, &after) < 0 || after.st_size != st.st_size || mtime_ns(&after) != mtime_ns(&st)))
+	if (!rc && fd >= 0 &&
+	    (fstat(fd, &after) < 0 || after.st_size != st.st_size || mtime_ns(&after) != mtime_ns(&st)))
 		rc = file_fail(w, e, -ESTALE, "changed while packing");
-	close(fd);
+	if (fd >= 0)
+		close(fd);
+	w->mem = NULL;
 	if (w->k.err) /* the output failed, not the source */
 		return part_fail(w, w->k.err, strerror(-w->k.err));
 	r->stored = w->k.off - r->offset;
@@ -703,7 +745,10 @@ int ds__write_part(const struct ds__plan *pl, uint32_t part, const struct ds__wr
 		w.zout_cap = deflateBound(&w.z, CHUNK);
 		w.zout = ds_xmalloc(w.zout_cap);
 	}
+	if (o->s3)
+		w.fetch = ds__s3fetch_new(o->s3, o->s3_bucket, o->s3_prefix, pl, part);
 	int rc = write_part(&w, res);
+	ds__s3fetch_free(w.fetch);
 	if (w.zinit)
 		deflateEnd(&w.z);
 	free(w.in);

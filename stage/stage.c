@@ -21,6 +21,7 @@
 #include "dspack.h"
 #include "dsplace.h"
 #include "dsproto.h"
+#include "dss3.h"
 #include "dsstage.h"
 #include "stage_int.h"
 
@@ -72,7 +73,7 @@ struct sink {
 
 static const char *cmd_usage =
 	"usage: dstage stage OUT --to DIR [options]\n"
-	"  MPI job step: stage pack OUT into node-local DIR (RAM: /dev/shm; SSD: $TMPDIR)\n"
+	"  MPI job step: stage pack OUT into node-local DIR (RAM: /dev/shm; SSD: $TMPDIR)\n"	"  (OUT may be s3://BUCKET/PREFIX: fetched with ranged GETs, each byte once)\n"
 	"  -R, --replicas N      each partition on N nodes (default 1; capped at the node count)\n"
 	"      --to DIR          node-local directory; the store is DIR/dstage.<uid>.<job>/<node>\n"
 	"      --job ID          job id (default $SLURM_JOB_ID, else 0)\n"
@@ -135,6 +136,11 @@ static int stage_parse(int argc, char **argv, struct ds_stage_opts *o)
 		ds_error("need a pack and --to DIR");
 		return 2;
 	}
+	char *b = NULL, *p = NULL;
+	if (ds_s3_is_url(o->pack) && ds_s3_parse_url(o->pack, &b, &p))
+		return 2;
+	free(b);
+	free(p);
 	return 0;
 }
 
@@ -159,13 +165,20 @@ static int read_whole(const char *path, struct ds_buf *b, uint64_t *nread)
 /* Rank 0 reads the manifest; its bytes go to every rank in <= 1 GiB pieces
  * (MPI counts are int); every rank parses the same image. */
 static int bcast_manifest(MPI_Comm world, const char *pack, struct ds_manifest *m, uint64_t *nread,
-                          uint64_t *pack_id)
+                          uint64_t *pack_id, struct ds_s3 *s3, const char *bucket,
+                          const char *prefix)
 {
 	int rank;
 	MPI_Comm_rank(world, &rank);
 	struct ds_buf img = {0};
 	int64_t len = 0;
-	if (rank == 0) {
+	if (rank == 0 && s3) {
+		/* s3://: one GET (the client names the key when it fails) */
+		if (ds_s3_manifest_get(s3, bucket, prefix, &img))
+			len = -1;
+		else
+			*nread += (len = (int64_t)img.len);
+	} else if (rank == 0) {
 		char path[PATH_MAX];
 		snprintf(path, sizeof(path), "%s/index.h5", pack);
 		int rc = read_whole(path, &img, nread);
@@ -491,6 +504,8 @@ struct xfer {
 	uint64_t part_meta_read; /* partitions' metadata (at most) */
 	uint64_t received;     /* payload bytes that came over MPI */
 	int err;               /* first error of this rank */
+	struct ds_s3 *s3;      /* the pack is s3://bucket/prefix */
+	char *bucket, *prefix;
 	MPI_Win prog_win;      /* rank 0: bytes landed so far, all ranks */
 	uint64_t *prog;
 	double progress, last;
@@ -548,8 +563,18 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 	int in = -1, status = x->err;
 	const char *store_name = "store";
 	struct sink s;
+	struct ds__s3src *s3in = NULL;
 	sink_open(&s, x->m, x->L, p, x->store_fd, base, x->inflate, part_name);
-	if (me == 0 && !status) {
+	if (me == 0 && !status && x->s3) {
+		/* s3://: the seal by ranged GETs, the payload by ranged GETs in flight */
+		status = ds__s3src_open(x->s3, x->bucket, x->prefix, p, x->m, CHUNK, &s3in,
+		                        &x->part_meta_read);
+		if (!status && ds__s3src_len(s3in) != size) {
+			ds_error("'%s': payload is %llu bytes, the manifest says %llu", part_path,
+			         (unsigned long long)ds__s3src_len(s3in), (unsigned long long)size);
+			status = -DS_ECORRUPT;
+		}
+	} else if (me == 0 && !status) {
 		uint64_t plen = 0;
 		status = ds_part_locate(x->pack, p, x->m, &src_off, &plen);
 		if (!status && plen != size) {
@@ -586,9 +611,13 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 		if (me == 0) {
 			if (!status && n) {
 				int rc = ds_fault("stage.read", x->rank);
-				if (!rc)
+				if (!rc && s3in)
+					rc = ds__s3src_read(s3in, pos, data, n);
+				else if (!rc)
 					rc = ds_pread_full(in, data, n, src_off + pos);
-				if (rc) {
+				if (rc && s3in) {
+					status = rc; /* the client said why, naming the key */
+				} else if (rc) {
 					ds_error("'%s': %s", part_path,
 					         rc == -EIO ? "truncated partition" : ds_strerror(rc));
 					status = rc;
@@ -650,6 +679,7 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 		}
 	}
 	sink_close(&s);
+	ds__s3src_close(s3in);
 	if (in >= 0)
 		close(in);
 	free(part_path);
@@ -766,6 +796,14 @@ static void unlock_and_tidy(MPI_Comm world, const char *to, const char *job, int
 	ds_step_unlock(to, job, locked);
 }
 
+static void stage_s3_release(struct xfer *x)
+{
+	ds_s3_free(x->s3);
+	x->s3 = NULL;
+	ds_free(&x->bucket);
+	ds_free(&x->prefix);
+}
+
 int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node *nd)
 {
 	int rank, size, rc = 0;
@@ -794,12 +832,29 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	struct ds_manifest m;
 	memset(&m, 0, sizeof(m));
 	uint64_t pack_id = 0;
-	if ((rc = bcast_manifest(world, o->pack, &m, &x.meta_read, &pack_id))) {
+	if (ds_s3_is_url(o->pack)) {
+		/* a pack in a bucket: every rank has a client (the readers use it) */
+		rc = ds_s3_parse_url(o->pack, &x.bucket, &x.prefix);
+		/* rank 0 first: a configuration problem is said once, not by every rank */
+		if (!rc && rank == 0 && !(x.s3 = ds_s3_new()))
+			rc = -EINVAL;
+		if (!ds_any_failed(world, rc) && rank != 0 && !(x.s3 = ds_s3_new()))
+			rc = -EINVAL;
+		if (ds_any_failed(world, rc)) {
+			stage_s3_release(&x);
+			unlock_and_tidy(world, o->to, job, locked);
+			return 1;
+		}
+	}
+	if ((rc = bcast_manifest(world, o->pack, &m, &x.meta_read, &pack_id, x.s3, x.bucket,
+	                         x.prefix))) {
+		stage_s3_release(&x);
 		unlock_and_tidy(world, o->to, job, locked);
 		return 1;
 	}
 	if (ds_any_failed(world, ds_fault("stage.after_bcast", rank))) {
 		ds_manifest_release(&m);
+		stage_s3_release(&x);
 		unlock_and_tidy(world, o->to, job, locked);
 		return 1;
 	}
@@ -817,6 +872,7 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		ds_error("placement: %s", ds_strerror(rc));
 		layout_release(&L);
 		ds_manifest_release(&m);
+		stage_s3_release(&x);
 		unlock_and_tidy(world, o->to, job, locked);
 		return 1;
 	}
@@ -975,9 +1031,13 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 
 	/* summary */
 	{
-		uint64_t mine[4] = {x.shared_read, x.meta_read, x.received, x.part_meta_read};
-		uint64_t sum[4];
-		MPI_Reduce(mine, sum, 4, MPI_UINT64_T, MPI_SUM, 0, world);
+		struct ds_s3_stats s3st = {0, 0, 0};
+		if (x.s3)
+			ds_s3_stats(x.s3, &s3st);
+		uint64_t mine[7] = {x.shared_read, x.meta_read, x.received, x.part_meta_read,
+		                    s3st.requests, s3st.bytes, s3st.retries};
+		uint64_t sum[7];
+		MPI_Reduce(mine, sum, 7, MPI_UINT64_T, MPI_SUM, 0, world);
 		uint64_t node_bytes = nd->local_rank == 0 ? pl.store_size[nd->node] : 0;
 		uint64_t nb[2] = {nd->local_rank == 0 ? node_bytes : 0,
 		                  nd->local_rank == 0 ? UINT64_MAX - node_bytes : 0};
@@ -1000,6 +1060,17 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 			       ds_fmt_size(UINT64_MAX - mx[1], a, sizeof(a)), ds_fmt_size(mx[0], b, sizeof(b)),
 			       ds_fmt_size(landed, c, sizeof(c)), dt,
 			       ds_fmt_size(dt > 0 ? (uint64_t)(landed / dt) : 0, d, sizeof(d)));
+			if (x.s3)
+				printf("read from %s: %llu bytes (payload %llu + manifest %llu + partition "
+				       "metadata %llu; pack stores %llu)\n"
+				       "s3: %llu requests, %llu bytes fetched, %llu retries, %s/s\n",
+				       o->pack, (unsigned long long)(sum[0] + sum[1] + sum[3]),
+				       (unsigned long long)sum[0], (unsigned long long)sum[1],
+				       (unsigned long long)sum[3], (unsigned long long)m.total_stored,
+				       (unsigned long long)sum[4], (unsigned long long)sum[5],
+				       (unsigned long long)sum[6],
+				       ds_fmt_size(dt > 0 ? (uint64_t)(sum[5] / dt) : 0, d, sizeof(d)));
+			else
 			printf("read from shared FS: %llu bytes (payload %llu + manifest %llu + partition "
 			       "metadata <= %llu; pack stores %llu)\n",
 			       (unsigned long long)(sum[0] + sum[1] + sum[3]), (unsigned long long)sum[0],
@@ -1033,6 +1104,7 @@ out:
 	ds_placement_release(&pl);
 	layout_release(&L);
 	ds_manifest_release(&m);
+	stage_s3_release(&x);
 	return rc;
 }
 

@@ -14,4 +14,16 @@ int ds__status_print_all(const char *jobdir, long node, char **local, size_t nlo
                          int (*local_row)(const char *jobdir, const char *name),
                          unsigned long *nnodes);
 
+/* s3read.c: a partition's payload from a pack in a bucket, ranged GETs
+ * several in flight, read in order in pieces of `chunk` bytes. */
+struct ds_s3;
+struct ds_manifest;
+struct ds__s3src;
+int ds__s3src_open(struct ds_s3 *s3, const char *bucket, const char *prefix, uint32_t part,
+                   const struct ds_manifest *m, uint64_t chunk, struct ds__s3src **out,
+                   uint64_t *meta_read);
+uint64_t ds__s3src_len(const struct ds__s3src *r);
+int ds__s3src_read(struct ds__s3src *r, uint64_t pos, void *buf, size_t n);
+void ds__s3src_close(struct ds__s3src *r);
+
 #endif
