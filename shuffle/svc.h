@@ -44,6 +44,7 @@ struct ds__rreq {
 
 struct ds__exchange;
 struct ds__sock;
+struct ds__pw;
 
 struct ds__svc {
 	struct ds__serve_opts o;
@@ -72,6 +73,9 @@ struct ds__svc {
 
 	struct ds__exchange *x;
 	struct ds__sock *sock;
+	struct ds__pw *pw; /* progress.c: wake-ups of the targets of our gets */
+	MPI_Request *req;  /* window.c: the gets in flight (MPI_Rget) */
+	size_t nreq, capreq;
 };
 
 #define DS__COUNT(s, field, n) \
@@ -88,11 +92,11 @@ void ds__store_close(struct ds__svc *s);
  * load over replicas; sets *disp to the stored bytes' offset in its store.
  * Returns the node or -ENOENT. */
 int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp);
-/* Start a get of len bytes (any size: MPI_Get_c past INT_MAX) from node's
+/* Start a get of len bytes (any size: MPI_Rget_c past INT_MAX) from node's
  * window into buf; complete it with ds__flush.  0 or -EIO, logged naming
  * the node. */
 int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp);
-/* Complete every get started to the nodes marked in `targets` (cleared). */
+/* Complete every get started (the nodes marked in `targets`: cleared). */
 int ds__flush(struct ds__svc *s, uint8_t *targets);
 /* Let MPI make progress for the peers' gets (they need us on shared memory). */
 void ds__progress(struct ds__svc *s);
@@ -121,6 +125,24 @@ void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s);
 int ds__exchange_busy(const struct ds__svc *s);
 /* NODEDIR/serve.status, rewritten on each change (for dstage status). */
 void ds__status_write(struct ds__svc *s, const char *state);
+
+/* ---- progress.c: telling a target we have gets in flight to it ---------- */
+/* Collective: the UDP wake sockets, or none on every rank (then ds__pw_on
+ * is 0 and the service polls periodically as before).  Always 0. */
+int ds__pw_start(struct ds__svc *s);
+void ds__pw_stop(struct ds__svc *s);
+int ds__pw_on(const struct ds__svc *s);
+/* The socket to poll for the peers' messages, or -1. */
+int ds__pw_fd(const struct ds__svc *s);
+/* Gets are about to be flushed to the nodes marked in targets: BEGIN. */
+void ds__pw_begin(struct ds__svc *s, const uint8_t *targets);
+/* Nothing in flight now: END to targets unused for a while.  Returns the
+ * seconds until the next END is due (1e9: none). */
+double ds__pw_idle(struct ds__svc *s);
+/* Read the peers' messages; the count taken. */
+int ds__pw_take(struct ds__svc *s);
+/* Does some peer have gets in flight to us (poll MPI for it)? */
+int ds__pw_wanted(const struct ds__svc *s);
 
 /* ---- serve.c: the step, shared with `dstage run` ------------------------ */
 void ds__serve_defaults(struct ds__serve_opts *o);
