@@ -104,8 +104,12 @@ static int resolve(const char *host, uint32_t port, struct sockaddr_in *out)
 
 int ds__pw_start(struct ds__svc *s)
 {
-	if (getenv("DSTAGE_SERVE_POLL")) /* measurements: the periodic polls */
+	if (getenv("DSTAGE_SERVE_POLL") && strcmp(getenv("DSTAGE_SERVE_POLL"), "0")) {
+		/* measurements, or a network that drops UDP: the periodic polls */
+		if (s->node == 0)
+			ds_info("progress: periodic polls (DSTAGE_SERVE_POLL)");
 		return 0;
+	}
 	struct pw_addr me, *all = ds_xcalloc(s->nnodes, sizeof(*all));
 	memset(&me, 0, sizeof(me));
 	if (gethostname(me.host, sizeof(me.host) - 1) < 0)
@@ -160,8 +164,12 @@ int ds__pw_start(struct ds__svc *s)
 			close(p->fd);
 		free(p->peer);
 		free(p);
+		if (s->node == 0)
+			ds_info("progress: periodic polls (a node cannot take UDP wake-ups)");
 		return 0;
 	}
+	if (s->node == 0)
+		ds_info("progress: wake-ups over UDP (%s)", local_only ? "loopback" : "every interface");
 	p->sent = ds_xcalloc(s->nnodes, sizeof(double));
 	p->used = ds_xcalloc(s->nnodes, sizeof(double));
 	p->until = ds_xcalloc(s->nnodes, sizeof(double));
