@@ -50,7 +50,7 @@ struct xep {
 	uint64_t bytes, bytes_done;
 	double t0, t1;
 	size_t batches;
-	double flush_s; /* time waiting for the gets: the rest is our own overhead */
+	double flush_s; /* time in MPI_Win_flush: the rest is our own overhead */
 	struct ds__svc *svc;
 	pthread_t prep;
 	int prep_rc, prep_done; /* prep_done: atomic */
@@ -293,7 +293,7 @@ static void report(struct ds__svc *s, struct xep *x)
 	h->ce = NULL;
 	X->nhist++;
 	x->reported = 1;
-	ds_debug("node %u: epoch %llu: %zu batches, %.3f s of %.3f s waiting for the gets", s->node,
+	ds_debug("node %u: epoch %llu: %zu batches, %.3f s of %.3f s in MPI_Win_flush", s->node,
 	         (unsigned long long)x->epoch, x->batches, x->flush_s, dt);
 }
 

@@ -4,8 +4,8 @@
  * The main loop does every MPI call of the service:
  *   - a batch of gets: the readers' remote reads first (someone waits for
  *     them), then the next samples of the epoch prefetch, up to a bound;
- *     waiting for their requests completes the batch (window.c), and
- *     the targets are told to poll MPI meanwhile (progress.c);
+ *     one MPI_Win_flush per target completes the batch, and the targets
+ *     are told to poll MPI meanwhile (progress.c);
  *   - every AGREE_PERIOD an MPI_Iallreduce of {stop, failed node, busy}:
  *     stop (dstage stop, SIGTERM) and failures are acted upon by every rank
  *     at once, in the same iteration, so all leave together; a rank that

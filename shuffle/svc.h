@@ -74,8 +74,6 @@ struct ds__svc {
 	struct ds__exchange *x;
 	struct ds__sock *sock;
 	struct ds__pw *pw; /* progress.c: wake-ups of the targets of our gets */
-	MPI_Request *req;  /* window.c: the gets in flight (MPI_Rget) */
-	size_t nreq, capreq;
 };
 
 #define DS__COUNT(s, field, n) \
@@ -92,11 +90,11 @@ void ds__store_close(struct ds__svc *s);
  * load over replicas; sets *disp to the stored bytes' offset in its store.
  * Returns the node or -ENOENT. */
 int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp);
-/* Start a get of len bytes (any size: MPI_Rget_c past INT_MAX) from node's
+/* Start a get of len bytes (any size: MPI_Get_c past INT_MAX) from node's
  * window into buf; complete it with ds__flush.  0 or -EIO, logged naming
  * the node. */
 int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp);
-/* Complete every get started (the nodes marked in `targets`: cleared). */
+/* Complete every get started to the nodes marked in `targets` (cleared). */
 int ds__flush(struct ds__svc *s, uint8_t *targets);
 /* Let MPI make progress for the peers' gets (they need us on shared memory). */
 void ds__progress(struct ds__svc *s);

@@ -3,13 +3,16 @@
  * One window per node over its whole store, created once per job step
  * (DESIGN 4): every byte any node may need is in some node's store, and
  * stores never change while the service runs, so epochs need no window
- * of their own.  Passive target: MPI_Win_lock_all once, then MPI_Rget and
- * a wait for their requests for as long as the service runs. */
+ * of their own.  Passive target: MPI_Win_lock_all once, then MPI_Get and
+ * MPI_Win_flush for as long as the service runs.  (MPI_Rget + MPI_Testall
+ * with sched_yield between tests, tried so that the requester would not
+ * spin inside MPI: twice in two full bench/exchange.sh runs, at the 6th
+ * epoch, a rank's agreement result came back with garbage (a "failed node"
+ * of 21907) and the step ended; MPI_Get + flush never did.) */
 #include "svc.h"
 
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -179,9 +182,6 @@ void ds__window_free(struct ds__svc *s)
 	if (rc != MPI_SUCCESS)
 		ds_error("node %u: MPI_Win_free: %s", s->node, ds__mpi_strerror(rc, m, sizeof(m)));
 	s->win = MPI_WIN_NULL;
-	free(s->req);
-	s->req = NULL;
-	s->nreq = s->capreq = 0;
 }
 
 int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp)
@@ -206,54 +206,35 @@ int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp)
 {
 	if (!len)
 		return 0;
-	if (s->nreq == s->capreq) {
-		s->capreq = s->capreq ? 2 * s->capreq : 256;
-		s->req = ds_xrealloc(s->req, s->capreq * sizeof(*s->req));
-	}
-	MPI_Request *r = &s->req[s->nreq];
 	int rc;
 	if (len <= INT_MAX)
-		rc = MPI_Rget(buf, (int)len, MPI_BYTE, node, disp, (int)len, MPI_BYTE, s->win, r);
+		rc = MPI_Get(buf, (int)len, MPI_BYTE, node, disp, (int)len, MPI_BYTE, s->win);
 	else
-		rc = MPI_Rget_c(buf, (MPI_Count)len, MPI_BYTE, node, disp, (MPI_Count)len, MPI_BYTE, s->win,
-		                r);
+		rc = MPI_Get_c(buf, (MPI_Count)len, MPI_BYTE, node, disp, (MPI_Count)len, MPI_BYTE, s->win);
 	if (rc != MPI_SUCCESS) {
 		char m[MPI_MAX_ERROR_STRING];
 		ds_error("node %u: MPI_Get of %llu bytes from node %d: %s", s->node,
 		         (unsigned long long)len, node, ds__mpi_strerror(rc, m, sizeof(m)));
 		return -EIO;
 	}
-	s->nreq++;
 	return 0;
 }
 
 int ds__flush(struct ds__svc *s, uint8_t *targets)
 {
 	int err = 0;
-	memset(targets, 0, s->nnodes);
-	/* Every get has its request: wait for them all, giving the core to
-	 * anyone else who wants it between two tests.  MPI_Win_flush spins
-	 * inside MPI: on 2 busy cores the target that must answer the gets
-	 * (shared memory, TCP) then waits for our time slice to end (ms). */
-	while (s->nreq) {
-		int done = 0;
-/* gcc takes MPI_STATUSES_IGNORE ((MPI_Status *)1) for an array of size 0 */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-overflow"
-		int rc = MPI_Testall((int)s->nreq, s->req, &done, MPI_STATUSES_IGNORE);
-#pragma GCC diagnostic pop
+	for (uint32_t t = 0; t < s->nnodes; t++) {
+		if (!targets[t])
+			continue;
+		targets[t] = 0;
+		int rc = MPI_Win_flush((int)t, s->win);
 		if (rc != MPI_SUCCESS) {
 			char m[MPI_MAX_ERROR_STRING];
-			ds_error("node %u: MPI_Testall of %zu gets: %s", s->node, s->nreq,
+			ds_error("node %u: MPI_Win_flush to node %u: %s", s->node, t,
 			         ds__mpi_strerror(rc, m, sizeof(m)));
 			err = -EIO;
-			break;
 		}
-		if (done)
-			break;
-		sched_yield();
 	}
-	s->nreq = 0;
 	return err;
 }
 
