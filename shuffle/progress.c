@@ -16,7 +16,10 @@
  *          for END_AFTER (so a stream of reads costs one BEGIN, not one per
  *          read).
  *
- * A target polls MPI (a short sleep between polls, see serve.c) while any
+ * The socket thread also sends a BEGIN to the holder as it hands a reader's
+ * read to main (ds__pw_poke): the target wakes while main does.
+ *
+ * A target polls MPI (sched_yield between polls, see serve.c) while any
  * peer is between BEGIN and END, and at most HOLD after that peer's last
  * BEGIN or refresh (a lost END, a requester that died); otherwise it sleeps
  * until its socket thread, a wake-up or its next agreement is due.  The
@@ -221,6 +224,17 @@ void ds__pw_begin(struct ds__svc *s, const uint8_t *targets)
 		p->sent[t] = now;
 		send_op(s, t, PW_BEGIN);
 	}
+}
+
+void ds__pw_poke(struct ds__svc *s, uint32_t id)
+{
+	struct ds__pw *p = s->pw;
+	MPI_Aint disp;
+	if (!p)
+		return;
+	int t = ds__holder(s, id, &disp);
+	if (t >= 0)
+		send_op(s, (uint32_t)t, PW_BEGIN);
 }
 
 double ds__pw_idle(struct ds__svc *s)

@@ -134,6 +134,10 @@ int ds__pw_on(const struct ds__svc *s);
 int ds__pw_fd(const struct ds__svc *s);
 /* Gets are about to be flushed to the nodes marked in targets: BEGIN. */
 void ds__pw_begin(struct ds__svc *s, const uint8_t *targets);
+/* Socket thread: a read of entry id is queued for main: BEGIN to its holder
+ * now, so that the target wakes while main does (main's own BEGIN and END
+ * bookkeeping follows when it issues the get). */
+void ds__pw_poke(struct ds__svc *s, uint32_t id);
 /* Nothing in flight now: END to targets unused for a while.  Returns the
  * seconds until the next END is due (1e9: none). */
 double ds__pw_idle(struct ds__svc *s);
