@@ -398,7 +398,9 @@ static int run_loop(struct ds__svc *s)
 				/* a peer waits for us: poll, giving the core to
 				 * anyone else who wants it in between (a sleep of
 				 * 5 or 20 us between polls measured slower gets
-				 * and no better 99th percentile on 2 busy cores) */
+				 * and no better 99th percentile on 2 busy cores:
+				 * at load 10, median 4 KiB reads 69/50 us with
+				 * sched_yield vs 173/120 us with 20 us sleeps) */
 				sched_yield();
 				ds__progress(s);
 				continue;
