@@ -415,6 +415,12 @@ static int run_loop(struct ds__svc *s)
 				if (due > WAKE_IDLE_SLEEP)
 					due = WAKE_IDLE_SLEEP;
 				ns = due > 0 ? (long)(due * 1e9) + 1000 : 1000;
+				/* the backstop: while the agreement says a node
+				 * fetches, poll as without wake-ups, so a BEGIN that
+				 * never arrives (a firewall, a wrong address) costs
+				 * speed, never a flush that outlasts the watchdog */
+				if (peers_busy && ns > BUSY_POLL_NS)
+					ns = BUSY_POLL_NS;
 			}
 		} else {
 			ns = peers_busy ? BUSY_POLL_NS : IDLE_SLEEP_NS;
