@@ -4,7 +4,7 @@
 # Layout of the build tree (mirrors an installed prefix, so `dstage env` can
 # find the preload library next to itself):
 #   build/bin/dstage                 the command (MPI, HDF5, zlib)
-#   build/lib/libdstage-preload.so   the shim (libc, zlib only)
+#   build/lib/libdstage-preload.so   the shim (libc only: libz is opened at the first zlib file)
 #   build/t/*                        test helpers (t/helpers/*.c)
 
 PREFIX   ?= /usr/local
@@ -94,7 +94,7 @@ $(DSTAGE): $(STAGE_OBJ) $(SHUFFLE_OBJ) $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON)
 
 $(PRELOAD): $(IO_OBJ) $(COMMON_PIC)
 	@mkdir -p $(@D)
-	$(CC) -shared -Wl,-z,defs -Wl,-soname,libdstage-preload.so -o $@ $^ $(ZLIB_LIBS) -ldl -lpthread
+	$(CC) -shared -Wl,-z,defs -Wl,-soname,libdstage-preload.so -o $@ $^ -ldl -lpthread
 
 # MPI helpers carry stage/ucx_close.c like dstage: they run over TCP on the
 # multi-host bed, where MPI_Finalize hangs without it

@@ -18,7 +18,9 @@
  *            every entry under ROOT
  * Prints one line: "ops bytes seconds ops_per_s bytes_per_s", the seconds
  * being the wall time from the release of the readers to the end of the
- * last one (aggregate rates over all PROCS).
+ * last one (aggregate rates over all PROCS).  With -L (one reader), every
+ * operation is timed on its own and two more figures follow: the median
+ * and the 99th percentile of the single operations' times, in seconds.
  *
  *   reader outside MODE PATH SECS
  *            MODE read/stat/open on one PATH repeatedly: calls outside the
@@ -46,6 +48,8 @@
 #include <unistd.h>
 
 static char **paths;
+static double *lat; /* -L: each operation's time */
+static size_t nlat, caplat;
 static size_t npaths;
 static char *buf;
 #define BUFSZ (1u << 20)
@@ -69,6 +73,12 @@ static double cpu_children(void)
 	struct rusage ru;
 	getrusage(RUSAGE_CHILDREN, &ru);
 	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
 }
 
 static void die(const char *what, const char *p)
@@ -173,7 +183,7 @@ static void load(const char *root, const char *list)
 
 int main(int argc, char **argv)
 {
-	int procs = 1, c;
+	int procs = 1, c, timed = 0;
 	double secs = 0;
 	buf = malloc(BUFSZ);
 	if (argc == 4 && !strcmp(argv[1], "spawn")) {
@@ -207,15 +217,17 @@ int main(int argc, char **argv)
 		       t - t0, ops / (t - t0), bytes / (t - t0), c > 0 ? ops / c : 0.0);
 		return 0;
 	}
-	while ((c = getopt(argc, argv, "P:t:")) != -1) {
-		if (c == 'P')
+	while ((c = getopt(argc, argv, "LP:t:")) != -1) {
+		if (c == 'L')
+			timed = 1;
+		else if (c == 'P')
 			procs = atoi(optarg);
 		else if (c == 't')
 			secs = atof(optarg);
 		else
 			return 2;
 	}
-	if (argc - optind != 3 || procs < 1)
+	if (argc - optind != 3 || procs < 1 || (timed && procs != 1))
 		return 2;
 	const char *mode = argv[optind], *root = argv[optind + 1], *list = argv[optind + 2];
 	int walking = !strcmp(mode, "walk");
@@ -242,13 +254,34 @@ int main(int argc, char **argv)
 				ops += walk(root);
 			} else {
 				size_t start = npaths * (size_t)k / (size_t)procs;
-				for (size_t i = 0; i < npaths; i++)
+				for (size_t i = 0; i < npaths; i++) {
+					double o0 = timed ? now() : 0;
 					ops += (uint64_t)do_one(mode, paths[(start + i) % npaths], &bytes);
+					if (timed) {
+						if (nlat == caplat) {
+							caplat = caplat ? 2 * caplat : 65536;
+							lat = realloc(lat, caplat * sizeof(*lat));
+							if (!lat)
+								_exit(1);
+						}
+						lat[nlat++] = now() - o0;
+					}
+				}
 			}
 		} while (secs > 0 && now() - t0 < secs);
 		uint64_t r[2] = {ops, bytes};
 		if (write(res[1], r, sizeof(r)) != sizeof(r))
 			_exit(1);
+		if (timed) {
+			double q[2] = {0, 0};
+			if (nlat) {
+				qsort(lat, nlat, sizeof(*lat), cmp_double);
+				q[0] = lat[nlat / 2];
+				q[1] = lat[(size_t)((double)(nlat - 1) * 0.99)];
+			}
+			if (write(res[1], q, sizeof(q)) != sizeof(q))
+				_exit(1);
+		}
 		_exit(0);
 	}
 	close(go[0]);
@@ -263,13 +296,19 @@ int main(int argc, char **argv)
 			bad = 1;
 	double t = now() - t0;
 	uint64_t ops = 0, bytes = 0, r[2];
+	double q[2] = {0, 0};
 	while (read(res[0], r, sizeof(r)) == sizeof(r)) {
 		ops += r[0];
 		bytes += r[1];
+		if (timed && read(res[0], q, sizeof(q)) != sizeof(q))
+			bad = 1;
 	}
 	if (bad)
 		return 1;
-	printf("%llu %llu %.6f %.1f %.1f\n", (unsigned long long)ops, (unsigned long long)bytes, t,
+	printf("%llu %llu %.6f %.1f %.1f", (unsigned long long)ops, (unsigned long long)bytes, t,
 	       ops / t, bytes / t);
+	if (timed)
+		printf(" %.9f %.9f", q[0], q[1]);
+	printf("\n");
 	return 0;
 }

@@ -5,6 +5,9 @@
 
 #include <pthread.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 static uint32_t tab[8][256];
 /* sh256/sh512[k][n]: the CRC register (byte n at byte position k) after 256
@@ -106,8 +109,11 @@ static void crc_init(void)
 {
 	make_tables();
 #if defined(__x86_64__)
-	__builtin_cpu_init();
-	use_hw = __builtin_cpu_supports("sse4.2");
+	/* one cpuid, here, at the first checksum: __builtin_cpu_supports would
+	 * link libgcc's constructor, which runs a dozen cpuid instructions in
+	 * every process that loads the shim (each one traps in a VM) */
+	unsigned a, b, c, d;
+	use_hw = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
 #endif
 	if (getenv("DSTAGE_CRC_SOFT"))
 		use_hw = 0;

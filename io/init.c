@@ -57,14 +57,21 @@ void ds__real_resolve(void)
 {
 #ifndef DS_LINK_WRAP
 	test_noreal = getenv("DSTAGE_TEST_NOREAL");
-#define DS__RESOLVE(ret, name, params)                                                        \
-	ds__real.name = (ret(*) params)dlsym(RTLD_NEXT, #name);                               \
-	if (!ds__real.name || test_lacks(#name))                                              \
-		ds__real.name = (ret(*) params)(void (*)(void))ds__enosys;
-	DS_REAL_FUNCS(DS__RESOLVE)
-#undef DS__RESOLVE
 #endif
 }
+
+#ifndef DS_LINK_WRAP
+/* One look-up, at the first call through DS_REAL(name).  Two threads may
+ * both look it up: they find and store the same address. */
+void (*ds__real_find(void (**slot)(void), const char *name))(void)
+{
+	void (*f)(void) = (void (*)(void))dlsym(RTLD_NEXT, name);
+	if (!f || test_lacks(name))
+		f = (void (*)(void))ds__enosys;
+	__atomic_store_n(slot, f, __ATOMIC_RELAXED);
+	return f;
+}
+#endif
 
 int ds__real_missing(void (*fn)(void))
 {
@@ -167,6 +174,11 @@ static void atfork_child(void)
 	ds__offcell_atfork_child();
 }
 
+static void setup_store(void);
+static void activate_prepare(void);
+static void activate_after(void);
+static void activate_child(void);
+
 static void setup(void)
 {
 	const char *store = getenv("DSTAGE_STORE");
@@ -201,6 +213,30 @@ static void setup(void)
 	strcpy(ds__g.jobdir, store);
 	ds__g.node = find_node(ds__g.jobdir);
 	snprintf(ds__g.nodedir, sizeof(ds__g.nodedir), "%s/%u", ds__g.jobdir, ds__g.node);
+	/* Map the store at start only when this image inherits staged
+	 * descriptors (DSTAGE_FDS) or starts in a staged directory (its cwd is
+	 * a shadow under the job directory); otherwise at the first path that
+	 * may be under the mount (path.c): a process that never names one
+	 * (a shell's /bin/true, a compiler, python's imports) pays for none
+	 * of it.  The shadows' parent is JOBDIR/cwd (cwd.c). */
+	char cwd[PATH_MAX];
+	size_t jl = strlen(ds__g.jobdir);
+	int eager = getenv("DSTAGE_FDS") != NULL ||
+	            (DS_REAL(getcwd)(cwd, sizeof(cwd)) && !strncmp(cwd, ds__g.jobdir, jl) &&
+	             cwd[jl] == '/');
+	if (eager) {
+		setup_store();
+	} else {
+		/* a fork waits for an activation under way in another thread */
+		pthread_atfork(activate_prepare, activate_after, activate_child);
+		__atomic_store_n(&ds__pending, 1, __ATOMIC_RELEASE);
+	}
+}
+
+/* The second half of the start: check the store is the user's, map it, make
+ * the descriptor table.  Under ds__busy (its calls are libc's). */
+static void setup_store(void)
+{
 	char path[PATH_MAX + 16];
 	snprintf(path, sizeof(path), "%s/index", ds__g.nodedir);
 	if (!ours_alone(ds__g.jobdir, 1) || !ours_alone(ds__g.nodedir, 1) || !ours_alone(path, 0)) {
@@ -224,11 +260,44 @@ static void setup(void)
 		return;
 	}
 	pthread_atfork(NULL, NULL, atfork_child);
-	ds__g.active = 1;
+	__atomic_store_n(&ds__g.active, 1, __ATOMIC_RELEASE);
 	ds__exec_inherit();
 	ds__cwd_inherit();
 	ds_debug("node %u of %u, %u entries under '%s'", ds__g.node, ds__g.ix.h->nnodes,
 	         ds__g.ix.h->nentries, ds__g.mount);
+}
+
+int ds__pending;
+static pthread_mutex_t activate_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void activate_prepare(void) { pthread_mutex_lock(&activate_lock); }
+static void activate_after(void) { pthread_mutex_unlock(&activate_lock); }
+/* a fork child owns its per-process state, also when it maps the store
+ * only later (setup_store's own handler takes over once it is mapped) */
+static void activate_child(void)
+{
+	if (!__atomic_load_n(&ds__g.active, __ATOMIC_RELAXED))
+		ds__g.pid = getpid();
+	pthread_mutex_unlock(&activate_lock);
+}
+
+int ds__activate(void)
+{
+	if (DS_LIKELY(__atomic_load_n(&ds__g.active, __ATOMIC_ACQUIRE)))
+		return 1;
+	if (!__atomic_load_n(&ds__pending, __ATOMIC_ACQUIRE) || ds__busy)
+		return 0;
+	int saved = errno;
+	pthread_mutex_lock(&activate_lock);
+	if (__atomic_load_n(&ds__pending, __ATOMIC_ACQUIRE)) {
+		ds__busy++;
+		setup_store();
+		ds__busy--;
+		__atomic_store_n(&ds__pending, 0, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&activate_lock);
+	errno = saved;
+	return __atomic_load_n(&ds__g.active, __ATOMIC_ACQUIRE);
 }
 
 static void init_once_fn(void)

@@ -23,21 +23,23 @@ _Atomic int64_t ds__cwd = -1;
 int ds__maybe_ours(const char *path)
 {
 	ds__ensure_init();
-	if (!ds__g.active || ds__busy || !path)
+	if (!ds__live() || ds__busy || !path)
 		return 0;
+	/* each "maybe" below maps the store first if that has not happened */
 	if (path[0] != '/')
-		return atomic_load_explicit(&ds__cwd, memory_order_relaxed) >= 0 ||
-		       DS_UNLIKELY(atomic_load_explicit(&ds__out_cwd, memory_order_relaxed)) ||
-		       ds__rel_maybe(AT_FDCWD, path);
+		return (atomic_load_explicit(&ds__cwd, memory_order_relaxed) >= 0 ||
+		        DS_UNLIKELY(atomic_load_explicit(&ds__out_cwd, memory_order_relaxed)) ||
+		        ds__rel_maybe(AT_FDCWD, path)) &&
+		       ds__activate();
 	/* two byte compares reject almost every other absolute path */
 	if (DS_LIKELY(path[1] == ds__g.mount[1])) {
 		if (!strncmp(path, ds__g.mount, ds__g.mlen) &&
 		    (path[ds__g.mlen] == '/' || path[ds__g.mlen] == 0))
-			return 1;
+			return ds__activate();
 		return 0;
 	}
 	/* "//dstage", "/./dstage", "/../dstage" name the mount too */
-	return path[1] == '/' || path[1] == '.';
+	return (path[1] == '/' || path[1] == '.') && ds__activate();
 }
 
 /* A name with nothing to normalise: no "//", no "." or ".." component, no
@@ -467,7 +469,8 @@ static int rel_join(char *out, size_t alen, const char *p)
 static int resolve_real_rel(int dirfd, const char *path, int flags, struct ds_res *r, char *work)
 {
 	size_t blen;
-	if (!ds__g.active || ds__busy || !real_base(dirfd, path, work, &blen) || !rel_join(work, blen, path))
+	if (ds__busy || !ds__activate() || !real_base(dirfd, path, work, &blen) ||
+	    !rel_join(work, blen, path))
 		return 0;
 	int rc = walk(-1, work, flags, r);
 	if (!r->ours) { /* not ours after all: the caller's own name to libc */

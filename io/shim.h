@@ -74,6 +74,18 @@ extern int ds__ready;
 extern __thread int ds__busy __attribute__((tls_model("initial-exec")));
 
 void ds__init(void);
+/* Lazy start: a process whose environment names a store maps it (index,
+ * store, stats, descriptor table) only when it first names a path that may
+ * be under the mount; until then ds__pending is 1 and ds__g.active 0.
+ * ds__live: active or pending.  ds__activate: map it now if pending;
+ * returns ds__g.active. */
+extern int ds__pending;
+static inline int ds__live(void)
+{
+	return __atomic_load_n(&ds__g.active, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&ds__pending, __ATOMIC_RELAXED);
+}
+int ds__activate(void);
 static inline void ds__ensure_init(void)
 {
 	if (DS_UNLIKELY(!ds__ready) && !ds__busy)
@@ -255,7 +267,7 @@ int ds__out_dirfd(int fd);
 static inline int ds__at_maybe_ours(int dirfd, const char *path)
 {
 	return ds__fd_is_ours(dirfd) || DS_UNLIKELY(ds__out_dirfd(dirfd)) ||
-	       (ds__g.active && !ds__busy && path[0] && ds__rel_maybe(dirfd, path));
+	       (ds__live() && !ds__busy && path[0] && ds__rel_maybe(dirfd, path) && ds__activate());
 }
 static inline int ds__fd_is_private(int fd)
 {

@@ -5,8 +5,10 @@
  *   DS_WRAP(name)   the name a wrapper is defined under: the libc name, so
  *                   LD_PRELOAD puts it in front of libc's; exported (the
  *                   library is built with -fvisibility=hidden)
- *   DS_REAL(name)   the next definition of name: libc's, found once at init
- *                   with dlsym(RTLD_NEXT)
+ *   DS_REAL(name)   the next definition of name: libc's, found with
+ *                   dlsym(RTLD_NEXT) at its first use (a process that
+ *                   calls 10 of these functions does not pay ~150 look-ups
+ *                   at start: fork + exec of a small program was 0.6x)
  *
  * Built with -DDS_LINK_WRAP, the same wrappers become __wrap_NAME and the
  * real calls __real_NAME, so a test binary can link them statically with
@@ -262,8 +264,13 @@ DS_REAL_FUNCS(DS__WRAP_DECL)
 #define DS_REAL(name) __real_##name
 #else
 extern struct ds_real ds__real;
+/* Resolve name into *slot (init.c); returns what it stored. */
+void (*ds__real_find(void (**slot)(void), const char *name))(void);
 #define DS_WRAP(name) name
-#define DS_REAL(name) (ds__real.name)
+#define DS_REAL(name)                                                                         \
+	(__builtin_expect(__atomic_load_n(&ds__real.name, __ATOMIC_RELAXED) != NULL, 1)         \
+	     ? __atomic_load_n(&ds__real.name, __ATOMIC_RELAXED)                                \
+	     : (__typeof__(ds__real.name))ds__real_find((void (**)(void))&ds__real.name, #name))
 #endif
 
 /* Does this libc have name?  Missing ones are resolved to a stub that fails
@@ -272,13 +279,13 @@ extern struct ds_real ds__real;
 #define DS_HAVE(name) 1
 #else
 int ds__real_missing(void (*fn)(void));
-#define DS_HAVE(name) (!ds__real_missing((void (*)(void))ds__real.name))
+#define DS_HAVE(name) (!ds__real_missing((void (*)(void))DS_REAL(name)))
 #endif
 
 /* Put in front of every wrapper definition: exported, never inlined away. */
 #define DS_EXPORT __attribute__((visibility("default"), noinline))
 
-/* Fill ds__real (init.c). */
+/* Prepare ds__real (init.c): the look-ups themselves happen at first use. */
 void ds__real_resolve(void);
 
 #endif

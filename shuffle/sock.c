@@ -134,6 +134,7 @@ static void queue_fetch(struct ds__svc *s, struct ds__conn *c, uint32_t id, uint
 	s->todo_tail = &r->next;
 	pthread_mutex_unlock(&s->mu);
 	ds__wake(s->wake_main);
+	ds__pw_poke(s, id); /* the target wakes up meanwhile (progress.c) */
 }
 
 static void handle(struct ds__svc *s, struct ds__conn *c)

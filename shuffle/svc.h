@@ -53,6 +53,7 @@ struct ds__rreq {
 
 struct ds__exchange;
 struct ds__sock;
+struct ds__pw;
 
 struct ds__svc {
 	struct ds__serve_opts o;
@@ -83,6 +84,7 @@ struct ds__svc {
 	struct ds__sock *sock;
 	struct ds__failover *fo; /* failover.c: the node set; rank != node after a loss */
 	struct ds__out *out; /* outputs.c, NULL without --outputs */
+	struct ds__pw *pw; /* progress.c: wake-ups of the targets of our gets */
 };
 
 #define DS__COUNT(s, field, n) \
@@ -132,6 +134,28 @@ void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s);
 int ds__exchange_busy(const struct ds__svc *s);
 /* NODEDIR/serve.status, rewritten on each change (for dstage status). */
 void ds__status_write(struct ds__svc *s, const char *state);
+
+/* ---- progress.c: telling a target we have gets in flight to it ---------- */
+/* Collective: the UDP wake sockets, or none on every rank (then ds__pw_on
+ * is 0 and the service polls periodically as before).  Always 0. */
+int ds__pw_start(struct ds__svc *s);
+void ds__pw_stop(struct ds__svc *s);
+int ds__pw_on(const struct ds__svc *s);
+/* The socket to poll for the peers' messages, or -1. */
+int ds__pw_fd(const struct ds__svc *s);
+/* Gets are about to be flushed to the nodes marked in targets: BEGIN. */
+void ds__pw_begin(struct ds__svc *s, const uint8_t *targets);
+/* Socket thread: a read of entry id is queued for main: BEGIN to its holder
+ * now, so that the target wakes while main does (main's own BEGIN and END
+ * bookkeeping follows when it issues the get). */
+void ds__pw_poke(struct ds__svc *s, uint32_t id);
+/* Nothing in flight now: END to targets unused for a while.  Returns the
+ * seconds until the next END is due (1e9: none). */
+double ds__pw_idle(struct ds__svc *s);
+/* Read the peers' messages; the count taken. */
+int ds__pw_take(struct ds__svc *s);
+/* Does some peer have gets in flight to us (poll MPI for it)? */
+int ds__pw_wanted(const struct ds__svc *s);
 
 /* ---- serve.c: the step, shared with `dstage run` ------------------------ */
 void ds__serve_defaults(struct ds__serve_opts *o);

@@ -4,7 +4,11 @@
  * (DESIGN 4): every byte any node may need is in some node's store, and
  * stores never change while the service runs, so epochs need no window
  * of their own.  Passive target: MPI_Win_lock_all once, then MPI_Get and
- * MPI_Win_flush for as long as the service runs. */
+ * MPI_Win_flush for as long as the service runs.  (MPI_Rget + MPI_Testall
+ * with sched_yield between tests, tried so that the requester would not
+ * spin inside MPI: twice in two full bench/exchange.sh runs, at the 6th
+ * epoch, a rank's agreement result came back with garbage (a "failed node"
+ * of 21907) and the step ended; MPI_Get + flush never did.) */
 #include "svc.h"
 
 #include <fcntl.h>
