@@ -625,7 +625,20 @@ void ds__out_dup_post(int oldfd, int newfd, int rc, int had, uint64_t token)
  * output is published before the process is gone, as at close. */
 __attribute__((destructor)) static void out_fini(void)
 {
-	if (!ds__g.active || ds__busy || getpid() != ds__g.pid || !out_on())
+	if (ds__busy || getpid() != ds__g.pid || !ds__g.nodedir[0])
+		return;
+	if (!ds__g.active) {
+		/* The shim starts lazily (init.c): a program that only writes to
+		 * an inherited output (`exec >MOUNT/out/f; exec prog`) never
+		 * names a path under the mount.  In a job with outputs, start it
+		 * now, so that the output is published before the process goes. */
+		char conf[PATH_MAX];
+		struct stat st;
+		if (snprintf(conf, sizeof(conf), "%s/" DS_OUT_CONF, ds__g.nodedir) >= (int)sizeof(conf) ||
+		    DS_REAL(lstat)(conf, &st) < 0 || !ds__activate())
+			return;
+	}
+	if (!out_on())
 		return;
 	int dfd = DS_REAL(open)("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
