@@ -121,8 +121,12 @@ $(O)/t/%: t/helpers/%.c $(LIBCOMMON) $(SETTINGS)
 S3RVER_VERSION := 3.7.1
 S3RVER := $(O)/npm/node_modules/.bin/s3rver
 npm-s3: $(S3RVER)
+# npm is not in DEB_TEST: these machines carry NodeSource's nodejs, which
+# bundles npm and conflicts with Debian's npm package; where no npm exists at
+# all, Debian's is installed (as root)
 $(S3RVER):
 	@mkdir -p $(O)/npm
+	@command -v npm >/dev/null || sh tools/deps.sh npm || :
 	@if command -v npm >/dev/null; then \
 		npm install --prefix $(O)/npm --no-audit --no-fund --loglevel=error s3rver@$(S3RVER_VERSION) >$(O)/npm/install.log 2>&1 || \
 		{ echo "npm install s3rver@$(S3RVER_VERSION) failed (see $(O)/npm/install.log): the s3:// tests will skip"; }; \
@@ -136,7 +140,7 @@ DEB_BUILD := mpich libmpich-dev libhdf5-mpich-dev hdf5-tools zlib1g-dev pkg-conf
              libcurl4-openssl-dev libexpat1-dev
 DEB_TEST  := python3-h5py python3-pil python3-numpy python3-torch python3-torchvision \
              clang libclang-rt-14-dev procps psmisc \
-             nodejs npm python3-yaml rsync perl mawk cmake
+             nodejs python3-yaml rsync perl mawk cmake
 DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox awscli s3fs
 DEB_SLURM := slurm-wlm munge
 DEB_HOSTS := iproute2 util-linux
