@@ -31,7 +31,13 @@
  * agreement's busy flag still keeps every node polling during a prefetch.
  *
  * When any rank cannot set this up (no UDP, a peer's name does not resolve)
- * every rank falls back to the periodic polls: ds__pw_on() says which. */
+ * every rank falls back to the periodic polls: ds__pw_on() says which.
+ *
+ * Peers are MPI ranks of s->comm here (the targets of ds__holder and
+ * ds__flush), never staged node numbers: after a loss the service runs on
+ * the survivors (failover.c) and rank != node (staged node 3 may be rank 2
+ * of 3); a message naming the sender by its node would be dropped as out of
+ * range, or taken for another peer. */
 #include "svc.h"
 
 #include <arpa/inet.h>
@@ -52,7 +58,7 @@ enum { PW_BEGIN = 1, PW_END = 2 };
 
 struct pw_msg {
 	uint32_t magic;
-	uint32_t node;
+	uint32_t rank; /* the sender, in s->comm */
 	uint32_t op;
 	uint32_t cookie;
 };
@@ -65,8 +71,9 @@ struct pw_addr {
 
 struct ds__pw {
 	int fd;
+	uint32_t me;              /* this rank in s->comm */
 	uint32_t cookie;
-	struct sockaddr_in *peer; /* per node */
+	struct sockaddr_in *peer; /* per rank */
 	double *sent;             /* per target: last BEGIN sent, 0: not begun */
 	double *used;             /* per target: last batch with gets to it */
 	double *until;            /* per requester: poll for it until then */
@@ -107,9 +114,11 @@ static int resolve(const char *host, uint32_t port, struct sockaddr_in *out)
 
 int ds__pw_start(struct ds__svc *s)
 {
+	int rank;
+	MPI_Comm_rank(s->comm, &rank);
 	if (getenv("DSTAGE_SERVE_POLL") && strcmp(getenv("DSTAGE_SERVE_POLL"), "0")) {
 		/* measurements, or a network that drops UDP: the periodic polls */
-		if (s->node == 0)
+		if (rank == 0)
 			ds_info("progress: periodic polls (DSTAGE_SERVE_POLL)");
 		return 0;
 	}
@@ -127,12 +136,13 @@ int ds__pw_start(struct ds__svc *s)
 			local_only = 0;
 	free(hosts);
 	struct ds__pw *p = ds_xcalloc(1, sizeof(*p));
+	p->me = (uint32_t)rank;
 	p->fd = me.host[0] ? pw_socket(local_only, &me.port) : -EHOSTUNREACH;
 	if (p->fd < 0)
 		me.port = 0;
 	/* the cookie: rank 0's, a random one */
 	uint32_t cookie = 0;
-	if (s->node == 0) {
+	if (rank == 0) {
 		int ufd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
 		if (ufd < 0 || read(ufd, &cookie, sizeof(cookie)) != sizeof(cookie))
 			cookie = (uint32_t)getpid() ^ (uint32_t)(ds_now() * 1e6);
@@ -145,7 +155,7 @@ int ds__pw_start(struct ds__svc *s)
 	p->peer = ds_xcalloc(s->nnodes, sizeof(*p->peer));
 	int bad = p->fd < 0;
 	for (uint32_t k = 0; k < s->nnodes && !bad; k++) {
-		if (k == s->node)
+		if (k == p->me)
 			continue;
 		if (!all[k].port) {
 			bad = 1;
@@ -154,7 +164,7 @@ int ds__pw_start(struct ds__svc *s)
 			p->peer[k].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 			p->peer[k].sin_port = htons((uint16_t)all[k].port);
 		} else if (resolve(all[k].host, all[k].port, &p->peer[k])) {
-			ds_info("node %u: host '%s' of node %u does not resolve: polling MPI instead of wake-ups",
+			ds_info("node %u: host '%s' of rank %u does not resolve: polling MPI instead of wake-ups",
 			        s->node, all[k].host, k);
 			bad = 1;
 		}
@@ -167,11 +177,11 @@ int ds__pw_start(struct ds__svc *s)
 			close(p->fd);
 		free(p->peer);
 		free(p);
-		if (s->node == 0)
+		if (rank == 0)
 			ds_info("progress: periodic polls (a node cannot take UDP wake-ups)");
 		return 0;
 	}
-	if (s->node == 0)
+	if (rank == 0)
 		ds_info("progress: wake-ups over UDP (%s)", local_only ? "loopback" : "every interface");
 	p->sent = ds_xcalloc(s->nnodes, sizeof(double));
 	p->used = ds_xcalloc(s->nnodes, sizeof(double));
@@ -201,7 +211,7 @@ int ds__pw_fd(const struct ds__svc *s) { return s->pw ? s->pw->fd : -1; }
 static void send_op(struct ds__svc *s, uint32_t t, uint32_t op)
 {
 	struct ds__pw *p = s->pw;
-	struct pw_msg m = {PW_MAGIC, s->node, op, p->cookie};
+	struct pw_msg m = {PW_MAGIC, p->me, op, p->cookie};
 	/* best effort: a full socket buffer or an error costs speed only */
 	(void)sendto(p->fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&p->peer[t],
 	             sizeof(p->peer[t]));
@@ -214,7 +224,7 @@ void ds__pw_begin(struct ds__svc *s, const uint8_t *targets)
 		return;
 	double now = ds_now();
 	for (uint32_t t = 0; t < s->nnodes; t++) {
-		if (!targets[t] || t == s->node)
+		if (!targets[t] || t == p->me)
 			continue;
 		p->used[t] = now;
 		if (p->sent[t] && now - p->sent[t] < REFRESH)
@@ -273,9 +283,9 @@ int ds__pw_take(struct ds__svc *s)
 		if (r < 0)
 			break;
 		if (r != (ssize_t)sizeof(m) || m.magic != PW_MAGIC || m.cookie != p->cookie ||
-		    m.node >= s->nnodes || m.node == s->node)
+		    m.rank >= s->nnodes || m.rank == p->me)
 			continue;
-		p->until[m.node] = m.op == PW_BEGIN ? now + HOLD : 0;
+		p->until[m.rank] = m.op == PW_BEGIN ? now + HOLD : 0;
 		n++;
 	}
 	return n;

@@ -9,9 +9,11 @@
 # about half of them held only on other hosts.  The script starts the
 # service again on the survivors n1, n2, n4 (nodes 0, 1, 3) and the
 # training step again on them.  The pack is moved away after stage-in:
-# nothing is staged again.  Every file read through the shim on the
-# survivors equals the source; epoch 1 is dealt over the survivors; the job
-# exits 0 and leaves no store on any host.
+# nothing is staged again.  The readers saw no error before the step
+# ended; every file read through the shim on the survivors after the
+# restart equals the source, part of it read from other hosts (dstage
+# status); epoch 1 is dealt over the survivors; the job exits 0 and leaves
+# no store on any host.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-hosts.sh"
 
@@ -47,11 +49,17 @@ if [ "$r" = 0 ]; then
 		exit 1
 	fi
 	while :; do
-		for f in $(cd "$src" && find train -type f); do cat "$m/$f" >/dev/null; done
+		for f in $(cd "$src" && find train -type f); do
+			# a failed read; not the end of the step (srun's TERM)
+			cat "$m/$f" >/dev/null 2>>"$rec/cat.$k" ||
+				{ rc=$?; [ $rc -gt 128 ] || echo "$f: exit $rc" >>"$rec/err.$k"; }
+		done
+		echo pass >>"$rec/passes.$k"
 	done
 fi
 find "$m" -type f | sort | xargs -d '\n' sha256sum | sed "s|  $m/|  |" >"$rec/sums.$k" || exit 1
 cat "$m/.dstage/epochs/1/all" >"$rec/e1.$k" || exit 1
+dstage status --to "$DSTAGE_DIR" --node "$k" >"$rec/status.$k" 2>&1 || exit 1
 echo "node $k read everything"
 EOF
 
@@ -80,6 +88,12 @@ test_expect_success 'node 2 was lost on its own host, which held only its own st
 	cat rec/ran.0.2 && test "$(cat rec/ran.0.2)" = "2 2 n3" &&
 	echo 2 >want && grep -x "[0-9]*" rec/lost.ls >got && test_cmp want got
 '
+test_expect_success 'the readers of the survivors read the whole tree, with no error, until the loss ended the step' '
+	for k in 0 1 3; do
+		test -s rec/passes.$k && test ! -s rec/err.$k && ! grep "^cat:" rec/cat.$k ||
+			{ cat rec/err.$k; exit 1; }
+	done
+'
 test_expect_success 'the second step ran on hosts n1, n2, n4, each task on its own staged node' '
 	ls rec && test ! -e rec/ran.1.2 &&
 	test "$(cat rec/ran.1.0)" = "0 0 n1" && test "$(cat rec/ran.1.1)" = "1 1 n2" &&
@@ -90,6 +104,15 @@ test_expect_success 'the pack was never read again (moved away after stage-in)' 
 '
 test_expect_success 'every file read through the shim on the survivors equals the source' '
 	for k in 0 1 3; do test_cmp src.sums rec/sums.$k || exit 1; done
+'
+test_expect_success 'each survivor holds part of the tree and read the rest from other hosts after the restart' '
+	all=$(wc -l <src.sums) &&
+	for k in 0 1 3; do
+		cat rec/status.$k &&
+		# node files bytes(2) store(2) local cache remote stalls served svc
+		awk -v k=$k -v all=$all "\$1 == k && \$2 < all && \$9 > 0 && \$12 == \"up\" { ok = 1 }
+			END { exit !ok }" rec/status.$k || exit 1
+	done
 '
 test_expect_success 'epoch 1 is dealt over the survivors: a permutation, equal shares' '
 	cat rec/e1.0 rec/e1.1 rec/e1.3 | sort -u | test_cmp train.list - &&
