@@ -18,7 +18,6 @@
 . "$SRCDIR/t/lib-hosts.sh"
 
 DSTAGE_HOSTS=4
-uid=$(id -u)
 JOBS=$SRCDIR/jobs
 DSTAGE_DIR=$SHM/stores
 DSTAGE_MOUNT=/dstage-t3220-$$
