@@ -46,7 +46,7 @@ if [ "$r" = 0 ]; then
 	done
 fi
 echo "after $k" >"$m/out/after.$k" || exit 1
-find "$m" -type f | sort | xargs -d '\n' sha256sum | sed "s|  $m/|  |" >"$rec/sums.$k" || exit 1
+find "$m" -path "$m/out" -prune -o -type f -print | sort | xargs -d '\n' sha256sum | sed "s|  $m/|  |" >"$rec/sums.$k" || exit 1
 cat "$m/.dstage/epochs/1/all" >"$rec/e1.$k" || exit 1
 echo "node $k read everything"
 EOF
