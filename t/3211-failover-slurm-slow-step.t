@@ -6,7 +6,9 @@
 # script restarts the service on 0,1,3 while the step still runs, then the
 # step fails.  The step is started again on the survivors (not taken for a
 # training that failed by itself), and the writes of the new step, which
-# may come before the restarted service listens, wait for it (no EIO).
+# may come before the restarted service listens, wait for it (no EIO).  A
+# file node 0 opened for writing under the old service and closes under the
+# new one is not kept: its close says EIO (not 0 with the file lost).
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-slurm.sh"
 
@@ -27,18 +29,40 @@ cat >node-train.sh <<\EOF2
 rec=$1 k=$DSTAGE_NODE m=$DSTAGE_MOUNT r=${DSTAGE_RESTART:-x}
 echo "$SLURM_NODEID $k" >"$rec/ran.$r.$k"
 if [ "$r" = 0 ]; then
+	if [ "$k" = 0 ]; then
+		/usr/bin/python3 -c '
+import errno, os, sys, time
+m, rec = sys.argv[1], sys.argv[2]
+f = open(m + "/out/held.0", "w")
+f.write("held\n")
+f.flush()
+open(rec + "/held.open", "w").close()
+st = os.environ["DSTAGE_STORE"] + "/0/serve.status"
+for i in range(600):
+    try:
+        t = open(st).read().split("\n")
+        if "state=running" in t and "nnodes=3" in t:
+            break
+    except OSError:
+        pass
+    time.sleep(0.1)
+try:
+    f.close()
+    r = "ok"
+except OSError as e:
+    r = errno.errorcode.get(e.errno, str(e.errno))
+open(rec + "/held.result", "w").write(r + "\n")
+' "$m" "$rec" &
+	fi
 	if [ "$k" = 2 ]; then
-		sleep 1
+		i=0
+		while [ ! -e "$rec/held.open" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 		kill -KILL "$(sed -n 's/^pid=//p' "$DSTAGE_STORE/2/serve.status")"
 		rm -rf "$DSTAGE_STORE/2"
 		# the step fails once the service runs again without this node
+		# (and node 0 closed its file under it)
 		i=0
-		until grep -qx "state=running" "$DSTAGE_STORE/0/serve.status" &&
-			grep -qx "nnodes=3" "$DSTAGE_STORE/0/serve.status"; do
-			[ $i -ge 600 ] && break
-			sleep 0.1
-			i=$((i + 1))
-		done
+		while [ ! -e "$rec/held.result" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 		exit 1
 	fi
 	while :; do cat "$m/labels.txt" >/dev/null; sleep 0.1; done
@@ -63,6 +87,10 @@ test_expect_success 'train.sbatch: the service restarted during the step, the st
 '
 test_expect_success 'the outputs of the second step are on the shared FS' '
 	for k in 0 1 3; do test "$(cat drain/after.$k)" = "after $k" || exit 1; done
+'
+test_expect_success 'a file open across the restart: its close is EIO, it is not kept, the service says so' '
+	test "$(cat rec/held.result)" = EIO && ! test -e drain/held.0 &&
+	test_grep "an output opened under an earlier service of this job .* is not kept" t.out
 '
 test_expect_success 'no store is left' '
 	job=$(cat job) && test ! -e "$DSTAGE_DIR/dstage.$uid.$job"
