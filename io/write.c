@@ -315,25 +315,35 @@ static int ask(struct ds_out_req *q, struct ds_out_resp *a)
 	if (strlen(oc.sock) >= sizeof(sa.sun_path))
 		return -EIO;
 	strcpy(sa.sun_path, oc.sock);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	ds__fd_private(fd, 1);
-	int rc = 0;
 	int64_t deadline = (int64_t)(ds_now() * 1000) + ds__g.timeout_ms;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
-		rc = -EIO;
-	if (!rc) {
-		struct pollfd pf = {fd, POLLOUT, 0};
-		poll(&pf, 1, ds__g.timeout_ms);
-		struct ucred cred;
-		socklen_t cl = sizeof(cred);
-		int so = 0;
-		socklen_t sl = sizeof(so);
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) < 0 || so ||
-		    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != geteuid())
-			rc = -EIO;
+	int fd, rc = 0;
+	for (int attempt = 0;; attempt++) {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			return -errno;
+		ds__fd_private(fd, 1);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS)
+			break;
+		int e = errno;
+		ds__fd_private(fd, 0);
+		DS_REAL(close)(fd);
+		/* no service (yet): after a lost node one is restarted on the
+		 * survivors, as for reads (io/failover.c).  Nothing was sent, so
+		 * asking again is safe for every request. */
+		if ((e == ENOENT || e == ECONNREFUSED) &&
+		    ds__failover_retry((double)deadline / 1000.0, attempt))
+			continue;
+		return -EIO;
 	}
+	struct pollfd pf = {fd, POLLOUT, 0};
+	poll(&pf, 1, ds__g.timeout_ms);
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	int so = 0;
+	socklen_t sl = sizeof(so);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) < 0 || so ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != geteuid())
+		rc = -EIO;
 	q->magic = DS_OUT_MAGIC;
 	if (!rc)
 		rc = xfer(fd, q, sizeof(*q), 1, deadline);

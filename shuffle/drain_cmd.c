@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -231,14 +232,27 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 		if (ds_parse_u64(de->d_name, &k))
 			continue;
 		char p[PATH_MAX], text[1 << 16], v[PATH_MAX], dir[PATH_MAX];
+		/* a recovery holds the node directory: several `dstage drain
+		 * --wait` at once (one per node, the stores on a file system
+		 * they share) recover each output once, and the next one reads
+		 * the status the first left */
+		int lk = -1;
+		if (cleanup) {
+			snprintf(p, sizeof(p), "%s/%s", jobdir, de->d_name);
+			lk = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			while (lk >= 0 && flock(lk, LOCK_EX) < 0 && errno == EINTR)
+				;
+		}
 		snprintf(p, sizeof(p), "%s/%s/" DS_OUT_STATUS, jobdir, de->d_name);
 		int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0)
+		ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0) {
+			if (lk >= 0)
+				close(lk);
 			continue;
-		ssize_t n = read(fd, text, sizeof(text) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
+		}
 		text[n] = 0;
 		kv(text, "drain_to", dir, sizeof(dir));
 		if (print)
@@ -301,6 +315,8 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 			ds_write_file_atomic(p, b.data, b.len, 0600);
 			ds_buf_release(&b);
 		}
+		if (lk >= 0)
+			close(lk); /* and its lock */
 	}
 	closedir(d);
 	return bad;

@@ -150,6 +150,8 @@ struct ds__out {
 	struct oreq *queue, **qtail;  /* to main */
 	struct oreq *wait;            /* sent, waiting for DONE (by m.rid) */
 	uint64_t rid, token_ctr, seq;
+	uint32_t inst; /* this service of the job on this node: 1, 2, ... (in its
+	                * tokens: a writer's token from an earlier one is refused) */
 	int xfer_ctr;
 	struct opend *pend;
 	struct owriting *writing;     /* node 0 */
@@ -1010,7 +1012,7 @@ static int do_create(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 	memset(&m, 0, sizeof(m));
 	m.op = DS_OUT_CREATE;
 	m.flags = q->flags;
-	m.token = ((uint64_t)o->s->node << 40) | ++o->token_ctr;
+	m.token = ((uint64_t)o->s->node << 48) | ((uint64_t)o->inst << 32) | (++o->token_ctr & 0xffffffffu);
 	pfmt(m.path, sizeof(m.path), "%s", q->path);
 	rc = via_main(o, &m);
 	if (rc)
@@ -1076,10 +1078,24 @@ int ds__out_fetch_locked(struct ds__out *o, const char *path)
 	return -EIO;
 }
 
+/* A writer's token taken from an earlier service of this job (the one
+ * before a failover restart): its file went with that service. */
+static int token_stale(struct ds__out *o, uint64_t token)
+{
+	if (((token >> 32) & 0xffff) == o->inst)
+		return 0;
+	ds_warn("node %u: an output opened under an earlier service of this job (token %016llx) "
+	        "is not kept: the writer gets EIO",
+	        o->s->node, (unsigned long long)token);
+	return 1;
+}
+
 static int handle(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 {
 	struct omsg m;
 	int rc;
+	if ((q->op == DS_OUT_WATCH || q->op == DS_OUT_CLOSE) && token_stale(o, q->token))
+		return -EIO;
 	switch (q->op) {
 	case DS_OUT_PING:
 		return 0;
@@ -1311,12 +1327,16 @@ int ds__out_start(struct ds__svc *s)
 		ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
 		if (fd >= 0)
 			close(fd);
-		unsigned left = 0;
+		unsigned left = 0, inst = 0;
 		if (n > 0) {
 			text[n] = 0;
 			for (const char *q = text; (q = strstr(q, "undrained=")); q++)
 				left += q == text || q[-1] == '\n';
+			const char *q = strstr(text, "\ninstance=");
+			if (q)
+				inst = (unsigned)strtoul(q + 10, NULL, 10);
 		}
+		o->inst = (inst + 1) & 0xffff ? (inst + 1) & 0xffff : 1;
 		if (left) {
 			ds_error("node %u: %u output(s) of an earlier service of this job were not drained "
 			         "(%s): run 'dstage drain --wait --to %s%s%s' first to recover them",
@@ -1480,7 +1500,7 @@ void ds__out_status_write(struct ds__out *o)
 	unsigned writing = 0;
 	for (struct opend *p = o->pend; p; p = p->next)
 		writing++;
-	int n = pfmt(line, sizeof(line), "area=%s\nwriting=%u\n", o->area, writing);
+	int n = pfmt(line, sizeof(line), "area=%s\nwriting=%u\ninstance=%u\n", o->area, writing, o->inst);
 	ds_buf_add(&b, line, (size_t)n);
 	ds__drain_status(o->dr, &b);
 	pthread_mutex_unlock(&o->mu);

@@ -7,7 +7,13 @@
 # DSTAGE_RESTART=1 and each task's staged node in DSTAGE_NODE.  The pack is
 # moved away after stage-in: nothing is staged again.  Every file read
 # through the shim on the survivors equals the source; epoch 1 is dealt over
-# the survivors; the job exits 0 and leaves no store.
+# the survivors; the job exits 0 and leaves no store.  With write-once
+# outputs (DSTAGE_OUTPUTS): what the nodes wrote before the loss is
+# recovered to DSTAGE_DRAIN_TO before the restart (a new service refuses to
+# start over outputs not drained; DSTAGE_DRAIN_RATE=1 keeps them undrained
+# until the loss), each once although every survivor runs the recovery on
+# the stores they share here, what they write after it (through the shim,
+# before the restarted service listens) is drained at the end.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-slurm.sh"
 
@@ -19,7 +25,8 @@ PATH=$SRCDIR/build/bin:$PATH
 export PATH DSTAGE_DIR DSTAGE_MOUNT
 unset DSTAGE_PACK DSTAGE_REPLICAS DSTAGE_SEED DSTAGE_LOCALITY DSTAGE_DROP_LAST DSTAGE_BIN \
 	DSTAGE_MPI DSTAGE_TASKS_PER_NODE DSTAGE_SRUN_OPTS DSTAGE_STAGE_OPTS DSTAGE_SERVE_OPTS \
-	DSTAGE_SERVE_TIMEOUT DSTAGE_FAILOVER DSTAGE_RESTARTS DSTAGE_NODE DSTAGE_RESTART
+	DSTAGE_SERVE_TIMEOUT DSTAGE_FAILOVER DSTAGE_RESTARTS DSTAGE_NODE DSTAGE_RESTART \
+	DSTAGE_OUTPUTS DSTAGE_DRAIN_TO DSTAGE_DRAIN_RATE
 mkdir -p "$DSTAGE_DIR"
 slurm_start || skip_all "$slurm_skip_reason"
 
@@ -35,11 +42,13 @@ if [ "$r" = 0 ]; then
 		rm -rf "$DSTAGE_STORE/2"
 		exit 1
 	fi
+	echo "before $k" >"$m/out/before.$k" || exit 1
 	while :; do
 		for f in $(cd "$src" && find train -type f); do cat "$m/$f" >/dev/null; done
 	done
 fi
-find "$m" -type f | sort | xargs -d '\n' sha256sum | sed "s|  $m/|  |" >"$rec/sums.$k" || exit 1
+echo "after $k" >"$m/out/after.$k" || exit 1
+find "$m" -path "$m/out" -prune -o -type f -print | sort | xargs -d '\n' sha256sum | sed "s|  $m/|  |" >"$rec/sums.$k" || exit 1
 cat "$m/.dstage/epochs/1/all" >"$rec/e1.$k" || exit 1
 echo "node $k read everything"
 EOF
@@ -53,6 +62,7 @@ test_expect_success 'the sample dataset, packed; its checksums' '
 '
 test_expect_success 'train.sbatch, R=2: node 2 lost in training; service and training restarted on 0,1,3' '
 	DSTAGE_PACK=$TRASH/pack DSTAGE_REPLICAS=2 DSTAGE_LOG=warn \
+		DSTAGE_OUTPUTS=out DSTAGE_DRAIN_TO=$TRASH/drain DSTAGE_DRAIN_RATE=1 \
 		timeout -k 5 200 sbatch -N4 --wait --export=ALL -o "$TRASH/job-%j.out" \
 		"$JOBS/train.sbatch" sh "$TRASH/node-train.sh" "$TRASH/rec" "$TRASH/src" "$TRASH/pack" >sb 2>&1;
 	rc=$?; cat sb; job=$(sed -n "s/^Submitted batch job //p" sb) && cat "job-$job.out" >t.out &&
@@ -78,6 +88,16 @@ test_expect_success 'every file read through the shim on the survivors equals th
 test_expect_success 'epoch 1 is dealt over the survivors: a permutation, equal shares' '
 	sort -u rec/e1.0 rec/e1.1 rec/e1.3 | test_cmp train.list - &&
 	test "$(wc -l <rec/e1.0)" = "$(wc -l <rec/e1.3)"
+'
+test_expect_success 'outputs: written before the loss (recovered) and after it (drained), on the shared FS' '
+	for k in 0 1 3; do
+		test "$(cat drain/before.$k)" = "before $k" && test "$(cat drain/after.$k)" = "after $k" || exit 1
+	done &&
+	! test -e drain/before.2 && ! test -e drain/after.2 &&
+	for k in 0 1 3; do
+		test "$(grep -c "node $k: .before.$k.: recovered from the node.s output area" t.out)" = 1 || exit 1
+	done &&
+	! ls drain | grep -q dstage-drain
 '
 test_expect_success 'no store is left' '
 	job=$(cat job) && test ! -e "$DSTAGE_DIR/dstage.$uid.$job"
