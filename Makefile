@@ -153,6 +153,11 @@ deps-build:
 deps-bench:
 	@sh tools/deps.sh $(DEB_ALL) $(DEB_BENCH)
 
+# --comments: a failing test's diagnostics (t/test-lib.sh prints them as
+# "#   ..." lines after "not ok") reach the log of a non-verbose run, so a
+# failure in CI says why
+PROVE_FLAGS ?= --comments
+
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory npm-s3
