@@ -6,10 +6,7 @@
 
 BIG=4404019200 # 4.1 GiB
 
-truncate -s $BIG probe 2>/dev/null &&
-	[ "$(du -k probe | cut -f1)" -lt 1024 ] ||
-	skip_all "$TRASH is on a file system without sparse files"
-rm -f probe
+test_require SPARSE
 
 test_expect_success 'setup: a sparse 4.1 GiB file with data at both ends' '
 	mkdir src &&

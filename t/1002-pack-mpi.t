@@ -4,7 +4,7 @@
 # nothing left behind.
 . "$(dirname "$0")/test-lib.sh"
 
-command -v mpiexec.mpich >/dev/null || skip_all "mpiexec.mpich not installed"
+test_require MPI
 
 # cmp every file of two packs, and that they hold the same files
 same_pack() {

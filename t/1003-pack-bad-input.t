@@ -168,27 +168,25 @@ test_expect_success '--files-from naming a missing file or an unsafe name: exit 
 '
 
 # ---- a full disk ------------------------------------------------------------
-if [ "$(id -u)" = 0 ] && mkdir small && mount -t tmpfs -o size=512k tmpfs small 2>/dev/null; then
-	test_expect_success 'a full disk: exit 1, nothing left' '
-		mkdir bigsrc && head -c 2000000 /dev/urandom >bigsrc/big && echo s >bigsrc/s &&
-		pack_fails small/out "dstage: pack: .small/out/part-00000.h5.: No space left on device" bigsrc small/out &&
-		test "$(ls -A small)" = ""
-	'
-	test_expect_success 'a full disk while writing index.h5: exit 1, nothing left' '
-		# empty files: the partitions hold their tables, index.h5 all of them
-		mkdir manyfiles && i=0 && while [ $i -lt 4000 ]; do : >manyfiles/f$i; i=$((i + 1)); done &&
-		pack_fails small/out2 "dstage: pack: .small/out2/index.h5.: No space left on device" manyfiles small/out2 &&
-		test "$(ls -A small)" = ""
-	'
-	test_expect_success 'a full disk under mpiexec -n 2: every rank exits 1' '
-		(mpirun_n 2 $DSTAGE pack -p 2 bigsrc small/out3 2>err; test $? = 1) &&
-		test_grep "No space left on device" err &&
-		test "$(ls -A small)" = ""
-	'
-	umount small
-else
-	test_skip 'a full disk' 'needs root to mount a small tmpfs'
-fi
+mkdir small
+test_have_prereq TMPFS && mount -t tmpfs -o size=512k tmpfs small
+test_expect_success TMPFS 'a full disk: exit 1, nothing left' '
+	mkdir bigsrc && head -c 2000000 /dev/urandom >bigsrc/big && echo s >bigsrc/s &&
+	pack_fails small/out "dstage: pack: .small/out/part-00000.h5.: No space left on device" bigsrc small/out &&
+	test "$(ls -A small)" = ""
+'
+test_expect_success TMPFS 'a full disk while writing index.h5: exit 1, nothing left' '
+	# empty files: the partitions hold their tables, index.h5 all of them
+	mkdir manyfiles && i=0 && while [ $i -lt 4000 ]; do : >manyfiles/f$i; i=$((i + 1)); done &&
+	pack_fails small/out2 "dstage: pack: .small/out2/index.h5.: No space left on device" manyfiles small/out2 &&
+	test "$(ls -A small)" = ""
+'
+test_expect_success TMPFS 'a full disk under mpiexec -n 2: every rank exits 1' '
+	(mpirun_n 2 $DSTAGE pack -p 2 bigsrc small/out3 2>err; test $? = 1) &&
+	test_grep "No space left on device" err &&
+	test "$(ls -A small)" = ""
+'
+test_have_prereq TMPFS && umount small
 
 # ---- empty selections, the reserved top-level .dstage --------------------------
 test_expect_success 'an empty selection is an error, named (--exclude everything, empty --files-from)' '
@@ -198,24 +196,15 @@ test_expect_success 'an empty selection is an error, named (--exclude everything
 	test_grep "nothing to pack (no regular files listed in --files-from)" err && ! test -e e2
 '
 # The UBSan build: qsort_r(NULL, 0, ...) on an empty selection was undefined
-ASAN_BIN=
-if [ -x "$SRCDIR/build-asan/bin/dstage" ] &&
-	! find "$SRCDIR"/common "$SRCDIR"/hdf5 -name "*.[ch]" -newer "$SRCDIR/build-asan/bin/dstage" |
-		grep -q .; then
-	ASAN_BIN="$SRCDIR/build-asan/bin/dstage"
-fi
-if [ -n "$ASAN_BIN" ]; then
-	test_expect_success 'the empty selections under UBSan/ASan: a clean error, no runtime error' '
-		for sel in "--exclude=*" "--files-from=empty.list"; do
-			UBSAN_OPTIONS=print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
-				"$ASAN_BIN" pack "$sel" good e3 >out 2>&1; rc=$?; cat out
-			test $rc = 1 && test_grep "nothing to pack" out &&
-			! grep -q "runtime error\|Sanitizer" out || exit 1
-		done
-	'
-else
-	test_skip 'the empty selections under UBSan/ASan' 'no current build-asan/bin/dstage (make fuzz builds it)'
-fi
+ASAN_BIN="$SRCDIR/build-asan/bin/dstage"
+test_expect_success ASAN 'the empty selections under UBSan/ASan: a clean error, no runtime error' '
+	for sel in "--exclude=*" "--files-from=empty.list"; do
+		UBSAN_OPTIONS=print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+			"$ASAN_BIN" pack "$sel" good e3 >out 2>&1; rc=$?; cat out
+		test $rc = 1 && test_grep "nothing to pack" out &&
+		! grep -q "runtime error\|Sanitizer" out || exit 1
+	done
+'
 test_expect_success 'a top-level .dstage (the shim'"'"'s virtual directory) is refused at pack time' '
 	mkdir -p vd/.dstage/epochs/0 vd/a/.dstage && echo x >vd/.dstage/epochs/0/all &&
 	echo y >vd/a/.dstage/f && echo z >vd/b &&

@@ -4,10 +4,7 @@
 # in t/fuzz/corpus-manifest.  Longer runs: see hdf5/fuzz/build.sh.
 . "$(dirname "$0")/test-lib.sh"
 
-command -v clang >/dev/null || skip_all "clang not installed (apt-get install clang libclang-rt-14-dev)"
-printf 'int LLVMFuzzerTestOneInput(const char *d, long n) { (void)d; (void)n; return 0; }\n' >probe.c
-clang -fsanitize=fuzzer probe.c -o probe 2>/dev/null ||
-	skip_all "clang has no libFuzzer (apt-get install libclang-rt-14-dev)"
+test_require CLANG,LIBFUZZER
 
 FUZZ="$TRASH/fuzz/fuzz-manifest"
 CORPUS="$SRCDIR/t/fuzz/corpus-manifest"

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-s3.sh"
 
-command -v mpiexec.mpich >/dev/null || skip_all "mpiexec.mpich not installed"
+test_require MPI
 S3_BUCKETS="data bad"
 s3_start
 

@@ -6,7 +6,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-s3.sh"
 
-command -v mpiexec.mpich >/dev/null || skip_all "mpiexec.mpich not installed"
+test_require MPI
 s3_start
 # the local copies of partitions on their way up go here (checked empty)
 TMPDIR="$TRASH/tmp" && mkdir -p "$TMPDIR" && export TMPDIR

@@ -9,7 +9,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-s3.sh"
 
-command -v mpiexec.mpich >/dev/null || skip_all "mpiexec.mpich not installed"
+test_require MPI
 s3_start
 export S3_PROXY_SECRET=S3RVER
 s3_proxy none 1

@@ -20,8 +20,7 @@ test_expect_success 'without the shim the same program fails' '
 	! "$T/shim-mt" "$MOUNT" "$TRASH/src" $(grep -v " " files) >tap2
 '
 
-if "$PY" -c "import torch, torchvision" 2>/dev/null; then
-test_expect_success 'torchvision ImageFolder + DataLoader(num_workers=4): tensors equal a native run' '
+test_expect_success TORCH,TORCHVISION,PIL,NUMPY 'torchvision ImageFolder + DataLoader(num_workers=4): tensors equal a native run' '
 	"$PY" -c "
 import sys, numpy as np
 from PIL import Image
@@ -51,8 +50,5 @@ for c in range(3):
 	shim "$PY" dl.py "$MOUNT" >s 2>err-s &&
 	test_cmp n s && test $(wc -l <s) = 9
 '
-else
-	test_skip 'torchvision ImageFolder + DataLoader' "import torch, torchvision fails in $PY"
-fi
 
 test_done

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/shim-lib.sh"
 
-command -v mpiexec.mpich >/dev/null || skip_all "mpiexec.mpich not installed"
+test_require MPI
 
 test_expect_success 'pack and stage a tree on 2 nodes (R=2), then R=1' '
 	make_tree "$TRASH/src" &&

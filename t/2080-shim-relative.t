@@ -8,6 +8,7 @@
 # stderr and the exit status must agree.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/shim-lib.sh"
+test_lazy_prereq RSYNC 'command -v rsync' 'rsync is not installed'
 
 M=${MOUNT#/}
 
@@ -75,25 +76,21 @@ test_expect_success '*at() on a real directory descriptor, with and without ..' 
 	test_cmp native.out staged.out
 '
 
-if ! command -v rsync >/dev/null; then
-	test_skip 'rsync from and to the mount' 'rsync is not installed'
-else
-	test_expect_success 'rsync -a from the mount by a name relative to /, then again: nothing to copy' '
-		(cd / && shim rsync -a "$M/" "$TRASH/copy/") &&
-		diff -r src copy &&
-		(cd / && shim rsync -ai "$M/" "$TRASH/copy/") >again &&
-		test_cmp /dev/null again &&
-		shim rsync -ai "$MOUNT/" "$TRASH/copy/" >again &&
-		test_cmp /dev/null again
-	'
-	test_expect_success 'rsync with the mount as destination: up to date as natively; a change is EROFS' '
-		rsync -ai src/ "nroot/$M/" >native.out 2>&1 &&
-		shim rsync -ai src/ "$MOUNT/" >staged.out 2>&1 &&
-		test_cmp native.out staged.out &&
-		cp -a src src2 && echo new >src2/a/new.txt &&
-		! shim rsync -a src2/ "$MOUNT/" 2>err &&
-		test_grep "Read-only file system" err
-	'
-fi
+test_expect_success RSYNC 'rsync -a from the mount by a name relative to /, then again: nothing to copy' '
+	(cd / && shim rsync -a "$M/" "$TRASH/copy/") &&
+	diff -r src copy &&
+	(cd / && shim rsync -ai "$M/" "$TRASH/copy/") >again &&
+	test_cmp /dev/null again &&
+	shim rsync -ai "$MOUNT/" "$TRASH/copy/" >again &&
+	test_cmp /dev/null again
+'
+test_expect_success RSYNC 'rsync with the mount as destination: up to date as natively; a change is EROFS' '
+	rsync -ai src/ "nroot/$M/" >native.out 2>&1 &&
+	shim rsync -ai src/ "$MOUNT/" >staged.out 2>&1 &&
+	test_cmp native.out staged.out &&
+	cp -a src src2 && echo new >src2/a/new.txt &&
+	! shim rsync -a src2/ "$MOUNT/" 2>err &&
+	test_grep "Read-only file system" err
+'
 
 test_done

@@ -116,11 +116,9 @@ test_expect_success 'getdents64 (syscall and libc) on a staged directory: names,
 '
 
 NODE_JS=$(command -v node || command -v nodejs)
-if [ -z "$NODE_JS" ]; then
-	test_skip 'node.js statSync, realpathSync, readFileSync, require, node ROOT/x.js' 'node.js is not installed'
-else
-	test_expect_success 'node -e: statSync, lstatSync, realpathSync, readFileSync, readdirSync, require' '
-		same "\"$NODE_JS\" -e \"
+test_lazy_prereq CMAKE 'command -v cmake' 'cmake is not installed'
+test_expect_success NODE 'node -e: statSync, lstatSync, realpathSync, readFileSync, readdirSync, require' '
+	same "\"$NODE_JS\" -e \"
 const fs = require(\\\"fs\\\"), r = process.argv[1];
 for (const p of [\\\"/a/x.txt\\\", \\\"/a/b\\\", \\\"/links/chain\\\", \\\"/links/todir/c/seq.txt\\\"]) {
   const s = fs.statSync(r + p), l = fs.lstatSync(r + p);
@@ -130,38 +128,33 @@ console.log(fs.readFileSync(r + \\\"/a/b/c/seq.txt\\\", \\\"utf8\\\").length, fs
 console.log(require(r + \\\"/js\\\").n, fs.existsSync(r + \\\"/a/missing\\\"));
 try { fs.statSync(r + \\\"/a/missing\\\"); } catch (e) { console.log(e.code); }
 \" \"\$ROOT\"" &&
-		test_grep "^/a/x.txt 6 100644 false false" staged.out
-	'
-	test_expect_success 'node ROOT/js/main.js: the script and its requires from the mount' '
-		printf "cd \"\$1/js\" && exec \"\$2\" main.js\n" >incwd.sh &&
-		same "\"$NODE_JS\" \"\$ROOT/js/main.js\"; sh incwd.sh \"\$ROOT\" \"$NODE_JS\"" &&
-		test_grep "main.js 42" staged.out
-	'
-fi
+	test_grep "^/a/x.txt 6 100644 false false" staged.out
+'
+test_expect_success NODE 'node ROOT/js/main.js: the script and its requires from the mount' '
+	printf "cd \"\$1/js\" && exec \"\$2\" main.js\n" >incwd.sh &&
+	same "\"$NODE_JS\" \"\$ROOT/js/main.js\"; sh incwd.sh \"\$ROOT\" \"$NODE_JS\"" &&
+	test_grep "main.js 42" staged.out
+'
 
-if ! command -v cmake >/dev/null; then
-	test_skip 'cmake -P: file(TIMESTAMP), file(READ), file(GLOB), EXISTS' 'cmake is not installed'
-else
-	test_expect_success 'cmake -P: file(TIMESTAMP), file(READ), file(SIZE), file(GLOB), EXISTS, IS_DIRECTORY' '
-		cat >t.cmake <<-\EOF &&
-		file(TIMESTAMP "${R}/js/main.js" ts "%Y-%m-%d %H:%M:%S" UTC)
-		message("timestamp ${ts}")
-		file(READ "${R}/a/b/grep.txt" c)
-		message("read ${c}")
-		file(SIZE "${R}/a/b/c/r1500k" n)
-		message("size ${n}")
-		file(SHA256 "${R}/a/b/p4097" h)
-		message("sha256 ${h}")
-		file(GLOB_RECURSE g RELATIVE "${R}" "${R}/a/*")
-		list(SORT g)
-		message("glob ${g}")
-		if(EXISTS "${R}/a/x.txt" AND IS_DIRECTORY "${R}/a/b" AND NOT EXISTS "${R}/a/missing")
-		  message("exists ok")
-		endif()
-		EOF
-		same "cmake -DR=\"\$ROOT\" -P t.cmake" &&
-		test_grep "timestamp 2019-03-04 05:06:07" staged.out
-	'
-fi
+test_expect_success CMAKE 'cmake -P: file(TIMESTAMP), file(READ), file(SIZE), file(GLOB), EXISTS, IS_DIRECTORY' '
+	cat >t.cmake <<-\EOF &&
+	file(TIMESTAMP "${R}/js/main.js" ts "%Y-%m-%d %H:%M:%S" UTC)
+	message("timestamp ${ts}")
+	file(READ "${R}/a/b/grep.txt" c)
+	message("read ${c}")
+	file(SIZE "${R}/a/b/c/r1500k" n)
+	message("size ${n}")
+	file(SHA256 "${R}/a/b/p4097" h)
+	message("sha256 ${h}")
+	file(GLOB_RECURSE g RELATIVE "${R}" "${R}/a/*")
+	list(SORT g)
+	message("glob ${g}")
+	if(EXISTS "${R}/a/x.txt" AND IS_DIRECTORY "${R}/a/b" AND NOT EXISTS "${R}/a/missing")
+	  message("exists ok")
+	endif()
+	EOF
+	same "cmake -DR=\"\$ROOT\" -P t.cmake" &&
+	test_grep "timestamp 2019-03-04 05:06:07" staged.out
+'
 
 test_done

@@ -11,7 +11,8 @@
 . "$SRCDIR/t/helpers/shim-lib.sh"
 
 YAMLDIR=/usr/lib/python3/dist-packages/yaml
-command -v cc >/dev/null || skip_all "no C compiler"
+test_require CC
+test_lazy_prereq YAML_C 'ls "$YAMLDIR"/_yaml*.so' "python3-yaml with _yaml is not installed in $YAMLDIR"
 
 test_expect_success 'setup: PyYAML (with _yaml) and two libraries linked by $ORIGIN, staged' '
 	mkdir -p src/site src/lib src/deps &&
@@ -38,14 +39,10 @@ same() {
 	test_cmp native.out staged.out
 }
 
-if ! ls "$YAMLDIR"/_yaml*.so >/dev/null 2>&1; then
-	test_skip 'import yaml from the mount uses its C extension' 'python3-yaml with _yaml is not installed'
-else
-	test_expect_success 'import yaml from the mount uses its C extension' '
-		same "\"$PY\" -c \"import sys; sys.path.insert(0, sys.argv[1] + \\\"/site\\\"); import yaml; print(yaml.__with_libyaml__, yaml.__file__); print(yaml.load(\\\"a: [1, 2]\\\", Loader=yaml.CLoader))\" \"\$ROOT\"" &&
-		test_grep "^True ROOT/site/yaml/__init__.py" staged.out
-	'
-fi
+test_expect_success YAML_C 'import yaml from the mount uses its C extension' '
+	same "\"$PY\" -c \"import sys; sys.path.insert(0, sys.argv[1] + \\\"/site\\\"); import yaml; print(yaml.__with_libyaml__, yaml.__file__); print(yaml.load(\\\"a: [1, 2]\\\", Loader=yaml.CLoader))\" \"\$ROOT\"" &&
+	test_grep "^True ROOT/site/yaml/__init__.py" staged.out
+'
 test_expect_success 'ctypes.CDLL of a staged library, its dependency through $ORIGIN; by a symlink; relative' '
 	same "\"$PY\" -c \"import ctypes, sys; print(ctypes.CDLL(sys.argv[1] + \\\"/lib/libtop.so\\\").top_value(), ctypes.CDLL(sys.argv[1] + \\\"/lib/libtop-link.so\\\").top_value())\" \"\$ROOT\"" &&
 	test_grep "^42 42" staged.out &&

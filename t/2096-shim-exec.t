@@ -7,8 +7,9 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/shim-lib.sh"
 
-command -v perl >/dev/null && command -v awk >/dev/null && command -v tar >/dev/null &&
-	command -v gzip >/dev/null || { echo "1..0 # SKIP perl, awk, tar or gzip missing"; exit 0; }
+test_lazy_prereq TOOLS 'command -v perl && command -v awk && command -v tar && command -v gzip' \
+	'perl, awk, tar or gzip missing'
+test_require TOOLS
 
 test_expect_success 'setup: 2 nodes, the same inputs in 4 partitions' '
 	for d in d1 d2 d3 d4 d5 d6; do

@@ -7,8 +7,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/serve-lib.sh"
 
-have_py_module torch || skip_all "no torch under $PY"
-have_py_module h5py || skip_all "no h5py under $PY"
+test_require TORCH,H5PY
 
 test_expect_success 'two nodes staged' '
 	make_samples src 2 &&

@@ -7,10 +7,11 @@
 . "$SRCDIR/t/helpers/serve-lib.sh"
 MNT="$TRASH/mnt"
 mkdir -p "$MNT"
-mount -t tmpfs -o size=4m tmpfs "$MNT" 2>/dev/null || skip_all "cannot mount a tmpfs here"
-trap 'umount "$MNT" 2>/dev/null; cleanup_trash' EXIT INT TERM
+test_require TMPFS
+test_atexit 'umount "$MNT"'
 
-test_expect_success 'two nodes staged' '
+test_expect_success 'a 4 MiB tmpfs for the outputs; two nodes staged' '
+	mount -t tmpfs -o size=4m tmpfs "$MNT" &&
 	make_samples src 2 &&
 	pack_stage src 2
 '

@@ -6,7 +6,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/serve-lib.sh"
 
-have_py_module torch || skip_all "no torch for $PY: $("$PY" -c "import torch" 2>&1 | tail -1)"
+test_require TORCH
 
 export PYTHONPATH="$SRCDIR/io/python"
 
@@ -95,13 +95,9 @@ paths = [os.path.relpath(ds.samples[i][0], mount) for i in idx]
 assert paths == dstage.epoch_list(1), "ImageFolder indices do not follow the list"
 print("ImageFolder: %d samples in epoch-1 order" % len(paths))
 PYEOF
-if have_py_module torchvision; then
-test_expect_success 'torchvision ImageFolder works with EpochSampler too' '
+test_expect_success TORCHVISION 'torchvision ImageFolder works with EpochSampler too' '
 	shim_on 1 "$PY" folder.py
 '
-else
-	test_skip 'torchvision ImageFolder works with EpochSampler too' 'no torchvision for /usr/bin/python3'
-fi
 
 test_expect_success 'without the shim: a clear error, not an empty epoch' '
 	! DSTAGE_MOUNT=$MOUNT "$PY" -c "import dstage; dstage.epoch_list(0)" 2>err &&

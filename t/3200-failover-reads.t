@@ -11,7 +11,7 @@
 . "$SRCDIR/t/helpers/serve-lib.sh"
 
 PY=/usr/bin/python3
-[ -x "$PY" ] || skip_all "no /usr/bin/python3"
+test_require PYTHON
 
 test_expect_success 'four nodes staged with R=2; the pack removed' '
 	make_samples src 24 &&

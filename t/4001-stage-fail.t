@@ -57,17 +57,13 @@ test_expect_success 'a failure does not touch an existing store of another job' 
 '
 
 mkdir small
-if mount -t tmpfs -o size=64k tmpfs small 2>/dev/null; then
-test_expect_success 'a full node-local disk is refused before writing (small tmpfs)' '
+test_have_prereq TMPFS && mount -t tmpfs -o size=64k tmpfs small
+test_expect_success TMPFS 'a full node-local disk is refused before writing (small tmpfs)' '
 	fresh_pack;
 	! mpirun_n 2 "$DSTAGE" stage pack --to "$PWD/small" --job f7 --node-per-rank 2>err;
 	rc=$?; ls -A small >left; umount small;
 	test $rc = 0 && test_grep "not enough room: needs" err && test_cmp /dev/null left
 '
-else
-	test_skip 'a full node-local disk is refused before writing (small tmpfs)' \
-		'cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)'
-fi
 test_expect_success 'an error on one rank right after the broadcast: every rank fails, no store' '
 	fresh_pack &&
 	! DSTAGE_FAULT=stage.after_bcast:rank=2 mpirun_n 3 "$DSTAGE" stage pack --to "$SHM" --job f7b \

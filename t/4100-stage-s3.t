@@ -10,7 +10,7 @@
 . "$SRCDIR/t/helpers/shim-lib.sh"
 . "$SRCDIR/t/lib-s3.sh"
 
-command -v mpiexec.mpich >/dev/null || skip_all "mpiexec.mpich not installed"
+test_require MPI
 s3_start
 
 # the payload line of the summary: fetched once, exactly what the pack stores

@@ -85,7 +85,7 @@ test_expect_code 7 'srun passes on a failing task'"'"'s exit code' '
 	timeout -k 5 60 srun -N4 --ntasks-per-node=1 sh -c "exit \$((SLURM_NODEID == 2 ? 7 : 0))"
 '
 
-if command -v mpicc.mpich >/dev/null 2>&1; then
+if test_have_prereq MPICC; then
 	cat >"$TRASH/allreduce.c" <<-\EOF
 	#include <mpi.h>
 	#include <stdio.h>
@@ -120,8 +120,8 @@ if command -v mpicc.mpich >/dev/null 2>&1; then
 	'
 	have_mpi=1
 else
-	test_skip 'compile an MPICH program with mpicc.mpich' 'no mpicc.mpich'
-	test_skip 'srun -N4 --mpi=pmi2: four MPICH ranks, one per node, MPI_Allreduce' 'no mpicc.mpich'
+	test_expect_success MPICC 'compile an MPICH program with mpicc.mpich' :
+	test_expect_success MPICC 'srun -N4 --mpi=pmi2: four MPICH ranks, one per node, MPI_Allreduce' :
 	have_mpi=
 fi
 

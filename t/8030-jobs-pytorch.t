@@ -9,8 +9,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-slurm.sh"
 
-have_py_module torch || skip_all "no torch for $PY: $("$PY" -c "import torch" 2>&1 | tail -n 1)"
-have_py_module PIL || skip_all "no Pillow for $PY"
+test_require TORCH,PIL
 
 JOBS=$SRCDIR/jobs
 DSTAGE_DIR=$SHM/stores

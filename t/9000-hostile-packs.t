@@ -177,15 +177,11 @@ test_expect_success 'bit flips, resealed: no crash, no hang, never a wrong byte 
 	done
 '
 
-if [ -n "$ASAN_DSTAGE" ]; then
-	test_expect_success 'the crafted packs under ASan/UBSan (build-asan)' '
-		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1 \
-			run_all "$ASAN_DSTAGE" asan &&
-		check_all asan &&
-		! grep -l "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" [vlc].asan.* 2>/dev/null |
-			grep . || { cat $(grep -l "Sanitizer\|runtime error" [vlc].asan.* | head -3); false; }
-	'
-else
-	test_skip 'the crafted packs under ASan/UBSan' 'no current build-asan/bin/dstage (make fuzz builds it)'
-fi
+test_expect_success ASAN 'the crafted packs under ASan/UBSan (build-asan)' '
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1 \
+		run_all "$ASAN_DSTAGE" asan &&
+	check_all asan &&
+	! grep -l "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" [vlc].asan.* 2>/dev/null |
+		grep . || { cat $(grep -l "Sanitizer\|runtime error" [vlc].asan.* | head -3); false; }
+'
 test_done

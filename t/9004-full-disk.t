@@ -23,7 +23,7 @@ umount_all() {
 	mounted=
 	[ -n "$loopimg" ] && rm -f "$loopimg"
 }
-trap 'umount_all; cleanup_trash' EXIT INT TERM
+test_atexit umount_all
 
 # fill_when_writing JOB: wait for the job's partial store, then fill the
 # file system (in the background of the test; the filler's own ENOSPC is
@@ -45,57 +45,49 @@ test_expect_success 'setup: 6 MiB of samples in 4 partitions' '
 	"$DSTAGE" pack -q -p 4 src pack
 '
 
-if mount -t tmpfs -o size=72m tmpfs "$MNT" 2>/dev/null; then
-	mounted=1
-	test_expect_success 'tmpfs filled during the write: every rank exits 1, ENOSPC named, nothing left' '
-		(fill_when_writing t1) &
-		filler=$! &&
-		! DSTAGE_FAULT=stage.read:action=sleep:secs=1.5 mpirun_n 2 "$DSTAGE" stage pack \
-			--to "$MNT" --job t1 --node-per-rank 2>err;
-		wait $filler;
-		cat err fill.df &&
-		test_grep "No space left on device" err &&
-		test $(grep -c "^dstage: stage:" err) -ge 2 &&
-		test ! -e "$MNT/dstage.$uid.t1" &&
-		ls -A "$MNT" >left && echo filler >want && test_cmp want left
-	'
-	test_expect_success 'the same tmpfs, emptied: the same stage succeeds' '
-		rm -f "$MNT/filler" &&
-		mpirun_n 2 "$DSTAGE" stage pack --to "$MNT" --job t1 --node-per-rank -q &&
-		"$T/storecheck" "$MNT/dstage.$uid.t1" src >/dev/null &&
-		"$DSTAGE" clean --to "$MNT" --job t1 && test -z "$(ls -A "$MNT")"
-	'
-	umount "$MNT" && mounted=
-else
-	test_skip 'tmpfs filled during the write' 'cannot mount a tmpfs here'
-	test_skip 'the same tmpfs, emptied: the same stage succeeds' 'cannot mount a tmpfs here'
-fi
+test_have_prereq TMPFS && mount -t tmpfs -o size=72m tmpfs "$MNT" && mounted=1
+test_expect_success TMPFS 'tmpfs filled during the write: every rank exits 1, ENOSPC named, nothing left' '
+	(fill_when_writing t1) &
+	filler=$! &&
+	! DSTAGE_FAULT=stage.read:action=sleep:secs=1.5 mpirun_n 2 "$DSTAGE" stage pack \
+		--to "$MNT" --job t1 --node-per-rank 2>err;
+	wait $filler;
+	cat err fill.df &&
+	test_grep "No space left on device" err &&
+	test $(grep -c "^dstage: stage:" err) -ge 2 &&
+	test ! -e "$MNT/dstage.$uid.t1" &&
+	ls -A "$MNT" >left && echo filler >want && test_cmp want left
+'
+test_expect_success TMPFS 'the same tmpfs, emptied: the same stage succeeds' '
+	rm -f "$MNT/filler" &&
+	mpirun_n 2 "$DSTAGE" stage pack --to "$MNT" --job t1 --node-per-rank -q &&
+	"$T/storecheck" "$MNT/dstage.$uid.t1" src >/dev/null &&
+	"$DSTAGE" clean --to "$MNT" --job t1 && test -z "$(ls -A "$MNT")"
+'
+[ -n "$mounted" ] && umount "$MNT" && mounted=
 
 loopimg="$TRASH/ext4.img"
-if truncate -s 100M "$loopimg" && mkfs.ext4 -q -F "$loopimg" >/dev/null 2>&1 &&
-	mount -o loop "$loopimg" "$MNT" 2>/dev/null; then
-	mounted=1
-	test_expect_success 'ext4: the store is reserved before the first byte, a filler cannot take it' '
-		(fill_when_writing e1) &
-		filler=$! &&
-		DSTAGE_FAULT=stage.read:action=sleep:secs=1.5 mpirun_n 2 "$DSTAGE" stage pack \
-			--to "$MNT" --job e1 --node-per-rank -q 2>err;
-		rc=$?; wait $filler;
-		cat err fill.df && test $rc = 0 &&
-		test "$(awk "{print \$4}" fill.df)" -lt 1024 &&
-		"$T/storecheck" "$MNT/dstage.$uid.e1" src >/dev/null &&
-		rm -f "$MNT/filler" && "$DSTAGE" clean --to "$MNT" --job e1
-	'
-	test_expect_success 'ext4 already too full: refused before writing, nothing left' '
-		dd if=/dev/zero of="$MNT/filler" bs=1M >/dev/null 2>&1;
-		! mpirun_n 2 "$DSTAGE" stage pack --to "$MNT" --job e2 --node-per-rank 2>err &&
-		test_grep "not enough room: needs" err &&
-		test ! -e "$MNT/dstage.$uid.e2" && rm -f "$MNT/filler"
-	'
-	umount "$MNT" && mounted=
-else
-	test_skip 'ext4: the store is reserved before the first byte' 'cannot mount a loop device here'
-	test_skip 'ext4 already too full: refused before writing' 'cannot mount a loop device here'
+if test_have_prereq LOOP; then
+	truncate -s 100M "$loopimg" && mkfs.ext4 -q -F "$loopimg" >/dev/null 2>&1 &&
+		mount -o loop "$loopimg" "$MNT" && mounted=1
 fi
+test_expect_success LOOP 'ext4: the store is reserved before the first byte, a filler cannot take it' '
+	(fill_when_writing e1) &
+	filler=$! &&
+	DSTAGE_FAULT=stage.read:action=sleep:secs=1.5 mpirun_n 2 "$DSTAGE" stage pack \
+		--to "$MNT" --job e1 --node-per-rank -q 2>err;
+	rc=$?; wait $filler;
+	cat err fill.df && test $rc = 0 &&
+	test "$(awk "{print \$4}" fill.df)" -lt 1024 &&
+	"$T/storecheck" "$MNT/dstage.$uid.e1" src >/dev/null &&
+	rm -f "$MNT/filler" && "$DSTAGE" clean --to "$MNT" --job e1
+'
+test_expect_success LOOP 'ext4 already too full: refused before writing, nothing left' '
+	dd if=/dev/zero of="$MNT/filler" bs=1M >/dev/null 2>&1;
+	! mpirun_n 2 "$DSTAGE" stage pack --to "$MNT" --job e2 --node-per-rank 2>err &&
+	test_grep "not enough room: needs" err &&
+	test ! -e "$MNT/dstage.$uid.e2" && rm -f "$MNT/filler"
+'
+[ -n "$mounted" ] && umount "$MNT" && mounted=
 umount_all
 test_done

@@ -18,13 +18,9 @@
 
 TB="$SRCDIR/build-tsan"
 CLANG=${CLANG:-clang}
-command -v "$CLANG" >/dev/null || skip_all "no clang: cannot build a ThreadSanitizer variant"
-
-# does TSan run here at all (it needs a compatible address-space layout)?
-printf '#include <pthread.h>\nint x;\nstatic void *f(void *a){(void)a;for(int i=0;i<1000;i++)x++;return 0;}\nint main(void){pthread_t t[2];for(int i=0;i<2;i++)pthread_create(&t[i],0,f,0);for(int i=0;i<2;i++)pthread_join(t[i],0);return 0;}\n' >race.c
-"$CLANG" -fsanitize=thread -g race.c -o race 2>/dev/null && ./race 2>race.err
-grep -q "WARNING: ThreadSanitizer: data race" race.err ||
-	skip_all "ThreadSanitizer does not work here (cannot build or run clang -fsanitize=thread)"
+# TSAN: does TSan run here at all (it needs a compatible address-space
+# layout)?  A planted race must be reported.
+test_require CLANG,TSAN
 
 # build PROG from t/helpers/PROG.c with the shim linked in, when missing or
 # older than a source

@@ -14,7 +14,7 @@
 . "$SRCDIR/t/helpers/serve-lib.sh"
 . "$SRCDIR/t/helpers/hard-lib.sh"
 
-have_py_module torchvision || skip_all "no torchvision for $PY"
+test_require TORCH,TORCHVISION
 
 test_expect_success 'two nodes staged: 4 classes x 40 samples, a 40 MiB blob' '
 	make_samples src 40 &&

@@ -6,10 +6,7 @@
 # included (regress-*), so a fix that regresses fails here.
 . "$(dirname "$0")/test-lib.sh"
 
-command -v "${FUZZ_CC:-clang}" >/dev/null || skip_all "no clang with libFuzzer"
-printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n);\nint LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' >probe.c
-"${FUZZ_CC:-clang}" -fsanitize=fuzzer,address probe.c -o probe 2>/dev/null ||
-	skip_all "clang cannot link -fsanitize=fuzzer here (libclang-rt-dev missing?)"
+test_require CLANG,LIBFUZZER
 
 for t in index names epochconf manifest; do
 	test_expect_success "fuzz-$t: its corpus and ${DSTAGE_FUZZ_SECS:-4} s of fuzzing, no crash" '

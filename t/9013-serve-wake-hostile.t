@@ -9,7 +9,8 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/serve-lib.sh"
 
-command -v python3 >/dev/null || skip_all "python3 missing"
+test_lazy_prereq PYTHON3 'command -v python3' "no python3 on PATH"
+test_require PYTHON3
 
 test_expect_success 'two nodes staged' '
 	make_samples src 12 &&

@@ -17,7 +17,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/serve-lib.sh"
 
-[ -n "$DSTAGE_SOAK" ] || skip_all "long: run by make soak (or DSTAGE_SOAK=1)"
+test_require SOAK
 EPOCHS=${DSTAGE_SOAK_EPOCHS:-50}
 N=4
 WARM=3 # epochs after which memory and descriptors are taken as the baseline

@@ -212,8 +212,7 @@ hosts_start() {
 	_hosts_reap_stale
 	mkdir -p "$hosts_dir" || { hosts_skip_reason="cannot make $hosts_dir"; return 1; }
 	echo $$ >"$hosts_dir/owner"
-	trap '_hosts_on_exit' EXIT
-	trap '_hosts_on_signal' INT TERM HUP PIPE
+	_hosts_traps
 
 	hosts_net=$(_hosts_pick_net) || { _hosts_fail "no free 10.x.y.0/24"; return 1; }
 	hosts_head=$hosts_net.254
@@ -274,10 +273,24 @@ hosts_slurm_start() {
 	hosts_slurm=1
 	slurm_start "/run/dstage-slurm.$$"
 	_rc=$?
-	# our traps (slurm_start set its own), which stop Slurm first
-	trap '_hosts_on_exit' EXIT
-	trap '_hosts_on_signal' INT TERM HUP PIPE
+	# our traps (slurm_start set its own), which stop Slurm first; with
+	# test_atexit, slurm_stop was registered after hosts_stop and so runs
+	# before it
+	command -v test_atexit >/dev/null 2>&1 || _hosts_traps
 	return $_rc
+}
+
+# hosts_stop at exit: with t/test-lib.sh's test_atexit (its EXIT trap runs
+# after INT/TERM/HUP too), else with traps of our own (bench/hosts.sh)
+_hosts_atexit=
+_hosts_traps() {
+	if command -v test_atexit >/dev/null 2>&1; then
+		[ -n "$_hosts_atexit" ] || test_atexit hosts_stop
+		_hosts_atexit=1
+	else
+		trap '_hosts_on_exit' EXIT
+		trap '_hosts_on_signal' INT TERM HUP PIPE
+	fi
 }
 
 hosts_stop() {

@@ -92,4 +92,4 @@ s3_proxy_stop() {
 s3_faults() { grep -c '^fault' "$TRASH/proxy.log" 2>/dev/null || echo 0; }
 
 S3_BUCKETS=${S3_BUCKETS:-data}
-trap 's3_proxy_stop; s3_stop; cleanup_trash' EXIT
+test_atexit 's3_proxy_stop; s3_stop'

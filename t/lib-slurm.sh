@@ -23,8 +23,10 @@
 # own pid files (checking that each pid really runs with this cluster's
 # config), then any slurmstepd, task or srun/sbatch client left that runs with
 # this cluster's SLURM_CONF, and removes STATE_DIR.
-# slurm_start registers it to run at exit and on INT/TERM/HUP/PIPE (a shell
-# runs a trap once its foreground command, e.g. srun, has returned).
+# slurm_start registers it to run at exit: with t/test-lib.sh's test_atexit
+# (whose EXIT trap runs after INT/TERM/HUP too), else with its own traps on
+# EXIT and INT/TERM/HUP/PIPE (a shell runs a trap once its foreground
+# command, e.g. srun, has returned).
 #
 # Settings read by slurm_start:
 #   DSTAGE_SLURM_NODES   number of nodes (default 4)
@@ -50,6 +52,7 @@
 slurm_skip_reason=
 slurm_dir=
 slurm_started=
+_slurm_atexit=
 slurm_lib_dir="${SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}/t/helpers/slurm"
 
 _slurm_say() { printf '# slurm: %s\n' "$*" >&2; }
@@ -409,8 +412,14 @@ slurm_start() {
 	chmod 0755 "$slurm_dir"
 	echo $$ >"$slurm_dir/owner"
 	slurm_started=1
-	trap '_slurm_on_exit' EXIT
-	trap '_slurm_on_signal' INT TERM HUP PIPE
+	if command -v test_atexit >/dev/null 2>&1; then
+		# t/test-lib.sh: its EXIT trap runs slurm_stop, also after INT/TERM
+		[ -n "$_slurm_atexit" ] || test_atexit slurm_stop
+		_slurm_atexit=1
+	else
+		trap '_slurm_on_exit' EXIT
+		trap '_slurm_on_signal' INT TERM HUP PIPE
+	fi
 
 	SLURM_CONF="$slurm_dir/slurm.conf"
 	export SLURM_CONF

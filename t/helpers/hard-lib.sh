@@ -46,9 +46,8 @@ make_hard_src() {
 	ln -s ../seq.txt "$1/docs/sub/link"
 }
 
+# (the ASAN prerequisite of t/test-lib.sh)
 ASAN_DSTAGE=
-if [ -x "$SRCDIR/build-asan/bin/dstage" ] &&
-	! find "$SRCDIR"/common "$SRCDIR"/hdf5 "$SRCDIR"/stage "$SRCDIR"/shuffle -name '*.[ch]' \
-		-newer "$SRCDIR/build-asan/bin/dstage" | grep -q .; then
+if test_have_prereq ASAN; then
 	ASAN_DSTAGE="$SRCDIR/build-asan/bin/dstage"
 fi
