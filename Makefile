@@ -155,8 +155,12 @@ deps-bench:
 
 # --comments: a failing test's diagnostics (t/test-lib.sh prints them as
 # "#   ..." lines after "not ok") reach the log of a non-verbose run, so a
-# failure in CI says why
-PROVE_FLAGS ?= --comments
+# failure in CI says why; --failures: the "not ok" lines themselves;
+# --timer: each script's wall time.  -j: scripts run in parallel where
+# t/testrules.yml allows (independent, no wall-clock bounds), the others
+# alone at the end; TEST_JOBS chosen by measurement (t/README.md).
+TEST_JOBS ?= 2
+PROVE_FLAGS ?= --comments --failures --timer -j$(TEST_JOBS)
 
 test: deps
 	@$(MAKE) --no-print-directory all

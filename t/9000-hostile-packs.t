@@ -15,6 +15,8 @@
 # `make fuzz`) the same runs go through it as well.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/hard-lib.sh"
+# what a name that escapes would make: this script's own (helpers/hard-pack.py)
+export DSTAGE_TEST_PWNED=dstage-pwned.$test_name.$$
 
 CRAFT="$PY $SRCDIR/t/helpers/hard-pack.py"
 
@@ -87,7 +89,7 @@ test_expect_success 'setup: a pack and every crafted variant of it' '
 	"$DSTAGE" verify -q same &&
 	$CRAFT list >mutations && test $(wc -l <mutations) -ge 50 &&
 	mkdir all && $CRAFT all pack all &&
-	rm -rf /tmp/dstage-pwned && touch marker
+	rm -rf "/tmp/$DSTAGE_TEST_PWNED" && touch marker
 '
 
 test_expect_success 'every crafted pack: verify, ls, cat exit 1 with a message, no crash' '
@@ -128,7 +130,7 @@ test_expect_success 'cat never follows a symlink out of the pack' '
 '
 
 test_expect_success 'nothing was written outside the packs' '
-	test ! -e /tmp/dstage-pwned &&
+	test ! -e "/tmp/$DSTAGE_TEST_PWNED" &&
 	find . -newer marker -type f ! -name "*.plain*" ! -name "res.*" ! -name ".out" \
 		! -name "*.asan*" ! -name out ! -name err ! -name new >new && test_cmp /dev/null new
 '

@@ -7,6 +7,8 @@
 # store that passes the full index check.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/hard-lib.sh"
+# what a name that escapes would make: this script's own (helpers/hard-pack.py)
+export DSTAGE_TEST_PWNED=dstage-pwned.$test_name.$$
 
 CRAFT="$PY $SRCDIR/t/helpers/hard-pack.py"
 uid=$(id -u)
@@ -28,7 +30,7 @@ test_expect_success 'setup: a pack and every crafted variant of it' '
 	"$DSTAGE" pack -q -p 3 -z zlib --replicate val src pack &&
 	$CRAFT list >mutations &&
 	mkdir all && $CRAFT all pack all &&
-	rm -rf /tmp/dstage-pwned &&
+	rm -rf "/tmp/$DSTAGE_TEST_PWNED" &&
 	mkdir to && touch marker
 '
 
@@ -66,7 +68,7 @@ test_expect_success 'that overlap: stage exits 1 and says why' '
 '
 
 test_expect_success 'nothing was written outside --to' '
-	test ! -e /tmp/dstage-pwned &&
+	test ! -e "/tmp/$DSTAGE_TEST_PWNED" &&
 	find . -mindepth 1 -newer marker ! -path "./to" ! -path "./to/*" ! -name "out.*" ! -name res \
 		! -name ".out" ! -name new ! -name "asan.*" ! -path "./ov*" ! -name err >new &&
 	test_cmp /dev/null new &&

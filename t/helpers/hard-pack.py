@@ -257,9 +257,14 @@ def rename_file(pk, new):
     return new
 
 
+# the file a name that escapes would make: one per test script (t/9000 and
+# t/9001 may run at the same time), /tmp/dstage-pwned by default
+PWNED = os.environ.get("DSTAGE_TEST_PWNED", "dstage-pwned").encode()
+
+
 @mutation
 def dotdot(pk):
-    return rename_file(pk, b"train/../../../../../../tmp/dstage-pwned")
+    return rename_file(pk, b"train/../../../../../../tmp/" + PWNED)
 
 
 @mutation
@@ -275,7 +280,7 @@ def dotdot_only(pk):
 
 @mutation
 def absolute(pk):
-    return rename_file(pk, b"/tmp/dstage-pwned")
+    return rename_file(pk, b"/tmp/" + PWNED)
 
 
 @mutation
