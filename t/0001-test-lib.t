@@ -134,14 +134,15 @@ test_expect_success 'SIGTERM: the same, exit 143' '
 test_expect_success 'a script that exits before test_done fails, says so, keeps its directory' '
 	case_script early <<-EOF &&
 	test_expect_success "one" "true"
-	echo "\$TRASH" >"$TRASH/early.path"
+	echo "\$TRASH" >"$TRASH/early.path"; echo "\$SHM" >"$TRASH/early.shm"
 	exit 0
 	test_done
 	EOF
 	run_case early && cat early.out &&
 	test "$(cat early.rc)" = 1 &&
 	grep "^# early: the script exited with status 0 after test 1, before test_done" early.out &&
-	test -d "$(cat early.path)" && rm -rf "$(cat early.path)"
+	test -d "$(cat early.path)" && test -d "$(cat early.shm)" &&
+	rm -rf "$(cat early.path)" "$(cat early.shm)"
 '
 
 test_expect_success 'test_bg from inside a test body: killed at the end; test_atexit runs' '

@@ -1,8 +1,10 @@
 # t/lib-s3.sh: a real S3 server for the s3:// tests, sourced after test-lib.sh.
 #
-#   s3_start [BUCKET...]  start s3rver (npm, pinned in the Makefile) on
-#                         127.0.0.1 on a free port, with those buckets; skip
-#                         the whole script with the reason when it cannot
+#   s3_start              start s3rver (npm, pinned in the Makefile) on
+#                         127.0.0.1 on a free port, with the buckets of
+#                         $S3_BUCKETS (default "data"); skip the whole script
+#                         when s3rver is missing (the S3RVER prerequisite),
+#                         fail it when s3rver does not start
 #   s3_stop               stop it (the end of the script does it too)
 # After s3_start: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
 # and AWS_REGION point dstage at it; S3_PORT, S3_DIR; $S3TOOL is the helper.
@@ -28,36 +30,43 @@ s3_stop() {
 
 s3_start() {
 	[ -x "$S3RVER" ] || make -C "$SRCDIR" --no-print-directory npm-s3 >/dev/null 2>&1
-	[ -x "$S3RVER" ] || skip_all "s3rver not installed (make npm-s3 needs npm and the npm registry)"
-	command -v node >/dev/null || skip_all "node not installed"
+	test_require S3RVER
 	[ -x "$S3TOOL" ] || skip_all "$S3TOOL not built"
 	S3_DIR="$TRASH/s3rver"
 	mkdir -p "$S3_DIR"
-	S3_PORT=$(s3_free_port) || skip_all "no free port on 127.0.0.1"
 	set --
 	for b in ${S3_BUCKETS:-data}; do
 		set -- "$@" --configure-bucket "$b"
 	done
-	# its continuation tokens use a cipher OpenSSL 3 keeps in the legacy provider
-	NODE_OPTIONS=--openssl-legacy-provider "$S3RVER" -d "$S3_DIR" -a 127.0.0.1 -p "$S3_PORT" -s --no-vhost-buckets "$@" \
-		>"$TRASH/s3rver.log" 2>&1 &
-	S3_PID=$!
-	test_bg "$S3_PID"
-	export AWS_ENDPOINT_URL="http://127.0.0.1:$S3_PORT"
 	export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
 	export AWS_SHARED_CREDENTIALS_FILE=/nonexistent AWS_CONFIG_FILE=/nonexistent
 	# a proxy of the environment must not stand between us and loopback
 	export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_REGION AWS_ENDPOINT_URL_S3
-	i=0
-	while ! "$S3TOOL" ls "s3://${S3_BUCKETS%% *}" >/dev/null 2>&1; do
-		i=$((i + 1))
-		if [ $i -gt 150 ] || ! kill -0 "$S3_PID" 2>/dev/null; then
-			s3_stop
-			skip_all "s3rver did not start on 127.0.0.1:$S3_PORT ($(tail -n 3 "$TRASH/s3rver.log" | tr '\n' ' '))"
-		fi
-		sleep 0.1
+	# a free port can be taken before s3rver binds it (scripts run in
+	# parallel): three tries on fresh ports, then the script fails
+	for _s3_try in 1 2 3; do
+		S3_PORT=$(s3_free_port) || continue
+		# its continuation tokens use a cipher OpenSSL 3 keeps in the legacy provider
+		NODE_OPTIONS=--openssl-legacy-provider "$S3RVER" -d "$S3_DIR" -a 127.0.0.1 -p "$S3_PORT" -s \
+			--no-vhost-buckets "$@" >"$TRASH/s3rver.log" 2>&1 &
+		S3_PID=$!
+		test_bg "$S3_PID"
+		export AWS_ENDPOINT_URL="http://127.0.0.1:$S3_PORT"
+		i=0
+		while ! "$S3TOOL" ls "s3://${S3_BUCKETS%% *}" >/dev/null 2>&1; do
+			i=$((i + 1))
+			if [ $i -gt 150 ] || ! kill -0 "$S3_PID" 2>/dev/null; then
+				echo "# s3rver did not start on 127.0.0.1:$S3_PORT ($(tail -n 3 "$TRASH/s3rver.log" | tr '\n' ' '))"
+				s3_stop
+				break
+			fi
+			sleep 0.1
+		done
+		[ -n "$S3_PID" ] && return 0
 	done
+	echo "# s3rver did not start in 3 tries"
+	exit 1
 }
 
 # s3_proxy MODE EVERY [MAX]: the fault-injecting proxy (t/helpers/
