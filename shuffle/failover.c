@@ -20,7 +20,7 @@
  * held by a lost node come from the other holder), and e + 1 on is dealt
  * over the survivors.  With no reader seen yet, the new set starts at 0. */
 #include "dsnodeset.h"
-#include "dsstage.h"
+#include "dsmpi.h"
 #include "svc.h"
 
 #include <fcntl.h>
