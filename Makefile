@@ -5,10 +5,12 @@
 # find the preload library next to itself):
 #   build/bin/dstage                 the command (MPI, HDF5, zlib)
 #
-# Folders, each including only the ones below it (t/0001-modules.t checks
-# that the graph has no cycle): common/ (libc only, also in the shim) <
-# s3/ < hdf5/ < mpi/ (the MPI layer) < shuffle/ < stage/ < cli/ (main, the
-# command table, run); io/ is the shim, on common/ alone.
+# Folders, each including only folders below it (tools/modgraph.sh prints
+# the graph; t/0001-modules.t fails on a cycle):
+#   common/ (libc only)  <  io/ (the shim), s3/, mpi/ (the MPI layer)
+#   <  hdf5/ (s3, mpi), shuffle/ (mpi)  <  stage/ (hdf5, s3, mpi, shuffle's
+#   dsserve.h)  <  cli/ (main and its command table, run)
+# mpi/ goes into the dstage executable and the MPI test helpers only.
 #   build/lib/libdstage-preload.so   the shim (libc only: libz is opened at the first zlib file)
 #   build/t/*                        test helpers (t/helpers/*.c)
 

@@ -34,8 +34,11 @@
 /* The dispatcher: the thread level of the command about to run. */
 void ds_mpi_want(int level);
 /* MPI_Init_thread at the declared level (MPI_THREAD_FUNNELED when none was
- * declared) and the check of `provided`.  0, or 1 after every rank said
- * (rank 0) why and left MPI (the caller returns 1). */
+ * declared) and the check of `provided`, agreed by every rank.  0, or 1
+ * after the ranks given too little said so ("this MPI gives
+ * MPI_THREAD_SINGLE, the command needs MPI_THREAD_FUNNELED") and every rank
+ * left MPI (the caller returns 1).  Fault point mpi.thread: that rank sees
+ * MPI_THREAD_SINGLE (tests). */
 int ds_mpi_init(int *argc, char ***argv);
 /* The name of a thread level ("MPI_THREAD_FUNNELED"). */
 const char *ds_mpi_level_name(int level);
