@@ -61,6 +61,8 @@ int ds_cmd_run(int argc, char **argv)
 	so.job = o.job;
 	so.node_per_rank = o.node_per_rank;
 	so.quiet = o.quiet > 0;
+	if (ds_stage_check_opts(&so))
+		return 2;
 	ds_log_init(o.quiet > 0 ? -1 : o.quiet < 0 ? 1 : 0);
 
 	ds__serve_env();

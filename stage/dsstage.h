@@ -24,6 +24,9 @@ void ds_stage_defaults(struct ds_stage_opts *o);
  * run alike.  Returns c, or 0 when c is not one; sets *bad on an invalid
  * value (said: "-R '70000': not a replica count (1..65535)"). */
 int ds_stage_opt(struct ds_stage_opts *o, int c, const char *arg, int *bad);
+/* After the options: a pack and --to given, an s3:// pack well formed.
+ * 0, or 2 (usage) with the reason said. */
+int ds_stage_check_opts(const struct ds_stage_opts *o);
 
 /* The stage-in step on every rank of world (collective): returns 0 when the
  * store of every node is complete, 1 after every rank agreed on a failure

@@ -145,6 +145,11 @@ static int stage_parse(int argc, char **argv, struct ds_stage_opts *o)
 		return 2;
 	}
 	o->pack = argv[optind];
+	return ds_stage_check_opts(o);
+}
+
+int ds_stage_check_opts(const struct ds_stage_opts *o)
+{
 	if (!o->to || !o->pack) {
 		ds_error("need a pack and --to DIR");
 		return 2;

@@ -43,6 +43,12 @@ for o in "--seed x" "--locality 2" "--timeout 0" "--shuffle-buffer 0"; do
 	'
 done
 
+test_expect_success 'a malformed s3:// pack: stage and run say the same, exit 2' '
+	usage_err stage s3://x --to "$SHM" >s &&
+	usage_err run s3://x --to "$SHM" >r &&
+	test_grep "^.s3://x.: " s && test_cmp s r
+'
+
 test_expect_success 'each command refuses the others options (usage, exit 2)' '
 	! "$DSTAGE" stage pack --to "$SHM" --seed 1 2>e && test_grep "usage: dstage stage" e &&
 	! "$DSTAGE" serve --to "$SHM" -R 2 2>e && test_grep "usage: dstage serve" e &&
