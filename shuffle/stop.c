@@ -135,7 +135,7 @@ int ds_cmd_stop(int argc, char **argv)
 		goto out;
 	}
 	char stop[PATH_MAX];
-	snprintf(stop, sizeof(stop), "%s/stop", jobdir);
+	ds_store_path(stop, sizeof(stop), jobdir, DS_STOP_NAME);
 	int fd = open(stop, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		ds_error("'%s': %s", stop, strerror(errno));
