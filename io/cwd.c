@@ -24,7 +24,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#define SHADOW "cwd"
+#define SHADOW DS_CWD_NAME
 
 static pthread_mutex_t cwd_lock = PTHREAD_MUTEX_INITIALIZER;
 

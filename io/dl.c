@@ -32,7 +32,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define DL_DIR "dl"
+#define DL_DIR DS_DL_NAME
 #define DL_MAXDEPTH 8
 
 static _Atomic unsigned tmp_seq;

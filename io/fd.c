@@ -855,7 +855,7 @@ static void *file_mmap(struct ds_file *f, void *addr, size_t len, int prot, int 
 	if (whole >= (64u << 10) && ds__g.store && src >= ds__g.store &&
 	    src + whole <= ds__g.store + ds__g.store_len && ((uintptr_t)src % pg) == 0) {
 		char path[PATH_MAX + 16];
-		snprintf(path, sizeof(path), "%s/store", ds__g.nodedir);
+		ds_store_path(path, sizeof(path), ds__g.nodedir, DS_STORE_NAME);
 		int sfd = DS_REAL(open)(path, O_RDONLY | O_CLOEXEC);
 		if (sfd >= 0) {
 			void *w = DS_REAL(mmap)(m, whole, prot, MAP_PRIVATE | MAP_FIXED, sfd,

@@ -145,12 +145,12 @@ static int tmpl_make(void)
 {
 	char path[PATH_MAX + 16], tmp[PATH_MAX + 48];
 	struct stat st;
-	snprintf(path, sizeof(path), "%s/reserved", ds__g.nodedir);
+	ds_store_path(path, sizeof(path), ds__g.nodedir, DS_RESERVED_NAME);
 	int fd = DS_REAL(open)(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT) {
-		snprintf(tmp, sizeof(tmp), "%s/.reserved.%ld", ds__g.nodedir, (long)getpid());
+		snprintf(tmp, sizeof(tmp), "%s/" DS_RESERVED_TMP "%ld", ds__g.nodedir, (long)getpid());
 		DS_REAL(unlink)(tmp);
-		if (DS_REAL(symlink)("reserved", tmp) == 0 && DS_REAL(rename)(tmp, path) < 0)
+		if (DS_REAL(symlink)(DS_RESERVED_NAME, tmp) == 0 && DS_REAL(rename)(tmp, path) < 0)
 			DS_REAL(unlink)(tmp);
 		fd = DS_REAL(open)(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	}

@@ -91,7 +91,7 @@ static uint32_t find_node(const char *jobdir)
 	char host[256], link[PATH_MAX], target[64];
 	if (gethostname(host, sizeof(host)) == 0) {
 		host[sizeof(host) - 1] = 0;
-		snprintf(link, sizeof(link), "%s/by-host/%s", jobdir, host);
+		snprintf(link, sizeof(link), "%s/" DS_BYHOST_NAME "/%s", jobdir, host);
 		ssize_t n = DS_REAL(readlink)(link, target, sizeof(target) - 1);
 		if (n > 0) {
 			target[n] = 0;
@@ -109,7 +109,7 @@ static void map_store(void)
 	uint64_t want = ds__g.ix.h->store_size;
 	if (want == 0)
 		return;
-	snprintf(path, sizeof(path), "%s/store", ds__g.nodedir);
+	ds_store_path(path, sizeof(path), ds__g.nodedir, DS_STORE_NAME);
 	int fd = DS_REAL(open)(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || DS_REAL(fstat)(fd, &st) < 0 || (uint64_t)st.st_size < want) {
@@ -130,7 +130,7 @@ static void map_store(void)
 static void map_stats(void)
 {
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/%s", ds__g.nodedir, DS_STATS_NAME);
+	ds_store_path(path, sizeof(path), ds__g.nodedir, DS_STATS_NAME);
 	int fd = DS_REAL(open)(path, O_RDWR | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0)
@@ -238,7 +238,7 @@ static void setup(void)
 static void setup_store(void)
 {
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/index", ds__g.nodedir);
+	ds_store_path(path, sizeof(path), ds__g.nodedir, DS_INDEX_NAME);
 	if (!ours_alone(ds__g.jobdir, 1) || !ours_alone(ds__g.nodedir, 1) || !ours_alone(path, 0)) {
 		ds_info("'%s': not a store of this user (owner, mode or type): staying out of the way",
 		        ds__g.nodedir);
