@@ -137,12 +137,12 @@ static int comm_any(const struct comm *c, int failed)
 }
 
 /* Chunks below INT_MAX elements for the MPI calls that take an int count. */
-#define MPI_CHUNK (1u << 30)
+#define COMM_CHUNK (1u << 30)
 
 static void comm_bcast(const struct comm *c, void *buf, size_t len)
 {
-	for (size_t off = 0; c->size > 1 && off < len; off += MPI_CHUNK) {
-		size_t n = len - off < MPI_CHUNK ? len - off : MPI_CHUNK;
+	for (size_t off = 0; c->size > 1 && off < len; off += COMM_CHUNK) {
+		size_t n = len - off < COMM_CHUNK ? len - off : COMM_CHUNK;
 		MPI_Request req;
 		MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
 		comm_wait(&req);
@@ -162,8 +162,8 @@ static void comm_gather_results(const struct comm *c, struct ds__result *res, ui
 		v[3 * i + 2] = res[i].crc | (uint64_t)res[i].codec << 32;
 	}
 	uint64_t *out = c->rank == 0 ? ds_xcalloc(n * 3 + 1, sizeof(*out)) : NULL;
-	for (uint64_t off = 0; off < n * 3; off += MPI_CHUNK / 8) {
-		uint64_t k = n * 3 - off < MPI_CHUNK / 8 ? n * 3 - off : MPI_CHUNK / 8;
+	for (uint64_t off = 0; off < n * 3; off += COMM_CHUNK / 8) {
+		uint64_t k = n * 3 - off < COMM_CHUNK / 8 ? n * 3 - off : COMM_CHUNK / 8;
 		MPI_Request req;
 		MPI_Ireduce(v + off, out ? out + off : NULL, (int)k, MPI_UINT64_T, MPI_BOR, 0,
 		            MPI_COMM_WORLD, &req);
