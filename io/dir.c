@@ -36,7 +36,7 @@ static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
 static void arena_init(void)
 {
 	void *m = DS__REAL(mmap)(NULL, DIR_SLOTS * sizeof(struct ds__dir), PROT_READ | PROT_WRITE,
-	                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)
 		return;
 	arena = arena_bump = m;
@@ -468,8 +468,8 @@ static int at_ours(int dirfd, const char *path)
 }
 
 DS__EXPORT int DS__WRAP(scandir)(const char *path, struct dirent ***list,
-                               int (*filter)(const struct dirent *),
-                               int (*cmp)(const struct dirent **, const struct dirent **))
+                                 int (*filter)(const struct dirent *),
+                                 int (*cmp)(const struct dirent **, const struct dirent **))
 {
 	int handled = 0, n = 0;
 	if (at_ours(AT_FDCWD, path)) {
@@ -483,8 +483,8 @@ DS__EXPORT int DS__WRAP(scandir)(const char *path, struct dirent ***list,
 }
 
 DS__EXPORT int DS__WRAP(scandir64)(const char *path, struct dirent64 ***list,
-                                 int (*filter)(const struct dirent64 *),
-                                 int (*cmp)(const struct dirent64 **, const struct dirent64 **))
+                                   int (*filter)(const struct dirent64 *),
+                                   int (*cmp)(const struct dirent64 **, const struct dirent64 **))
 {
 	int handled = 0, n = 0;
 	if (at_ours(AT_FDCWD, path)) {
@@ -497,8 +497,8 @@ DS__EXPORT int DS__WRAP(scandir64)(const char *path, struct dirent64 ***list,
 }
 
 DS__EXPORT int DS__WRAP(scandirat)(int dirfd, const char *path, struct dirent ***list,
-                                 int (*filter)(const struct dirent *),
-                                 int (*cmp)(const struct dirent **, const struct dirent **))
+                                   int (*filter)(const struct dirent *),
+                                   int (*cmp)(const struct dirent **, const struct dirent **))
 {
 	int handled = 0, n = 0;
 	if (at_ours(dirfd, path)) {
@@ -512,8 +512,8 @@ DS__EXPORT int DS__WRAP(scandirat)(int dirfd, const char *path, struct dirent **
 }
 
 DS__EXPORT int DS__WRAP(scandirat64)(int dirfd, const char *path, struct dirent64 ***list,
-                                   int (*filter)(const struct dirent64 *),
-                                   int (*cmp)(const struct dirent64 **, const struct dirent64 **))
+                                     int (*filter)(const struct dirent64 *),
+                                     int (*cmp)(const struct dirent64 **, const struct dirent64 **))
 {
 	int handled = 0, n = 0;
 	if (at_ours(dirfd, path)) {

@@ -498,13 +498,13 @@ static ssize_t file_readv(struct ds__file *f, const struct iovec *iov, int cnt, 
 }
 
 /* The fd wrappers share one shape: not ours -> libc; ours -> emulate. */
-#define FD_CALL(fd, real_call, ours_expr)                                                  \
+#define FD_CALL(fd, real_call, ours_expr)                                                     \
 	do {                                                                                  \
 		ds__ensure_init();                                                            \
-		struct ds__file *f_ = ds__fd_get(fd);                                          \
-		if (DS__LIKELY(!f_))                                                           \
+		struct ds__file *f_ = ds__fd_get(fd);                                         \
+		if (DS__LIKELY(!f_))                                                          \
 			return real_call;                                                     \
-		struct ds__file *f = f_;                                                       \
+		struct ds__file *f = f_;                                                      \
 		ssize_t r_ = (ours_expr);                                                     \
 		ds__file_put(f_);                                                             \
 		if (r_ < 0) {                                                                 \
@@ -529,13 +529,13 @@ DS__EXPORT ssize_t DS__WRAP(__read_chk)(int fd, void *buf, size_t n, size_t bufl
 DS__EXPORT ssize_t DS__WRAP(pread)(int fd, void *buf, size_t n, off_t off)
 {
 	FD_CALL(fd, DS__REAL(pread)(fd, buf, n, off),
-	           off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
+	        off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
 }
 
 DS__EXPORT ssize_t DS__WRAP(pread64)(int fd, void *buf, size_t n, off64_t off)
 {
 	FD_CALL(fd, DS__REAL(pread64)(fd, buf, n, off),
-	           off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
+	        off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
 }
 
 DS__EXPORT ssize_t DS__WRAP(__pread_chk)(int fd, void *buf, size_t n, off_t off, size_t buflen)
@@ -543,7 +543,7 @@ DS__EXPORT ssize_t DS__WRAP(__pread_chk)(int fd, void *buf, size_t n, off_t off,
 	if (n > buflen)
 		return DS__REAL(__pread_chk)(fd, buf, n, off, buflen);
 	FD_CALL(fd, DS__REAL(__pread_chk)(fd, buf, n, off, buflen),
-	           off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
+	        off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
 }
 
 DS__EXPORT ssize_t DS__WRAP(__pread64_chk)(int fd, void *buf, size_t n, off64_t off, size_t buflen)
@@ -551,7 +551,7 @@ DS__EXPORT ssize_t DS__WRAP(__pread64_chk)(int fd, void *buf, size_t n, off64_t 
 	if (n > buflen)
 		return DS__REAL(__pread64_chk)(fd, buf, n, off, buflen);
 	FD_CALL(fd, DS__REAL(__pread64_chk)(fd, buf, n, off, buflen),
-	           off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
+	        off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
 }
 
 DS__EXPORT ssize_t DS__WRAP(readv)(int fd, const struct iovec *iov, int cnt)
@@ -562,13 +562,13 @@ DS__EXPORT ssize_t DS__WRAP(readv)(int fd, const struct iovec *iov, int cnt)
 DS__EXPORT ssize_t DS__WRAP(preadv)(int fd, const struct iovec *iov, int cnt, off_t off)
 {
 	FD_CALL(fd, DS__REAL(preadv)(fd, iov, cnt, off),
-	           off < 0 ? -EINVAL : file_readv(f, iov, cnt, off));
+	        off < 0 ? -EINVAL : file_readv(f, iov, cnt, off));
 }
 
 DS__EXPORT ssize_t DS__WRAP(preadv64)(int fd, const struct iovec *iov, int cnt, off64_t off)
 {
 	FD_CALL(fd, DS__REAL(preadv64)(fd, iov, cnt, off),
-	           off < 0 ? -EINVAL : file_readv(f, iov, cnt, off));
+	        off < 0 ? -EINVAL : file_readv(f, iov, cnt, off));
 }
 
 /* preadv2: offset -1 means the file offset; the RWF_* hints change nothing
@@ -576,13 +576,14 @@ DS__EXPORT ssize_t DS__WRAP(preadv64)(int fd, const struct iovec *iov, int cnt, 
 DS__EXPORT ssize_t DS__WRAP(preadv2)(int fd, const struct iovec *iov, int cnt, off_t off, int fl)
 {
 	FD_CALL(fd, DS__REAL(preadv2)(fd, iov, cnt, off, fl),
-	           off < -1 ? -EINVAL : file_readv(f, iov, cnt, off));
+	        off < -1 ? -EINVAL : file_readv(f, iov, cnt, off));
 }
 
-DS__EXPORT ssize_t DS__WRAP(preadv64v2)(int fd, const struct iovec *iov, int cnt, off64_t off, int fl)
+DS__EXPORT ssize_t DS__WRAP(preadv64v2)(int fd, const struct iovec *iov, int cnt, off64_t off,
+                                        int fl)
 {
 	FD_CALL(fd, DS__REAL(preadv64v2)(fd, iov, cnt, off, fl),
-	           off < -1 ? -EINVAL : file_readv(f, iov, cnt, off));
+	        off < -1 ? -EINVAL : file_readv(f, iov, cnt, off));
 }
 
 /* ---- seek ----------------------------------------------------------------- */
@@ -670,7 +671,8 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 		uint64_t otok = 0; /* write.c: a writer's descriptor replaced, or copied */
 		int had = DS__UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) &&
 		          oldfd != newfd && ds__out_dup_pre(newfd, &otok);
-		int rc = is_dup3 ? DS__REAL(dup3)(oldfd, newfd, flags) : DS__REAL(dup2)(oldfd, newfd);
+		int rc = is_dup3 ? DS__REAL(dup3)(oldfd, newfd, flags)
+		                 : DS__REAL(dup2)(oldfd, newfd);
 		if (had || DS__UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)))
 			ds__out_dup_post(oldfd, newfd, rc, had, otok);
 		if (rc >= 0 && oldfd != newfd && ds__fd_known(newfd)) {
@@ -859,7 +861,7 @@ static void *file_mmap(struct ds__file *f, void *addr, size_t len, int prot, int
 		int sfd = DS__REAL(open)(path, O_RDONLY | O_CLOEXEC);
 		if (sfd >= 0) {
 			void *w = DS__REAL(mmap)(m, whole, prot, MAP_PRIVATE | MAP_FIXED, sfd,
-			                        src - ds__g.store);
+			                         src - ds__g.store);
 			if (w != MAP_FAILED)
 				done = whole;
 			DS__REAL(close)(sfd);
@@ -1032,7 +1034,7 @@ DS__EXPORT ssize_t DS__WRAP(sendfile64)(int out, int in, off64_t *off, size_t n)
 }
 
 DS__EXPORT ssize_t DS__WRAP(copy_file_range)(int in, off64_t *inoff, int out, off64_t *outoff,
-                                           size_t n, unsigned flags)
+                                             size_t n, unsigned flags)
 {
 	ds__ensure_init();
 	struct ds__file *f = ds__fd_get(in);

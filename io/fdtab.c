@@ -134,8 +134,8 @@ int ds__fd_private_list(unsigned lowfd, unsigned highfd, int *out, int cap)
 int ds__fd_is_reservation(int fd)
 {
 	struct stat st;
-	return DS__REAL(fstat)(fd, &st) == 0 && S_ISLNK(st.st_mode) && st.st_dev == ds__g.tmpl_dev &&
-	       st.st_ino == ds__g.tmpl_ino;
+	return DS__REAL(fstat)(fd, &st) == 0 && S_ISLNK(st.st_mode) &&
+	       st.st_dev == ds__g.tmpl_dev && st.st_ino == ds__g.tmpl_ino;
 }
 
 /* Open (making it when missing) the reservation: NODEDIR/reserved, a symlink
@@ -148,9 +148,11 @@ static int tmpl_make(void)
 	ds_store_path(path, sizeof(path), ds__g.nodedir, DS_RESERVED_NAME);
 	int fd = DS__REAL(open)(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT) {
-		snprintf(tmp, sizeof(tmp), "%s/" DS_RESERVED_TMP "%ld", ds__g.nodedir, (long)getpid());
+		snprintf(tmp, sizeof(tmp), "%s/" DS_RESERVED_TMP "%ld", ds__g.nodedir,
+		         (long)getpid());
 		DS__REAL(unlink)(tmp);
-		if (DS__REAL(symlink)(DS_RESERVED_NAME, tmp) == 0 && DS__REAL(rename)(tmp, path) < 0)
+		if (DS__REAL(symlink)(DS_RESERVED_NAME, tmp) == 0 &&
+		    DS__REAL(rename)(tmp, path) < 0)
 			DS__REAL(unlink)(tmp);
 		fd = DS__REAL(open)(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	}
@@ -213,7 +215,7 @@ void ds__fdtab_init(void)
 	if (n < 1024)
 		n = 1024;
 	void *m = DS__REAL(mmap)(NULL, n * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
-	                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED) {
 		ds_info("cannot reserve the descriptor table: %s", strerror(errno));
 		return;

@@ -40,7 +40,7 @@ DS__EXPORT int DS__WRAP(socketpair)(int dom, int type, int proto, int fds[2])
 	return rc;
 }
 
-#define FRESH_WRAP(ret_call)                                                               \
+#define FRESH_WRAP(ret_call)                                                                  \
 	do {                                                                                  \
 		int fd_ = ret_call;                                                           \
 		return ds__fdtab ? ds__fd_fresh(fd_) : fd_;                                   \

@@ -137,7 +137,7 @@ static void map_stats(void)
 		return;
 	if (DS__REAL(fstat)(fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct ds_stats)) {
 		void *m = DS__REAL(mmap)(NULL, sizeof(struct ds_stats), PROT_READ | PROT_WRITE,
-		                        MAP_SHARED, fd, 0);
+		                         MAP_SHARED, fd, 0);
 		if (m != MAP_FAILED) {
 			struct ds_stats *s = m;
 			/* stage creates it zeroed; the service stamps the magic */

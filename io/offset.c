@@ -72,7 +72,7 @@ static struct region *region(void)
 		void *m = MAP_FAILED;
 		if (fd >= 0 && ftruncate(fd, sizeof(struct region)) == 0)
 			m = DS__REAL(mmap)(NULL, sizeof(struct region), PROT_READ | PROT_WRITE,
-			                  MAP_SHARED, fd, 0);
+			                   MAP_SHARED, fd, 0);
 		if (m == MAP_FAILED) {
 			if (fd >= 0)
 				DS__REAL(close)(fd);

@@ -58,9 +58,9 @@ static int ro(int dirfd, const char *path, enum ro_how how, struct ds__res *r)
 /* outop: what a name in the outputs gets (write.c): 0 libc on the node's
  * file (chmod, utime, xattrs: local metadata), DS_OUT_* a request to the
  * service, DS__OUT_OP_DENY EPERM. */
-#define RO_CALL_OUT(dirfd, path, how, outop, outarg, real_call)                        \
+#define RO_CALL_OUT(dirfd, path, how, outop, outarg, real_call)                         \
 	do {                                                                            \
-		struct ds__res r_;                                                       \
+		struct ds__res r_;                                                      \
 		int rc_ = ro(dirfd, path, how, &r_);                                    \
 		if (rc_ == 1 && r_.out && (outop) != 0)                                 \
 			return ds__out_path_op((outop), &r_, (outarg));                 \
@@ -74,7 +74,7 @@ static int ro(int dirfd, const char *path, enum ro_how how, struct ds__res *r)
 	} while (0)
 #define RO_CALL(dirfd, path, how, real_call)                                            \
 	do {                                                                            \
-		struct ds__res r_;                                                       \
+		struct ds__res r_;                                                      \
 		int rc_ = ro(dirfd, path, how, &r_);                                    \
 		if (rc_ == 1) {                                                         \
 			int d_ = r_.rdirfd;                                             \

@@ -93,7 +93,7 @@ static inline void ds__ensure_init(void)
 }
 
 /* Relaxed counter update in the node's shared stats (no-op without). */
-#define DS__COUNT(field, n)                                                               \
+#define DS__COUNT(field, n)                                                              \
 	do {                                                                             \
 		if (ds__g.stats)                                                         \
 			__atomic_fetch_add(&ds__g.stats->field, (n), __ATOMIC_RELAXED);  \
@@ -140,7 +140,7 @@ struct ds__vent {
 struct ds__res {
 	int ours;             /* 1: id/virt name an entry of ours */
 	int64_t id;           /* entry id (ours, not virtual) */
-	struct ds__vent v;     /* virtual entry when v.kind != DS__V_NONE */
+	struct ds__vent v;    /* virtual entry when v.kind != DS__V_NONE */
 	/* not ours: what to hand to libc instead */
 	int rdirfd;           /* the caller's dirfd, or AT_FDCWD with a rewritten path */
 	const char *rpath;    /* the caller's path or buf */
@@ -212,7 +212,7 @@ struct ds__file {
 	uint16_t kind;         /* enum ds__fkind */
 	uint16_t remote;       /* bytes are not in this node's store */
 	int64_t id;            /* entry id (or -1 for virtual) */
-	struct ds__vent v;      /* virtual entry */
+	struct ds__vent v;     /* virtual entry */
 	_Atomic int flags;     /* status flags as F_GETFL reports them */
 	_Atomic int64_t off;   /* file offset (directories: stream position) */
 	_Atomic int64_t *offp; /* the offset in use: &off, or a cell shared
@@ -224,10 +224,11 @@ struct ds__file {
 	void *own;             /* malloc'd bytes to free at the last close */
 	struct ds_cache_ref *cref; /* epoch cache mapping held */
 	pthread_mutex_t lock;  /* making data available (inflate, fetch) */
-	struct ds__file *next;  /* pool free list */
+	struct ds__file *next; /* pool free list */
 };
 
-extern _Atomic uintptr_t *ds__fdtab; /* [fd]: struct ds__file * | DS__FD_CLOEXEC, or DS__FD_PRIVATE */
+/* [fd]: struct ds__file * | DS__FD_CLOEXEC, or DS__FD_PRIVATE */
+extern _Atomic uintptr_t *ds__fdtab;
 extern unsigned ds__fdtab_len;
 #define DS__FD_CLOEXEC ((uintptr_t)1) /* FD_CLOEXEC as the caller sees it */
 #define DS__FD_PRIVATE ((uintptr_t)2) /* the shim's own descriptor (template, socket) */

@@ -72,9 +72,9 @@ static int at_ours(int dirfd, const char *path, int flags)
  * when the original (dirfd, path) is right for libc, so re-resolve here. */
 #define STAT_PATH(path, st, flags, real_fn)                                             \
 	do {                                                                            \
-		if (DS__LIKELY(!ds__maybe_ours(path)))                                   \
+		if (DS__LIKELY(!ds__maybe_ours(path)))                                  \
 			return real_fn(path, st);                                       \
-		struct ds__res r_;                                                       \
+		struct ds__res r_;                                                      \
 		int rc_ = ds__resolve(AT_FDCWD, path, (flags) ? 0 : DS__RES_FOLLOW, &r_); \
 		if (rc_)                                                                \
 			return ds__fail(-rc_);                                          \
@@ -167,7 +167,8 @@ DS__EXPORT int DS__WRAP(__fxstat64)(int ver, int fd, struct stat64 *st)
 	(void)ver;
 	return fstat_any(fd, (struct stat *)st, 1);
 }
-DS__EXPORT int DS__WRAP(__fxstatat)(int ver, int dirfd, const char *path, struct stat *st, int flags)
+DS__EXPORT int DS__WRAP(__fxstatat)(int ver, int dirfd, const char *path, struct stat *st,
+                                    int flags)
 {
 	(void)ver;
 	return fstatat_any(dirfd, path, st, flags, 0);
@@ -263,10 +264,10 @@ static void fill_statvfs(struct statvfs *s)
 /* Path forms: ours -> filled; else libc with the (maybe rewritten) path. */
 #define FS_PATH(path, buf, real_fn, fill)                                               \
 	do {                                                                            \
-		if (DS__LIKELY(!ds__maybe_ours(path)))                                   \
+		if (DS__LIKELY(!ds__maybe_ours(path)))                                  \
 			return real_fn(path, buf);                                      \
-		struct ds__res r_;                                                       \
-		int rc_ = ds__resolve(AT_FDCWD, path, DS__RES_FOLLOW, &r_);              \
+		struct ds__res r_;                                                      \
+		int rc_ = ds__resolve(AT_FDCWD, path, DS__RES_FOLLOW, &r_);             \
 		if (rc_)                                                                \
 			return ds__fail(-rc_);                                          \
 		if (!r_.ours)                                                           \
@@ -278,7 +279,7 @@ static void fill_statvfs(struct statvfs *s)
 #define FS_FD(fd, buf, real_fn, fill)                                                   \
 	do {                                                                            \
 		ds__ensure_init();                                                      \
-		if (DS__LIKELY(!ds__fd_is_ours(fd)))                                     \
+		if (DS__LIKELY(!ds__fd_is_ours(fd)))                                    \
 			return real_fn(fd, buf);                                        \
 		fill((void *)(buf));                                                    \
 		return 0;                                                               \
@@ -415,7 +416,7 @@ DS__EXPORT ssize_t DS__WRAP(__readlink_chk)(const char *path, char *buf, size_t 
 }
 
 DS__EXPORT ssize_t DS__WRAP(__readlinkat_chk)(int dirfd, const char *path, char *buf, size_t n,
-                                            size_t buflen)
+                                              size_t buflen)
 {
 	if (n > buflen)
 		return DS__REAL(__readlinkat_chk)(dirfd, path, buf, n, buflen);
@@ -425,9 +426,9 @@ DS__EXPORT ssize_t DS__WRAP(__readlinkat_chk)(int dirfd, const char *path, char 
 /* ---- extended attributes: a staged entry has none --------------------------- */
 #define XATTR_PATH(path, follow, list, real_call_orig, real_call_rewritten)             \
 	do {                                                                            \
-		if (DS__LIKELY(!ds__maybe_ours(path)))                                   \
+		if (DS__LIKELY(!ds__maybe_ours(path)))                                  \
 			return real_call_orig;                                          \
-		struct ds__res r_;                                                       \
+		struct ds__res r_;                                                      \
 		int rc_ = ds__resolve(AT_FDCWD, path, (follow) ? DS__RES_FOLLOW : 0, &r_); \
 		if (rc_)                                                                \
 			return ds__fail(-rc_);                                          \

@@ -57,7 +57,7 @@ ssize_t __readlinkat_chk(int dirfd, const char *path, char *buf, size_t n, size_
 char *__realpath_chk(const char *path, char *resolved, size_t resolvedlen);
 char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 
-#define DS__REAL_FUNCS(X)                                                                      \
+#define DS__REAL_FUNCS(X)                                                                     \
 	/* fd.c: opening, reading, descriptors */                                             \
 	X(int, open, (const char *, int, ...))                                                \
 	X(int, open64, (const char *, int, ...))                                              \
@@ -267,7 +267,7 @@ extern struct ds__real ds__real;
 /* Resolve name into *slot (init.c); returns what it stored. */
 void (*ds__real_find(void (**slot)(void), const char *name))(void);
 #define DS__WRAP(name) name
-#define DS__REAL(name)                                                                         \
+#define DS__REAL(name)                                                                        \
 	(__builtin_expect(__atomic_load_n(&ds__real.name, __ATOMIC_RELAXED) != NULL, 1)         \
 	     ? __atomic_load_n(&ds__real.name, __ATOMIC_RELAXED)                                \
 	     : (__typeof__(ds__real.name))ds__real_find((void (**)(void))&ds__real.name, #name))
