@@ -50,7 +50,8 @@ struct ds_resp {
  * service (MAP_SHARED, updated with __atomic_fetch_add, relaxed).  Created
  * zeroed by stage; readers that cannot map it count nothing. */
 #define DS_STATS_MAGIC 0x5354415453445331ull /* "1SDSTATS" */
-#define DS_STATS_VERSION 1u /* of struct ds_stats; a reader checks magic only */
+/* of struct ds_stats; readers check the magic only */
+#define DS_STATS_VERSION 1u
 struct ds_stats {
 	uint64_t magic;
 	uint64_t version;

@@ -101,7 +101,8 @@ static int sink_zeros(struct sink *k, uint64_t n)
 			m = n;
 		if (m > ZEROS)
 			m = ZEROS;
-		if ((rc = ds_pwrite_full(k->fd, ds__zeros, m, (off_t)(k->base + k->off))) && !k->err)
+		if ((rc = ds_pwrite_full(k->fd, ds__zeros, m, (off_t)(k->base + k->off))) &&
+		    !k->err)
 			k->err = rc;
 		k->off += m;
 		n -= m;

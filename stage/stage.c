@@ -909,7 +909,8 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		}
 		if (!rc) {
 			ds_rm_rf(partial); /* left by a killed earlier attempt */
-			rc = check_room(o->to, pl.store_size[nd->node] + DS_STORE_HEADROOM, nd->node);
+			rc = check_room(o->to, pl.store_size[nd->node] + DS_STORE_HEADROOM,
+			                nd->node);
 		}
 		if (!rc && mkdir(partial, 0700) < 0) {
 			rc = -errno;

@@ -300,8 +300,10 @@ static void node_epoch_report(const char *jobdir, const char *name)
 	fclose(f);
 	unsigned long long e, share, moved;
 	double local, overlap, fetch_s;
-	if (sscanf(last, DS_SS_EPOCH "%llu=share=%llu share_bytes=%*u local=%lf fetched=%*u moved_bytes=%llu "
-	                 "overlap_prev=%lf fetch_s=%lf", &e, &share, &local, &moved, &overlap, &fetch_s) != 6)
+	if (sscanf(last,
+	           DS_SS_EPOCH "%llu=share=%llu share_bytes=%*u local=%lf fetched=%*u "
+	                       "moved_bytes=%llu overlap_prev=%lf fetch_s=%lf",
+	           &e, &share, &local, &moved, &overlap, &fetch_s) != 6)
 		return;
 	char a[32];
 	printf("node %s epoch %llu: share %llu samples, %.0f%% local (L=0 expects %.0f%%), moved %s in "

@@ -43,7 +43,8 @@ static void test_names(void)
 		const char *why = NULL, *n = names[i].name;
 		int one = !strchr(n, '/') && strcmp(n, ".") && strcmp(n, "..") && *n;
 		ok(one && (names[i].part || !ds_name_check(n, strlen(n), &why)),
-		   "%s '%s': one safe component%s%s", names[i].macro, n, why ? ": " : "", why ? why : "");
+		   "%s '%s': one safe component%s%s", names[i].macro, n, why ? ": " : "",
+		   why ? why : "");
 	}
 	/* two names alike would make two files one: only the node directories
 	 * (numbers) and these share JOBDIR or NODEDIR */
@@ -51,7 +52,8 @@ static void test_names(void)
 	for (size_t i = 0; i < NNAMES; i++)
 		for (size_t j = i + 1; j < NNAMES; j++)
 			if (!strcmp(names[i].name, names[j].name)) {
-				diag("%s and %s are both '%s'", names[i].macro, names[j].macro, names[i].name);
+				diag("%s and %s are both '%s'", names[i].macro, names[j].macro,
+				     names[i].name);
 				dup = 1;
 			}
 	ok(!dup, "no two names alike");
@@ -66,15 +68,16 @@ static void test_paths(void)
 {
 	char buf[PATH_MAX];
 	ok(ds_store_path(buf, sizeof(buf), "/x/dstage.1.2/0", DS_INDEX_NAME) == 0 &&
-	       !strcmp(buf, "/x/dstage.1.2/0/index"),
+	           !strcmp(buf, "/x/dstage.1.2/0/index"),
 	   "ds_store_path: DIR/NAME ('%s')", buf);
 	ok(ds_store_node_path(buf, sizeof(buf), "/x/j", "3", DS_SERVE_STATUS_NAME) == 0 &&
-	       !strcmp(buf, "/x/j/3/serve.status"),
+	           !strcmp(buf, "/x/j/3/serve.status"),
 	   "ds_store_node_path: JOBDIR/NODE/NAME ('%s')", buf);
-	ok(ds_store_replica_path(buf, sizeof(buf), "/n", 2, 0) == 0 && !strcmp(buf, "/n/replicas.2"),
+	ok(ds_store_replica_path(buf, sizeof(buf), "/n", 2, 0) == 0 &&
+	           !strcmp(buf, "/n/replicas.2"),
 	   "ds_store_replica_path: NODEDIR/replicas.<g> ('%s')", buf);
 	ok(ds_store_replica_path(buf, sizeof(buf), "/n", 12, 1) == 0 &&
-	       !strcmp(buf, "/n/replicas.12.map"),
+	           !strcmp(buf, "/n/replicas.12.map"),
 	   "ds_store_replica_path: NODEDIR/replicas.<g>.map ('%s')", buf);
 
 	/* "/ab/sock" is 8 bytes and a NUL: 9 fits, 8 does not */
@@ -96,8 +99,8 @@ static void test_paths(void)
 	ok(ds_store_path(buf, sizeof(buf), dir, DS_STORE_NAME) == -ENAMETOOLONG,
 	   "ds_store_path: PATH_MAX directory: -ENAMETOOLONG");
 	ok(ds_store_path(buf, 0, "/a", DS_STORE_NAME) == -EINVAL &&
-	       ds_store_path(buf, sizeof(buf), NULL, DS_STORE_NAME) == -EINVAL &&
-	       ds_store_node_path(buf, sizeof(buf), "/a", NULL, DS_STORE_NAME) == -EINVAL,
+	           ds_store_path(buf, sizeof(buf), NULL, DS_STORE_NAME) == -EINVAL &&
+	           ds_store_node_path(buf, sizeof(buf), "/a", NULL, DS_STORE_NAME) == -EINVAL,
 	   "no buffer, no directory, no node: -EINVAL");
 }
 
