@@ -399,6 +399,7 @@ static const char *clean_usage =
  * (refused, naming it).  A clean of another task on this host, or a
  * service that is leaving (dstage stop), is waited for (CLEAN_WAIT s). */
 #define CLEAN_WAIT 30
+#define CLEAN_POLL_US 50000 /* between two tries */
 static int clean_locked(const char *jobdir, const char *to)
 {
 	char who[384];
@@ -410,7 +411,7 @@ static int clean_locked(const char *jobdir, const char *to)
 		if (rc != -EBUSY || !(strstr(who, "dstage clean") || strstr(who, "leaving")) ||
 		    ds_now() > until)
 			break;
-		usleep(50000);
+		usleep(CLEAN_POLL_US);
 	}
 	if (rc) {
 		ds__lock_refusal(jobdir, to, who, rc);
