@@ -1,5 +1,10 @@
 # dstage: a plain Makefile.  `make`, `make test`, `make demo`, `make bench`,
 # `make install PREFIX=... DESTDIR=...`, `make SANITIZE=address,undefined`.
+# `make style`: clang-format (.clang-format, the code as written) on the
+# lines changed since STYLE_BASE (default: where this branch left main, else
+# HEAD: the uncommitted changes), in place; the rest of the tree is left as
+# it is (new files: `git add -N` them first).  `make style-check`: the same
+# as a diff, exit 1 when a changed line is not formatted.
 #
 # Layout of the build tree (mirrors an installed prefix, so `dstage env` can
 # find the preload library next to itself):
@@ -153,7 +158,7 @@ $(S3RVER):
 DEB_BUILD := mpich libmpich-dev libhdf5-mpich-dev hdf5-tools zlib1g-dev pkg-config \
              libcurl4-openssl-dev libexpat1-dev
 DEB_TEST  := python3-h5py python3-pil python3-numpy python3-torch python3-torchvision \
-             clang libclang-rt-14-dev procps psmisc \
+             clang clang-format libclang-rt-14-dev procps psmisc \
              nodejs python3-yaml rsync perl mawk cmake
 DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox awscli s3fs
 DEB_SLURM := slurm-wlm munge
@@ -201,8 +206,16 @@ install: all
 		install -d $(DESTDIR)$(PREFIX)/share/dstage/python/dstage && \
 		install -m 0644 io/python/dstage/*.py $(DESTDIR)$(PREFIX)/share/dstage/python/dstage/; fi
 
+STYLE_BASE ?= $(shell git merge-base HEAD main 2>/dev/null || echo HEAD)
+CLANG_FORMAT_DIFF ?= clang-format-diff
+STYLE_DIFF = git diff -U0 --no-color $(STYLE_BASE) -- '*.c' '*.h' | $(CLANG_FORMAT_DIFF) -p1
 style:
-	clang-format -i $(wildcard */*.c */*.h)
+	$(STYLE_DIFF) -i
+.PHONY: style-check
+style-check:
+	@out=$$($(STYLE_DIFF)) || exit 2; \
+	if [ -n "$$out" ]; then printf '%s\n' "$$out"; \
+		echo "make style-check: the lines above are not formatted as .clang-format says (make style)"; exit 1; fi
 
 # Hardening (t/9NNN).  `make fuzz`: the sanitizer variant of the command
 # into build-asan/ (t/9000 and t/9001 then run their crafted packs through

@@ -121,7 +121,7 @@ static int comm_any(const struct comm *c, int failed)
 }
 
 /* Chunks below INT_MAX elements for the MPI calls that take an int count. */
-#define MPI_CHUNK (1u << 30)
+#define COMM_CHUNK (1u << 30)
 
 static void comm_bcast(const struct comm *c, void *buf, size_t len)
 {
@@ -142,8 +142,8 @@ static void comm_gather_results(const struct comm *c, struct ds__result *res, ui
 		v[3 * i + 2] = res[i].crc | (uint64_t)res[i].codec << 32;
 	}
 	uint64_t *out = c->rank == 0 ? ds_xcalloc(n * 3 + 1, sizeof(*out)) : NULL;
-	for (uint64_t off = 0; off < n * 3; off += MPI_CHUNK / 8) {
-		uint64_t k = n * 3 - off < MPI_CHUNK / 8 ? n * 3 - off : MPI_CHUNK / 8;
+	for (uint64_t off = 0; off < n * 3; off += COMM_CHUNK / 8) {
+		uint64_t k = n * 3 - off < COMM_CHUNK / 8 ? n * 3 - off : COMM_CHUNK / 8;
 		MPI_Request req;
 		MPI_Ireduce(v + off, out ? out + off : NULL, (int)k, MPI_UINT64_T, MPI_BOR, 0,
 		            MPI_COMM_WORLD, &req);

@@ -51,7 +51,7 @@
 #define BATCH_OPS 256
 #define BATCH_BYTES (32u << 20)
 #define READS_INFLIGHT_BYTES (256ull << 20)
-#define STOP_NAME "stop"
+#define STOP_NAME DS_STOP_NAME
 
 static volatile sig_atomic_t got_signal;
 static void on_signal(int sig) { got_signal = sig; }
@@ -641,7 +641,7 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	snprintf(p, sizeof(p), "%s/" STOP_NAME, s->jobdir);
 	unlink(p);
 	if (o->clean) {
-		snprintf(p, sizeof(p), "%s/epoch.conf", s->jobdir);
+		ds_store_path(p, sizeof(p), s->jobdir, DS_EPOCH_CONF_NAME);
 		unlink(p);
 		/* when empty (but for the lock): other nodes' stores stay */
 		if (locked)

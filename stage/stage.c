@@ -576,7 +576,7 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 	const char *part_name = strrchr(part_path, '/') ? strrchr(part_path, '/') + 1 : part_path;
 	uint64_t size = x->m->parts[p].size, src_off = 0;
 	int in = -1, status = x->err;
-	const char *store_name = "store";
+	const char *store_name = DS_STORE_NAME;
 	struct sink s;
 	struct ds__s3src *s3in = NULL;
 	sink_open(&s, x->m, x->L, p, x->store_fd, base, x->inflate, part_name);
@@ -774,14 +774,15 @@ static int write_index(const char *path, const struct ds_manifest *m, const stru
 static int write_stats(const char *nodedir)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/%s", nodedir, DS_STATS_NAME);
+	if (ds_store_path(path, sizeof(path), nodedir, DS_STATS_NAME))
+		return -ENAMETOOLONG;
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	struct ds_stats st;
 	memset(&st, 0, sizeof(st));
 	st.magic = DS_STATS_MAGIC;
-	st.version = 1;
+	st.version = DS_STATS_VERSION;
 	int rc = ds_write_full(fd, &st, sizeof(st));
 	close(fd);
 	return rc;
@@ -896,9 +897,9 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	char *jobdir = ds_store_jobdir(o->to, job);
 	char *nodedir = ds_store_nodedir(o->to, job, nd->node);
 	char *partial = NULL, *store_path = NULL;
-	if (asprintf(&partial, "%s.partial", nodedir) < 0)
+	if (asprintf(&partial, "%s" DS_PARTIAL_SUFFIX, nodedir) < 0)
 		exit(1);
-	store_path = path_join(partial, "store");
+	store_path = path_join(partial, DS_STORE_NAME);
 	x.rank = rank;
 
 	/* node leaders: refuse a second stage, check room, make the directory */
@@ -923,7 +924,8 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		}
 		if (!rc) {
 			ds_rm_rf(partial); /* left by a killed earlier attempt */
-			rc = check_room(o->to, pl.store_size[nd->node] + (64ull << 20), nd->node);
+			rc = check_room(o->to, pl.store_size[nd->node] + DS_STORE_HEADROOM,
+			                nd->node);
 		}
 		if (!rc && mkdir(partial, 0700) < 0) {
 			rc = -errno;
@@ -1002,7 +1004,7 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 
 	/* the index and counters of each node, then everyone renames at once */
 	if (nd->local_rank == 0) {
-		char *ipath = path_join(partial, "index");
+		char *ipath = path_join(partial, DS_INDEX_NAME);
 		rc = write_index(ipath, &m, &L, &pl, nd->node, job, pack_id, o->inflate);
 		free(ipath);
 		if (!rc && (rc = write_stats(partial)))
@@ -1040,8 +1042,8 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	/* a new staging: the node sets of an earlier one (failover) are void */
 	if (nd->local_rank == 0) {
 		char np[PATH_MAX];
-		snprintf(np, sizeof(np), "%s/nodes", jobdir);
-		unlink(np);
+		if (!ds_store_path(np, sizeof(np), jobdir, DS_NODES_NAME))
+			unlink(np);
 	}
 
 	/* summary */
