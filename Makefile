@@ -178,7 +178,7 @@ deps-bench:
 # --timer: each script's wall time.  -j: scripts run in parallel where
 # t/testrules.yml allows (independent, no wall-clock bounds), the others
 # alone at the end; TEST_JOBS chosen by measurement (t/README.md).
-TEST_JOBS ?= 2
+TEST_JOBS ?= 3
 PROVE_FLAGS ?= --comments --failures --timer -j$(TEST_JOBS)
 
 test: deps
