@@ -704,7 +704,7 @@ int ds_cmd_serve(int argc, char **argv)
 	ds_log_init(o.quiet > 0 ? -1 : o.quiet < 0 ? 1 : 0);
 	ds__serve_env();
 	int provided;
-	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+	MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided); /* MULTIPLE: direct.c */
 	if (provided < MPI_THREAD_FUNNELED) {
 		ds_error("this MPI gives thread level %d, the service needs MPI_THREAD_FUNNELED", provided);
 		MPI_Abort(MPI_COMM_WORLD, 1);
