@@ -7,7 +7,7 @@
 # DSTAGE_SERVE_DIRECT=0, the read fetched by the service's main thread, vs
 # DSTAGE_SERVE_DIRECT=1, by its socket thread: shuffle/direct.c).  Every
 # round starts a fresh service per arm, in rotated order; medians over the
-# rounds of each round's median and 99th percentile; the load average is
+# rounds of each round's median, 99th and 10th percentile; the load average is
 # printed with the figures (the box is shared).
 set -eu
 . "$(dirname "$0")/benchlib.sh"
@@ -70,7 +70,7 @@ while [ $r -lt "$ROUNDS" ]; do
 		sleep 0.3
 		load >>"$W/load"
 		for f in r4k r128k; do
-			shim "$JD" 0 "$MNT" "$READER" -L -t $SECS read "$MNT" "$W/$f" | awk '{ print $6, $7 }' >>"$W/$arm.$f"
+			shim "$JD" 0 "$MNT" "$READER" -L -t $SECS read "$MNT" "$W/$f" | awk '{ print $6, $7, $8 }' >>"$W/$arm.$f"
 		done
 		serve_stop
 	done
@@ -80,5 +80,6 @@ col() { awk -v c="$2" '{ print $c * 1e6 }' "$1" | median; }
 ld=$(median <"$W/load")
 for f in r4k r128k; do
 	am=$(col "$W/a.$f" 1) bm=$(col "$W/b.$f" 1) ap=$(col "$W/a.$f" 2) bp=$(col "$W/b.$f" 2)
-	row "remote read ($f), median us: $B vs $A (load $ld)" "$bm us (p99 $bp us)" "$am us (p99 $ap us)" "$(ratio "$bm" "$am")" "-"
+	a10=$(col "$W/a.$f" 3) b10=$(col "$W/b.$f" 3)
+	row "remote read ($f), median us: $B vs $A (load $ld)" "$bm us (p99 $bp, p10 $b10)" "$am us (p99 $ap, p10 $a10)" "$(ratio "$bm" "$am")" "-"
 done
