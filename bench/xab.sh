@@ -87,6 +87,7 @@ while [ $r -lt "$ROUNDS" ]; do
 			done
 			b0=$(efield 0 $((e + 1)) moved_bytes) b1=$(efield 1 $((e + 1)) moved_bytes)
 			t0=$(efield 0 $((e + 1)) fetch_s) t1=$(efield 1 $((e + 1)) fetch_s)
+			[ -z "${XAB_TRACE:-}" ] || echo "$arm e$e n0 t0=$(efield 0 $((e + 1)) t0) t1=$(efield 0 $((e + 1)) t1) n1 t0=$(efield 1 $((e + 1)) t0) t1=$(efield 1 $((e + 1)) t1)" >>"$W/trace"
 			awk -v a="$b0" -v b="$b1" -v s="$t0" -v t="$t1" 'BEGIN { m = s > t ? s : t; if (m < 0.001) m = 0.001; printf "%.0f %.6f %.1f\n", (a + b) / 2, m, (a + b) / 2 / m }' >>"$W/$arm.x"
 			e=$((e + 1))
 		done
