@@ -41,8 +41,12 @@ int ds__direct_start(struct ds__svc *s)
 	int level = 0;
 	MPI_Query_thread(&level);
 	const char *e = getenv("DSTAGE_SERVE_DIRECT");
-	if (level < MPI_THREAD_MULTIPLE || (e && !strcmp(e, "0")))
+	if (level < MPI_THREAD_MULTIPLE || (e && !strcmp(e, "0"))) {
+		ds_info("node %u: remote reads: fetched by the main thread (%s)", s->node,
+		        level < MPI_THREAD_MULTIPLE ? "MPI gives less than MPI_THREAD_MULTIPLE"
+		                                    : "DSTAGE_SERVE_DIRECT=0");
 		return 0;
+	}
 	struct ds__direct *d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
@@ -55,6 +59,7 @@ int ds__direct_start(struct ds__svc *s)
 		return -ENOMEM;
 	}
 	s->direct = d;
+	ds_info("node %u: remote reads: fetched by the socket thread (MPI_THREAD_MULTIPLE)", s->node);
 	return 0;
 }
 
