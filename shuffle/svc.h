@@ -107,7 +107,10 @@ int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp);
  * window into buf; complete it with ds__flush.  0 or -EIO, logged naming
  * the node. */
 int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp);
-/* Complete every get started to the nodes marked in `targets` (cleared). */
+/* Complete every get this thread started (window.c: MPI_Testall over its
+ * MPI_Rget requests, yielding the core after a short spin; with
+ * DSTAGE_SERVE_RGET=0, MPI_Win_flush to the nodes marked in `targets`);
+ * `targets` is cleared. */
 int ds__flush(struct ds__svc *s, uint8_t *targets);
 /* Let MPI make progress for the peers' gets (they need us on shared memory). */
 void ds__progress(struct ds__svc *s);
