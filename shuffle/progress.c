@@ -17,7 +17,11 @@
  *          read).
  *
  * The socket thread also sends a BEGIN to the holder as it hands a reader's
- * read to main (ds__pw_poke): the target wakes while main does.
+ * read to main (ds__pw_poke): the target wakes while main does.  When the
+ * socket thread fetches reads itself (direct.c), it sends its own BEGIN and
+ * END on a second channel (ds__pw_sock): a target polls while either
+ * channel of any peer is begun, so that one thread's END never stops the
+ * polls the other thread's gets still need.
  *
  * A target polls MPI (sched_yield between polls, see serve.c) while any
  * peer is between BEGIN and END, and at most HOLD after that peer's last
