@@ -382,6 +382,7 @@ static void *sock_main(void *arg)
 	}
 	free(pf);
 	free(pc);
+	ds__get_release();
 	return NULL;
 }
 

@@ -107,6 +107,8 @@ int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp);
  * window into buf; complete it with ds__flush.  0 or -EIO, logged naming
  * the node. */
 int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp);
+/* A thread that made gets and is about to end: free its request list. */
+void ds__get_release(void);
 /* Complete every get this thread started (window.c: MPI_Testall over its
  * MPI_Rget requests, yielding the core after a short spin; with
  * DSTAGE_SERVE_RGET=0, MPI_Win_flush to the nodes marked in `targets`);

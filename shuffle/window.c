@@ -241,6 +241,15 @@ static int rget_on(void)
 	return m;
 }
 
+void ds__get_release(void)
+{
+	free(rq);
+	free(rst);
+	rq = NULL;
+	rst = NULL;
+	nrq = caprq = 0;
+}
+
 int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp)
 {
 	if (!len)
