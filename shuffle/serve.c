@@ -4,8 +4,10 @@
  * The main loop does every MPI call of the service:
  *   - a batch of gets: the readers' remote reads first (someone waits for
  *     them), then the next samples of the epoch prefetch, up to a bound;
- *     one MPI_Win_flush per target completes the batch, and the targets
- *     are told to poll MPI meanwhile (progress.c);
+ *     the batch is completed as a whole (window.c: MPI_Testall over its
+ *     MPI_Rget requests), and the targets are told to poll MPI meanwhile
+ *     (progress.c); with MPI_THREAD_MULTIPLE the readers' reads are
+ *     fetched by the socket thread instead (direct.c);
  *   - every AGREE_PERIOD an MPI_Iallreduce of {stop, failed node, busy}:
  *     stop (dstage stop, SIGTERM) and failures are acted upon by every rank
  *     at once, in the same iteration, so all leave together; a rank that
@@ -309,7 +311,7 @@ static int stop_requested(struct ds__svc *s)
 static void mpi_failed(struct ds__svc *s, const char *what, int code)
 {
 	char m[MPI_MAX_ERROR_STRING];
-	ds_error("node %u: %s: %s", s->node, what, ds__mpi_strerror(code, m, sizeof(m)));
+	ds_error("node %u: %s: %s", s->node, what, ds_mpi_strerror(code, m, (int)sizeof(m)));
 }
 
 /* Returns 0 when every rank agreed to stop, 1 when some rank failed, and
