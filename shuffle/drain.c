@@ -137,23 +137,24 @@ void ds__drain_status(struct ds__drain *d, struct ds_buf *b)
 	ds_buf_add(b, line, (size_t)n);
 	/* what a report (and a recovery) after a crash must name: size,
 	 * CRC-32C and name of every output not yet drained */
+	char cs[9];
 	if (d->tmp[0] && d->cur) {
-		n = pfmt(line, sizeof(line), "undrained=%llu %08x %s\n", (unsigned long long)d->cur->size,
-		         d->cur->crc, d->cur->path);
+		n = pfmt(line, sizeof(line), "undrained=%llu %s %s\n", (unsigned long long)d->cur->size,
+		         ds__out_crc_str(d->cur, cs), d->cur->path);
 		ds_buf_add(b, line, (size_t)n);
 	}
 	for (struct dq *q = d->head; q; q = q->next)
 		if (q->kind == A_DRAIN && q->r->dstate == DS_D_QUEUED) {
-			n = pfmt(line, sizeof(line), "undrained=%llu %08x %s\n", (unsigned long long)q->r->size,
-			         q->r->crc, q->r->path);
+			n = pfmt(line, sizeof(line), "undrained=%llu %s %s\n", (unsigned long long)q->r->size,
+			         ds__out_crc_str(q->r, cs), q->r->path);
 			ds_buf_add(b, line, (size_t)n);
 		}
 	for (size_t i = 0; i < d->nfailed_recs; i++) {
 		struct ds__orec *r = d->failed_recs[i];
 		if (r->gone || r->dstate != DS_D_FAILED)
 			continue;
-		n = pfmt(line, sizeof(line), "undrained=%llu %08x %s\n", (unsigned long long)r->size, r->crc,
-		         r->path);
+		n = pfmt(line, sizeof(line), "undrained=%llu %s %s\n", (unsigned long long)r->size,
+		         ds__out_crc_str(r, cs), r->path);
 		ds_buf_add(b, line, (size_t)n);
 	}
 }
@@ -250,9 +251,22 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 {
 	struct ds__orec *r = q->r;
 	uint32_t node = ds__out_node(d->o);
+	/* its sum, taken just after its close (outputs.c: sum_main) */
+	while (!r->summed && !r->gone && r->dstate == DS_D_QUEUED && !d->quit)
+		ds__out_wait_summed(d->o);
 	if (r->dstate != DS_D_QUEUED || r->gone)
 		return; /* replaced or unlinked before its turn */
 	char src[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
+	if (r->sum_err || (!r->summed && d->quit)) {
+		ds_error("node %u: drain: '%s': %s", node, r->path,
+		         r->sum_err ? ds_strerror(r->sum_err) : "the service stopped before its sum");
+		r->dstate = DS_D_FAILED;
+		d->failed++;
+		d->pending_bytes -= r->size;
+		d->failed_recs = ds_xrealloc(d->failed_recs, (d->nfailed_recs + 1) * sizeof(*d->failed_recs));
+		d->failed_recs[d->nfailed_recs++] = r;
+		return;
+	}
 	pfmt(src, sizeof(src), "%s/%s", ds__out_ns(d->o), r->path);
 	int sfd = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (sfd < 0) {

@@ -87,7 +87,8 @@ static const char *kv(const char *text, const char *key, char *buf, size_t len)
 
 /* Copy AREA/ns/NAME to DIR/NAME the drain's way (temporary name, CRC
  * check, mode and mtime, fsync, rename, fsync of the directory). */
-static int recover(const char *area, const char *dir, const char *name, uint64_t size, uint32_t crc)
+static int recover(const char *area, const char *dir, const char *name, uint64_t size, int have_crc,
+                   uint32_t crc)
 {
 	const char *why;
 	char src[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
@@ -128,7 +129,7 @@ static int recover(const char *area, const char *dir, const char *name, uint64_t
 		off += n;
 	}
 	free(buf);
-	if (!rc && c != crc)
+	if (!rc && have_crc && c != crc)
 		rc = -DS_ECHECKSUM;
 	struct timespec ts[2] = {st.st_atim, st.st_mtim};
 	if (!rc && (fchmod(out, st.st_mode & 0777) < 0 || futimens(out, ts) < 0 || fsync(out) < 0))
@@ -276,16 +277,21 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 			if (q != text && q[-1] != '\n')
 				continue;
 			unsigned long long size;
-			unsigned crc;
+			unsigned crc = 0;
 			int off = 0;
-			char name[PATH_MAX];
-			if (sscanf(q + 10, "%llu %x %n", &size, &crc, &off) < 2 || !off)
+			char name[PATH_MAX], cs[9];
+			if (sscanf(q + 10, "%llu %8s %n", &size, cs, &off) < 2 || !off)
+				continue;
+			/* "--------": the service died before it summed the file
+			 * (just after its close): copied without the check */
+			int have_crc = strcmp(cs, "--------") != 0;
+			if (have_crc && sscanf(cs, "%x", &crc) != 1)
 				continue;
 			int nl = (int)strcspn(q + 10 + off, "\n");
 			snprintf(name, sizeof(name), "%.*s", nl, q + 10 + off);
 			any = 1;
 			/* the service is gone, its bytes are here: copy them now */
-			int rc = cleanup ? recover(area, dir, name, size, crc) : -EAGAIN;
+			int rc = cleanup ? recover(area, dir, name, size, have_crc, crc) : -EAGAIN;
 			if (!rc) {
 				ds_warn("node %s: '%s': recovered from the node's output area into '%s' (the "
 				        "service had not drained it)",
