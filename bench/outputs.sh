@@ -51,7 +51,7 @@ for i in 1 2 3 4; do head -c 4096 /dev/urandom >"$WS/src/d/f$i"; done
 "$DSTAGE" pack -q -p 2 "$WS/src" "$WS/pack"
 stage_nodes "$WS/pack" "$ST" "$JOB" 2 -q
 # the service logs each publish's parts at debug level (svc.log)
-DSTAGE_LOG=debug mpiexec.mpich -n 2 "$DSTAGE" serve --to "$ST" --job "$JOB" --node-per-rank -q \
+DSTAGE_LOG=debug mpiexec.mpich -n 2 "$DSTAGE" serve --to "$ST" --job "$JOB" --node-per-rank \
 	--outputs out --drain-to "$WS/drain" --drain-rate 0 >"$W/svc.log" 2>&1 &
 svc=$!
 k=0
@@ -119,12 +119,12 @@ sw=$(col 2 "$W/shim.t") dw=$(col 2 "$W/direct.t") fw=$(col 2 "$W/tmpfs.t")
 sc=$(col 3 "$W/shim.t") dc=$(col 3 "$W/direct.t") fc=$(col 3 "$W/tmpfs.t")
 dr=$(median <"$W/drain.t") c=$(median <"$W/cp.t")
 # the service's own account of each publish (debug lines of outputs.c)
-pub=$(sed -n 's/.*published .* in \([0-9.]*\) s (sum \([0-9.]*\) s, namespace \([0-9.]*\) s).*/\1 \2 \3/p' "$W/svc.log")
+pub=$(sed -n 's/.*published in \([0-9.]*\) s (sum \([0-9.]*\) s, namespace \([0-9.]*\) s).*/\1 \2 \3/p' "$W/svc.log")
 pt=$(echo "$pub" | awk 'NF { print $1 }' | median)
 ps=$(echo "$pub" | awk 'NF { print $2 }' | median)
 pn=$(echo "$pub" | awk 'NF { print $3 }' | median)
 crc=$(grep -c 'summed' "$W/svc.log" || :)
-sums=$(sed -n 's/.*summed .* in \([0-9.]*\) s after its close.*/\1/p' "$W/svc.log" | median)
+sums=$(sed -n 's/.*summed in [0-9.]* s, \([0-9.]*\) s after its close.*/\1/p' "$W/svc.log" | median)
 
 row "torch.save of $mib MiB, training blocked: shim vs /var/tmp + fsync (s)" "$s" "$d" "$(ratio3 "$s" "$d")" "<= 0.3" "#15"
 row "torch.save of $mib MiB, floor: /dev/shm without the shim vs /var/tmp + fsync (s)" "$f" "$d" "$(ratio3 "$f" "$d")" "-"

@@ -415,6 +415,13 @@ static int run_loop(struct ds__svc *s)
 		int did = batch(s, targets, &last_read);
 		if (did)
 			continue;
+		if (ds__out_inflight(s)) {
+			/* a change of the outputs is on its way (a writer's close
+			 * waits for it): poll until it is through */
+			sched_yield();
+			ds__progress(s);
+			continue;
+		}
 		/* Nothing of our own to do: sleep until the socket thread wakes us
 		 * or the next poll for the peers is due.  With wake-ups
 		 * (progress.c), we poll every BUSY_POLL_NS only while a peer has
