@@ -28,17 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* snprintf whose truncation the callers check where it matters (names are
- * bounded by PATH_MAX on the way in) */
-static int pfmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int pfmt(char *buf, size_t n, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int r = vsnprintf(buf, n, fmt, ap);
-	va_end(ap);
-	return r;
-}
+#define pfmt ds__out_pfmt
 
 enum { A_DRAIN = 1, A_RENAME, A_UNLINK };
 #define COPY_CHUNK (8u << 20)

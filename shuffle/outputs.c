@@ -43,8 +43,8 @@
 
 /* snprintf whose truncation the callers check where it matters (names are
  * bounded by PATH_MAX on the way in) */
-static int pfmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int pfmt(char *buf, size_t n, const char *fmt, ...)
+#define pfmt ds__out_pfmt
+int ds__out_pfmt(char *buf, size_t n, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);

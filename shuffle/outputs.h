@@ -32,6 +32,10 @@ struct ds__orec {
 	char *dpath;       /* name in the drain directory once drained */
 };
 
+/* snprintf whose truncation the callers check where it matters (names are
+ * bounded by PATH_MAX on the way in) */
+int ds__out_pfmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* outputs.c, for drain.c (the state's mutex is held where it says so) */
 pthread_mutex_t *ds__out_mutex(struct ds__out *o);
 const char *ds__out_ns(struct ds__out *o);
