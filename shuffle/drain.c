@@ -241,15 +241,11 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 {
 	struct ds__orec *r = q->r;
 	uint32_t node = ds__out_node(d->o);
-	/* its sum, taken just after its close (outputs.c: sum_main) */
-	while (!r->summed && !r->gone && r->dstate == DS_D_QUEUED && !d->quit)
-		ds__out_wait_summed(d->o);
 	if (r->dstate != DS_D_QUEUED || r->gone)
 		return; /* replaced or unlinked before its turn */
 	char src[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
-	if (r->sum_err || (!r->summed && d->quit)) {
-		ds_error("node %u: drain: '%s': %s", node, r->path,
-		         r->sum_err ? ds_strerror(r->sum_err) : "the service stopped before its sum");
+	if (r->sum_err) {
+		ds_error("node %u: drain: '%s': %s", node, r->path, ds_strerror(r->sum_err));
 		r->dstate = DS_D_FAILED;
 		d->failed++;
 		d->pending_bytes -= r->size;
@@ -334,6 +330,12 @@ static void *drain_main(void *arg)
 		if (d->quit)
 			break;
 		struct dq *q = d->head;
+		if (q->kind == A_DRAIN && !q->r->summed && !q->r->gone && q->r->dstate == DS_D_QUEUED) {
+			/* its sum, taken just after its close (outputs.c:
+			 * sum_main); it stays queued (and in the status) */
+			ds__out_wait_summed(d->o);
+			continue;
+		}
 		d->head = q->next;
 		if (!d->head)
 			d->tail = &d->head;
@@ -444,6 +446,12 @@ void ds__drain_free(struct ds__drain *d)
 		return;
 	while (d->head) {
 		struct dq *q = d->head;
+		if (q->kind == A_DRAIN && !q->r->summed && !q->r->gone && q->r->dstate == DS_D_QUEUED) {
+			/* its sum, taken just after its close (outputs.c:
+			 * sum_main); it stays queued (and in the status) */
+			ds__out_wait_summed(d->o);
+			continue;
+		}
 		d->head = q->next;
 		free(q->a);
 		free(q->b);

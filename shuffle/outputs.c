@@ -377,6 +377,22 @@ static int apply(struct ds__out *o, const struct omsg *m)
 			free(r->path);
 			r->path = ds_xstrdup(m->path2);
 		}
+		struct stat st;
+		if (!r && lstat(b, &st) == 0 && S_ISDIR(st.st_mode)) {
+			/* a directory: every output under it has a new name */
+			size_t l = strlen(m->path);
+			for (struct ds__orec *q = o->recs; q; q = q->next) {
+				if (q->gone || strncmp(q->path, m->path, l) || q->path[l] != '/')
+					continue;
+				char np[PATH_MAX];
+				if (pfmt(np, sizeof(np), "%s%s", m->path2, q->path + l) >= (int)sizeof(np))
+					continue; /* longer than a name can be: not in ns either */
+				if (q->holder == me)
+					ds__drain_rename(o->dr, q, np);
+				free(q->path);
+				q->path = ds_xstrdup(np);
+			}
+		}
 		break;
 	}
 	case DS_OUT_UNLINK: {
@@ -433,6 +449,33 @@ static int dir_empty(const char *p)
 	return empty;
 }
 
+/* A directory renamed (b: its new name in ns): what rename(2) refuses, and
+ * a directory with a file being written under it (EBUSY: the writer's
+ * publish names the file by its path).  Applied by every node as one
+ * rename(2) of its directory, in node 0's order: every node shows the
+ * directory under one name or the other, never half moved. */
+static int decide_dir_rename(struct ds__out *o, const struct omsg *m, const char *b)
+{
+	size_t l = strlen(m->path);
+	if (!strncmp(m->path2, m->path, l) && (m->path2[l] == '/' || !m->path2[l]))
+		return m->path2[l] ? -EINVAL : 1; /* into itself; or itself */
+	int rc = parent_dir(o, m->path2);
+	if (rc)
+		return rc;
+	struct stat st;
+	if (lstat(b, &st) == 0) {
+		if (!S_ISDIR(st.st_mode))
+			return -ENOTDIR;
+		if (m->flags & RENAME_NOREPLACE)
+			return -EEXIST;
+		if (dir_empty(b) != 1 || writing_under(o, m->path2))
+			return -ENOTEMPTY;
+	}
+	if (writing_under(o, m->path))
+		return -EBUSY;
+	return 0;
+}
+
 /* Node 0's check of a change against its view: 0 to go on, 1 done without
  * a broadcast, or -errno. */
 static int decide(struct ds__out *o, struct omsg *m)
@@ -479,7 +522,7 @@ static int decide(struct ds__out *o, struct omsg *m)
 		if (ea)
 			return ea;
 		if (S_ISDIR(st.st_mode))
-			return -EXDEV; /* directories: mv copies */
+			return decide_dir_rename(o, m, b);
 		if ((rc = parent_dir(o, m->path2)))
 			return rc;
 		if (lstat(b, &st2) == 0) {
@@ -1364,6 +1407,7 @@ static void *sum_main(void *arg)
 		uint64_t size = r->size;
 		double t0 = ds_now();
 		pthread_mutex_unlock(&o->mu);
+		ds_fault("outputs.sum", (int)o->s->node); /* tests: a slow sum (t/2209) */
 		uint32_t crc = 0;
 		struct stat st;
 		if (!rc && (fstat(fd, &st) < 0 || (uint64_t)st.st_size != size))
@@ -1393,6 +1437,9 @@ static void *sum_main(void *arg)
 			         ds_now() - r->t_closed);
 		pthread_cond_broadcast(&o->summed);
 		ds__wake(o->s->wake_main); /* fetches waiting for it */
+		pthread_mutex_unlock(&o->mu);
+		ds__out_status_write(o); /* its CRC, for a recovery */
+		pthread_mutex_lock(&o->mu);
 	}
 	pthread_mutex_unlock(&o->mu);
 	return NULL;
