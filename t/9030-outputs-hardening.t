@@ -52,6 +52,26 @@ test_expect_success 'rename between the outputs and the dataset: EXDEV, the data
 	test "$(shim_on 1 cat "$MOUNT/val/labels.txt")" = val
 '
 
+test_expect_success 'directory renames never leave the outputs, nor move their root' '
+	shim_on 0 mkdir "$MOUNT/out/dd" && shim_on 0 sh -c "echo d >$MOUNT/out/dd/f" &&
+	cat >rend.py <<-\EOF2 &&
+	import os, sys, errno
+	m = sys.argv[1]
+	for a, b in ((m + "/out/dd", m + "/val/dd"), (m + "/out/dd", m + "/out/../dd"),
+	             (m + "/val", m + "/out/val"), (m + "/out", m + "/out2"),
+	             (m + "/out/dd", m + "/out/dd/../../out2"), (m + "/out/dd", m + "/out/dd/x")):
+	    try:
+	        os.rename(a, b)
+	        print("renamed")
+	    except OSError as e:
+	        print(errno.errorcode[e.errno])
+	EOF2
+	shim_on 0 $PY rend.py "$MOUNT" >out && cat out &&
+	printf "EXDEV\nEXDEV\nEXDEV\nEXDEV\nEXDEV\nEINVAL\n" >want && test_cmp want out &&
+	test "$(shim_on 1 cat "$MOUNT/out/dd/f")" = d && test "$(shim_on 1 cat "$MOUNT/val/labels.txt")" = val &&
+	! test -e "$AREA/dd" && ! test -e "$AREA/../dd"
+'
+
 test_expect_success '".." never leaves the outputs for the node store' '
 	ls -a "$AREA" >before &&
 	! shim_on 0 sh -c "echo x >$MOUNT/out/../val/esc" 2>err && grep -qi "read-only" err &&
