@@ -108,6 +108,7 @@ struct oack {
 	uint64_t seq, rid;
 	uint32_t origin;
 	int left, status;
+	int drain; /* a DRAIN: waits for the drains, not for MPI */
 };
 
 /* a node's acknowledgement of DRAIN, held until its drain has caught up */
@@ -587,6 +588,7 @@ static void request(struct ds__out *o, struct omsg *m)
 	a->seq = m->seq;
 	a->rid = m->rid;
 	a->origin = m->origin;
+	a->drain = m->op == DS_OUT_DRAIN;
 	a->left = (int)o->s->nnodes;
 	a->next = o->acks;
 	o->acks = a;
@@ -1615,10 +1617,16 @@ int ds__out_inflight(struct ds__svc *s)
 	struct ds__out *o = s->out;
 	if (!o)
 		return 0;
-	/* read without the mutex: a stale answer costs one poll or one sleep */
-	return __atomic_load_n(&o->queue, __ATOMIC_RELAXED) || __atomic_load_n(&o->wait, __ATOMIC_RELAXED) ||
-	       __atomic_load_n(&o->acks, __ATOMIC_RELAXED) || __atomic_load_n(&o->sends, __ATOMIC_RELAXED) ||
-	       __atomic_load_n(&o->xfers, __ATOMIC_RELAXED);
+	if (pthread_mutex_trylock(&o->mu))
+		return 1; /* a thread is at work on the state: poll once more */
+	/* not a DRAIN: it waits for the drain (minutes), not for MPI */
+	int busy = o->queue || o->sends || o->xfers;
+	for (struct oreq *q = o->wait; q && !busy; q = q->next)
+		busy = q->m.op != DS_OUT_DRAIN;
+	for (struct oack *a = o->acks; a && !busy; a = a->next)
+		busy = !a->drain;
+	pthread_mutex_unlock(&o->mu);
+	return busy;
 }
 
 int ds__out_stop(struct ds__svc *s)
