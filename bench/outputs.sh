@@ -17,7 +17,10 @@
 #     shim: the publish to every node; the service's log gives its parts).
 #   drain: from the close to `dstage drain --wait` returning (the copy to
 #     --drain-to with CRC check, fsync, rename, fsync of the directory) vs
-#     `cp` of the same file from /dev/shm to /var/tmp followed by `sync FILE`.
+#     `cp` of the same file from /dev/shm to /var/tmp followed by `sync FILE`,
+#     at normal priority and at the drain thread's own (nice 19, best-effort
+#     I/O level 7: the drain yields to training), to tell the mechanism's
+#     cost from the policy's under load.
 # Rotated order (shim direct tmpfs, direct tmpfs shim, ...), ROUNDS rounds,
 # medians; each round waits for the drain before the next measure.  2
 # simulated nodes (--node-per-rank).  Rows go to RESULTS_DIR/rows.tsv, the
@@ -74,7 +77,7 @@ t2 = time.perf_counter()
 print("%.4f %.4f %.4f" % (t2 - t0, t1 - t0, t2 - t1))
 EOF
 
-: >"$W/shim.t"; : >"$W/direct.t"; : >"$W/tmpfs.t"; : >"$W/drain.t"; : >"$W/cp.t"
+: >"$W/shim.t"; : >"$W/direct.t"; : >"$W/tmpfs.t"; : >"$W/drain.t"; : >"$W/cp.t"; : >"$W/cplow.t"
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 r=0
 while [ $r -lt "$ROUNDS" ]; do
@@ -102,6 +105,12 @@ while [ $r -lt "$ROUNDS" ]; do
 			cp "$W/src.pt" "$WS/cp.pt" && sync "$WS/cp.pt"
 			elapsed "$t0" >>"$W/cp.t"
 			echo >>"$W/cp.t"
+			rm -f "$WS/cp.pt"
+			sync
+			t0=$(now)
+			nice -n 19 ionice -c 2 -n 7 sh -c 'cp "$0" "$1" && sync "$1"' "$W/src.pt" "$WS/cp.pt"
+			elapsed "$t0" >>"$W/cplow.t"
+			echo >>"$W/cplow.t"
 			rm -f "$WS/cp.pt" "$W/src.pt"
 			;;
 		tmpfs)
@@ -117,7 +126,7 @@ col() { awk -v c="$1" '{ print $c }' "$2" | median; }
 s=$(col 1 "$W/shim.t") d=$(col 1 "$W/direct.t") f=$(col 1 "$W/tmpfs.t")
 sw=$(col 2 "$W/shim.t") dw=$(col 2 "$W/direct.t") fw=$(col 2 "$W/tmpfs.t")
 sc=$(col 3 "$W/shim.t") dc=$(col 3 "$W/direct.t") fc=$(col 3 "$W/tmpfs.t")
-dr=$(median <"$W/drain.t") c=$(median <"$W/cp.t")
+dr=$(median <"$W/drain.t") c=$(median <"$W/cp.t") cl=$(median <"$W/cplow.t")
 # the service's own account of each publish (debug lines of outputs.c)
 pub=$(sed -n 's/.*published in \([0-9.]*\) s (sum \([0-9.]*\) s, namespace \([0-9.]*\) s).*/\1 \2 \3/p' "$W/svc.log")
 pt=$(echo "$pub" | awk 'NF { print $1 }' | median)
@@ -130,6 +139,7 @@ row "torch.save of $mib MiB, training blocked: shim vs /var/tmp + fsync (s)" "$s
 row "torch.save of $mib MiB, floor: /dev/shm without the shim vs /var/tmp + fsync (s)" "$f" "$d" "$(ratio3 "$f" "$d")" "-"
 row "torch.save of $mib MiB, shim vs /dev/shm without the shim (s)" "$s" "$f" "$(ratio3 "$s" "$f")" "-"
 row "drain of $mib MiB after close vs cp + sync (s)" "$dr" "$c" "$(ratio3 "$dr" "$c")" "-"
+row "drain of $mib MiB after close vs cp + sync at the drain's priority (s)" "$dr" "$cl" "$(ratio3 "$dr" "$cl")" "-"
 note "outputs: bench/outputs.sh: torch.save of a $mib MiB state dict (64 tensors) through the shim to MOUNT/out, to /var/tmp with flush + fsync, and to /dev/shm without the shim (the floor); rotated order, $ROUNDS rounds, medians; 2 simulated nodes; load $load0 at the start, $load1 at the end."
 {
 	echo "# Write-once outputs: torch.save of a $mib MiB state dict ($(date -u '+%Y-%m-%d %H:%M UTC'), $ROUNDS rounds, rotated order, medians)"
@@ -144,11 +154,11 @@ note "outputs: bench/outputs.sh: torch.save of a $mib MiB state dict (64 tensors
 	echo
 	echo "The shim's close as the service counts it (medians of $(echo "$pub" | grep -c . || :) publishes): $pt s, of which summing the bytes $ps s and the namespace round trip (node 0 orders it, every node applies it) $pn s.  CRC-32C taken after the close: $crc files, median $sums s after the close."
 	echo
-	echo "| drain | dstage | cp + sync | ratio |"
-	echo "| --- | --- | --- | --- |"
-	echo "| close to durable on /var/tmp (s) | $dr | $c | $(ratio3 "$dr" "$c") |"
-	echo "| throughput (MiB/s) | $(awk -v m="$mib" -v t="$dr" 'BEGIN { printf "%.0f", m / t }') | $(awk -v m="$mib" -v t="$c" 'BEGIN { printf "%.0f", m / t }') | |"
+	echo "| drain | dstage | cp + sync | ratio | cp + sync, nice 19 + ionice 7 (the drain's priority) | ratio |"
+	echo "| --- | --- | --- | --- | --- | --- |"
+	echo "| close to durable on /var/tmp (s) | $dr | $c | $(ratio3 "$dr" "$c") | $cl | $(ratio3 "$dr" "$cl") |"
+	echo "| throughput (MiB/s) | $(awk -v m="$mib" -v t="$dr" 'BEGIN { printf "%.0f", m / t }') | $(awk -v m="$mib" -v t="$c" 'BEGIN { printf "%.0f", m / t }') | | $(awk -v m="$mib" -v t="$cl" 'BEGIN { printf "%.0f", m / t }') | |"
 	echo
-	echo "raw (total write close, s): shim $(tr '\n' ';' <"$W/shim.t") direct $(tr '\n' ';' <"$W/direct.t") tmpfs $(tr '\n' ';' <"$W/tmpfs.t") drain $(tr '\n' ' ' <"$W/drain.t"); cp $(tr '\n' ' ' <"$W/cp.t")"
+	echo "raw (total write close, s): shim $(tr '\n' ';' <"$W/shim.t") direct $(tr '\n' ';' <"$W/direct.t") tmpfs $(tr '\n' ';' <"$W/tmpfs.t") drain $(tr '\n' ' ' <"$W/drain.t"); cp $(tr '\n' ' ' <"$W/cp.t"); cp at low priority $(tr '\n' ' ' <"$W/cplow.t")"
 } >"$RES/outputs.md"
 cat "$RES/outputs.md"

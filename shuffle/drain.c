@@ -2,7 +2,9 @@
  * file system) by one thread, oldest first, at most --drain-rate bytes/s.
  *
  * Each file goes to DIR/<path>.dstage-drain.<node>.<seq> first; its bytes
- * are summed on the way and must match the CRC-32C taken at close; then
+ * are summed on the way and must match the CRC-32C its holder took just
+ * after the close (outputs.c: sum_main, at the same time: the copy is
+ * renamed into place only once that sum is known and matches); then
  * fsync, the mode and mtime of the output, rename to DIR/<path>, fsync of
  * the directory.  Only then does it count as drained: a file is never
  * reported drained before its bytes are durable, and DIR never holds half
@@ -190,8 +192,11 @@ static void pace(struct ds__drain *d, size_t n)
 	}
 }
 
-/* Copy src to tmp (open, sum, pace, fsync).  0 or -errno. */
-static int copy_out(struct ds__drain *d, int src, const struct ds__orec *r, const char *tmp)
+/* Copy src to tmp (open, sum into *crc_out, pace, fsync).  0 or -errno.
+ * The caller checks the sum against the output's (which may still be on
+ * its way: the copy does not wait for it). */
+static int copy_out(struct ds__drain *d, int src, const struct ds__orec *r, const char *tmp,
+                    uint32_t *crc_out)
 {
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
@@ -226,8 +231,7 @@ static int copy_out(struct ds__drain *d, int src, const struct ds__orec *r, cons
 	}
 	if (map)
 		munmap((void *)map, r->size);
-	if (!rc && crc != r->crc)
-		rc = -DS_ECHECKSUM;
+	*crc_out = crc;
 	struct timespec ts[2] = {{r->mtime_ns / 1000000000ll, r->mtime_ns % 1000000000ll},
 	                         {r->mtime_ns / 1000000000ll, r->mtime_ns % 1000000000ll}};
 	if (!rc && (fchmod(fd, r->mode & 07777) < 0 || futimens(fd, ts) < 0 || fsync(fd) < 0))
@@ -244,15 +248,6 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 	if (r->dstate != DS_D_QUEUED || r->gone)
 		return; /* replaced or unlinked before its turn */
 	char src[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
-	if (r->sum_err) {
-		ds_error("node %u: drain: '%s': %s", node, r->path, ds_strerror(r->sum_err));
-		r->dstate = DS_D_FAILED;
-		d->failed++;
-		d->pending_bytes -= r->size;
-		d->failed_recs = ds_xrealloc(d->failed_recs, (d->nfailed_recs + 1) * sizeof(*d->failed_recs));
-		d->failed_recs[d->nfailed_recs++] = r;
-		return;
-	}
 	pfmt(src, sizeof(src), "%s/%s", ds__out_ns(d->o), r->path);
 	int sfd = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (sfd < 0) {
@@ -270,10 +265,18 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 	pthread_mutex_unlock(mu);
 	ds__out_status_write(d->o);
 	int rc = mkparent(tmp);
+	uint32_t crc = 0;
 	if (!rc)
-		rc = copy_out(d, sfd, r, tmp);
+		rc = copy_out(d, sfd, r, tmp, &crc);
 	close(sfd);
 	pthread_mutex_lock(mu);
+	/* the output's sum, taken just after its close by outputs.c's sum
+	 * thread, at the same time as this copy: the copy is renamed into
+	 * place only if it matches */
+	while (!rc && !r->summed && !r->gone && !d->quit)
+		ds__out_wait_summed(d->o);
+	if (!rc && !r->gone)
+		rc = !r->summed ? -ECANCELED : r->sum_err ? r->sum_err : crc != r->crc ? -DS_ECHECKSUM : 0;
 	if (!rc && !r->gone) {
 		/* the output may have been renamed meanwhile: its name now */
 		pfmt(dst, sizeof(dst), "%s/%s", d->dir, r->path);
@@ -296,6 +299,9 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 		         node, r->path, d->dir);
 		d->cancelled++;
 		r->dstate = DS_D_FAILED;
+		/* listed as not drained in outputs.status: a recovery copies it */
+		d->failed_recs = ds_xrealloc(d->failed_recs, (d->nfailed_recs + 1) * sizeof(*d->failed_recs));
+		d->failed_recs[d->nfailed_recs++] = r;
 	} else if (rc) {
 		ds_error("node %u: drain: '%s' to '%s': %s", node, r->path, d->dir, ds_strerror(rc));
 		d->failed++;
@@ -330,12 +336,6 @@ static void *drain_main(void *arg)
 		if (d->quit)
 			break;
 		struct dq *q = d->head;
-		if (q->kind == A_DRAIN && !q->r->summed && !q->r->gone && q->r->dstate == DS_D_QUEUED) {
-			/* its sum, taken just after its close (outputs.c:
-			 * sum_main); it stays queued (and in the status) */
-			ds__out_wait_summed(d->o);
-			continue;
-		}
 		d->head = q->next;
 		if (!d->head)
 			d->tail = &d->head;
@@ -368,6 +368,7 @@ static void *drain_main(void *arg)
 			d->failed++;
 		}
 		d->done++;
+		ds__out_wake(d->o); /* a drain --wait may be waiting for this one */
 		free(q->a);
 		free(q->b);
 		free(q);
@@ -446,12 +447,6 @@ void ds__drain_free(struct ds__drain *d)
 		return;
 	while (d->head) {
 		struct dq *q = d->head;
-		if (q->kind == A_DRAIN && !q->r->summed && !q->r->gone && q->r->dstate == DS_D_QUEUED) {
-			/* its sum, taken just after its close (outputs.c:
-			 * sum_main); it stays queued (and in the status) */
-			ds__out_wait_summed(d->o);
-			continue;
-		}
 		d->head = q->next;
 		free(q->a);
 		free(q->b);

@@ -1447,6 +1447,8 @@ static void *sum_main(void *arg)
 	return NULL;
 }
 
+void ds__out_wake(struct ds__out *o) { ds__wake(o->s->wake_main); }
+
 void ds__out_wait_summed(struct ds__out *o)
 {
 	struct timespec ts;

@@ -42,6 +42,8 @@ const char *ds__out_ns(struct ds__out *o);
 uint32_t ds__out_node(struct ds__out *o);
 struct ds__orec *ds__out_find(struct ds__out *o, const char *path);
 int ds__out_fetch_locked(struct ds__out *o, const char *path);
+/* wake the service's main loop (it checks the drain waits) */
+void ds__out_wake(struct ds__out *o);
 /* wait (mutex held, at most a tenth of a second) for a sum to end */
 void ds__out_wait_summed(struct ds__out *o);
 /* the CRC-32C of r as outputs.status shows it: 8 hex digits, or "--------"
