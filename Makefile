@@ -1,9 +1,21 @@
 # dstage: a plain Makefile.  `make`, `make test`, `make demo`, `make bench`,
 # `make install PREFIX=... DESTDIR=...`, `make SANITIZE=address,undefined`.
+# `make style`: clang-format (.clang-format, the code as written) on the
+# lines changed since STYLE_BASE (default: where this branch left main, else
+# HEAD: the uncommitted changes), in place; the rest of the tree is left as
+# it is (new files: `git add -N` them first).  `make style-check`: the same
+# as a diff, exit 1 when a changed line is not formatted.
 #
 # Layout of the build tree (mirrors an installed prefix, so `dstage env` can
 # find the preload library next to itself):
 #   build/bin/dstage                 the command (MPI, HDF5, zlib)
+#
+# Folders, each including only folders below it (tools/modgraph.sh prints
+# the graph; t/0001-modules.t fails on a cycle):
+#   common/ (libc only)  <  io/ (the shim), s3/, mpi/ (the MPI layer)
+#   <  hdf5/ (s3, mpi), shuffle/ (mpi)  <  stage/ (hdf5, s3, mpi, shuffle's
+#   dsserve.h)  <  cli/ (main and its command table, run)
+# mpi/ goes into the dstage executable and the MPI test helpers only.
 #   build/lib/libdstage-preload.so   the shim (libc only: libz is opened at the first zlib file)
 #   build/t/*                        test helpers (t/helpers/*.c)
 
@@ -43,6 +55,8 @@ $(shell mkdir -p $(O) && if [ "$$(cat $(SETTINGS) 2>/dev/null)" != "$(SETTINGS_T
 
 COMMON_SRC  := $(wildcard common/*.c)
 HDF5_SRC    := $(wildcard hdf5/*.c)
+MPI_SRC     := $(wildcard mpi/*.c)
+CLI_SRC     := $(wildcard cli/*.c)
 STAGE_SRC   := $(wildcard stage/*.c)
 SHUFFLE_SRC := $(wildcard shuffle/*.c)
 IO_SRC      := $(wildcard io/*.c)
@@ -52,6 +66,8 @@ THELP_SRC   := $(wildcard t/helpers/*.c)
 COMMON_OBJ  := $(COMMON_SRC:%.c=$(O)/%.o)
 COMMON_PIC  := $(COMMON_SRC:%.c=$(O)/pic/%.o)
 HDF5_OBJ    := $(HDF5_SRC:%.c=$(O)/%.o)
+MPI_OBJ     := $(MPI_SRC:%.c=$(O)/%.o)
+CLI_OBJ     := $(CLI_SRC:%.c=$(O)/%.o)
 STAGE_OBJ   := $(STAGE_SRC:%.c=$(O)/%.o)
 SHUFFLE_OBJ := $(SHUFFLE_SRC:%.c=$(O)/%.o)
 IO_OBJ      := $(IO_SRC:%.c=$(O)/pic/%.o)
@@ -61,14 +77,16 @@ DSTAGE   := $(O)/bin/dstage
 PRELOAD  := $(O)/lib/libdstage-preload.so
 LIBCOMMON := $(O)/libdscommon.a
 # Test helpers: t/helpers/NAME.c -> build/t/NAME.  Names starting with mpi-
-# link MPI, h5- link HDF5 and the pack module, the rest libc + common + zlib.
+# link MPI and the MPI layer, h5- link HDF5 and the pack module (and the MPI
+# layer, which pack uses), the rest libc + common + zlib.
 THELP    := $(THELP_SRC:t/helpers/%.c=$(O)/t/%)
 
 all: $(DSTAGE) $(PRELOAD) $(THELP)
 
 # Objects of the MPI side: compiled by mpicc with HDF5's flags.
-$(O)/hdf5/%.o $(O)/stage/%.o $(O)/shuffle/%.o: CCX = $(MPICC)
-$(O)/hdf5/%.o $(O)/stage/%.o $(O)/shuffle/%.o: XFLAGS = $(HDF5_CFLAGS) $(ZLIB_CFLAGS) -Ihdf5 -Istage -Ishuffle -Is3 $(SAN_FLAGS)
+MPI_SIDE := $(O)/hdf5/%.o $(O)/mpi/%.o $(O)/stage/%.o $(O)/shuffle/%.o $(O)/cli/%.o
+$(MPI_SIDE): CCX = $(MPICC)
+$(MPI_SIDE): XFLAGS = $(HDF5_CFLAGS) $(ZLIB_CFLAGS) -Ihdf5 -Impi -Istage -Ishuffle -Icli -Is3 $(SAN_FLAGS)
 $(O)/common/%.o: CCX = $(CC)
 $(O)/common/%.o: XFLAGS = $(SAN_FLAGS)
 $(O)/s3/%.o: CCX = $(CC)
@@ -88,23 +106,24 @@ $(LIBCOMMON): $(COMMON_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(DSTAGE): $(STAGE_OBJ) $(SHUFFLE_OBJ) $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON)
+$(DSTAGE): $(CLI_OBJ) $(STAGE_OBJ) $(SHUFFLE_OBJ) $(MPI_OBJ) $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON)
 	@mkdir -p $(@D)
-	$(MPICC) $(SAN_FLAGS) -o $@ $(STAGE_OBJ) $(SHUFFLE_OBJ) $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) $(CURL_LIBS) $(EXPAT_LIBS) -lpthread -lm
+	$(MPICC) $(SAN_FLAGS) -o $@ $(CLI_OBJ) $(STAGE_OBJ) $(SHUFFLE_OBJ) $(MPI_OBJ) $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) $(CURL_LIBS) $(EXPAT_LIBS) -lpthread -lm
 
 $(PRELOAD): $(IO_OBJ) $(COMMON_PIC)
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-z,defs -Wl,-soname,libdstage-preload.so -o $@ $^ -ldl -lpthread
 
-# MPI helpers carry stage/ucx_close.c like dstage: they run over TCP on the
-# multi-host bed, where MPI_Finalize hangs without it
-$(O)/t/mpi-%: t/helpers/mpi-%.c $(O)/stage/ucx_close.o $(LIBCOMMON) $(SETTINGS)
+# MPI helpers carry the MPI layer like dstage, objects not an archive: they
+# run over TCP on the multi-host bed, where MPI_Finalize hangs without
+# mpi/ucx_close.c, which nothing calls by name
+$(O)/t/mpi-%: t/helpers/mpi-%.c $(MPI_OBJ) $(LIBCOMMON) $(SETTINGS)
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) -It -MMD -MP -o $@ $< $(O)/stage/ucx_close.o $(LIBCOMMON) $(ZLIB_LIBS) -lpthread -lm
+	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) -Impi -It -MMD -MP -o $@ $< $(MPI_OBJ) $(LIBCOMMON) $(ZLIB_LIBS) -lpthread -lm
 
-$(O)/t/h5-%: t/helpers/h5-%.c $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON) $(SETTINGS)
+$(O)/t/h5-%: t/helpers/h5-%.c $(HDF5_OBJ) $(MPI_OBJ) $(S3_OBJ) $(LIBCOMMON) $(SETTINGS)
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) $(HDF5_CFLAGS) -Ihdf5 -Is3 -It -MMD -MP -o $@ $< $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) $(CURL_LIBS) $(EXPAT_LIBS) -lpthread -lm
+	$(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) $(HDF5_CFLAGS) -Ihdf5 -Impi -Is3 -It -MMD -MP -o $@ $< $(HDF5_OBJ) $(MPI_OBJ) $(S3_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) $(CURL_LIBS) $(EXPAT_LIBS) -lpthread -lm
 
 $(O)/t/s3-%: t/helpers/s3-%.c $(S3_OBJ) $(LIBCOMMON) $(SETTINGS)
 	@mkdir -p $(@D)
@@ -139,7 +158,7 @@ $(S3RVER):
 DEB_BUILD := mpich libmpich-dev libhdf5-mpich-dev hdf5-tools zlib1g-dev pkg-config \
              libcurl4-openssl-dev libexpat1-dev
 DEB_TEST  := python3-h5py python3-pil python3-numpy python3-torch python3-torchvision \
-             clang libclang-rt-14-dev procps psmisc \
+             clang clang-format libclang-rt-14-dev procps psmisc \
              nodejs python3-yaml rsync perl mawk cmake
 DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox awscli s3fs
 DEB_SLURM := slurm-wlm munge
@@ -187,8 +206,16 @@ install: all
 		install -d $(DESTDIR)$(PREFIX)/share/dstage/python/dstage && \
 		install -m 0644 io/python/dstage/*.py $(DESTDIR)$(PREFIX)/share/dstage/python/dstage/; fi
 
+STYLE_BASE ?= $(shell git merge-base HEAD main 2>/dev/null || echo HEAD)
+CLANG_FORMAT_DIFF ?= clang-format-diff
+STYLE_DIFF = git diff -U0 --no-color $(STYLE_BASE) -- '*.c' '*.h' | $(CLANG_FORMAT_DIFF) -p1
 style:
-	clang-format -i $(wildcard */*.c */*.h)
+	$(STYLE_DIFF) -i
+.PHONY: style-check
+style-check:
+	@out=$$($(STYLE_DIFF)) || exit 2; \
+	if [ -n "$$out" ]; then printf '%s\n' "$$out"; \
+		echo "make style-check: the lines above are not formatted as .clang-format says (make style)"; exit 1; fi
 
 # Hardening (t/9NNN).  `make fuzz`: the sanitizer variant of the command
 # into build-asan/ (t/9000 and t/9001 then run their crafted packs through

@@ -47,7 +47,7 @@ trap 'exit 1' INT TERM HUP
 D=$SHM/d
 for i in $(seq 1 $H); do hosts_exec $i mkdir -p "$D"; done
 # the Alltoallv peer, with the same MPI_Finalize workaround as dstage
-mpicc.mpich -O2 -Wall -o mpibench "$SRCDIR/bench/mpibench.c" "$SRCDIR/stage/ucx_close.c" || exit 1
+mpicc.mpich -O2 -Wall -o mpibench "$SRCDIR/bench/mpibench.c" "$SRCDIR/mpi/ucx_close.c" || exit 1
 
 # the dataset: 128 KiB files for most of the bytes, 1000 files of 4 KiB, in
 # 16 directories, both sizes in each (every partition holds some of each)

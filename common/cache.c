@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CACHE_DIR "epochs"
+#define CACHE_DIR DS_CACHE_DIR_NAME
 #define CTL_NAME "ctl"
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -104,7 +104,7 @@ int ds_cache_svc_new(const char *nodedir, struct ds_cache_svc **out)
 		goto fail;
 	}
 	char tmp[PATH_MAX], path[PATH_MAX];
-	snprintf(tmp, sizeof(tmp), "%s/" CTL_NAME ".tmp", svc->dir);
+	snprintf(tmp, sizeof(tmp), "%s/" CTL_NAME DS_TMP_SUFFIX, svc->dir);
 	snprintf(path, sizeof(path), "%s/" CTL_NAME, svc->dir);
 	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {

@@ -1,5 +1,6 @@
 /* common.c: logging, memory, sizes, names and I/O helpers (libc only). */
 #include "dscommon.h"
+#include "dsstore.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -441,7 +442,8 @@ int ds_write_full(int fd, const void *buf, size_t len)
 int ds_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
 {
 	char tmp[PATH_MAX + 32];
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
+	if (snprintf(tmp, sizeof(tmp), "%s" DS_TMP_SUFFIX ".%ld", path, (long)getpid()) >=
+	    (int)sizeof(tmp))
 		return -ENAMETOOLONG;
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	if (fd < 0)

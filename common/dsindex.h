@@ -1,7 +1,8 @@
 /* dsindex.h: the node store and its index, the one contract between the MPI
  * side (stage, serve) and the preload shim.  libc only.
  *
- * A node store is a directory DIR/dstage.<uid>.<job>/<node>/ (mode 0700):
+ * A node store is a directory DIR/dstage.<uid>.<job>/<node>/ (mode 0700);
+ * dsstore.h lists every name in it, these are the ones this file is about:
  *
  *   index     this file format: the global index of the whole dataset plus
  *             the placement of every partition (written by stage, mapped
@@ -23,6 +24,8 @@
  * inside the tree are ever packed. */
 #ifndef DSINDEX_H
 #define DSINDEX_H
+
+#include "dsstore.h" /* every name in a node store */
 
 #include <stddef.h>
 #include <stdint.h>

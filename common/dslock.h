@@ -10,9 +10,9 @@
 #ifndef DSLOCK_H
 #define DSLOCK_H
 
-#include <stddef.h>
+#include "dsstore.h" /* DS_LOCK_NAME */
 
-#define DS_LOCK_NAME "lock"
+#include <stddef.h>
 
 /* Take JOBDIR/lock for command `what` ("stage", "serve", "clean", "run")
  * without waiting.  JOBDIR must exist.  Returns 0; -EBUSY when another

@@ -26,11 +26,11 @@
 
 #include "dsepoch.h"
 #include "dsindex.h"
+#include "dsstore.h" /* DS_NODES_NAME */
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define DS_NODES_NAME "nodes"
 #define DS_NODES_MAX_HIST 256
 
 /* A set of node numbers, strictly increasing. */

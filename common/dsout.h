@@ -41,15 +41,12 @@
 #ifndef DSOUT_H
 #define DSOUT_H
 
+#include "dsstore.h" /* DS_OUT_SOCK, DS_OUT_CONF, DS_OUT_STATUS, DS_OUT_NS, DS_OUT_W */
+
 #include <limits.h>
 #include <stdint.h>
 
 #define DS_OUT_MAGIC 0x44534f31u /* "DSO1" */
-#define DS_OUT_SOCK "osock"
-#define DS_OUT_CONF "outputs.conf"
-#define DS_OUT_STATUS "outputs.status"
-#define DS_OUT_NS "ns"
-#define DS_OUT_W "w"
 /* the byte a writer's OFD read lock covers: far past any real file */
 #define DS_OUT_LOCK_OFF ((int64_t)0x7ffffffffffffff0ll)
 /* the drain's temporary names: DIR/<path>.dstage-drain.<node>.<seq> */

@@ -22,11 +22,11 @@
 #ifndef DSPROTO_H
 #define DSPROTO_H
 
+#include "dsstore.h" /* DS_SOCK_NAME, DS_STATS_NAME */
+
 #include <stdint.h>
 
 #define DS_PROTO_MAGIC 0x44535131u /* "DSQ1" */
-#define DS_SOCK_NAME "sock"
-#define DS_STATS_NAME "stats"
 #define DS_MAX_READ (64u << 20) /* largest len of one DS_OP_READ */
 
 enum ds_op { DS_OP_READ = 1, DS_OP_PING = 2, DS_OP_EPOCH = 3 };
@@ -50,6 +50,8 @@ struct ds_resp {
  * service (MAP_SHARED, updated with __atomic_fetch_add, relaxed).  Created
  * zeroed by stage; readers that cannot map it count nothing. */
 #define DS_STATS_MAGIC 0x5354415453445331ull /* "1SDSTATS" */
+/* of struct ds_stats; readers check the magic only */
+#define DS_STATS_VERSION 1u
 struct ds_stats {
 	uint64_t magic;
 	uint64_t version;

@@ -7,7 +7,8 @@
 #ifndef DS_STATUS_H
 #define DS_STATUS_H
 
-#define DS_STATUS_ALL "status.all"
+#include "dsstore.h" /* DS_STATUS_ALL */
+
 #define DS_STATUS_MAGIC "dstage-status-1"
 #define DS_STATUS_FIELDS 13
 

@@ -432,7 +432,7 @@ int ds_epoch_reader_slice(const uint32_t *share, size_t n, uint32_t l, uint32_t 
 }
 
 /* ---- JOBDIR/epoch.conf -------------------------------------------------- */
-#define CFG_NAME "epoch.conf"
+#define CFG_NAME DS_EPOCH_CONF_NAME
 
 /* The shim parses this inside arbitrary programs, which may have called
  * setlocale() with a decimal comma: parse numbers in the C locale. */

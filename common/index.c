@@ -753,7 +753,7 @@ char *ds_store_jobdir(const char *dir, const char *job)
 	/* an explicit job wins; else Slurm's; else "0" */
 	const char *j = job && *job ? job : ds_store_default_job();
 	char *s;
-	if (asprintf(&s, "%s/dstage.%u.%s", dir, (unsigned)geteuid(), j ? j : "0") < 0)
+	if (asprintf(&s, "%s/" DS_JOBDIR_PREFIX "%u.%s", dir, (unsigned)geteuid(), j ? j : "0") < 0)
 		return NULL;
 	/* the job id is one component: a '/' in it ("--job x/../../y") would
 	 * lead stage, serve and clean out of DIR; it becomes '_' */

@@ -205,6 +205,10 @@ const struct ds_nodeset *ds_nodes_for_epoch(const struct ds_nodes_hist *h, uint6
 	return s;
 }
 
+/* JOBDIR/nodes holds at most DS_NODES_MAX_HIST short lines: a file this
+ * large is not one (and is not read into memory). */
+#define NODES_MAX_BYTES (64u << 20)
+
 int ds_nodes_load(const char *jobdir, struct ds_nodes_hist *h)
 {
 	memset(h, 0, sizeof(*h));
@@ -235,7 +239,7 @@ int ds_nodes_load(const char *jobdir, struct ds_nodes_hist *h)
 			break;
 		len += (size_t)r;
 		if (len == cap) {
-			if (cap >= (64u << 20)) {
+			if (cap >= NODES_MAX_BYTES) {
 				close(fd);
 				free(buf);
 				return -DS_ECORRUPT;

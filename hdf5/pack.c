@@ -16,6 +16,7 @@
  * MPI is initialised only when a process manager launched us (PMI in the
  * environment): a plain `dstage pack` on a login node needs no MPI at all. */
 #include "pack_int.h"
+#include "dsmpi.h"
 #include "dss3.h"
 
 #include <mpi.h>
@@ -87,7 +88,7 @@ static int launched_by_mpi(void)
 	return 0;
 }
 
-static void comm_init(struct comm *c, int *argc, char ***argv)
+static int comm_init(struct comm *c, int *argc, char ***argv)
 {
 	int inited = 0;
 	c->mpi = 0;
@@ -95,12 +96,14 @@ static void comm_init(struct comm *c, int *argc, char ***argv)
 	c->size = 1;
 	MPI_Initialized(&inited);
 	if (!inited && !launched_by_mpi())
-		return;
-	if (!inited)
-		MPI_Init(argc, argv);
+		return 0;
+	/* the thread level: cli/main.c's table; 1: said, MPI left */
+	if (!inited && ds_mpi_init(argc, argv))
+		return -1;
 	c->mpi = !inited ? 2 : 1; /* 2: ours to finalize */
 	MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+	return 0;
 }
 
 static void comm_finalize(struct comm *c)
@@ -109,44 +112,21 @@ static void comm_finalize(struct comm *c)
 		MPI_Finalize();
 }
 
-/* Wait for a request without spinning: ranks waiting for rank 0's scan or
- * for a slow partition leave the cores to the ranks doing the work (MPICH
- * busy-polls in blocking calls, and we may share cores). */
-static void comm_wait(MPI_Request *req)
-{
-	struct timespec ts = {0, 200000};
-	for (;;) {
-		int done = 0;
-		MPI_Test(req, &done, MPI_STATUS_IGNORE);
-		if (done)
-			return;
-		nanosleep(&ts, NULL);
-	}
-}
-
-/* Did any rank fail?  Every rank calls this at the same points. */
+/* Did any rank fail?  Every rank calls this at the same points (the MPI
+ * layer's agreement: without MPI, just `failed`). */
 static int comm_any(const struct comm *c, int failed)
 {
-	if (c->size == 1)
-		return failed;
-	int any = 0;
-	MPI_Request req;
-	MPI_Iallreduce(&failed, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD, &req);
-	comm_wait(&req);
-	return any;
+	(void)c;
+	return ds_any_failed(MPI_COMM_WORLD, failed);
 }
 
 /* Chunks below INT_MAX elements for the MPI calls that take an int count. */
-#define MPI_CHUNK (1u << 30)
+#define COMM_CHUNK (1u << 30)
 
 static void comm_bcast(const struct comm *c, void *buf, size_t len)
 {
-	for (size_t off = 0; c->size > 1 && off < len; off += MPI_CHUNK) {
-		size_t n = len - off < MPI_CHUNK ? len - off : MPI_CHUNK;
-		MPI_Request req;
-		MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
-		comm_wait(&req);
-	}
+	(void)c;
+	ds_mpi_bcast(MPI_COMM_WORLD, buf, len, 0);
 }
 
 /* Every file's result to rank 0: each slot was filled by exactly one rank
@@ -162,12 +142,12 @@ static void comm_gather_results(const struct comm *c, struct ds__result *res, ui
 		v[3 * i + 2] = res[i].crc | (uint64_t)res[i].codec << 32;
 	}
 	uint64_t *out = c->rank == 0 ? ds_xcalloc(n * 3 + 1, sizeof(*out)) : NULL;
-	for (uint64_t off = 0; off < n * 3; off += MPI_CHUNK / 8) {
-		uint64_t k = n * 3 - off < MPI_CHUNK / 8 ? n * 3 - off : MPI_CHUNK / 8;
+	for (uint64_t off = 0; off < n * 3; off += COMM_CHUNK / 8) {
+		uint64_t k = n * 3 - off < COMM_CHUNK / 8 ? n * 3 - off : COMM_CHUNK / 8;
 		MPI_Request req;
 		MPI_Ireduce(v + off, out ? out + off : NULL, (int)k, MPI_UINT64_T, MPI_BOR, 0,
 		            MPI_COMM_WORLD, &req);
-		comm_wait(&req);
+		ds_mpi_wait(&req); /* without spinning */
 	}
 	for (uint64_t i = 0; out && i < n; i++) {
 		res[i].offset = out[3 * i];
@@ -679,7 +659,8 @@ int ds_cmd_pack(int argc, char **argv)
 	struct job j;
 	memset(&j, 0, sizeof(j));
 	j.srcfd = -1;
-	comm_init(&j.c, &argc, &argv);
+	if (comm_init(&j.c, &argc, &argv))
+		return 1;
 	int rc = parse_args(&j.c, argc, argv, &j.o);
 	if (rc) {
 		free(j.o.exclude);

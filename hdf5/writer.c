@@ -28,7 +28,6 @@
 #define CHUNK (4u << 20)    /* unit of reads and writes; files up to this size
                                are compressed in one call */
 #define ZEROS DS__ZEROS
-#define zeros ds__zeros
 
 /* ---- the sink: where stored bytes go ------------------------------------ */
 struct sink {
@@ -102,7 +101,8 @@ static int sink_zeros(struct sink *k, uint64_t n)
 			m = n;
 		if (m > ZEROS)
 			m = ZEROS;
-		if ((rc = ds_pwrite_full(k->fd, zeros, m, (off_t)(k->base + k->off))) && !k->err)
+		if ((rc = ds_pwrite_full(k->fd, ds__zeros, m, (off_t)(k->base + k->off))) &&
+		    !k->err)
 			k->err = rc;
 		k->off += m;
 		n -= m;
@@ -230,7 +230,7 @@ static int zero_span(uint64_t n, const struct feed *f, uint32_t *crc)
 {
 	for (uint64_t left = n; left;) {
 		size_t m = left < ZEROS ? (size_t)left : ZEROS;
-		*crc = ds_crc32c(*crc, zeros, m);
+		*crc = ds_crc32c(*crc, ds__zeros, m);
 		left -= m;
 	}
 	return f->zeros(f->ctx, n);
@@ -391,7 +391,7 @@ static int stream_zeros(void *ctx, uint64_t n)
 {
 	while (n) {
 		size_t m = n < ZEROS ? (size_t)n : ZEROS;
-		int rc = deflate_into(ctx, zeros, m, Z_NO_FLUSH);
+		int rc = deflate_into(ctx, ds__zeros, m, Z_NO_FLUSH);
 		if (rc)
 			return rc;
 		n -= m;
@@ -613,7 +613,7 @@ static int part_skeleton(struct wpart *w, const char *path, struct layout *l)
 static int all_zero(const char *p, size_t n)
 {
 	for (size_t i = 0; i < n; i += ZEROS)
-		if (memcmp(p + i, zeros, n - i < ZEROS ? n - i : ZEROS))
+		if (memcmp(p + i, ds__zeros, n - i < ZEROS ? n - i : ZEROS))
 			return 0;
 	return 1;
 }

@@ -24,7 +24,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#define SHADOW "cwd"
+#define SHADOW DS_CWD_NAME
 
 static pthread_mutex_t cwd_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -41,11 +41,11 @@ static int enter(int64_t id)
 	ds__busy++; /* mkdir and stat of the shadow: libc's, not ours */
 	int rc = ds_mkdir_p(shadow, 0700);
 	snprintf(shadow + n, sizeof(shadow) - n, "/%lld", (long long)id);
-	if (rc == 0 && DS_REAL(mkdir)(shadow, 0500) < 0 && errno != EEXIST)
+	if (rc == 0 && DS__REAL(mkdir)(shadow, 0500) < 0 && errno != EEXIST)
 		rc = -errno;
-	if (rc == 0 && DS_REAL(chdir)(shadow) < 0)
+	if (rc == 0 && DS__REAL(chdir)(shadow) < 0)
 		rc = -errno;
-	if (rc && DS_REAL(chdir)("/") == 0)
+	if (rc && DS__REAL(chdir)("/") == 0)
 		rc = 0; /* no shadow (read-only store?): cwd "/", no inheritance */
 	ds__busy--;
 	if (rc == 0)
@@ -65,7 +65,7 @@ void ds__cwd_inherit(void)
 {
 	char real[PATH_MAX], prefix[PATH_MAX + 8];
 	int n = snprintf(prefix, sizeof(prefix), "%s/" SHADOW, ds__g.jobdir);
-	if (!DS_REAL(getcwd)(real, sizeof(real)) || strncmp(real, prefix, n) ||
+	if (!DS__REAL(getcwd)(real, sizeof(real)) || strncmp(real, prefix, n) ||
 	    (real[n] != '/' && real[n] != 0))
 		return;
 	uint64_t id;
@@ -75,33 +75,33 @@ void ds__cwd_inherit(void)
 	atomic_store(&ds__cwd, (int64_t)id);
 }
 
-static int chdir_res(const struct ds_res *r)
+static int chdir_res(const struct ds__res *r)
 {
 	struct stat st;
 	ds__stat_res(r, &st);
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
-	if (r->v.kind != DS_V_NONE)
+	if (r->v.kind != DS__V_NONE)
 		return -ENOTSUP; /* the virtual tree is for open, not for living in */
 	if (ds__perm(&st, X_OK))
 		return -EACCES;
 	return enter(r->id);
 }
 
-DS_EXPORT int DS_WRAP(chdir)(const char *path)
+DS__EXPORT int DS__WRAP(chdir)(const char *path)
 {
-	if (DS_LIKELY(!ds__maybe_ours(path))) {
-		int rc = DS_REAL(chdir)(path);
+	if (DS__LIKELY(!ds__maybe_ours(path))) {
+		int rc = DS__REAL(chdir)(path);
 		if (rc == 0)
 			leave();
 		return rc;
 	}
-	struct ds_res r;
-	int rc = ds__resolve(AT_FDCWD, path, DS_RES_FOLLOW, &r);
+	struct ds__res r;
+	int rc = ds__resolve(AT_FDCWD, path, DS__RES_FOLLOW, &r);
 	if (rc)
 		return ds__fail(-rc);
 	if (!r.ours) {
-		rc = DS_REAL(chdir)(r.rpath);
+		rc = DS__REAL(chdir)(r.rpath);
 		if (rc == 0)
 			leave();
 		if (rc == 0 && r.out)
@@ -112,19 +112,19 @@ DS_EXPORT int DS_WRAP(chdir)(const char *path)
 	return rc ? ds__fail(-rc) : 0;
 }
 
-DS_EXPORT int DS_WRAP(fchdir)(int fd)
+DS__EXPORT int DS__WRAP(fchdir)(int fd)
 {
 	ds__ensure_init();
-	struct ds_file *f = ds__fd_get(fd);
-	if (DS_LIKELY(!f)) {
-		int rc = DS_REAL(fchdir)(fd);
+	struct ds__file *f = ds__fd_get(fd);
+	if (DS__LIKELY(!f)) {
+		int rc = DS__REAL(fchdir)(fd);
 		if (rc == 0)
 			leave();
 		if (rc == 0 && ds__out_dirfd(fd))
 			ds__out_chdir();
 		return rc;
 	}
-	struct ds_res r;
+	struct ds__res r;
 	r.ours = 1;
 	r.id = f->id;
 	r.v = f->v;
@@ -166,26 +166,26 @@ static char *cwd_name(char *buf, size_t size)
 	return buf;
 }
 
-DS_EXPORT char *DS_WRAP(getcwd)(char *buf, size_t size)
+DS__EXPORT char *DS__WRAP(getcwd)(char *buf, size_t size)
 {
 	ds__ensure_init();
-	if (DS_LIKELY(atomic_load_explicit(&ds__cwd, memory_order_relaxed) < 0))
-		return DS_REAL(getcwd)(buf, size);
+	if (DS__LIKELY(atomic_load_explicit(&ds__cwd, memory_order_relaxed) < 0))
+		return DS__REAL(getcwd)(buf, size);
 	return cwd_name(buf, size);
 }
 
-DS_EXPORT char *DS_WRAP(__getcwd_chk)(char *buf, size_t size, size_t buflen)
+DS__EXPORT char *DS__WRAP(__getcwd_chk)(char *buf, size_t size, size_t buflen)
 {
 	if (size > buflen)
-		return DS_REAL(__getcwd_chk)(buf, size, buflen);
-	return DS_WRAP(getcwd)(buf, size);
+		return DS__REAL(__getcwd_chk)(buf, size, buflen);
+	return DS__WRAP(getcwd)(buf, size);
 }
 
-DS_EXPORT char *DS_WRAP(get_current_dir_name)(void)
+DS__EXPORT char *DS__WRAP(get_current_dir_name)(void)
 {
 	ds__ensure_init();
-	if (DS_LIKELY(atomic_load_explicit(&ds__cwd, memory_order_relaxed) < 0))
-		return DS_REAL(get_current_dir_name)();
+	if (DS__LIKELY(atomic_load_explicit(&ds__cwd, memory_order_relaxed) < 0))
+		return DS__REAL(get_current_dir_name)();
 	return cwd_name(NULL, 0);
 }
 
@@ -194,23 +194,23 @@ DS_EXPORT char *DS_WRAP(get_current_dir_name)(void)
  * whole function is done here for paths of ours. */
 static char *real_path(const char *path, char *resolved, int *handled)
 {
-	struct ds_res r;
+	struct ds__res r;
 	*handled = 0;
 	if (!path) {
 		errno = EINVAL;
 		*handled = 1;
 		return NULL;
 	}
-	if (DS_LIKELY(!ds__maybe_ours(path)))
+	if (DS__LIKELY(!ds__maybe_ours(path)))
 		return NULL;
 	*handled = 1;
-	int rc = ds__resolve(AT_FDCWD, path, DS_RES_FOLLOW, &r);
+	int rc = ds__resolve(AT_FDCWD, path, DS__RES_FOLLOW, &r);
 	if (rc) {
 		errno = -rc;
 		return NULL;
 	}
 	if (!r.ours) {
-		char *p = DS_REAL(realpath)(r.rpath, resolved);
+		char *p = DS__REAL(realpath)(r.rpath, resolved);
 		return p;
 	}
 	char abs[PATH_MAX];
@@ -228,25 +228,25 @@ static char *real_path(const char *path, char *resolved, int *handled)
 	return resolved;
 }
 
-DS_EXPORT char *DS_WRAP(realpath)(const char *path, char *resolved)
+DS__EXPORT char *DS__WRAP(realpath)(const char *path, char *resolved)
 {
 	int handled;
 	char *p = real_path(path, resolved, &handled);
-	return handled ? p : DS_REAL(realpath)(path, resolved);
+	return handled ? p : DS__REAL(realpath)(path, resolved);
 }
 
-DS_EXPORT char *DS_WRAP(__realpath_chk)(const char *path, char *resolved, size_t len)
+DS__EXPORT char *DS__WRAP(__realpath_chk)(const char *path, char *resolved, size_t len)
 {
 	if (len < PATH_MAX)
-		return DS_REAL(__realpath_chk)(path, resolved, len);
+		return DS__REAL(__realpath_chk)(path, resolved, len);
 	int handled;
 	char *p = real_path(path, resolved, &handled);
-	return handled ? p : DS_REAL(__realpath_chk)(path, resolved, len);
+	return handled ? p : DS__REAL(__realpath_chk)(path, resolved, len);
 }
 
-DS_EXPORT char *DS_WRAP(canonicalize_file_name)(const char *path)
+DS__EXPORT char *DS__WRAP(canonicalize_file_name)(const char *path)
 {
 	int handled;
 	char *p = real_path(path, NULL, &handled);
-	return handled ? p : DS_REAL(canonicalize_file_name)(path);
+	return handled ? p : DS__REAL(canonicalize_file_name)(path);
 }

@@ -20,23 +20,23 @@ _Static_assert(sizeof(struct dirent) == sizeof(struct dirent64) &&
 #define DIR_MAGIC 0x44534452u /* "DSDR" */
 #define DIR_SLOTS 65536u      /* staged directory streams open at once */
 
-struct ds_dir {
+struct ds__dir {
 	uint32_t magic;
 	int fd;              /* the stream's staged descriptor (owned) */
 	pthread_mutex_t lock;
 	long pos;            /* 0 ".", 1 "..", 2 + i: child i */
 	struct dirent64 ent; /* what readdir returns (per stream, like glibc) */
-	struct ds_dir *next; /* free list */
+	struct ds__dir *next; /* free list */
 };
 
-static struct ds_dir *arena, *arena_end, *arena_bump, *dir_free;
+static struct ds__dir *arena, *arena_end, *arena_bump, *dir_free;
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
 
 static void arena_init(void)
 {
-	void *m = DS_REAL(mmap)(NULL, DIR_SLOTS * sizeof(struct ds_dir), PROT_READ | PROT_WRITE,
-	                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	void *m = DS__REAL(mmap)(NULL, DIR_SLOTS * sizeof(struct ds__dir), PROT_READ | PROT_WRITE,
+	                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)
 		return;
 	arena = arena_bump = m;
@@ -45,17 +45,17 @@ static void arena_init(void)
 
 static inline int dir_ours(const DIR *d)
 {
-	const struct ds_dir *p = (const struct ds_dir *)d;
+	const struct ds__dir *p = (const struct ds__dir *)d;
 	return p >= arena && p < arena_end;
 }
 
-static struct ds_dir *dir_alloc(void)
+static struct ds__dir *dir_alloc(void)
 {
 	pthread_once(&arena_once, arena_init);
 	if (!arena)
 		return NULL;
 	pthread_mutex_lock(&arena_lock);
-	struct ds_dir *d = dir_free;
+	struct ds__dir *d = dir_free;
 	if (d)
 		dir_free = d->next;
 	else if (arena_bump < arena_end)
@@ -64,7 +64,7 @@ static struct ds_dir *dir_alloc(void)
 	return d;
 }
 
-static void dir_release(struct ds_dir *d)
+static void dir_release(struct ds__dir *d)
 {
 	d->magic = 0;
 	pthread_mutex_destroy(&d->lock);
@@ -77,15 +77,15 @@ static void dir_release(struct ds_dir *d)
 void ds__dir_atfork_child(void)
 {
 	pthread_mutex_init(&arena_lock, NULL);
-	for (struct ds_dir *d = arena; d && d < arena_bump; d++)
+	for (struct ds__dir *d = arena; d && d < arena_bump; d++)
 		if (d->magic == DIR_MAGIC)
 			pthread_mutex_init(&d->lock, NULL);
 }
 
 /* ---- listing -------------------------------------------------------------- */
-size_t ds__dir_count(const struct ds_file *f)
+size_t ds__dir_count(const struct ds__file *f)
 {
-	if (f->kind == DS_F_VDIR)
+	if (f->kind == DS__F_VDIR)
 		return ds__virt_count(&f->v);
 	/* the mount root lists the outputs directory too (write.c) */
 	return ds__g.ix.e[f->id].stored + (f->id == 0 && ds__out_root_entry(NULL, NULL, NULL));
@@ -96,11 +96,11 @@ static unsigned char dtype(mode_t m)
 	return S_ISDIR(m) ? DT_DIR : S_ISLNK(m) ? DT_LNK : S_ISREG(m) ? DT_REG : DT_UNKNOWN;
 }
 
-int ds__dir_child(const struct ds_file *f, size_t i, const char **name, size_t *nlen,
+int ds__dir_child(const struct ds__file *f, size_t i, const char **name, size_t *nlen,
                   uint64_t *ino, unsigned char *type, char *tmp, size_t tmplen)
 {
-	if (f->kind == DS_F_VDIR) {
-		struct ds_vent c;
+	if (f->kind == DS__F_VDIR) {
+		struct ds__vent c;
 		if (ds__virt_child(&f->v, i, tmp, tmplen, &c))
 			return -ENOENT;
 		struct stat st;
@@ -137,13 +137,13 @@ int ds__dir_child(const struct ds_file *f, size_t i, const char **name, size_t *
 
 /* d_ino of "..": the parent's st_ino; above the mount root, the real
  * directory's (asked once). */
-static uint64_t dotdot_ino(const struct ds_file *f)
+static uint64_t dotdot_ino(const struct ds__file *f)
 {
 	static _Atomic uint64_t above;
-	if (f->kind == DS_F_VDIR) {
+	if (f->kind == DS__F_VDIR) {
 		struct stat st;
-		struct ds_vent p = f->v;
-		if (p.kind == DS_V_ROOT)
+		struct ds__vent p = f->v;
+		if (p.kind == DS__V_ROOT)
 			return DS_INO(0);
 		p.kind--; /* the enum is ordered by depth */
 		ds__virt_stat(&p, &st);
@@ -161,7 +161,7 @@ static uint64_t dotdot_ino(const struct ds_file *f)
 			sl[1] = 0;
 		else
 			*sl = 0;
-		v = DS_REAL(stat)(parent, &st) == 0 ? st.st_ino : 2;
+		v = DS__REAL(stat)(parent, &st) == 0 ? st.st_ino : 2;
 		atomic_store(&above, v);
 	}
 	return v;
@@ -169,7 +169,7 @@ static uint64_t dotdot_ino(const struct ds_file *f)
 
 /* Fill ent with the entry at d->pos and advance; 0 at the end, -EIO for a
  * damaged entry (the position stays: every later call says the same). */
-static int dir_next(struct ds_dir *d, struct ds_file *f, struct dirent64 *ent)
+static int dir_next(struct ds__dir *d, struct ds__file *f, struct dirent64 *ent)
 {
 	char tmp[NAME_MAX + 1];
 	const char *name;
@@ -207,7 +207,7 @@ static int dir_next(struct ds_dir *d, struct ds_file *f, struct dirent64 *ent)
 /* A stream over staged descriptor fd (taken over on success). */
 static DIR *stream_on(int fd)
 {
-	struct ds_file *f = ds__fd_get(fd);
+	struct ds__file *f = ds__fd_get(fd);
 	if (!f) {
 		errno = EBADF;
 		return NULL;
@@ -218,11 +218,11 @@ static DIR *stream_on(int fd)
 		errno = EBADF;
 		return NULL;
 	}
-	if (kind != DS_F_DIR && kind != DS_F_VDIR) {
+	if (kind != DS__F_DIR && kind != DS__F_VDIR) {
 		errno = ENOTDIR;
 		return NULL;
 	}
-	struct ds_dir *d = dir_alloc();
+	struct ds__dir *d = dir_alloc();
 	if (!d) {
 		errno = EMFILE;
 		return NULL;
@@ -234,18 +234,18 @@ static DIR *stream_on(int fd)
 	return (DIR *)d;
 }
 
-DS_EXPORT DIR *DS_WRAP(opendir)(const char *path)
+DS__EXPORT DIR *DS__WRAP(opendir)(const char *path)
 {
-	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return DS_REAL(opendir)(path);
-	struct ds_res r;
-	int rc = ds__resolve(AT_FDCWD, path, DS_RES_FOLLOW, &r);
+	if (DS__LIKELY(!ds__maybe_ours(path)))
+		return DS__REAL(opendir)(path);
+	struct ds__res r;
+	int rc = ds__resolve(AT_FDCWD, path, DS__RES_FOLLOW, &r);
 	if (rc) {
 		errno = -rc;
 		return NULL;
 	}
 	if (!r.ours)
-		return DS_REAL(opendir)(r.rpath);
+		return DS__REAL(opendir)(r.rpath);
 	int fd = ds__open_res(&r, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (fd < 0) {
 		errno = -fd;
@@ -260,19 +260,19 @@ DS_EXPORT DIR *DS_WRAP(opendir)(const char *path)
 	return d;
 }
 
-DS_EXPORT DIR *DS_WRAP(fdopendir)(int fd)
+DS__EXPORT DIR *DS__WRAP(fdopendir)(int fd)
 {
 	ds__ensure_init();
-	if (DS_LIKELY(!ds__fd_is_ours(fd)))
-		return DS_REAL(fdopendir)(fd);
+	if (DS__LIKELY(!ds__fd_is_ours(fd)))
+		return DS__REAL(fdopendir)(fd);
 	return stream_on(fd);
 }
 
 /* ---- reading ---------------------------------------------------------------- */
 static struct dirent64 *read_one(DIR *dir)
 {
-	struct ds_dir *d = (struct ds_dir *)dir;
-	struct ds_file *f = ds__fd_get(d->fd);
+	struct ds__dir *d = (struct ds__dir *)dir;
+	struct ds__file *f = ds__fd_get(d->fd);
 	if (!f) {
 		errno = EBADF;
 		return NULL;
@@ -288,24 +288,24 @@ static struct dirent64 *read_one(DIR *dir)
 	return got ? &d->ent : NULL; /* end of stream: errno untouched */
 }
 
-DS_EXPORT struct dirent *DS_WRAP(readdir)(DIR *d)
+DS__EXPORT struct dirent *DS__WRAP(readdir)(DIR *d)
 {
-	if (DS_LIKELY(!dir_ours(d)))
-		return DS_REAL(readdir)(d);
+	if (DS__LIKELY(!dir_ours(d)))
+		return DS__REAL(readdir)(d);
 	return (struct dirent *)read_one(d);
 }
 
-DS_EXPORT struct dirent64 *DS_WRAP(readdir64)(DIR *d)
+DS__EXPORT struct dirent64 *DS__WRAP(readdir64)(DIR *d)
 {
-	if (DS_LIKELY(!dir_ours(d)))
-		return DS_REAL(readdir64)(d);
+	if (DS__LIKELY(!dir_ours(d)))
+		return DS__REAL(readdir64)(d);
 	return read_one(d);
 }
 
 static int read_r(DIR *dir, struct dirent64 *ent, struct dirent64 **res)
 {
-	struct ds_dir *d = (struct ds_dir *)dir;
-	struct ds_file *f = ds__fd_get(d->fd);
+	struct ds__dir *d = (struct ds__dir *)dir;
+	struct ds__file *f = ds__fd_get(d->fd);
 	if (!f)
 		return EBADF;
 	pthread_mutex_lock(&d->lock);
@@ -316,25 +316,25 @@ static int read_r(DIR *dir, struct dirent64 *ent, struct dirent64 **res)
 	return got < 0 ? -got : 0;
 }
 
-DS_EXPORT int DS_WRAP(readdir_r)(DIR *d, struct dirent *ent, struct dirent **res)
+DS__EXPORT int DS__WRAP(readdir_r)(DIR *d, struct dirent *ent, struct dirent **res)
 {
-	if (DS_LIKELY(!dir_ours(d)))
-		return DS_REAL(readdir_r)(d, ent, res);
+	if (DS__LIKELY(!dir_ours(d)))
+		return DS__REAL(readdir_r)(d, ent, res);
 	return read_r(d, (struct dirent64 *)ent, (struct dirent64 **)res);
 }
 
-DS_EXPORT int DS_WRAP(readdir64_r)(DIR *d, struct dirent64 *ent, struct dirent64 **res)
+DS__EXPORT int DS__WRAP(readdir64_r)(DIR *d, struct dirent64 *ent, struct dirent64 **res)
 {
-	if (DS_LIKELY(!dir_ours(d)))
-		return DS_REAL(readdir64_r)(d, ent, res);
+	if (DS__LIKELY(!dir_ours(d)))
+		return DS__REAL(readdir64_r)(d, ent, res);
 	return read_r(d, ent, res);
 }
 
-DS_EXPORT int DS_WRAP(closedir)(DIR *dir)
+DS__EXPORT int DS__WRAP(closedir)(DIR *dir)
 {
-	if (DS_LIKELY(!dir_ours(dir)))
-		return DS_REAL(closedir)(dir);
-	struct ds_dir *d = (struct ds_dir *)dir;
+	if (DS__LIKELY(!dir_ours(dir)))
+		return DS__REAL(closedir)(dir);
+	struct ds__dir *d = (struct ds__dir *)dir;
 	if (d->magic != DIR_MAGIC)
 		return ds__fail(EBADF);
 	int fd = d->fd;
@@ -343,46 +343,46 @@ DS_EXPORT int DS_WRAP(closedir)(DIR *dir)
 	return 0;
 }
 
-DS_EXPORT void DS_WRAP(rewinddir)(DIR *dir)
+DS__EXPORT void DS__WRAP(rewinddir)(DIR *dir)
 {
-	if (DS_LIKELY(!dir_ours(dir))) {
-		DS_REAL(rewinddir)(dir);
+	if (DS__LIKELY(!dir_ours(dir))) {
+		DS__REAL(rewinddir)(dir);
 		return;
 	}
-	struct ds_dir *d = (struct ds_dir *)dir;
+	struct ds__dir *d = (struct ds__dir *)dir;
 	pthread_mutex_lock(&d->lock);
 	d->pos = 0;
 	pthread_mutex_unlock(&d->lock);
 }
 
-DS_EXPORT void DS_WRAP(seekdir)(DIR *dir, long pos)
+DS__EXPORT void DS__WRAP(seekdir)(DIR *dir, long pos)
 {
-	if (DS_LIKELY(!dir_ours(dir))) {
-		DS_REAL(seekdir)(dir, pos);
+	if (DS__LIKELY(!dir_ours(dir))) {
+		DS__REAL(seekdir)(dir, pos);
 		return;
 	}
-	struct ds_dir *d = (struct ds_dir *)dir;
+	struct ds__dir *d = (struct ds__dir *)dir;
 	pthread_mutex_lock(&d->lock);
 	d->pos = pos < 0 ? 0 : pos;
 	pthread_mutex_unlock(&d->lock);
 }
 
-DS_EXPORT long DS_WRAP(telldir)(DIR *dir)
+DS__EXPORT long DS__WRAP(telldir)(DIR *dir)
 {
-	if (DS_LIKELY(!dir_ours(dir)))
-		return DS_REAL(telldir)(dir);
-	struct ds_dir *d = (struct ds_dir *)dir;
+	if (DS__LIKELY(!dir_ours(dir)))
+		return DS__REAL(telldir)(dir);
+	struct ds__dir *d = (struct ds__dir *)dir;
 	pthread_mutex_lock(&d->lock);
 	long p = d->pos;
 	pthread_mutex_unlock(&d->lock);
 	return p;
 }
 
-DS_EXPORT int DS_WRAP(dirfd)(DIR *dir)
+DS__EXPORT int DS__WRAP(dirfd)(DIR *dir)
 {
-	if (DS_LIKELY(!dir_ours(dir)))
-		return DS_REAL(dirfd)(dir);
-	return ((struct ds_dir *)dir)->fd;
+	if (DS__LIKELY(!dir_ours(dir)))
+		return DS__REAL(dirfd)(dir);
+	return ((struct ds__dir *)dir)->fd;
 }
 
 /* ---- scandir: glibc's calls its internal opendir, so it is done here ---------- */
@@ -434,9 +434,9 @@ fail:
 static int scandir_at(int dirfd, const char *path, struct dirent64 ***list, filter_fn filter,
                       cmp_fn cmp, int *handled)
 {
-	struct ds_res r;
+	struct ds__res r;
 	*handled = 1;
-	int rc = ds__resolve(dirfd, path, DS_RES_FOLLOW, &r);
+	int rc = ds__resolve(dirfd, path, DS__RES_FOLLOW, &r);
 	if (rc)
 		return ds__fail(-rc);
 	if (!r.ours) {
@@ -454,7 +454,7 @@ static int scandir_at(int dirfd, const char *path, struct dirent64 ***list, filt
 	}
 	int n = scan(d, list, filter, cmp);
 	int e = errno;
-	DS_WRAP(closedir)(d);
+	DS__WRAP(closedir)(d);
 	errno = e;
 	return n;
 }
@@ -467,62 +467,62 @@ static int at_ours(int dirfd, const char *path)
 	return ds__maybe_ours(path);
 }
 
-DS_EXPORT int DS_WRAP(scandir)(const char *path, struct dirent ***list,
-                               int (*filter)(const struct dirent *),
-                               int (*cmp)(const struct dirent **, const struct dirent **))
-{
-	int handled = 0, n = 0;
-	if (at_ours(AT_FDCWD, path)) {
-		struct ds_res r;
-		n = scandir_at(AT_FDCWD, path, (struct dirent64 ***)list, (filter_fn)filter,
-		               (cmp_fn)cmp, &handled);
-		if (!handled && ds__resolve(AT_FDCWD, path, DS_RES_FOLLOW, &r) == 0 && !r.ours)
-			return DS_REAL(scandir)(r.rpath, list, filter, cmp);
-	}
-	return handled ? n : DS_REAL(scandir)(path, list, filter, cmp);
-}
-
-DS_EXPORT int DS_WRAP(scandir64)(const char *path, struct dirent64 ***list,
-                                 int (*filter)(const struct dirent64 *),
-                                 int (*cmp)(const struct dirent64 **, const struct dirent64 **))
-{
-	int handled = 0, n = 0;
-	if (at_ours(AT_FDCWD, path)) {
-		struct ds_res r;
-		n = scandir_at(AT_FDCWD, path, list, filter, cmp, &handled);
-		if (!handled && ds__resolve(AT_FDCWD, path, DS_RES_FOLLOW, &r) == 0 && !r.ours)
-			return DS_REAL(scandir64)(r.rpath, list, filter, cmp);
-	}
-	return handled ? n : DS_REAL(scandir64)(path, list, filter, cmp);
-}
-
-DS_EXPORT int DS_WRAP(scandirat)(int dirfd, const char *path, struct dirent ***list,
+DS__EXPORT int DS__WRAP(scandir)(const char *path, struct dirent ***list,
                                  int (*filter)(const struct dirent *),
                                  int (*cmp)(const struct dirent **, const struct dirent **))
 {
 	int handled = 0, n = 0;
-	if (at_ours(dirfd, path)) {
-		struct ds_res r;
-		n = scandir_at(dirfd, path, (struct dirent64 ***)list, (filter_fn)filter,
+	if (at_ours(AT_FDCWD, path)) {
+		struct ds__res r;
+		n = scandir_at(AT_FDCWD, path, (struct dirent64 ***)list, (filter_fn)filter,
 		               (cmp_fn)cmp, &handled);
-		if (!handled && ds__resolve(dirfd, path, DS_RES_FOLLOW, &r) == 0 && !r.ours)
-			return DS_REAL(scandirat)(r.rdirfd, r.rpath, list, filter, cmp);
+		if (!handled && ds__resolve(AT_FDCWD, path, DS__RES_FOLLOW, &r) == 0 && !r.ours)
+			return DS__REAL(scandir)(r.rpath, list, filter, cmp);
 	}
-	return handled ? n : DS_REAL(scandirat)(dirfd, path, list, filter, cmp);
+	return handled ? n : DS__REAL(scandir)(path, list, filter, cmp);
 }
 
-DS_EXPORT int DS_WRAP(scandirat64)(int dirfd, const char *path, struct dirent64 ***list,
+DS__EXPORT int DS__WRAP(scandir64)(const char *path, struct dirent64 ***list,
                                    int (*filter)(const struct dirent64 *),
                                    int (*cmp)(const struct dirent64 **, const struct dirent64 **))
 {
 	int handled = 0, n = 0;
-	if (at_ours(dirfd, path)) {
-		struct ds_res r;
-		n = scandir_at(dirfd, path, list, filter, cmp, &handled);
-		if (!handled && ds__resolve(dirfd, path, DS_RES_FOLLOW, &r) == 0 && !r.ours)
-			return DS_REAL(scandirat64)(r.rdirfd, r.rpath, list, filter, cmp);
+	if (at_ours(AT_FDCWD, path)) {
+		struct ds__res r;
+		n = scandir_at(AT_FDCWD, path, list, filter, cmp, &handled);
+		if (!handled && ds__resolve(AT_FDCWD, path, DS__RES_FOLLOW, &r) == 0 && !r.ours)
+			return DS__REAL(scandir64)(r.rpath, list, filter, cmp);
 	}
-	return handled ? n : DS_REAL(scandirat64)(dirfd, path, list, filter, cmp);
+	return handled ? n : DS__REAL(scandir64)(path, list, filter, cmp);
+}
+
+DS__EXPORT int DS__WRAP(scandirat)(int dirfd, const char *path, struct dirent ***list,
+                                   int (*filter)(const struct dirent *),
+                                   int (*cmp)(const struct dirent **, const struct dirent **))
+{
+	int handled = 0, n = 0;
+	if (at_ours(dirfd, path)) {
+		struct ds__res r;
+		n = scandir_at(dirfd, path, (struct dirent64 ***)list, (filter_fn)filter,
+		               (cmp_fn)cmp, &handled);
+		if (!handled && ds__resolve(dirfd, path, DS__RES_FOLLOW, &r) == 0 && !r.ours)
+			return DS__REAL(scandirat)(r.rdirfd, r.rpath, list, filter, cmp);
+	}
+	return handled ? n : DS__REAL(scandirat)(dirfd, path, list, filter, cmp);
+}
+
+DS__EXPORT int DS__WRAP(scandirat64)(int dirfd, const char *path, struct dirent64 ***list,
+                                     int (*filter)(const struct dirent64 *),
+                                     int (*cmp)(const struct dirent64 **, const struct dirent64 **))
+{
+	int handled = 0, n = 0;
+	if (at_ours(dirfd, path)) {
+		struct ds__res r;
+		n = scandir_at(dirfd, path, list, filter, cmp, &handled);
+		if (!handled && ds__resolve(dirfd, path, DS__RES_FOLLOW, &r) == 0 && !r.ours)
+			return DS__REAL(scandirat64)(r.rdirfd, r.rpath, list, filter, cmp);
+	}
+	return handled ? n : DS__REAL(scandirat64)(dirfd, path, list, filter, cmp);
 }
 
 /* ---- getdents64 ------------------------------------------------------------ */
@@ -530,23 +530,23 @@ DS_EXPORT int DS_WRAP(scandirat64)(int dirfd, const char *path, struct dirent64 
  * syscall(SYS_getdents64): Go-style and hand-rolled directory readers): the
  * same records readdir gives, the position in the descriptor's offset,
  * shared by its dups as the kernel's is, so lseek(fd, 0, SEEK_SET) rewinds. */
-DS_EXPORT ssize_t DS_WRAP(getdents64)(int fd, void *buf, size_t n)
+DS__EXPORT ssize_t DS__WRAP(getdents64)(int fd, void *buf, size_t n)
 {
 	ds__ensure_init();
-	struct ds_file *f = ds__fd_get(fd);
-	if (DS_LIKELY(!f))
-		return DS_REAL(getdents64) ? DS_REAL(getdents64)(fd, buf, n) : ds__fail(ENOSYS);
+	struct ds__file *f = ds__fd_get(fd);
+	if (DS__LIKELY(!f))
+		return DS__REAL(getdents64) ? DS__REAL(getdents64)(fd, buf, n) : ds__fail(ENOSYS);
 	ssize_t used = 0;
 	int rc = 0;
 	if (atomic_load(&f->flags) & O_PATH)
 		rc = -EBADF;
-	else if (f->kind != DS_F_DIR && f->kind != DS_F_VDIR)
+	else if (f->kind != DS__F_DIR && f->kind != DS__F_VDIR)
 		rc = -ENOTDIR;
 	if (rc) {
 		ds__file_put(f);
 		return ds__fail(-rc);
 	}
-	struct ds_dir d = {0};
+	struct ds__dir d = {0};
 	struct dirent64 ent;
 	pthread_mutex_lock(&f->lock); /* one reader of the position at a time */
 	d.pos = (long)atomic_load(&f->off);

@@ -32,7 +32,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define DL_DIR "dl"
+#define DL_DIR DS_DL_NAME
 #define DL_MAXDEPTH 8
 
 static _Atomic unsigned tmp_seq;
@@ -52,7 +52,7 @@ static int materialise(int64_t id, char *out, size_t outlen)
 	int n = snprintf(out, outlen, "%s/" DL_DIR "/%.*s", ds__g.jobdir, (int)e->name_len, name);
 	if (n < 0 || (size_t)n >= outlen - 32)
 		return -ENAMETOOLONG;
-	if (DS_REAL(stat)(out, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == es.st_size &&
+	if (DS__REAL(stat)(out, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == es.st_size &&
 	    st.st_mtim.tv_sec == es.st_mtim.tv_sec && st.st_mtim.tv_nsec == es.st_mtim.tv_nsec)
 		return 0;
 
@@ -66,21 +66,21 @@ static int materialise(int64_t id, char *out, size_t outlen)
 		return rc;
 	snprintf(tmp, sizeof(tmp), "%s.%ld.%u.tmp", out, (long)getpid(), atomic_fetch_add(&tmp_seq, 1));
 
-	struct ds_res r = {.ours = 1, .id = id};
+	struct ds__res r = {.ours = 1, .id = id};
 	int sfd = ds__open_res(&r, O_RDONLY | O_CLOEXEC, 0);
 	if (sfd < 0)
 		return sfd;
-	int dfd = DS_REAL(open)(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+	int dfd = DS__REAL(open)(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
 	if (dfd < 0) {
 		rc = -errno;
-		DS_WRAP(close)(sfd);
+		DS__WRAP(close)(sfd);
 		return rc;
 	}
 	char buf[1 << 16];
 	uint64_t off = 0;
 	uint32_t crc = 0;
 	while (rc == 0 && off < (uint64_t)es.st_size) {
-		ssize_t k = DS_WRAP(pread64)(sfd, buf, sizeof(buf), (off64_t)off);
+		ssize_t k = DS__WRAP(pread64)(sfd, buf, sizeof(buf), (off64_t)off);
 		if (k <= 0) {
 			rc = k < 0 ? -errno : -EIO;
 			break;
@@ -98,7 +98,7 @@ static int materialise(int64_t id, char *out, size_t outlen)
 		}
 		off += (uint64_t)k;
 	}
-	DS_WRAP(close)(sfd);
+	DS__WRAP(close)(sfd);
 	if (rc == 0 && crc != e->crc)
 		rc = -EIO; /* never map bytes that are not the staged ones */
 	struct timespec ts[2] = {es.st_atim, es.st_mtim};
@@ -171,18 +171,18 @@ static void load_one(const char *need, const char *paths, int64_t id, int depth,
 		dir[dl] = 0;
 		p += l + (p[l] == ':');
 		snprintf(cand, sizeof(cand), "%s/%s", dir, need);
-		struct ds_res r;
-		if (!ds__maybe_ours(cand) || ds__resolve(AT_FDCWD, cand, DS_RES_FOLLOW, &r) || !r.ours ||
-		    r.v.kind != DS_V_NONE || !S_ISREG(ds__g.ix.e[r.id].mode))
+		struct ds__res r;
+		if (!ds__maybe_ours(cand) || ds__resolve(AT_FDCWD, cand, DS__RES_FOLLOW, &r) || !r.ours ||
+		    r.v.kind != DS__V_NONE || !S_ISREG(ds__g.ix.e[r.id].mode))
 			continue;
 		char path[PATH_MAX];
 		if (materialise(r.id, path, sizeof(path)) || load_deps(path, r.id, depth + 1, lmid, ns))
 			return;
 		/* loaded now, found by its soname when the object asks */
 		if (ns)
-			DS_REAL(dlmopen)(lmid, path, RTLD_LAZY | RTLD_LOCAL);
+			DS__REAL(dlmopen)(lmid, path, RTLD_LAZY | RTLD_LOCAL);
 		else
-			DS_REAL(dlopen)(path, RTLD_LAZY | RTLD_LOCAL);
+			DS__REAL(dlopen)(path, RTLD_LAZY | RTLD_LOCAL);
 		return;
 	}
 }
@@ -194,16 +194,16 @@ static int load_deps(const char *cache, int64_t id, int depth, Lmid_t lmid, int 
 {
 	if (depth > DL_MAXDEPTH)
 		return 0;
-	int fd = DS_REAL(open)(cache, O_RDONLY | O_CLOEXEC);
+	int fd = DS__REAL(open)(cache, O_RDONLY | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0)
 		return 0;
-	if (DS_REAL(fstat)(fd, &st) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+	if (DS__REAL(fstat)(fd, &st) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
 		close(fd);
 		return 0;
 	}
 	struct elfview v = {.len = (size_t)st.st_size};
-	void *m = DS_REAL(mmap)(NULL, v.len, PROT_READ, MAP_PRIVATE, fd, 0);
+	void *m = DS__REAL(mmap)(NULL, v.len, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (m == MAP_FAILED)
 		return 0;
@@ -251,9 +251,9 @@ static int staged(const char *file, char *path, size_t len, Lmid_t lmid, int ns)
 {
 	if (!file || !strchr(file, '/') || !ds__maybe_ours(file))
 		return 0;
-	struct ds_res r;
-	int rc = ds__resolve(AT_FDCWD, file, DS_RES_FOLLOW, &r);
-	if (rc || !r.ours || r.v.kind != DS_V_NONE)
+	struct ds__res r;
+	int rc = ds__resolve(AT_FDCWD, file, DS__RES_FOLLOW, &r);
+	if (rc || !r.ours || r.v.kind != DS__V_NONE)
 		return 0; /* missing, or not ours after all: the loader says so */
 	rc = materialise(r.id, path, len);
 	if (rc)
@@ -273,7 +273,7 @@ static void *dl_fail(const char *file, int err, Lmid_t lmid, int ns)
 {
 	char name[PATH_MAX + 128];
 	snprintf(name, sizeof(name), "%s (dstage: %s)", file, strerror(err));
-	return ns ? DS_REAL(dlmopen)(lmid, name, RTLD_LAZY) : DS_REAL(dlopen)(name, RTLD_LAZY);
+	return ns ? DS__REAL(dlmopen)(lmid, name, RTLD_LAZY) : DS__REAL(dlopen)(name, RTLD_LAZY);
 }
 
 static __attribute__((noinline)) void *dlopen_staged(const char *file, int flags, Lmid_t lmid, int ns)
@@ -285,29 +285,29 @@ static __attribute__((noinline)) void *dlopen_staged(const char *file, int flags
 	/* rc 0: missing or not ours, the loader's answer (a name with '/'
 	 * needs no caller's search path) */
 	const char *use = rc ? path : file;
-	return ns ? DS_REAL(dlmopen)(lmid, use, flags) : DS_REAL(dlopen)(use, flags);
+	return ns ? DS__REAL(dlmopen)(lmid, use, flags) : DS__REAL(dlopen)(use, flags);
 }
 
 /* The wrappers themselves keep no frame, so that a name that is not ours
  * reaches the loader by a tail call: the loader finds the caller by the
  * return address (its RUNPATH, its namespace) and must see the program's,
  * not the shim's. */
-DS_EXPORT void *DS_WRAP(dlopen)(const char *file, int flags)
+DS__EXPORT void *DS__WRAP(dlopen)(const char *file, int flags)
 {
 	ds__ensure_init();
-	if (DS_UNLIKELY(!DS_REAL(dlopen))) /* called from inside init */
+	if (DS__UNLIKELY(!DS__REAL(dlopen))) /* called from inside init */
 		return ((void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen"))(file, flags);
-	if (DS_LIKELY(ds__null(file) || !strchr(file, '/') || !ds__maybe_ours(file)))
-		return DS_REAL(dlopen)(file, flags);
+	if (DS__LIKELY(ds__null(file) || !strchr(file, '/') || !ds__maybe_ours(file)))
+		return DS__REAL(dlopen)(file, flags);
 	return dlopen_staged(file, flags, 0, 0);
 }
 
-DS_EXPORT void *DS_WRAP(dlmopen)(Lmid_t lmid, const char *file, int flags)
+DS__EXPORT void *DS__WRAP(dlmopen)(Lmid_t lmid, const char *file, int flags)
 {
 	ds__ensure_init();
-	if (DS_UNLIKELY(!DS_REAL(dlmopen))) /* called from inside init */
+	if (DS__UNLIKELY(!DS__REAL(dlmopen))) /* called from inside init */
 		return ((void *(*)(Lmid_t, const char *, int))dlsym(RTLD_NEXT, "dlmopen"))(lmid, file, flags);
-	if (DS_LIKELY(ds__null(file) || !strchr(file, '/') || !ds__maybe_ours(file)))
-		return DS_REAL(dlmopen)(lmid, file, flags);
+	if (DS__LIKELY(ds__null(file) || !strchr(file, '/') || !ds__maybe_ours(file)))
+		return DS__REAL(dlmopen)(lmid, file, flags);
 	return dlopen_staged(file, flags, lmid, 1);
 }

@@ -31,11 +31,11 @@ static int parse_u64(const char *s, size_t len, uint64_t *v)
 	return 0;
 }
 
-int ds__virt_lookup(const char *rest, size_t len, struct ds_vent *v, size_t *used)
+int ds__virt_lookup(const char *rest, size_t len, struct ds__vent *v, size_t *used)
 {
 	const char *p = rest, *end = rest + len;
 	memset(v, 0, sizeof(*v));
-	v->kind = DS_V_ROOT;
+	v->kind = DS__V_ROOT;
 	while (p < end) {
 		while (p < end && *p == '/')
 			p++;
@@ -51,28 +51,28 @@ int ds__virt_lookup(const char *rest, size_t len, struct ds_vent *v, size_t *use
 		 * mount root again and the caller walks on from there */
 		if (cl == 2 && c[0] == '.' && c[1] == '.') {
 			switch (v->kind) {
-			case DS_V_ROOT:
+			case DS__V_ROOT:
 				*used = p - rest;
 				return 1;
-			case DS_V_EPOCHS: v->kind = DS_V_ROOT; break;
-			case DS_V_EPOCH: v->kind = DS_V_EPOCHS; v->epoch = 0; break;
+			case DS__V_EPOCHS: v->kind = DS__V_ROOT; break;
+			case DS__V_EPOCH: v->kind = DS__V_EPOCHS; v->epoch = 0; break;
 			default: return -ENOTDIR;
 			}
 			continue;
 		}
 		uint64_t a, b;
 		switch (v->kind) {
-		case DS_V_ROOT:
+		case DS__V_ROOT:
 			if (cl != 6 || memcmp(c, "epochs", 6))
 				return -ENOENT;
-			v->kind = DS_V_EPOCHS;
+			v->kind = DS__V_EPOCHS;
 			break;
-		case DS_V_EPOCHS:
+		case DS__V_EPOCHS:
 			if (parse_u64(c, cl, &v->epoch))
 				return -ENOENT;
-			v->kind = DS_V_EPOCH;
+			v->kind = DS__V_EPOCH;
 			break;
-		case DS_V_EPOCH: {
+		case DS__V_EPOCH: {
 			if (cl == 3 && !memcmp(c, "all", 3)) {
 				v->n = 0;
 			} else {
@@ -84,19 +84,19 @@ int ds__virt_lookup(const char *rest, size_t len, struct ds_vent *v, size_t *use
 				v->l = (uint32_t)a;
 				v->n = (uint32_t)b;
 			}
-			v->kind = DS_V_LIST;
+			v->kind = DS__V_LIST;
 			break;
 		}
 		default:
 			return -ENOTDIR;
 		}
 	}
-	if (v->kind == DS_V_LIST && len && rest[len - 1] == '/')
+	if (v->kind == DS__V_LIST && len && rest[len - 1] == '/')
 		return -ENOTDIR;
 	return 0;
 }
 
-int ds__virt_content(const struct ds_vent *v, char **data, size_t *len)
+int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 {
 	struct ds_epoch_cfg cfg;
 	uint32_t *ids = NULL, *part = NULL;
@@ -150,14 +150,14 @@ int ds__virt_content(const struct ds_vent *v, char **data, size_t *len)
 	return 0;
 }
 
-uint64_t ds__virt_ino(const struct ds_vent *v)
+uint64_t ds__virt_ino(const struct ds__vent *v)
 {
 	/* above every real entry's; lists hashed by (epoch, l, n) */
 	uint64_t base = DS_INO(ds__g.ix.h->nentries) + 1;
 	switch (v->kind) {
-	case DS_V_ROOT: return base;
-	case DS_V_EPOCHS: return base + 1;
-	case DS_V_EPOCH: return base + 2 + (v->epoch << 1);
+	case DS__V_ROOT: return base;
+	case DS__V_EPOCHS: return base + 1;
+	case DS__V_EPOCH: return base + 2 + (v->epoch << 1);
 	default: {
 		char key[64];
 		int k = snprintf(key, sizeof(key), "%llu/%u/%u", (unsigned long long)v->epoch, v->l, v->n);
@@ -166,7 +166,7 @@ uint64_t ds__virt_ino(const struct ds_vent *v)
 	}
 }
 
-void ds__virt_stat(const struct ds_vent *v, struct stat *st)
+void ds__virt_stat(const struct ds__vent *v, struct stat *st)
 {
 	const struct ds_index_header *h = ds__g.ix.h;
 	memset(st, 0, sizeof(*st));
@@ -177,7 +177,7 @@ void ds__virt_stat(const struct ds_vent *v, struct stat *st)
 	st->st_blksize = 4096;
 	st->st_mtim.tv_sec = ds__g.ix.e[0].mtime_ns / 1000000000;
 	st->st_atim = st->st_ctim = st->st_mtim;
-	if (v->kind == DS_V_LIST) {
+	if (v->kind == DS__V_LIST) {
 		char *data;
 		size_t len = 0;
 		if (ds__virt_content(v, &data, &len) == 0)
@@ -188,33 +188,33 @@ void ds__virt_stat(const struct ds_vent *v, struct stat *st)
 		st->st_blocks = (len + 511) / 512;
 	} else {
 		st->st_mode = S_IFDIR | 0555;
-		st->st_nlink = v->kind == DS_V_EPOCH ? 2 : 3;
+		st->st_nlink = v->kind == DS__V_EPOCH ? 2 : 3;
 		st->st_size = 4096;
 	}
 }
 
-size_t ds__virt_count(const struct ds_vent *v)
+size_t ds__virt_count(const struct ds__vent *v)
 {
-	return v->kind == DS_V_LIST ? 0 : 1;
+	return v->kind == DS__V_LIST ? 0 : 1;
 }
 
-int ds__virt_child(const struct ds_vent *v, size_t i, char *name, size_t len, struct ds_vent *c)
+int ds__virt_child(const struct ds__vent *v, size_t i, char *name, size_t len, struct ds__vent *c)
 {
-	if (i != 0 || v->kind == DS_V_LIST)
+	if (i != 0 || v->kind == DS__V_LIST)
 		return -ENOENT;
 	*c = *v;
 	switch (v->kind) {
-	case DS_V_ROOT:
-		c->kind = DS_V_EPOCHS;
+	case DS__V_ROOT:
+		c->kind = DS__V_EPOCHS;
 		snprintf(name, len, "epochs");
 		break;
-	case DS_V_EPOCHS:
-		c->kind = DS_V_EPOCH;
+	case DS__V_EPOCHS:
+		c->kind = DS__V_EPOCH;
 		c->epoch = ds__g.stats ? __atomic_load_n(&ds__g.stats->epoch, __ATOMIC_RELAXED) : 0;
 		snprintf(name, len, "%llu", (unsigned long long)c->epoch);
 		break;
 	default:
-		c->kind = DS_V_LIST;
+		c->kind = DS__V_LIST;
 		c->n = 0;
 		snprintf(name, len, "all");
 		break;

@@ -89,14 +89,14 @@ static int describe(char *buf, size_t size, int regfd)
 			if (k)
 				v = nv;
 		}
-		struct ds_file *f = (struct ds_file *)DS_FD_FILE(v);
-		if (!f || (f->kind != DS_F_REG && f->kind != DS_F_DIR) || f->id < 0)
+		struct ds__file *f = (struct ds__file *)DS__FD_FILE(v);
+		if (!f || (f->kind != DS__F_REG && f->kind != DS__F_DIR) || f->id < 0)
 			continue;
 		int fl = atomic_load(&f->flags);
 		if (fl & O_PATH)
 			continue;
 		/* the kernel's flag is the program's (vfork children included) */
-		int cl = DS_REAL(fcntl)((int)fd, F_GETFD);
+		int cl = DS__REAL(fcntl)((int)fd, F_GETFD);
 		if (cl < 0 || (cl & FD_CLOEXEC))
 			continue;
 		char *q = p;
@@ -158,10 +158,10 @@ static int exec_with_fds(enum how how, int dirfd, const char *path, char *const 
 	}
 	int rc = -1;
 	switch (how) {
-	case H_EXECVE: rc = DS_REAL(execve)(path, argv, env); break;
-	case H_EXECVPE: rc = DS_REAL(execvpe)(path, argv, env); break;
-	case H_FEXECVE: rc = DS_REAL(fexecve)(dirfd, argv, env); break;
-	case H_EXECVEAT: rc = DS_REAL(execveat)(dirfd, path, argv, env, atflags); break;
+	case H_EXECVE: rc = DS__REAL(execve)(path, argv, env); break;
+	case H_EXECVPE: rc = DS__REAL(execvpe)(path, argv, env); break;
+	case H_FEXECVE: rc = DS__REAL(fexecve)(dirfd, argv, env); break;
+	case H_EXECVEAT: rc = DS__REAL(execveat)(dirfd, path, argv, env, atflags); break;
 	}
 	int e = errno;
 	ds__offcell_exec_failed(regfd); /* still here: the exec failed */
@@ -169,22 +169,22 @@ static int exec_with_fds(enum how how, int dirfd, const char *path, char *const 
 	return rc;
 }
 
-DS_EXPORT int DS_WRAP(execve)(const char *path, char *const argv[], char *const envp[])
+DS__EXPORT int DS__WRAP(execve)(const char *path, char *const argv[], char *const envp[])
 {
 	return exec_with_fds(H_EXECVE, -1, path, argv, envp, 0);
 }
 
-DS_EXPORT int DS_WRAP(execvpe)(const char *file, char *const argv[], char *const envp[])
+DS__EXPORT int DS__WRAP(execvpe)(const char *file, char *const argv[], char *const envp[])
 {
 	return exec_with_fds(H_EXECVPE, -1, file, argv, envp, 0);
 }
 
-DS_EXPORT int DS_WRAP(fexecve)(int fd, char *const argv[], char *const envp[])
+DS__EXPORT int DS__WRAP(fexecve)(int fd, char *const argv[], char *const envp[])
 {
 	return exec_with_fds(H_FEXECVE, fd, NULL, argv, envp, 0);
 }
 
-DS_EXPORT int DS_WRAP(execveat)(int dirfd, const char *path, char *const argv[],
+DS__EXPORT int DS__WRAP(execveat)(int dirfd, const char *path, char *const argv[],
                                 char *const envp[], int flags)
 {
 	return exec_with_fds(H_EXECVEAT, dirfd, path, argv, envp, flags);
@@ -193,12 +193,12 @@ DS_EXPORT int DS_WRAP(execveat)(int dirfd, const char *path, char *const argv[],
 /* glibc's execv, execvp and execl* call its internal execve, past any
  * preload: each is wrapped here onto the two above. */
 #ifndef DS_LINK_WRAP
-DS_EXPORT int execv(const char *path, char *const argv[])
+DS__EXPORT int execv(const char *path, char *const argv[])
 {
 	return exec_with_fds(H_EXECVE, -1, path, argv, environ, 0);
 }
 
-DS_EXPORT int execvp(const char *file, char *const argv[])
+DS__EXPORT int execvp(const char *file, char *const argv[])
 {
 	return exec_with_fds(H_EXECVPE, -1, file, argv, environ, 0);
 }
@@ -220,7 +220,7 @@ DS_EXPORT int execvp(const char *file, char *const argv[])
 		va_end(ap);                                                                   \
 	} while (0)
 
-DS_EXPORT int execl(const char *path, const char *arg, ...)
+DS__EXPORT int execl(const char *path, const char *arg, ...)
 {
 	va_list ap;
 	char **argv, **e;
@@ -229,7 +229,7 @@ DS_EXPORT int execl(const char *path, const char *arg, ...)
 	return exec_with_fds(H_EXECVE, -1, path, argv, environ, 0);
 }
 
-DS_EXPORT int execlp(const char *file, const char *arg, ...)
+DS__EXPORT int execlp(const char *file, const char *arg, ...)
 {
 	va_list ap;
 	char **argv, **e;
@@ -238,7 +238,7 @@ DS_EXPORT int execlp(const char *file, const char *arg, ...)
 	return exec_with_fds(H_EXECVPE, -1, file, argv, environ, 0);
 }
 
-DS_EXPORT int execle(const char *path, const char *arg, ...)
+DS__EXPORT int execle(const char *path, const char *arg, ...)
 {
 	va_list ap;
 	char **argv, **e;
@@ -272,7 +272,7 @@ void ds__exec_inherit(void)
 	/* cells already bound in this image: dup'ed descriptors of one open
 	 * file share one object here too (and count once) */
 	int32_t cells[FDS_MAX];
-	struct ds_file *files[FDS_MAX];
+	struct ds__file *files[FDS_MAX];
 	int ncells = 0;
 	if (!s)
 		return;
@@ -301,25 +301,25 @@ void ds__exec_inherit(void)
 			         (unsigned)fd);
 			continue;
 		}
-		int cl = DS_REAL(fcntl)((int)fd, F_GETFD);
+		int cl = DS__REAL(fcntl)((int)fd, F_GETFD);
 		if (cl < 0)
 			continue;
 		int k = 0;
 		while (shared && cell && k < ncells && cells[k] != (int32_t)(cell - 1))
 			k++;
 		if (shared && cell && k < ncells) { /* a dup of a file bound already */
-			struct ds_file *old = ds__fd_bind((int)fd, files[k], (cl & FD_CLOEXEC) != 0);
+			struct ds__file *old = ds__fd_bind((int)fd, files[k], (cl & FD_CLOEXEC) != 0);
 			if (old)
 				ds__file_put(old);
 			if (fd == 0)
 				stdin_ours = 1;
 			continue;
 		}
-		struct ds_res r;
+		struct ds__res r;
 		memset(&r, 0, sizeof(r));
 		r.ours = 1;
 		r.id = (int64_t)id;
-		struct ds_file *f;
+		struct ds__file *f;
 		if (ds__file_make(&r, (int)fl & ~(O_CREAT | O_TRUNC | O_PATH), &f))
 			continue;
 		atomic_store(&f->flags, (int)fl);
@@ -332,7 +332,7 @@ void ds__exec_inherit(void)
 				ds__offcell_put(f);
 			atomic_store(&f->off, (int64_t)off);
 		}
-		struct ds_file *old = ds__fd_bind((int)fd, f, (cl & FD_CLOEXEC) != 0);
+		struct ds__file *old = ds__fd_bind((int)fd, f, (cl & FD_CLOEXEC) != 0);
 		if (old)
 			ds__file_put(old);
 		ds__file_put(f); /* bind took its own reference */
@@ -344,7 +344,7 @@ void ds__exec_inherit(void)
 	 * cksum read stdin with fread): a staged stdin gets a stream of ours,
 	 * before the program has read anything from it */
 	if (stdin_ours) {
-		FILE *in = DS_WRAP(fdopen)(0, "r");
+		FILE *in = DS__WRAP(fdopen)(0, "r");
 		if (in)
 			stdin = in;
 	}

@@ -28,18 +28,18 @@
 #define K_LARGEFILE 0100000
 #endif
 /* Remote files up to this size are fetched whole at the first read. */
-#define DS_REMOTE_WHOLE (16u << 20)
+#define REMOTE_WHOLE (16u << 20)
 
 
 /* ---- open ----------------------------------------------------------------- */
-int ds__open_res(struct ds_res *r, int flags, mode_t mode)
+int ds__open_res(struct ds__res *r, int flags, mode_t mode)
 {
 	(void)mode;
 	/* a vfork child shares the table with its parent: it cannot hold a
 	 * staged descriptor of its own (loud, and rare: children exec) */
 	if (!ds__owner())
 		return -ENOTSUP;
-	struct ds_file *f;
+	struct ds__file *f;
 	int rc = ds__file_make(r, flags, &f);
 	if (rc)
 		return rc;
@@ -49,7 +49,7 @@ int ds__open_res(struct ds_res *r, int flags, mode_t mode)
 	return fd;
 }
 
-int ds__file_make(struct ds_res *r, int flags, struct ds_file **out)
+int ds__file_make(struct ds__res *r, int flags, struct ds__file **out)
 {
 	int acc = flags & O_ACCMODE;
 	struct stat st;
@@ -80,7 +80,7 @@ int ds__file_make(struct ds_res *r, int flags, struct ds_file **out)
 			return -EACCES;
 	}
 
-	struct ds_file *f = ds__file_new();
+	struct ds__file *f = ds__file_new();
 	if (!f)
 		return -ENOMEM;
 	f->id = r->id;
@@ -93,8 +93,8 @@ int ds__file_make(struct ds_res *r, int flags, struct ds_file **out)
 		fl = flags & (O_PATH | O_DIRECTORY | O_NOFOLLOW);
 	atomic_store(&f->flags, fl);
 
-	if (r->v.kind != DS_V_NONE) {
-		f->kind = isdir ? DS_F_VDIR : DS_F_VIRT;
+	if (r->v.kind != DS__V_NONE) {
+		f->kind = isdir ? DS__F_VDIR : DS__F_VIRT;
 		if (!isdir && !(flags & O_PATH)) {
 			char *data;
 			size_t len;
@@ -109,15 +109,15 @@ int ds__file_make(struct ds_res *r, int flags, struct ds_file **out)
 			ds__remote_epoch(r->v.epoch);
 		}
 	} else if (isdir) {
-		f->kind = DS_F_DIR;
+		f->kind = DS__F_DIR;
 	} else if (S_ISLNK(st.st_mode)) {
-		f->kind = DS_F_LNK;
+		f->kind = DS__F_LNK;
 	} else {
 		const struct ds_entry *e = &ds__g.ix.e[r->id];
 		uint64_t base;
-		f->kind = DS_F_REG;
+		f->kind = DS__F_REG;
 		if (!(flags & O_PATH))
-			DS_COUNT(opens, 1);
+			DS__COUNT(opens, 1);
 		if (e->size == 0) {
 			atomic_store(&f->data, "");
 		} else if (ds__g.store && ds_index_part_on(&ds__g.ix, e->part, ds__g.node, &base) &&
@@ -125,7 +125,7 @@ int ds__file_make(struct ds_res *r, int flags, struct ds_file **out)
 		           e->stored <= ds__g.store_len - base - e->poff) {
 			/* (no sum that can wrap: base comes from the index) */
 			if (!(flags & O_PATH))
-				DS_COUNT(local_reads, 1);
+				DS__COUNT(local_reads, 1);
 			if (e->codec == DS_CODEC_NONE)
 				atomic_store(&f->data, ds__g.store + base + e->poff);
 		} else {
@@ -140,16 +140,16 @@ int ds__file_make(struct ds_res *r, int flags, struct ds_file **out)
 
 static int open_at(int dirfd, const char *path, int flags, mode_t mode)
 {
-	struct ds_res r;
-	int rf = DS_RES_PARENT;
+	struct ds__res r;
+	int rf = DS__RES_PARENT;
 	/* O_CREAT|O_EXCL never follows a final symlink */
 	if (!(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL))
-		rf |= DS_RES_FOLLOW;
+		rf |= DS__RES_FOLLOW;
 	int rc = ds__resolve(dirfd, path, rf, &r);
 	if (rc == 0 && r.out)
 		return ds__out_open(&r, flags, mode); /* write.c */
 	if (rc == 0 && !r.ours)
-		return ds__fd_fresh(DS_REAL(openat)(r.rdirfd, r.rpath, flags, mode));
+		return ds__fd_fresh(DS__REAL(openat)(r.rdirfd, r.rpath, flags, mode));
 	if (rc == -ENOENT && r.ours && (flags & O_CREAT))
 		return ds__fail(EROFS); /* would create a file in a directory of ours */
 	if (rc)
@@ -163,25 +163,25 @@ static mode_t mode_arg(int flags, va_list ap)
 	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
 }
 
-DS_EXPORT int DS_WRAP(open)(const char *path, int flags, ...)
+DS__EXPORT int DS__WRAP(open)(const char *path, int flags, ...)
 {
 	va_list ap;
 	va_start(ap, flags);
 	mode_t mode = mode_arg(flags, ap);
 	va_end(ap);
-	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return ds__fd_fresh(DS_REAL(open)(path, flags, mode));
+	if (DS__LIKELY(!ds__maybe_ours(path)))
+		return ds__fd_fresh(DS__REAL(open)(path, flags, mode));
 	return open_at(AT_FDCWD, path, flags, mode);
 }
 
-DS_EXPORT int DS_WRAP(open64)(const char *path, int flags, ...)
+DS__EXPORT int DS__WRAP(open64)(const char *path, int flags, ...)
 {
 	va_list ap;
 	va_start(ap, flags);
 	mode_t mode = mode_arg(flags, ap);
 	va_end(ap);
-	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return ds__fd_fresh(DS_REAL(open64)(path, flags, mode));
+	if (DS__LIKELY(!ds__maybe_ours(path)))
+		return ds__fd_fresh(DS__REAL(open64)(path, flags, mode));
 	return open_at(AT_FDCWD, path, flags, mode);
 }
 
@@ -197,69 +197,69 @@ static int at_ours(int dirfd, const char *path)
 	return ds__maybe_ours(path);
 }
 
-DS_EXPORT int DS_WRAP(openat)(int dirfd, const char *path, int flags, ...)
+DS__EXPORT int DS__WRAP(openat)(int dirfd, const char *path, int flags, ...)
 {
 	va_list ap;
 	va_start(ap, flags);
 	mode_t mode = mode_arg(flags, ap);
 	va_end(ap);
-	if (DS_LIKELY(!at_ours(dirfd, path)))
-		return ds__fd_fresh(DS_REAL(openat)(dirfd, path, flags, mode));
+	if (DS__LIKELY(!at_ours(dirfd, path)))
+		return ds__fd_fresh(DS__REAL(openat)(dirfd, path, flags, mode));
 	return open_at(dirfd, path, flags, mode);
 }
 
-DS_EXPORT int DS_WRAP(openat64)(int dirfd, const char *path, int flags, ...)
+DS__EXPORT int DS__WRAP(openat64)(int dirfd, const char *path, int flags, ...)
 {
 	va_list ap;
 	va_start(ap, flags);
 	mode_t mode = mode_arg(flags, ap);
 	va_end(ap);
-	if (DS_LIKELY(!at_ours(dirfd, path)))
-		return ds__fd_fresh(DS_REAL(openat64)(dirfd, path, flags, mode));
+	if (DS__LIKELY(!at_ours(dirfd, path)))
+		return ds__fd_fresh(DS__REAL(openat64)(dirfd, path, flags, mode));
 	return open_at(dirfd, path, flags, mode);
 }
 
 /* The fortified opens (-D_FORTIFY_SOURCE) call these when the flags are not
  * a compile-time constant. */
-DS_EXPORT int DS_WRAP(__open_2)(const char *path, int flags)
+DS__EXPORT int DS__WRAP(__open_2)(const char *path, int flags)
 {
-	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return ds__fd_fresh(DS_REAL(__open_2)(path, flags));
+	if (DS__LIKELY(!ds__maybe_ours(path)))
+		return ds__fd_fresh(DS__REAL(__open_2)(path, flags));
 	return open_at(AT_FDCWD, path, flags, 0);
 }
 
-DS_EXPORT int DS_WRAP(__open64_2)(const char *path, int flags)
+DS__EXPORT int DS__WRAP(__open64_2)(const char *path, int flags)
 {
-	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return ds__fd_fresh(DS_REAL(__open64_2)(path, flags));
+	if (DS__LIKELY(!ds__maybe_ours(path)))
+		return ds__fd_fresh(DS__REAL(__open64_2)(path, flags));
 	return open_at(AT_FDCWD, path, flags, 0);
 }
 
-DS_EXPORT int DS_WRAP(__openat_2)(int dirfd, const char *path, int flags)
+DS__EXPORT int DS__WRAP(__openat_2)(int dirfd, const char *path, int flags)
 {
-	if (DS_LIKELY(!at_ours(dirfd, path)))
-		return ds__fd_fresh(DS_REAL(__openat_2)(dirfd, path, flags));
+	if (DS__LIKELY(!at_ours(dirfd, path)))
+		return ds__fd_fresh(DS__REAL(__openat_2)(dirfd, path, flags));
 	return open_at(dirfd, path, flags, 0);
 }
 
-DS_EXPORT int DS_WRAP(__openat64_2)(int dirfd, const char *path, int flags)
+DS__EXPORT int DS__WRAP(__openat64_2)(int dirfd, const char *path, int flags)
 {
-	if (DS_LIKELY(!at_ours(dirfd, path)))
-		return ds__fd_fresh(DS_REAL(__openat64_2)(dirfd, path, flags));
+	if (DS__LIKELY(!at_ours(dirfd, path)))
+		return ds__fd_fresh(DS__REAL(__openat64_2)(dirfd, path, flags));
 	return open_at(dirfd, path, flags, 0);
 }
 
-DS_EXPORT int DS_WRAP(creat)(const char *path, mode_t mode)
+DS__EXPORT int DS__WRAP(creat)(const char *path, mode_t mode)
 {
-	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return ds__fd_fresh(DS_REAL(creat)(path, mode));
+	if (DS__LIKELY(!ds__maybe_ours(path)))
+		return ds__fd_fresh(DS__REAL(creat)(path, mode));
 	return open_at(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
 }
 
-DS_EXPORT int DS_WRAP(creat64)(const char *path, mode_t mode)
+DS__EXPORT int DS__WRAP(creat64)(const char *path, mode_t mode)
 {
-	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return ds__fd_fresh(DS_REAL(creat64)(path, mode));
+	if (DS__LIKELY(!ds__maybe_ours(path)))
+		return ds__fd_fresh(DS__REAL(creat64)(path, mode));
 	return open_at(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
 }
 
@@ -272,25 +272,25 @@ int ds__close(int fd)
 		 * unless the kernel gave it to the program after a raw close */
 		if (ds__fd_private_check(fd))
 			return ds__fail(EBADF);
-		return DS_REAL(close)(fd);
+		return DS__REAL(close)(fd);
 	}
 	if (!ds__owner()) /* a vfork child: the kernel's part only */
-		return DS_REAL(close)(fd) < 0 && errno != EBADF ? -1 : 0;
-	struct ds_file *f = ds__fd_unbind(fd);
-	int rc = DS_REAL(close)(fd);
+		return DS__REAL(close)(fd) < 0 && errno != EBADF ? -1 : 0;
+	struct ds__file *f = ds__fd_unbind(fd);
+	int rc = DS__REAL(close)(fd);
 	if (!f)
 		return rc;
 	ds__file_put(f);
 	return 0; /* the descriptor was ours: closing it cannot fail */
 }
 
-DS_EXPORT int DS_WRAP(close)(int fd)
+DS__EXPORT int DS__WRAP(close)(int fd)
 {
 	ds__ensure_init();
-	if (DS_LIKELY(!ds__fd_known(fd))) {
-		if (DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)))
+	if (DS__LIKELY(!ds__fd_known(fd))) {
+		if (DS__UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)))
 			return ds__out_close(fd); /* maybe a writer's (write.c) */
-		return DS_REAL(close)(fd);
+		return DS__REAL(close)(fd);
 	}
 	return ds__close(fd);
 }
@@ -301,7 +301,7 @@ static void forget_range(unsigned first, unsigned last)
 	if (last >= h)
 		last = h ? h - 1 : 0;
 	for (unsigned fd = first; fd <= last && fd < h; fd++) {
-		struct ds_file *f = ds__fd_unbind((int)fd);
+		struct ds__file *f = ds__fd_unbind((int)fd);
 		if (f)
 			ds__file_put(f);
 	}
@@ -309,8 +309,8 @@ static void forget_range(unsigned first, unsigned last)
 
 static int real_close_range(unsigned first, unsigned last, int flags)
 {
-	if (DS_HAVE(close_range))
-		return DS_REAL(close_range)(first, last, flags);
+	if (DS__HAVE(close_range))
+		return DS__REAL(close_range)(first, last, flags);
 	return (int)syscall(SYS_close_range, first, last, flags);
 }
 
@@ -348,7 +348,7 @@ static int close_range_any(unsigned first, unsigned last, int flags)
 	return rc;
 }
 
-DS_EXPORT int DS_WRAP(close_range)(unsigned first, unsigned last, int flags)
+DS__EXPORT int DS__WRAP(close_range)(unsigned first, unsigned last, int flags)
 {
 	ds__ensure_init();
 	if (first > last)
@@ -356,7 +356,7 @@ DS_EXPORT int DS_WRAP(close_range)(unsigned first, unsigned last, int flags)
 	return close_range_any(first, last, flags);
 }
 
-DS_EXPORT void DS_WRAP(closefrom)(int lowfd)
+DS__EXPORT void DS__WRAP(closefrom)(int lowfd)
 {
 	ds__ensure_init();
 	if (lowfd < 0)
@@ -367,44 +367,44 @@ DS_EXPORT void DS_WRAP(closefrom)(int lowfd)
 		long max = sysconf(_SC_OPEN_MAX);
 		for (long fd = lowfd; fd < max && fd < (1L << 20); fd++)
 			if (!ds__fd_is_private((int)fd) || !ds__fd_private_check((int)fd))
-				DS_WRAP(close)((int)fd);
+				DS__WRAP(close)((int)fd);
 	}
 	errno = saved;
 }
 
 /* ---- read ----------------------------------------------------------------- */
 /* Bytes of a large remote file straight from the service (no whole copy). */
-static ssize_t remote_range(struct ds_file *f, void *buf, size_t n, uint64_t off)
+static ssize_t remote_range(struct ds__file *f, void *buf, size_t n, uint64_t off)
 {
 	int rc = ds__remote_read((uint32_t)f->id, off, buf, n);
 	return rc ? rc : (ssize_t)n;
 }
 
-static const char *file_data(struct ds_file *f, int *rc)
+static const char *file_data(struct ds__file *f, int *rc)
 {
 	const char *d = atomic_load_explicit(&f->data, memory_order_acquire);
 	*rc = 0;
-	if (DS_LIKELY(d != NULL))
+	if (DS__LIKELY(d != NULL))
 		return d;
-	if (f->remote && f->size > DS_REMOTE_WHOLE && ds__g.ix.e[f->id].codec == DS_CODEC_NONE)
+	if (f->remote && f->size > REMOTE_WHOLE && ds__g.ix.e[f->id].codec == DS_CODEC_NONE)
 		return NULL; /* read range by range */
 	*rc = ds__materialize(f);
 	return *rc ? NULL : atomic_load_explicit(&f->data, memory_order_acquire);
 }
 
-static int readable(const struct ds_file *f)
+static int readable(const struct ds__file *f)
 {
 	int fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
 	if (fl & O_PATH)
 		return -EBADF;
-	if (f->kind == DS_F_DIR || f->kind == DS_F_VDIR)
+	if (f->kind == DS__F_DIR || f->kind == DS__F_VDIR)
 		return -EISDIR;
-	if (f->kind != DS_F_REG && f->kind != DS_F_VIRT)
+	if (f->kind != DS__F_REG && f->kind != DS__F_VIRT)
 		return -EBADF;
 	return 0;
 }
 
-ssize_t ds__file_read(struct ds_file *f, void *buf, size_t n, int64_t off)
+ssize_t ds__file_read(struct ds__file *f, void *buf, size_t n, int64_t off)
 {
 	int rc = readable(f);
 	if (rc)
@@ -431,7 +431,7 @@ ssize_t ds__file_read(struct ds_file *f, void *buf, size_t n, int64_t off)
 				return got;
 		}
 		if (!f->remote)
-			DS_COUNT(local_bytes, k);
+			DS__COUNT(local_bytes, k);
 		return k;
 	}
 	int64_t cur = atomic_load_explicit(f->offp, memory_order_relaxed);
@@ -450,14 +450,14 @@ ssize_t ds__file_read(struct ds_file *f, void *buf, size_t n, int64_t off)
 		                                            memory_order_relaxed,
 		                                            memory_order_relaxed)) {
 			if (!f->remote)
-				DS_COUNT(local_bytes, k);
+				DS__COUNT(local_bytes, k);
 			return k;
 		}
 		/* another reader of this file moved the offset: copy again */
 	}
 }
 
-static ssize_t file_readv(struct ds_file *f, const struct iovec *iov, int cnt, int64_t off)
+static ssize_t file_readv(struct ds__file *f, const struct iovec *iov, int cnt, int64_t off)
 {
 	if (cnt < 0 || cnt > IOV_MAX)
 		return -EINVAL;
@@ -491,20 +491,20 @@ static ssize_t file_readv(struct ds_file *f, const struct iovec *iov, int cnt, i
 		}
 		if (off >= 0 || atomic_compare_exchange_strong(f->offp, &cur, cur + (int64_t)done)) {
 			if (!f->remote)
-				DS_COUNT(local_bytes, done);
+				DS__COUNT(local_bytes, done);
 			return done;
 		}
 	}
 }
 
 /* The fd wrappers share one shape: not ours -> libc; ours -> emulate. */
-#define DS_FD_CALL(fd, real_call, ours_expr)                                                  \
+#define FD_CALL(fd, real_call, ours_expr)                                                     \
 	do {                                                                                  \
 		ds__ensure_init();                                                            \
-		struct ds_file *f_ = ds__fd_get(fd);                                          \
-		if (DS_LIKELY(!f_))                                                           \
+		struct ds__file *f_ = ds__fd_get(fd);                                         \
+		if (DS__LIKELY(!f_))                                                          \
 			return real_call;                                                     \
-		struct ds_file *f = f_;                                                       \
+		struct ds__file *f = f_;                                                      \
 		ssize_t r_ = (ours_expr);                                                     \
 		ds__file_put(f_);                                                             \
 		if (r_ < 0) {                                                                 \
@@ -514,83 +514,84 @@ static ssize_t file_readv(struct ds_file *f, const struct iovec *iov, int cnt, i
 		return r_;                                                                    \
 	} while (0)
 
-DS_EXPORT ssize_t DS_WRAP(read)(int fd, void *buf, size_t n)
+DS__EXPORT ssize_t DS__WRAP(read)(int fd, void *buf, size_t n)
 {
-	DS_FD_CALL(fd, DS_REAL(read)(fd, buf, n), ds__file_read(f, buf, n, -1));
+	FD_CALL(fd, DS__REAL(read)(fd, buf, n), ds__file_read(f, buf, n, -1));
 }
 
-DS_EXPORT ssize_t DS_WRAP(__read_chk)(int fd, void *buf, size_t n, size_t buflen)
+DS__EXPORT ssize_t DS__WRAP(__read_chk)(int fd, void *buf, size_t n, size_t buflen)
 {
 	if (n > buflen) /* let libc report the overflow */
-		return DS_REAL(__read_chk)(fd, buf, n, buflen);
-	DS_FD_CALL(fd, DS_REAL(__read_chk)(fd, buf, n, buflen), ds__file_read(f, buf, n, -1));
+		return DS__REAL(__read_chk)(fd, buf, n, buflen);
+	FD_CALL(fd, DS__REAL(__read_chk)(fd, buf, n, buflen), ds__file_read(f, buf, n, -1));
 }
 
-DS_EXPORT ssize_t DS_WRAP(pread)(int fd, void *buf, size_t n, off_t off)
+DS__EXPORT ssize_t DS__WRAP(pread)(int fd, void *buf, size_t n, off_t off)
 {
-	DS_FD_CALL(fd, DS_REAL(pread)(fd, buf, n, off),
-	           off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
+	FD_CALL(fd, DS__REAL(pread)(fd, buf, n, off),
+	        off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
 }
 
-DS_EXPORT ssize_t DS_WRAP(pread64)(int fd, void *buf, size_t n, off64_t off)
+DS__EXPORT ssize_t DS__WRAP(pread64)(int fd, void *buf, size_t n, off64_t off)
 {
-	DS_FD_CALL(fd, DS_REAL(pread64)(fd, buf, n, off),
-	           off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
+	FD_CALL(fd, DS__REAL(pread64)(fd, buf, n, off),
+	        off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
 }
 
-DS_EXPORT ssize_t DS_WRAP(__pread_chk)(int fd, void *buf, size_t n, off_t off, size_t buflen)
-{
-	if (n > buflen)
-		return DS_REAL(__pread_chk)(fd, buf, n, off, buflen);
-	DS_FD_CALL(fd, DS_REAL(__pread_chk)(fd, buf, n, off, buflen),
-	           off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
-}
-
-DS_EXPORT ssize_t DS_WRAP(__pread64_chk)(int fd, void *buf, size_t n, off64_t off, size_t buflen)
+DS__EXPORT ssize_t DS__WRAP(__pread_chk)(int fd, void *buf, size_t n, off_t off, size_t buflen)
 {
 	if (n > buflen)
-		return DS_REAL(__pread64_chk)(fd, buf, n, off, buflen);
-	DS_FD_CALL(fd, DS_REAL(__pread64_chk)(fd, buf, n, off, buflen),
-	           off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
+		return DS__REAL(__pread_chk)(fd, buf, n, off, buflen);
+	FD_CALL(fd, DS__REAL(__pread_chk)(fd, buf, n, off, buflen),
+	        off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
 }
 
-DS_EXPORT ssize_t DS_WRAP(readv)(int fd, const struct iovec *iov, int cnt)
+DS__EXPORT ssize_t DS__WRAP(__pread64_chk)(int fd, void *buf, size_t n, off64_t off, size_t buflen)
 {
-	DS_FD_CALL(fd, DS_REAL(readv)(fd, iov, cnt), file_readv(f, iov, cnt, -1));
+	if (n > buflen)
+		return DS__REAL(__pread64_chk)(fd, buf, n, off, buflen);
+	FD_CALL(fd, DS__REAL(__pread64_chk)(fd, buf, n, off, buflen),
+	        off < 0 ? -EINVAL : ds__file_read(f, buf, n, off));
 }
 
-DS_EXPORT ssize_t DS_WRAP(preadv)(int fd, const struct iovec *iov, int cnt, off_t off)
+DS__EXPORT ssize_t DS__WRAP(readv)(int fd, const struct iovec *iov, int cnt)
 {
-	DS_FD_CALL(fd, DS_REAL(preadv)(fd, iov, cnt, off),
-	           off < 0 ? -EINVAL : file_readv(f, iov, cnt, off));
+	FD_CALL(fd, DS__REAL(readv)(fd, iov, cnt), file_readv(f, iov, cnt, -1));
 }
 
-DS_EXPORT ssize_t DS_WRAP(preadv64)(int fd, const struct iovec *iov, int cnt, off64_t off)
+DS__EXPORT ssize_t DS__WRAP(preadv)(int fd, const struct iovec *iov, int cnt, off_t off)
 {
-	DS_FD_CALL(fd, DS_REAL(preadv64)(fd, iov, cnt, off),
-	           off < 0 ? -EINVAL : file_readv(f, iov, cnt, off));
+	FD_CALL(fd, DS__REAL(preadv)(fd, iov, cnt, off),
+	        off < 0 ? -EINVAL : file_readv(f, iov, cnt, off));
+}
+
+DS__EXPORT ssize_t DS__WRAP(preadv64)(int fd, const struct iovec *iov, int cnt, off64_t off)
+{
+	FD_CALL(fd, DS__REAL(preadv64)(fd, iov, cnt, off),
+	        off < 0 ? -EINVAL : file_readv(f, iov, cnt, off));
 }
 
 /* preadv2: offset -1 means the file offset; the RWF_* hints change nothing
  * for bytes already in memory. */
-DS_EXPORT ssize_t DS_WRAP(preadv2)(int fd, const struct iovec *iov, int cnt, off_t off, int fl)
+DS__EXPORT ssize_t DS__WRAP(preadv2)(int fd, const struct iovec *iov, int cnt, off_t off, int fl)
 {
-	DS_FD_CALL(fd, DS_REAL(preadv2)(fd, iov, cnt, off, fl),
-	           off < -1 ? -EINVAL : file_readv(f, iov, cnt, off));
+	FD_CALL(fd, DS__REAL(preadv2)(fd, iov, cnt, off, fl),
+	        off < -1 ? -EINVAL : file_readv(f, iov, cnt, off));
 }
 
-DS_EXPORT ssize_t DS_WRAP(preadv64v2)(int fd, const struct iovec *iov, int cnt, off64_t off, int fl)
+DS__EXPORT ssize_t DS__WRAP(preadv64v2)(int fd, const struct iovec *iov, int cnt, off64_t off,
+                                        int fl)
 {
-	DS_FD_CALL(fd, DS_REAL(preadv64v2)(fd, iov, cnt, off, fl),
-	           off < -1 ? -EINVAL : file_readv(f, iov, cnt, off));
+	FD_CALL(fd, DS__REAL(preadv64v2)(fd, iov, cnt, off, fl),
+	        off < -1 ? -EINVAL : file_readv(f, iov, cnt, off));
 }
 
 /* ---- seek ----------------------------------------------------------------- */
-int64_t ds__file_seek(struct ds_file *f, int64_t off, int whence)
+int64_t ds__file_seek(struct ds__file *f, int64_t off, int whence)
 {
 	if (atomic_load(&f->flags) & O_PATH)
 		return -EBADF;
-	if (f->kind == DS_F_DIR || f->kind == DS_F_VDIR) {
+	if (f->kind == DS__F_DIR || f->kind == DS__F_VDIR) {
 		/* a directory descriptor's position: only rewinding is useful */
 		if (whence == SEEK_SET && off >= 0) {
 			atomic_store(&f->off, off);
@@ -625,14 +626,14 @@ int64_t ds__file_seek(struct ds_file *f, int64_t off, int whence)
 	return nw;
 }
 
-DS_EXPORT off_t DS_WRAP(lseek)(int fd, off_t off, int whence)
+DS__EXPORT off_t DS__WRAP(lseek)(int fd, off_t off, int whence)
 {
-	DS_FD_CALL(fd, DS_REAL(lseek)(fd, off, whence), ds__file_seek(f, off, whence));
+	FD_CALL(fd, DS__REAL(lseek)(fd, off, whence), ds__file_seek(f, off, whence));
 }
 
-DS_EXPORT off64_t DS_WRAP(lseek64)(int fd, off64_t off, int whence)
+DS__EXPORT off64_t DS__WRAP(lseek64)(int fd, off64_t off, int whence)
 {
-	DS_FD_CALL(fd, DS_REAL(lseek64)(fd, off, whence), ds__file_seek(f, off, whence));
+	FD_CALL(fd, DS__REAL(lseek64)(fd, off, whence), ds__file_seek(f, off, whence));
 }
 
 /* ---- duplication ---------------------------------------------------------- */
@@ -640,38 +641,39 @@ DS_EXPORT off64_t DS_WRAP(lseek64)(int fd, off64_t off, int whence)
  * follow its rules, and the program's FD_CLOEXEC is the kernel's), the table
  * binds it to the same open file.  In a vfork child only the kernel's part,
  * and a note for its exec. */
-static int dup_file(int fd, struct ds_file *f, int minfd, int cloexec)
+static int dup_file(int fd, struct ds__file *f, int minfd, int cloexec)
 {
-	int nfd = DS_REAL(fcntl)(fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, minfd);
+	int nfd = DS__REAL(fcntl)(fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, minfd);
 	if (nfd < 0)
 		return -errno;
 	if (!ds__owner()) {
 		ds__vfork_note(nfd, (uintptr_t)f);
 		return nfd;
 	}
-	struct ds_file *old = ds__fd_bind(nfd, f, cloexec);
+	struct ds__file *old = ds__fd_bind(nfd, f, cloexec);
 	if (old)
 		ds__file_put(old);
 	return nfd;
 }
 
-DS_EXPORT int DS_WRAP(dup)(int fd)
+DS__EXPORT int DS__WRAP(dup)(int fd)
 {
-	DS_FD_CALL(fd, ds__out_dupped(fd, ds__fd_fresh(DS_REAL(dup)(fd))), dup_file(fd, f, 0, 0));
+	FD_CALL(fd, ds__out_dupped(fd, ds__fd_fresh(DS__REAL(dup)(fd))), dup_file(fd, f, 0, 0));
 }
 
 static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 {
 	ds__ensure_init();
-	struct ds_file *f = ds__fd_get(oldfd);
+	struct ds__file *f = ds__fd_get(oldfd);
 	if (!f) {
 		if (oldfd != newfd && ds__fd_is_private(newfd) && ds__fd_private_check(newfd))
 			ds__fd_private_evict(newfd); /* move ours out of the program's way */
 		uint64_t otok = 0; /* write.c: a writer's descriptor replaced, or copied */
-		int had = DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) &&
+		int had = DS__UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) &&
 		          oldfd != newfd && ds__out_dup_pre(newfd, &otok);
-		int rc = is_dup3 ? DS_REAL(dup3)(oldfd, newfd, flags) : DS_REAL(dup2)(oldfd, newfd);
-		if (had || DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)))
+		int rc = is_dup3 ? DS__REAL(dup3)(oldfd, newfd, flags)
+		                 : DS__REAL(dup2)(oldfd, newfd);
+		if (had || DS__UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)))
 			ds__out_dup_post(oldfd, newfd, rc, had, otok);
 		if (rc >= 0 && oldfd != newfd && ds__fd_known(newfd)) {
 			if (!ds__owner()) {
@@ -692,13 +694,13 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 	} else {
 		if (ds__fd_is_private(newfd) && ds__fd_private_check(newfd))
 			ds__fd_private_evict(newfd);
-		if (DS_REAL(dup3)(oldfd, newfd, flags & O_CLOEXEC) < 0) {
+		if (DS__REAL(dup3)(oldfd, newfd, flags & O_CLOEXEC) < 0) {
 			rc = -errno;
 		} else if (!ds__owner()) {
 			ds__vfork_note(newfd, (uintptr_t)f);
 			rc = newfd;
 		} else {
-			struct ds_file *old = ds__fd_bind(newfd, f, (flags & O_CLOEXEC) != 0);
+			struct ds__file *old = ds__fd_bind(newfd, f, (flags & O_CLOEXEC) != 0);
 			if (old)
 				ds__file_put(old);
 			rc = newfd;
@@ -708,11 +710,11 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 	return rc < 0 ? ds__fail(-rc) : rc;
 }
 
-DS_EXPORT int DS_WRAP(dup2)(int oldfd, int newfd) { return dup_onto(oldfd, newfd, 0, 0); }
-DS_EXPORT int DS_WRAP(dup3)(int oldfd, int newfd, int flags) { return dup_onto(oldfd, newfd, flags, 1); }
+DS__EXPORT int DS__WRAP(dup2)(int oldfd, int newfd) { return dup_onto(oldfd, newfd, 0, 0); }
+DS__EXPORT int DS__WRAP(dup3)(int oldfd, int newfd, int flags) { return dup_onto(oldfd, newfd, flags, 1); }
 
 /* ---- fcntl ---------------------------------------------------------------- */
-static int file_fcntl(int fd, struct ds_file *f, int cmd, void *arg)
+static int file_fcntl(int fd, struct ds__file *f, int cmd, void *arg)
 {
 	switch (cmd) {
 	case F_DUPFD:
@@ -722,11 +724,11 @@ static int file_fcntl(int fd, struct ds_file *f, int cmd, void *arg)
 		return dup_file(fd, f, (int)(intptr_t)arg, cmd == F_DUPFD_CLOEXEC);
 	case F_GETFD:
 		if (!ds__owner()) /* a vfork child may have changed its own */
-			return DS_REAL(fcntl)(fd, F_GETFD) < 0 ? -errno : DS_REAL(fcntl)(fd, F_GETFD);
+			return DS__REAL(fcntl)(fd, F_GETFD) < 0 ? -errno : DS__REAL(fcntl)(fd, F_GETFD);
 		return ds__fd_cloexec(fd) ? FD_CLOEXEC : 0;
 	case F_SETFD:
 		/* the kernel's flag is the program's: it decides what exec keeps */
-		if (DS_REAL(fcntl)(fd, F_SETFD, (int)(intptr_t)arg) < 0)
+		if (DS__REAL(fcntl)(fd, F_SETFD, (int)(intptr_t)arg) < 0)
 			return -errno;
 		if (ds__owner())
 			ds__fd_set_cloexec(fd, ((intptr_t)arg & FD_CLOEXEC) != 0);
@@ -768,7 +770,7 @@ static int file_fcntl(int fd, struct ds_file *f, int cmd, void *arg)
 	}
 	default:
 		/* the reserved O_PATH descriptor answers (EBADF for I/O) */
-		return DS_REAL(fcntl)(fd, cmd, arg) < 0 ? -errno : 0;
+		return DS__REAL(fcntl)(fd, cmd, arg) < 0 ? -errno : 0;
 	}
 }
 
@@ -782,22 +784,22 @@ static int real_fcntl(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
 	return rc;
 }
 
-DS_EXPORT int DS_WRAP(fcntl)(int fd, int cmd, ...)
+DS__EXPORT int DS__WRAP(fcntl)(int fd, int cmd, ...)
 {
 	va_list ap;
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
-	DS_FD_CALL(fd, real_fcntl(DS_REAL(fcntl), fd, cmd, arg), file_fcntl(fd, f, cmd, arg));
+	FD_CALL(fd, real_fcntl(DS__REAL(fcntl), fd, cmd, arg), file_fcntl(fd, f, cmd, arg));
 }
 
-DS_EXPORT int DS_WRAP(fcntl64)(int fd, int cmd, ...)
+DS__EXPORT int DS__WRAP(fcntl64)(int fd, int cmd, ...)
 {
 	va_list ap;
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
-	DS_FD_CALL(fd, real_fcntl(DS_HAVE(fcntl64) ? DS_REAL(fcntl64) : DS_REAL(fcntl), fd, cmd, arg),
+	FD_CALL(fd, real_fcntl(DS__HAVE(fcntl64) ? DS__REAL(fcntl64) : DS__REAL(fcntl), fd, cmd, arg),
 	           file_fcntl(fd, f, cmd, arg));
 }
 
@@ -806,7 +808,7 @@ DS_EXPORT int DS_WRAP(fcntl64)(int fd, int cmd, ...)
  * given the caller's protection.  When the bytes sit page-aligned in the
  * store, the whole pages are mapped from the store file instead (no copy)
  * and only the partial last page is filled. */
-static void *file_mmap(struct ds_file *f, void *addr, size_t len, int prot, int flags, int64_t off,
+static void *file_mmap(struct ds__file *f, void *addr, size_t len, int prot, int flags, int64_t off,
                        int *err)
 {
 	long pg = sysconf(_SC_PAGESIZE);
@@ -816,7 +818,7 @@ static void *file_mmap(struct ds_file *f, void *addr, size_t len, int prot, int 
 		*err = EBADF;
 		return MAP_FAILED;
 	}
-	if (f->kind == DS_F_DIR || f->kind == DS_F_VDIR) {
+	if (f->kind == DS__F_DIR || f->kind == DS__F_VDIR) {
 		*err = ENODEV;
 		return MAP_FAILED;
 	}
@@ -841,7 +843,7 @@ static void *file_mmap(struct ds_file *f, void *addr, size_t len, int prot, int 
 		}
 	}
 	int keep = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_NORESERVE | MAP_32BIT);
-	void *m = DS_REAL(mmap)(addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | keep,
+	void *m = DS__REAL(mmap)(addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | keep,
 	                        -1, 0);
 	if (m == MAP_FAILED) {
 		*err = errno;
@@ -855,14 +857,14 @@ static void *file_mmap(struct ds_file *f, void *addr, size_t len, int prot, int 
 	if (whole >= (64u << 10) && ds__g.store && src >= ds__g.store &&
 	    src + whole <= ds__g.store + ds__g.store_len && ((uintptr_t)src % pg) == 0) {
 		char path[PATH_MAX + 16];
-		snprintf(path, sizeof(path), "%s/store", ds__g.nodedir);
-		int sfd = DS_REAL(open)(path, O_RDONLY | O_CLOEXEC);
+		ds_store_path(path, sizeof(path), ds__g.nodedir, DS_STORE_NAME);
+		int sfd = DS__REAL(open)(path, O_RDONLY | O_CLOEXEC);
 		if (sfd >= 0) {
-			void *w = DS_REAL(mmap)(m, whole, prot, MAP_PRIVATE | MAP_FIXED, sfd,
-			                        src - ds__g.store);
+			void *w = DS__REAL(mmap)(m, whole, prot, MAP_PRIVATE | MAP_FIXED, sfd,
+			                         src - ds__g.store);
 			if (w != MAP_FAILED)
 				done = whole;
-			DS_REAL(close)(sfd);
+			DS__REAL(close)(sfd);
 		}
 	}
 	memcpy((char *)m + done, src + done, have - done);
@@ -878,10 +880,10 @@ static void *file_mmap(struct ds_file *f, void *addr, size_t len, int prot, int 
 static void *mmap_any(void *addr, size_t len, int prot, int flags, int fd, int64_t off, int is64)
 {
 	ds__ensure_init();
-	struct ds_file *f = (flags & MAP_ANONYMOUS) ? NULL : ds__fd_get(fd);
-	if (DS_LIKELY(!f))
-		return is64 ? DS_REAL(mmap64)(addr, len, prot, flags, fd, off)
-		            : DS_REAL(mmap)(addr, len, prot, flags, fd, off);
+	struct ds__file *f = (flags & MAP_ANONYMOUS) ? NULL : ds__fd_get(fd);
+	if (DS__LIKELY(!f))
+		return is64 ? DS__REAL(mmap64)(addr, len, prot, flags, fd, off)
+		            : DS__REAL(mmap)(addr, len, prot, flags, fd, off);
 	int err;
 	void *m = file_mmap(f, addr, len, prot, flags, off, &err);
 	ds__file_put(f);
@@ -890,23 +892,23 @@ static void *mmap_any(void *addr, size_t len, int prot, int flags, int fd, int64
 	return m;
 }
 
-DS_EXPORT void *DS_WRAP(mmap)(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+DS__EXPORT void *DS__WRAP(mmap)(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	return mmap_any(addr, len, prot, flags, fd, off, 0);
 }
 
-DS_EXPORT void *DS_WRAP(mmap64)(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
+DS__EXPORT void *DS__WRAP(mmap64)(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 {
 	return mmap_any(addr, len, prot, flags, fd, off, 1);
 }
 
 /* ---- advice, locks, sync: nothing to do on memory nobody writes ------------ */
-static int not_path(struct ds_file *f)
+static int not_path(struct ds__file *f)
 {
 	return (atomic_load(&f->flags) & O_PATH) ? -EBADF : 0;
 }
 
-static int file_flock(struct ds_file *f, int op)
+static int file_flock(struct ds__file *f, int op)
 {
 	int rc = not_path(f);
 	if (rc)
@@ -919,12 +921,12 @@ static int file_flock(struct ds_file *f, int op)
 	}
 }
 
-DS_EXPORT int DS_WRAP(flock)(int fd, int op)
+DS__EXPORT int DS__WRAP(flock)(int fd, int op)
 {
-	DS_FD_CALL(fd, DS_REAL(flock)(fd, op), file_flock(f, op));
+	FD_CALL(fd, DS__REAL(flock)(fd, op), file_flock(f, op));
 }
 
-static int fadvise(struct ds_file *f, int64_t len, int advice)
+static int fadvise(struct ds__file *f, int64_t len, int advice)
 {
 	if (not_path(f))
 		return EBADF;
@@ -934,44 +936,44 @@ static int fadvise(struct ds_file *f, int64_t len, int advice)
 }
 
 /* posix_fadvise returns the error number; errno stays untouched */
-DS_EXPORT int DS_WRAP(posix_fadvise)(int fd, off_t off, off_t len, int advice)
+DS__EXPORT int DS__WRAP(posix_fadvise)(int fd, off_t off, off_t len, int advice)
 {
 	(void)off;
 	ds__ensure_init();
-	struct ds_file *f = ds__fd_get(fd);
-	if (DS_LIKELY(!f))
-		return DS_REAL(posix_fadvise)(fd, off, len, advice);
+	struct ds__file *f = ds__fd_get(fd);
+	if (DS__LIKELY(!f))
+		return DS__REAL(posix_fadvise)(fd, off, len, advice);
 	int rc = fadvise(f, len, advice);
 	ds__file_put(f);
 	return rc;
 }
 
-DS_EXPORT int DS_WRAP(posix_fadvise64)(int fd, off64_t off, off64_t len, int advice)
+DS__EXPORT int DS__WRAP(posix_fadvise64)(int fd, off64_t off, off64_t len, int advice)
 {
 	(void)off;
 	ds__ensure_init();
-	struct ds_file *f = ds__fd_get(fd);
-	if (DS_LIKELY(!f))
-		return DS_REAL(posix_fadvise64)(fd, off, len, advice);
+	struct ds__file *f = ds__fd_get(fd);
+	if (DS__LIKELY(!f))
+		return DS__REAL(posix_fadvise64)(fd, off, len, advice);
 	int rc = fadvise(f, len, advice);
 	ds__file_put(f);
 	return rc;
 }
 
-DS_EXPORT ssize_t DS_WRAP(readahead)(int fd, off64_t off, size_t n)
+DS__EXPORT ssize_t DS__WRAP(readahead)(int fd, off64_t off, size_t n)
 {
-	DS_FD_CALL(fd, DS_REAL(readahead)(fd, off, n),
-	           not_path(f) ? -EBADF : f->kind != DS_F_REG && f->kind != DS_F_VIRT ? -EINVAL : 0);
+	FD_CALL(fd, DS__REAL(readahead)(fd, off, n),
+	           not_path(f) ? -EBADF : f->kind != DS__F_REG && f->kind != DS__F_VIRT ? -EINVAL : 0);
 }
 
-DS_EXPORT int DS_WRAP(fsync)(int fd) { DS_FD_CALL(fd, DS_REAL(fsync)(fd), not_path(f)); }
-DS_EXPORT int DS_WRAP(fdatasync)(int fd) { DS_FD_CALL(fd, DS_REAL(fdatasync)(fd), not_path(f)); }
+DS__EXPORT int DS__WRAP(fsync)(int fd) { FD_CALL(fd, DS__REAL(fsync)(fd), not_path(f)); }
+DS__EXPORT int DS__WRAP(fdatasync)(int fd) { FD_CALL(fd, DS__REAL(fdatasync)(fd), not_path(f)); }
 
 /* ---- copying out: sendfile, copy_file_range -------------------------------- */
 /* Read from staged in (at *inoff when given, else its offset) and write to
  * the real descriptor out (at *outoff when given).  Bytes copied or -errno;
  * partial counts like the kernel's. */
-static ssize_t copy_out(struct ds_file *f, int64_t *inoff, int out, int64_t *outoff, size_t n)
+static ssize_t copy_out(struct ds__file *f, int64_t *inoff, int out, int64_t *outoff, size_t n)
 {
 	char buf[32768];
 	size_t done = 0;
@@ -1010,13 +1012,13 @@ static ssize_t copy_out(struct ds_file *f, int64_t *inoff, int out, int64_t *out
 	return done;
 }
 
-DS_EXPORT ssize_t DS_WRAP(sendfile)(int out, int in, off_t *off, size_t n)
+DS__EXPORT ssize_t DS__WRAP(sendfile)(int out, int in, off_t *off, size_t n)
 {
 	int64_t o = off ? *off : 0;
 	ds__ensure_init();
-	struct ds_file *f = ds__fd_get(in);
-	if (DS_LIKELY(!f))
-		return DS_REAL(sendfile)(out, in, off, n);
+	struct ds__file *f = ds__fd_get(in);
+	if (DS__LIKELY(!f))
+		return DS__REAL(sendfile)(out, in, off, n);
 	ssize_t r = (off && o < 0) ? -EINVAL : copy_out(f, off ? &o : NULL, out, NULL, n);
 	ds__file_put(f);
 	if (r < 0)
@@ -1026,18 +1028,18 @@ DS_EXPORT ssize_t DS_WRAP(sendfile)(int out, int in, off_t *off, size_t n)
 	return r;
 }
 
-DS_EXPORT ssize_t DS_WRAP(sendfile64)(int out, int in, off64_t *off, size_t n)
+DS__EXPORT ssize_t DS__WRAP(sendfile64)(int out, int in, off64_t *off, size_t n)
 {
-	return DS_WRAP(sendfile)(out, in, (off_t *)off, n);
+	return DS__WRAP(sendfile)(out, in, (off_t *)off, n);
 }
 
-DS_EXPORT ssize_t DS_WRAP(copy_file_range)(int in, off64_t *inoff, int out, off64_t *outoff,
-                                           size_t n, unsigned flags)
+DS__EXPORT ssize_t DS__WRAP(copy_file_range)(int in, off64_t *inoff, int out, off64_t *outoff,
+                                             size_t n, unsigned flags)
 {
 	ds__ensure_init();
-	struct ds_file *f = ds__fd_get(in);
-	if (DS_LIKELY(!f))
-		return DS_REAL(copy_file_range)(in, inoff, out, outoff, n, flags);
+	struct ds__file *f = ds__fd_get(in);
+	if (DS__LIKELY(!f))
+		return DS__REAL(copy_file_range)(in, inoff, out, outoff, n, flags);
 	int64_t io = inoff ? *inoff : 0, oo = outoff ? *outoff : 0;
 	ssize_t r;
 	if (flags || (inoff && io < 0) || (outoff && oo < 0))

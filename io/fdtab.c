@@ -28,7 +28,7 @@
  * The table is an array indexed by fd, sized by RLIMIT_NOFILE, reserved
  * with mmap (pages appear as descriptors are used).  A slot holds a pointer
  * to a shared open-file object, refcounted like the kernel's struct file:
- * dup'ed descriptors share the object, hence the offset; or DS_FD_PRIVATE
+ * dup'ed descriptors share the object, hence the offset; or DS__FD_PRIVATE
  * for the shim's own descriptors (the template, the service sockets).
  *
  * Lookups take no lock (read must be usable from signal handlers and 16
@@ -49,9 +49,9 @@ _Atomic unsigned ds__fd_hwm;
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t tmpl_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ds_file *pool_free;
+static struct ds__file *pool_free;
 
-#define DS_FDTAB_MAX (1u << 20)
+#define FDTAB_MAX (1u << 20)
 #define POOL_SLAB 256
 
 
@@ -76,14 +76,14 @@ void ds__fd_private(int fd, int on)
 	for (int i = 0; i < npriv; i++)
 		if (priv[i].fd == fd)
 			priv[i] = priv[--npriv];
-	if (on && npriv < PRIV_MAX && DS_REAL(fstat)(fd, &st) == 0) {
+	if (on && npriv < PRIV_MAX && DS__REAL(fstat)(fd, &st) == 0) {
 		priv[npriv++] = (struct priv){fd, st.st_dev, st.st_ino};
 		/* the kernel just gave us fd: anything the table said was stale */
-		uintptr_t old = atomic_exchange(&ds__fdtab[fd], DS_FD_PRIVATE);
-		if (DS_FD_FILE(old))
-			ds__file_put((struct ds_file *)DS_FD_FILE(old));
+		uintptr_t old = atomic_exchange(&ds__fdtab[fd], DS__FD_PRIVATE);
+		if (DS__FD_FILE(old))
+			ds__file_put((struct ds__file *)DS__FD_FILE(old));
 	} else {
-		uintptr_t p = DS_FD_PRIVATE;
+		uintptr_t p = DS__FD_PRIVATE;
 		atomic_compare_exchange_strong(&ds__fdtab[fd], &p, 0);
 	}
 	pthread_mutex_unlock(&priv_lock);
@@ -99,7 +99,7 @@ int ds__fd_private_check(int fd)
 	for (int i = 0; i < npriv; i++)
 		if (priv[i].fd == fd) {
 			known = 1;
-			ok = DS_REAL(fstat)(fd, &st) == 0 && st.st_dev == priv[i].dev &&
+			ok = DS__REAL(fstat)(fd, &st) == 0 && st.st_dev == priv[i].dev &&
 			     st.st_ino == priv[i].ino;
 		}
 	pthread_mutex_unlock(&priv_lock);
@@ -134,8 +134,8 @@ int ds__fd_private_list(unsigned lowfd, unsigned highfd, int *out, int cap)
 int ds__fd_is_reservation(int fd)
 {
 	struct stat st;
-	return DS_REAL(fstat)(fd, &st) == 0 && S_ISLNK(st.st_mode) && st.st_dev == ds__g.tmpl_dev &&
-	       st.st_ino == ds__g.tmpl_ino;
+	return DS__REAL(fstat)(fd, &st) == 0 && S_ISLNK(st.st_mode) &&
+	       st.st_dev == ds__g.tmpl_dev && st.st_ino == ds__g.tmpl_ino;
 }
 
 /* Open (making it when missing) the reservation: NODEDIR/reserved, a symlink
@@ -145,29 +145,31 @@ static int tmpl_make(void)
 {
 	char path[PATH_MAX + 16], tmp[PATH_MAX + 48];
 	struct stat st;
-	snprintf(path, sizeof(path), "%s/reserved", ds__g.nodedir);
-	int fd = DS_REAL(open)(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	ds_store_path(path, sizeof(path), ds__g.nodedir, DS_RESERVED_NAME);
+	int fd = DS__REAL(open)(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT) {
-		snprintf(tmp, sizeof(tmp), "%s/.reserved.%ld", ds__g.nodedir, (long)getpid());
-		DS_REAL(unlink)(tmp);
-		if (DS_REAL(symlink)("reserved", tmp) == 0 && DS_REAL(rename)(tmp, path) < 0)
-			DS_REAL(unlink)(tmp);
-		fd = DS_REAL(open)(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		snprintf(tmp, sizeof(tmp), "%s/" DS_RESERVED_TMP "%ld", ds__g.nodedir,
+		         (long)getpid());
+		DS__REAL(unlink)(tmp);
+		if (DS__REAL(symlink)(DS_RESERVED_NAME, tmp) == 0 &&
+		    DS__REAL(rename)(tmp, path) < 0)
+			DS__REAL(unlink)(tmp);
+		fd = DS__REAL(open)(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	}
 	if (fd < 0) {
 		ds_info("'%s': cannot make the reservation: %s", path, strerror(errno));
 		return -1;
 	}
-	if (DS_REAL(fstat)(fd, &st) < 0 || !S_ISLNK(st.st_mode) || st.st_uid != geteuid()) {
+	if (DS__REAL(fstat)(fd, &st) < 0 || !S_ISLNK(st.st_mode) || st.st_uid != geteuid()) {
 		ds_info("'%s': not a symlink of this user: no reservation", path);
-		DS_REAL(close)(fd);
+		DS__REAL(close)(fd);
 		return -1;
 	}
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 256) {
-		int hi = DS_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 64));
+		int hi = DS__REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 64));
 		if (hi >= 0) {
-			DS_REAL(close)(fd);
+			DS__REAL(close)(fd);
 			fd = hi;
 		}
 	}
@@ -184,14 +186,14 @@ void ds__fd_private_evict(int fd)
 		return; /* a vfork child: its dup2 acts on its own table only */
 	pthread_mutex_lock(&tmpl_lock);
 	if (fd == ds__g.tmpl_fd) {
-		int hi = DS_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, fd + 1);
+		int hi = DS__REAL(fcntl)(fd, F_DUPFD_CLOEXEC, fd + 1);
 		ds__fd_private(fd, 0);
 		ds__g.tmpl_fd = -1;
 		if (hi >= 0 && ds__fd_is_reservation(hi)) {
 			ds__g.tmpl_fd = hi;
 			ds__fd_private(hi, 1);
 		} else if (hi >= 0) {
-			DS_REAL(close)(hi);
+			DS__REAL(close)(hi);
 		}
 	} else {
 		ds__fd_private(fd, 0); /* a socket: its thread sees and reconnects */
@@ -204,16 +206,16 @@ void ds__fdtab_init(void)
 	struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
 	rlim_t n = 65536;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-		n = rl.rlim_max == RLIM_INFINITY ? DS_FDTAB_MAX : rl.rlim_max;
+		n = rl.rlim_max == RLIM_INFINITY ? FDTAB_MAX : rl.rlim_max;
 		if (n < rl.rlim_cur)
 			n = rl.rlim_cur;
 	}
-	if (n > DS_FDTAB_MAX)
-		n = DS_FDTAB_MAX;
+	if (n > FDTAB_MAX)
+		n = FDTAB_MAX;
 	if (n < 1024)
 		n = 1024;
-	void *m = DS_REAL(mmap)(NULL, n * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
-	                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	void *m = DS__REAL(mmap)(NULL, n * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
+	                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED) {
 		ds_info("cannot reserve the descriptor table: %s", strerror(errno));
 		return;
@@ -227,11 +229,11 @@ void ds__fdtab_init(void)
 	}
 }
 
-struct ds_file *ds__file_new(void)
+struct ds__file *ds__file_new(void)
 {
 	pthread_mutex_lock(&pool_lock);
 	if (!pool_free) {
-		struct ds_file *slab = DS_REAL(mmap)(NULL, POOL_SLAB * sizeof(*slab),
+		struct ds__file *slab = DS__REAL(mmap)(NULL, POOL_SLAB * sizeof(*slab),
 		                                     PROT_READ | PROT_WRITE,
 		                                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (slab == MAP_FAILED) {
@@ -243,7 +245,7 @@ struct ds_file *ds__file_new(void)
 			pool_free = &slab[i];
 		}
 	}
-	struct ds_file *f = pool_free;
+	struct ds__file *f = pool_free;
 	pool_free = f->next;
 	pthread_mutex_unlock(&pool_lock);
 
@@ -267,7 +269,7 @@ struct ds_file *ds__file_new(void)
 	return f;
 }
 
-void ds__file_put(struct ds_file *f)
+void ds__file_put(struct ds__file *f)
 {
 	if (atomic_fetch_sub_explicit(&f->ref, 1, memory_order_acq_rel) != 1)
 		return;
@@ -285,10 +287,10 @@ void ds__file_put(struct ds_file *f)
 	pthread_mutex_unlock(&pool_lock);
 }
 
-struct ds_file *ds__fd_get_slow(int fd, uintptr_t v)
+struct ds__file *ds__fd_get_slow(int fd, uintptr_t v)
 {
 	for (;;) {
-		struct ds_file *f = (struct ds_file *)DS_FD_FILE(v);
+		struct ds__file *f = (struct ds__file *)DS__FD_FILE(v);
 		if (!f)
 			return NULL;
 		uint32_t r = atomic_load_explicit(&f->ref, memory_order_acquire);
@@ -299,14 +301,14 @@ struct ds_file *ds__fd_get_slow(int fd, uintptr_t v)
 				/* still the object bound to fd? (it may have been
 				 * closed and reused meanwhile) */
 				uintptr_t now = atomic_load_explicit(&ds__fdtab[fd], memory_order_acquire);
-				if (DS_FD_FILE(now) == (uintptr_t)f)
+				if (DS__FD_FILE(now) == (uintptr_t)f)
 					return f;
 				ds__file_put(f);
 				break;
 			}
 		}
 		v = atomic_load_explicit(&ds__fdtab[fd], memory_order_acquire);
-		if (!DS_FD_FILE(v))
+		if (!DS__FD_FILE(v))
 			return NULL;
 	}
 }
@@ -327,13 +329,13 @@ static int dup_reservation(int minfd, int cloexec)
 	for (int attempt = 0; attempt < 3; attempt++) {
 		int t = ds__g.tmpl_fd, fd = -1;
 		if (t >= 0) {
-			fd = DS_REAL(fcntl)(t, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, minfd);
+			fd = DS__REAL(fcntl)(t, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, minfd);
 			if (fd >= 0 && ds__fd_is_reservation(fd))
 				return fd;
 			if (fd < 0 && errno != EBADF)
 				return -errno;
 			if (fd >= 0)
-				DS_REAL(close)(fd); /* ours: just made */
+				DS__REAL(close)(fd); /* ours: just made */
 		}
 		pthread_mutex_lock(&tmpl_lock);
 		if (ds__g.tmpl_fd == t) {
@@ -349,59 +351,59 @@ static int dup_reservation(int minfd, int cloexec)
 
 static void vfork_reclaim(void);
 
-int ds__fd_install(struct ds_file *f, int minfd, int cloexec)
+int ds__fd_install(struct ds__file *f, int minfd, int cloexec)
 {
 	vfork_reclaim();
 	int fd = dup_reservation(minfd, cloexec);
 	if (fd < 0)
 		return fd;
 	if ((unsigned)fd >= ds__fdtab_len) {
-		DS_REAL(close)(fd);
+		DS__REAL(close)(fd);
 		return -EMFILE;
 	}
 	note_hwm(fd);
 	uintptr_t old = atomic_exchange_explicit(&ds__fdtab[fd],
-	                                         (uintptr_t)f | (cloexec ? DS_FD_CLOEXEC : 0),
+	                                         (uintptr_t)f | (cloexec ? DS__FD_CLOEXEC : 0),
 	                                         memory_order_acq_rel);
-	if (DS_FD_FILE(old)) /* a stale slot: its descriptor was closed behind our back */
-		ds__file_put((struct ds_file *)DS_FD_FILE(old));
+	if (DS__FD_FILE(old)) /* a stale slot: its descriptor was closed behind our back */
+		ds__file_put((struct ds__file *)DS__FD_FILE(old));
 	return fd;
 }
 
-struct ds_file *ds__fd_bind(int fd, struct ds_file *f, int cloexec)
+struct ds__file *ds__fd_bind(int fd, struct ds__file *f, int cloexec)
 {
 	if ((unsigned)fd >= ds__fdtab_len)
 		return NULL;
 	atomic_fetch_add(&f->ref, 1);
 	note_hwm(fd);
 	uintptr_t old = atomic_exchange_explicit(&ds__fdtab[fd],
-	                                         (uintptr_t)f | (cloexec ? DS_FD_CLOEXEC : 0),
+	                                         (uintptr_t)f | (cloexec ? DS__FD_CLOEXEC : 0),
 	                                         memory_order_acq_rel);
-	return (struct ds_file *)DS_FD_FILE(old);
+	return (struct ds__file *)DS__FD_FILE(old);
 }
 
-struct ds_file *ds__fd_unbind(int fd)
+struct ds__file *ds__fd_unbind(int fd)
 {
 	if ((unsigned)fd >= ds__fdtab_len)
 		return NULL;
 	uintptr_t old = atomic_load(&ds__fdtab[fd]);
-	if (!DS_FD_FILE(old))
+	if (!DS__FD_FILE(old))
 		return NULL; /* never drop a private mark here */
 	old = atomic_exchange_explicit(&ds__fdtab[fd], 0, memory_order_acq_rel);
-	return (struct ds_file *)DS_FD_FILE(old);
+	return (struct ds__file *)DS__FD_FILE(old);
 }
 
 int ds__fd_cloexec(int fd)
 {
-	return (atomic_load(&ds__fdtab[fd]) & DS_FD_CLOEXEC) != 0;
+	return (atomic_load(&ds__fdtab[fd]) & DS__FD_CLOEXEC) != 0;
 }
 
 void ds__fd_set_cloexec(int fd, int on)
 {
 	if (on)
-		atomic_fetch_or(&ds__fdtab[fd], DS_FD_CLOEXEC);
+		atomic_fetch_or(&ds__fdtab[fd], DS__FD_CLOEXEC);
 	else
-		atomic_fetch_and(&ds__fdtab[fd], ~DS_FD_CLOEXEC);
+		atomic_fetch_and(&ds__fdtab[fd], ~DS__FD_CLOEXEC);
 }
 
 /* After fork the child has one thread: locks held by the parent's other
@@ -414,8 +416,8 @@ void ds__fdtab_atfork_child(void)
 	unsigned h = atomic_load(&ds__fd_hwm);
 	for (unsigned fd = 0; fd < h; fd++) {
 		uintptr_t v = atomic_load(&ds__fdtab[fd]);
-		if (DS_FD_FILE(v))
-			pthread_mutex_init(&((struct ds_file *)DS_FD_FILE(v))->lock, NULL);
+		if (DS__FD_FILE(v))
+			pthread_mutex_init(&((struct ds__file *)DS__FD_FILE(v))->lock, NULL);
 	}
 }
 
@@ -440,7 +442,7 @@ static _Atomic int vnote_used;
 
 static void vfork_reclaim(void)
 {
-	if (DS_LIKELY(!atomic_load_explicit(&vnote_used, memory_order_relaxed)))
+	if (DS__LIKELY(!atomic_load_explicit(&vnote_used, memory_order_relaxed)))
 		return;
 	atomic_store(&vnote_used, 0);
 	for (int i = 0; i < VF_MAX; i++) {
@@ -491,14 +493,14 @@ void ds__fd_fresh_slow(int fd)
 	if (!ds__owner())
 		return;
 	uintptr_t v = atomic_load(&ds__fdtab[fd]);
-	if (v == DS_FD_PRIVATE) {
+	if (v == DS__FD_PRIVATE) {
 		pthread_mutex_lock(&tmpl_lock);
 		if (fd == ds__g.tmpl_fd)
 			ds__g.tmpl_fd = -1;
 		ds__fd_private(fd, 0);
 		pthread_mutex_unlock(&tmpl_lock);
 	} else {
-		struct ds_file *f = ds__fd_unbind(fd);
+		struct ds__file *f = ds__fd_unbind(fd);
 		if (f)
 			ds__file_put(f);
 	}

@@ -10,9 +10,9 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 
-DS_EXPORT int DS_WRAP(pipe)(int fds[2])
+DS__EXPORT int DS__WRAP(pipe)(int fds[2])
 {
-	int rc = DS_REAL(pipe)(fds);
+	int rc = DS__REAL(pipe)(fds);
 	if (rc == 0 && ds__fdtab) {
 		ds__fd_fresh(fds[0]);
 		ds__fd_fresh(fds[1]);
@@ -20,9 +20,9 @@ DS_EXPORT int DS_WRAP(pipe)(int fds[2])
 	return rc;
 }
 
-DS_EXPORT int DS_WRAP(pipe2)(int fds[2], int flags)
+DS__EXPORT int DS__WRAP(pipe2)(int fds[2], int flags)
 {
-	int rc = DS_REAL(pipe2)(fds, flags);
+	int rc = DS__REAL(pipe2)(fds, flags);
 	if (rc == 0 && ds__fdtab) {
 		ds__fd_fresh(fds[0]);
 		ds__fd_fresh(fds[1]);
@@ -30,9 +30,9 @@ DS_EXPORT int DS_WRAP(pipe2)(int fds[2], int flags)
 	return rc;
 }
 
-DS_EXPORT int DS_WRAP(socketpair)(int dom, int type, int proto, int fds[2])
+DS__EXPORT int DS__WRAP(socketpair)(int dom, int type, int proto, int fds[2])
 {
-	int rc = DS_REAL(socketpair)(dom, type, proto, fds);
+	int rc = DS__REAL(socketpair)(dom, type, proto, fds);
 	if (rc == 0 && ds__fdtab) {
 		ds__fd_fresh(fds[0]);
 		ds__fd_fresh(fds[1]);
@@ -40,38 +40,38 @@ DS_EXPORT int DS_WRAP(socketpair)(int dom, int type, int proto, int fds[2])
 	return rc;
 }
 
-#define DS_FRESH_WRAP(ret_call)                                                               \
+#define FRESH_WRAP(ret_call)                                                                  \
 	do {                                                                                  \
 		int fd_ = ret_call;                                                           \
 		return ds__fdtab ? ds__fd_fresh(fd_) : fd_;                                   \
 	} while (0)
 
-DS_EXPORT int DS_WRAP(socket)(int dom, int type, int proto)
+DS__EXPORT int DS__WRAP(socket)(int dom, int type, int proto)
 {
-	DS_FRESH_WRAP(DS_REAL(socket)(dom, type, proto));
+	FRESH_WRAP(DS__REAL(socket)(dom, type, proto));
 }
 
-DS_EXPORT int DS_WRAP(accept)(int fd, struct sockaddr *sa, socklen_t *len)
+DS__EXPORT int DS__WRAP(accept)(int fd, struct sockaddr *sa, socklen_t *len)
 {
-	DS_FRESH_WRAP(DS_REAL(accept)(fd, sa, len));
+	FRESH_WRAP(DS__REAL(accept)(fd, sa, len));
 }
 
-DS_EXPORT int DS_WRAP(accept4)(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+DS__EXPORT int DS__WRAP(accept4)(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
-	DS_FRESH_WRAP(DS_REAL(accept4)(fd, sa, len, flags));
+	FRESH_WRAP(DS__REAL(accept4)(fd, sa, len, flags));
 }
 
-DS_EXPORT int DS_WRAP(eventfd)(unsigned v, int flags)
+DS__EXPORT int DS__WRAP(eventfd)(unsigned v, int flags)
 {
-	DS_FRESH_WRAP(DS_REAL(eventfd)(v, flags));
+	FRESH_WRAP(DS__REAL(eventfd)(v, flags));
 }
 
-DS_EXPORT int DS_WRAP(memfd_create)(const char *name, unsigned flags)
+DS__EXPORT int DS__WRAP(memfd_create)(const char *name, unsigned flags)
 {
-	DS_FRESH_WRAP(DS_REAL(memfd_create)(name, flags));
+	FRESH_WRAP(DS__REAL(memfd_create)(name, flags));
 }
 
-DS_EXPORT int DS_WRAP(epoll_create1)(int flags)
+DS__EXPORT int DS__WRAP(epoll_create1)(int flags)
 {
-	DS_FRESH_WRAP(DS_REAL(epoll_create1)(flags));
+	FRESH_WRAP(DS__REAL(epoll_create1)(flags));
 }

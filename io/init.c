@@ -13,11 +13,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-struct ds_global ds__g = {.tmpl_fd = -1};
+struct ds__global ds__g = {.tmpl_fd = -1};
 int ds__ready;
 __thread int ds__busy __attribute__((tls_model("initial-exec")));
 #ifndef DS_LINK_WRAP
-struct ds_real ds__real;
+struct ds__real ds__real;
 #endif
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -28,7 +28,7 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
  * kernel does for a call it lacks, instead of calling NULL.  One stub for
  * all: each of these returns an int or ssize_t (-1) or nothing, and the
  * x86-64/aarch64 calling conventions let a caller ignore the arguments.
- * Wrappers that can do better test DS_HAVE(name) first (close_range falls
+ * Wrappers that can do better test DS__HAVE(name) first (close_range falls
  * back to the system call, closefrom to close_range). */
 static long ds__enosys(void)
 {
@@ -61,7 +61,7 @@ void ds__real_resolve(void)
 }
 
 #ifndef DS_LINK_WRAP
-/* One look-up, at the first call through DS_REAL(name).  Two threads may
+/* One look-up, at the first call through DS__REAL(name).  Two threads may
  * both look it up: they find and store the same address. */
 void (*ds__real_find(void (**slot)(void), const char *name))(void)
 {
@@ -91,8 +91,8 @@ static uint32_t find_node(const char *jobdir)
 	char host[256], link[PATH_MAX], target[64];
 	if (gethostname(host, sizeof(host)) == 0) {
 		host[sizeof(host) - 1] = 0;
-		snprintf(link, sizeof(link), "%s/by-host/%s", jobdir, host);
-		ssize_t n = DS_REAL(readlink)(link, target, sizeof(target) - 1);
+		snprintf(link, sizeof(link), "%s/" DS_BYHOST_NAME "/%s", jobdir, host);
+		ssize_t n = DS__REAL(readlink)(link, target, sizeof(target) - 1);
 		if (n > 0) {
 			target[n] = 0;
 			const char *t = strrchr(target, '/');
@@ -109,18 +109,18 @@ static void map_store(void)
 	uint64_t want = ds__g.ix.h->store_size;
 	if (want == 0)
 		return;
-	snprintf(path, sizeof(path), "%s/store", ds__g.nodedir);
-	int fd = DS_REAL(open)(path, O_RDONLY | O_CLOEXEC);
+	ds_store_path(path, sizeof(path), ds__g.nodedir, DS_STORE_NAME);
+	int fd = DS__REAL(open)(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
-	if (fd < 0 || DS_REAL(fstat)(fd, &st) < 0 || (uint64_t)st.st_size < want) {
+	if (fd < 0 || DS__REAL(fstat)(fd, &st) < 0 || (uint64_t)st.st_size < want) {
 		ds_info("'%s': cannot map the node store: %s", path,
 		        fd < 0 ? strerror(errno) : "shorter than the index says");
 		if (fd >= 0)
-			DS_REAL(close)(fd);
+			DS__REAL(close)(fd);
 		return;
 	}
-	void *m = DS_REAL(mmap)(NULL, want, PROT_READ, MAP_SHARED, fd, 0);
-	DS_REAL(close)(fd);
+	void *m = DS__REAL(mmap)(NULL, want, PROT_READ, MAP_SHARED, fd, 0);
+	DS__REAL(close)(fd);
 	if (m == MAP_FAILED)
 		return;
 	ds__g.store = m;
@@ -130,14 +130,14 @@ static void map_store(void)
 static void map_stats(void)
 {
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/%s", ds__g.nodedir, DS_STATS_NAME);
-	int fd = DS_REAL(open)(path, O_RDWR | O_CLOEXEC);
+	ds_store_path(path, sizeof(path), ds__g.nodedir, DS_STATS_NAME);
+	int fd = DS__REAL(open)(path, O_RDWR | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0)
 		return;
-	if (DS_REAL(fstat)(fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct ds_stats)) {
-		void *m = DS_REAL(mmap)(NULL, sizeof(struct ds_stats), PROT_READ | PROT_WRITE,
-		                        MAP_SHARED, fd, 0);
+	if (DS__REAL(fstat)(fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct ds_stats)) {
+		void *m = DS__REAL(mmap)(NULL, sizeof(struct ds_stats), PROT_READ | PROT_WRITE,
+		                         MAP_SHARED, fd, 0);
 		if (m != MAP_FAILED) {
 			struct ds_stats *s = m;
 			/* stage creates it zeroed; the service stamps the magic */
@@ -147,7 +147,7 @@ static void map_stats(void)
 				munmap(m, sizeof(struct ds_stats));
 		}
 	}
-	DS_REAL(close)(fd);
+	DS__REAL(close)(fd);
 }
 
 /* Is path a directory (or, dir == 0, a regular file) of this user that no
@@ -157,7 +157,7 @@ static void map_stats(void)
 static int ours_alone(const char *path, int dir)
 {
 	struct stat st;
-	if (DS_REAL(lstat)(path, &st) < 0)
+	if (DS__REAL(lstat)(path, &st) < 0)
 		return 0;
 	if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
 		return 0;
@@ -222,7 +222,7 @@ static void setup(void)
 	char cwd[PATH_MAX];
 	size_t jl = strlen(ds__g.jobdir);
 	int eager = getenv("DSTAGE_FDS") != NULL ||
-	            (DS_REAL(getcwd)(cwd, sizeof(cwd)) && !strncmp(cwd, ds__g.jobdir, jl) &&
+	            (DS__REAL(getcwd)(cwd, sizeof(cwd)) && !strncmp(cwd, ds__g.jobdir, jl) &&
 	             cwd[jl] == '/');
 	if (eager) {
 		setup_store();
@@ -238,7 +238,7 @@ static void setup(void)
 static void setup_store(void)
 {
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/index", ds__g.nodedir);
+	ds_store_path(path, sizeof(path), ds__g.nodedir, DS_INDEX_NAME);
 	if (!ours_alone(ds__g.jobdir, 1) || !ours_alone(ds__g.nodedir, 1) || !ours_alone(path, 0)) {
 		ds_info("'%s': not a store of this user (owner, mode or type): staying out of the way",
 		        ds__g.nodedir);
@@ -283,7 +283,7 @@ static void activate_child(void)
 
 int ds__activate(void)
 {
-	if (DS_LIKELY(__atomic_load_n(&ds__g.active, __ATOMIC_ACQUIRE)))
+	if (DS__LIKELY(__atomic_load_n(&ds__g.active, __ATOMIC_ACQUIRE)))
 		return 1;
 	if (!__atomic_load_n(&ds__pending, __ATOMIC_ACQUIRE) || ds__busy)
 		return 0;

@@ -8,7 +8,7 @@
  * fork (the mapping is inherited) and passed across exec by descriptor
  * number in DSTAGE_FDS (exec.c).
  *
- * A cell is counted by the open files (struct ds_file) that use it, in every
+ * A cell is counted by the open files (struct ds__file) that use it, in every
  * process: +1 when a fork child inherits a file, +1 when a new image adopts
  * a file of a vfork child's exec; -1 at a file's last close.  A process that
  * is killed, or leaves with _exit (multiprocessing's workers do) without
@@ -51,9 +51,9 @@ static int park(int fd)
 {
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 256) {
-		int hi = DS_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 72));
+		int hi = DS__REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 72));
 		if (hi >= 0) {
-			DS_REAL(close)(fd);
+			DS__REAL(close)(fd);
 			fd = hi;
 		}
 	}
@@ -64,18 +64,18 @@ static int park(int fd)
 static struct region *region(void)
 {
 	struct region *r0 = __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
-	if (DS_LIKELY(r0 != NULL) || __atomic_load_n(&reg_failed, __ATOMIC_RELAXED))
+	if (DS__LIKELY(r0 != NULL) || __atomic_load_n(&reg_failed, __ATOMIC_RELAXED))
 		return r0;
 	pthread_mutex_lock(&reg_lock);
 	if (!reg && !reg_failed) {
-		int fd = DS_REAL(memfd_create)("dstage-offsets", MFD_CLOEXEC);
+		int fd = DS__REAL(memfd_create)("dstage-offsets", MFD_CLOEXEC);
 		void *m = MAP_FAILED;
 		if (fd >= 0 && ftruncate(fd, sizeof(struct region)) == 0)
-			m = DS_REAL(mmap)(NULL, sizeof(struct region), PROT_READ | PROT_WRITE,
-			                  MAP_SHARED, fd, 0);
+			m = DS__REAL(mmap)(NULL, sizeof(struct region), PROT_READ | PROT_WRITE,
+			                   MAP_SHARED, fd, 0);
 		if (m == MAP_FAILED) {
 			if (fd >= 0)
-				DS_REAL(close)(fd);
+				DS__REAL(close)(fd);
 			__atomic_store_n(&reg_failed, 1, __ATOMIC_RELAXED);
 		} else {
 			struct region *r = m;
@@ -89,7 +89,7 @@ static struct region *region(void)
 	return __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
 }
 
-void ds__offcell_attach(struct ds_file *f)
+void ds__offcell_attach(struct ds__file *f)
 {
 	struct region *r = region();
 	if (!r)
@@ -108,7 +108,7 @@ void ds__offcell_attach(struct ds_file *f)
 	}
 }
 
-void ds__offcell_put(struct ds_file *f)
+void ds__offcell_put(struct ds__file *f)
 {
 	struct region *r = __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
 	if (f->cell >= 0 && r)
@@ -117,7 +117,7 @@ void ds__offcell_put(struct ds_file *f)
 	f->offp = &f->off;
 }
 
-void ds__offcell_bind(struct ds_file *f, int32_t cell, int inc)
+void ds__offcell_bind(struct ds__file *f, int32_t cell, int inc)
 {
 	if (f->cell >= 0)
 		ds__offcell_put(f);
@@ -139,7 +139,7 @@ void ds__offcell_atfork_child(void)
 	forkgen++;
 	unsigned h = atomic_load(&ds__fd_hwm);
 	for (unsigned fd = 0; fd < h; fd++) {
-		struct ds_file *f = (struct ds_file *)DS_FD_FILE(atomic_load(&ds__fdtab[fd]));
+		struct ds__file *f = (struct ds__file *)DS__FD_FILE(atomic_load(&ds__fdtab[fd]));
 		if (f && f->cell >= 0 && f->forkgen != forkgen) {
 			f->forkgen = forkgen;
 			atomic_fetch_add(&reg->c[f->cell].ref, 1);
@@ -150,7 +150,7 @@ void ds__offcell_atfork_child(void)
 int ds__offcell_exec_fd(void)
 {
 	if (!__atomic_load_n(&reg, __ATOMIC_ACQUIRE) || reg_fd < 0 ||
-	    DS_REAL(fcntl)(reg_fd, F_SETFD, 0) < 0)
+	    DS__REAL(fcntl)(reg_fd, F_SETFD, 0) < 0)
 		return -1;
 	return reg_fd;
 }
@@ -158,16 +158,16 @@ int ds__offcell_exec_fd(void)
 void ds__offcell_exec_failed(int fd)
 {
 	if (fd >= 0)
-		DS_REAL(fcntl)(fd, F_SETFD, FD_CLOEXEC);
+		DS__REAL(fcntl)(fd, F_SETFD, FD_CLOEXEC);
 }
 
 int ds__offcell_adopt(int fd)
 {
 	struct stat st;
-	if (reg || DS_REAL(fstat)(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	if (reg || DS__REAL(fstat)(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    (size_t)st.st_size != sizeof(struct region))
 		return -1;
-	void *m = DS_REAL(mmap)(NULL, sizeof(struct region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *m = DS__REAL(mmap)(NULL, sizeof(struct region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED)
 		return -1;
 	struct region *r = m;
@@ -175,7 +175,7 @@ int ds__offcell_adopt(int fd)
 		munmap(m, sizeof(struct region));
 		return -1;
 	}
-	DS_REAL(fcntl)(fd, F_SETFD, FD_CLOEXEC);
+	DS__REAL(fcntl)(fd, F_SETFD, FD_CLOEXEC);
 	reg_fd = fd;
 	ds__fd_private(fd, 1);
 	__atomic_store_n(&reg, r, __ATOMIC_RELEASE);
@@ -192,7 +192,7 @@ __attribute__((destructor)) static void offcell_exit(void)
 	forkgen++;
 	unsigned h = atomic_load(&ds__fd_hwm);
 	for (unsigned fd = 0; fd < h; fd++) {
-		struct ds_file *f = (struct ds_file *)DS_FD_FILE(atomic_load(&ds__fdtab[fd]));
+		struct ds__file *f = (struct ds__file *)DS__FD_FILE(atomic_load(&ds__fdtab[fd]));
 		if (f && f->cell >= 0 && f->forkgen != forkgen) {
 			/* whatever still runs after us reads at an offset of
 			 * its own, never in a cell another process may take */

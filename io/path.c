@@ -18,7 +18,7 @@
 
 _Atomic int64_t ds__cwd = -1;
 
-#define DS_MAXSYMLINKS 40
+#define MAXSYMLINKS 40
 
 int ds__maybe_ours(const char *path)
 {
@@ -28,11 +28,11 @@ int ds__maybe_ours(const char *path)
 	/* each "maybe" below maps the store first if that has not happened */
 	if (path[0] != '/')
 		return (atomic_load_explicit(&ds__cwd, memory_order_relaxed) >= 0 ||
-		        DS_UNLIKELY(atomic_load_explicit(&ds__out_cwd, memory_order_relaxed)) ||
+		        DS__UNLIKELY(atomic_load_explicit(&ds__out_cwd, memory_order_relaxed)) ||
 		        ds__rel_maybe(AT_FDCWD, path)) &&
 		       ds__activate();
 	/* two byte compares reject almost every other absolute path */
-	if (DS_LIKELY(path[1] == ds__g.mount[1])) {
+	if (DS__LIKELY(path[1] == ds__g.mount[1])) {
 		if (!strncmp(path, ds__g.mount, ds__g.mlen) &&
 		    (path[ds__g.mlen] == '/' || path[ds__g.mlen] == 0))
 			return ds__activate();
@@ -79,7 +79,7 @@ static int64_t child(int64_t id, const char *name, size_t nlen, char *tmp)
 
 /* Not ours after all: hand libc an absolute path.  "prefix" is the real
  * directory we left the mount for, "rest" the remaining components. */
-static int outside(struct ds_res *r, const char *prefix, size_t plen, const char *rest)
+static int outside(struct ds__res *r, const char *prefix, size_t plen, const char *rest)
 {
 	size_t rlen = strlen(rest);
 	if (plen + 1 + rlen >= sizeof(r->buf))
@@ -98,7 +98,7 @@ static int outside(struct ds_res *r, const char *prefix, size_t plen, const char
  * directory reached so far, lexically (acc), for as long as it is a prefix
  * of the mount; once it strays, the rest is libc's.  work is PATH_MAX bytes
  * and gets modified (symlink expansion). */
-static int walk(int64_t cur, char *work, int flags, struct ds_res *r)
+static int walk(int64_t cur, char *work, int flags, struct ds__res *r)
 {
 	char tmp[PATH_MAX], acc[PATH_MAX];
 	size_t alen = 0; /* acc without trailing '/': "" is the root */
@@ -171,7 +171,7 @@ static int walk(int64_t cur, char *work, int flags, struct ds_res *r)
 			size_t used;
 			int rc = ds__virt_lookup(p, strlen(p), &r->v, &used);
 			if (rc == 1) { /* ".dstage/.." and the like: back at the root */
-				r->v.kind = DS_V_NONE;
+				r->v.kind = DS__V_NONE;
 				p += used;
 				continue;
 			}
@@ -189,15 +189,15 @@ static int walk(int64_t cur, char *work, int flags, struct ds_res *r)
 		}
 		int64_t nx = child(cur, c, cl, tmp);
 		if (nx < 0) {
-			if (last && (flags & DS_RES_PARENT)) {
+			if (last && (flags & DS__RES_PARENT)) {
 				r->ours = 1;
 				r->id = cur;
 			}
 			return -ENOENT;
 		}
 		const struct ds_entry *e = &ds__g.ix.e[nx];
-		if (S_ISLNK(e->mode) && (!last || trail || (flags & DS_RES_FOLLOW))) {
-			if (++links > DS_MAXSYMLINKS)
+		if (S_ISLNK(e->mode) && (!last || trail || (flags & DS__RES_FOLLOW))) {
+			if (++links > MAXSYMLINKS)
 				return -ELOOP;
 			/* target + the rest; a relative target resolves from
 			 * the directory holding the link (cur) */
@@ -228,7 +228,7 @@ static int walk(int64_t cur, char *work, int flags, struct ds_res *r)
 		return -ENOTDIR;
 	r->ours = 1;
 	r->id = cur;
-	r->v.kind = DS_V_NONE;
+	r->v.kind = DS__V_NONE;
 	return 0;
 }
 
@@ -276,10 +276,10 @@ static int anc_len(const char *p, size_t len)
 static int rcwd_get(void)
 {
 	uint64_t v = atomic_load_explicit(&rcwd_anc, memory_order_acquire);
-	if (DS_LIKELY((uint32_t)v))
+	if (DS__LIKELY((uint32_t)v))
 		return (int)(uint32_t)v - 2;
 	char buf[PATH_MAX];
-	int a = DS_REAL(getcwd)(buf, sizeof(buf)) ? anc_len(buf, strlen(buf)) : -1;
+	int a = DS__REAL(getcwd)(buf, sizeof(buf)) ? anc_len(buf, strlen(buf)) : -1;
 	uint64_t nv = (v & ~(uint64_t)UINT32_MAX) | (uint32_t)(a + 2);
 	atomic_compare_exchange_strong(&rcwd_anc, &v, nv); /* lost to a chdir: recompute next time */
 	return a;
@@ -348,25 +348,25 @@ int ds__rel_maybe(int dirfd, const char *path)
 
 /* The mount's real ancestors ("/", "/a", "/a/b" for "/a/b/dstage"), their
  * dev and ino, found once: a real dirfd is one of them when its fstat says so. */
-#define DS_MAXANC 64
+#define MAXANC 64
 static struct {
 	pthread_once_t once;
 	int n;
-	dev_t dev[DS_MAXANC];
-	ino_t ino[DS_MAXANC];
-	int len[DS_MAXANC];
+	dev_t dev[MAXANC];
+	ino_t ino[MAXANC];
+	int len[MAXANC];
 } anc = {.once = PTHREAD_ONCE_INIT};
 
 static void anc_init(void)
 {
 	char p[PATH_MAX];
-	for (size_t i = 0; i < ds__g.mlen && anc.n < DS_MAXANC; i++) {
+	for (size_t i = 0; i < ds__g.mlen && anc.n < MAXANC; i++) {
 		if (ds__g.mount[i] != '/')
 			continue;
 		memcpy(p, ds__g.mount, i);
 		p[i] = 0;
 		struct stat st;
-		if (DS_REAL(stat)(i ? p : "/", &st) == 0 && S_ISDIR(st.st_mode)) {
+		if (DS__REAL(stat)(i ? p : "/", &st) == 0 && S_ISDIR(st.st_mode)) {
 			anc.dev[anc.n] = st.st_dev;
 			anc.ino[anc.n] = st.st_ino;
 			anc.len[anc.n++] = (int)i;
@@ -389,13 +389,13 @@ static int real_base(int dirfd, const char *path, char *base, size_t *blen)
 		return 1;
 	}
 	if (dirfd == AT_FDCWD) {
-		if (!DS_REAL(getcwd)(base, PATH_MAX) || base[0] != '/')
+		if (!DS__REAL(getcwd)(base, PATH_MAX) || base[0] != '/')
 			return 0;
 		*blen = strlen(base);
 	} else if (!dots) {
 		struct stat st;
 		pthread_once(&anc.once, anc_init);
-		if (DS_REAL(fstat)(dirfd, &st) || !S_ISDIR(st.st_mode))
+		if (DS__REAL(fstat)(dirfd, &st) || !S_ISDIR(st.st_mode))
 			return 0;
 		int i = 0;
 		while (i < anc.n && (anc.dev[i] != st.st_dev || anc.ino[i] != st.st_ino))
@@ -408,7 +408,7 @@ static int real_base(int dirfd, const char *path, char *base, size_t *blen)
 	} else {
 		char link[40];
 		snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
-		ssize_t n = DS_REAL(readlink)(link, base, PATH_MAX - 1);
+		ssize_t n = DS__REAL(readlink)(link, base, PATH_MAX - 1);
 		if (n <= 0 || base[0] != '/')
 			return 0;
 		base[n] = 0;
@@ -460,13 +460,13 @@ static int rel_join(char *out, size_t alen, const char *p)
 			/* strayed from the mount's path: only a ".." can come back,
 			 * and only through a real directory */
 			struct stat st;
-			if (!strstr(p, "..") || DS_REAL(lstat)(out, &st) || !S_ISDIR(st.st_mode))
+			if (!strstr(p, "..") || DS__REAL(lstat)(out, &st) || !S_ISDIR(st.st_mode))
 				return 0;
 		}
 	}
 }
 
-static int resolve_real_rel(int dirfd, const char *path, int flags, struct ds_res *r, char *work)
+static int resolve_real_rel(int dirfd, const char *path, int flags, struct ds__res *r, char *work)
 {
 	size_t blen;
 	if (ds__busy || !ds__activate() || !real_base(dirfd, path, work, &blen) ||
@@ -481,14 +481,14 @@ static int resolve_real_rel(int dirfd, const char *path, int flags, struct ds_re
 	return rc;
 }
 
-int ds__resolve(int dirfd, const char *path, int flags, struct ds_res *r)
+int ds__resolve(int dirfd, const char *path, int flags, struct ds__res *r)
 {
 	char work[PATH_MAX];
 	size_t len = strnlen(path, PATH_MAX);
 	r->ours = 0;
 	r->out = 0;
 	r->id = -1;
-	r->v.kind = DS_V_NONE;
+	r->v.kind = DS__V_NONE;
 	r->rdirfd = dirfd;
 	r->rpath = path;
 	if (len >= PATH_MAX)
@@ -505,16 +505,16 @@ int ds__resolve(int dirfd, const char *path, int flags, struct ds_res *r)
 			if (start < 0) /* relative to the real cwd */
 				return resolve_real_rel(dirfd, path, flags, r, work);
 		} else {
-			struct ds_file *f = ds__fd_get(dirfd);
+			struct ds__file *f = ds__fd_get(dirfd);
 			if (!f && ds__out_dirfd(dirfd) && ds__out_rel(dirfd, path, work))
 				return walk(-1, work, flags, r); /* a directory of the outputs */
 			if (!f) /* a real directory */
 				return resolve_real_rel(dirfd, path, flags, r, work);
 			int kind = f->kind;
 			start = f->id;
-			struct ds_vent v = f->v;
+			struct ds__vent v = f->v;
 			ds__file_put(f);
-			if (kind == DS_F_VDIR) {
+			if (kind == DS__F_VDIR) {
 				/* inside the virtual tree: go by name */
 				char abs[PATH_MAX];
 				int n = ds__abs_name(-1, &v, abs, sizeof(abs));
@@ -525,7 +525,7 @@ int ds__resolve(int dirfd, const char *path, int flags, struct ds_res *r)
 				memcpy(work, abs, n + 1 + len + 1);
 				return walk(-1, work, flags, r);
 			}
-			if (kind != DS_F_DIR)
+			if (kind != DS__F_DIR)
 				return -ENOTDIR;
 		}
 	} else if (!ds__maybe_ours(path)) {
@@ -540,7 +540,7 @@ int ds__resolve(int dirfd, const char *path, int flags, struct ds_res *r)
 		}
 		if (rl < len && plain(rel, rl)) {
 			int64_t id = ds_index_lookup(&ds__g.ix, rel, rl);
-			if (id >= 0 && (!S_ISLNK(ds__g.ix.e[id].mode) || !(flags & DS_RES_FOLLOW))) {
+			if (id >= 0 && (!S_ISLNK(ds__g.ix.e[id].mode) || !(flags & DS__RES_FOLLOW))) {
 				r->ours = 1;
 				r->id = id;
 				return 0;
@@ -551,16 +551,16 @@ int ds__resolve(int dirfd, const char *path, int flags, struct ds_res *r)
 	return walk(start, work, flags, r);
 }
 
-int ds__abs_name(int64_t id, const struct ds_vent *v, char *buf, size_t size)
+int ds__abs_name(int64_t id, const struct ds__vent *v, char *buf, size_t size)
 {
 	char rel[PATH_MAX];
 	size_t rl;
-	if (v && v->kind != DS_V_NONE) {
+	if (v && v->kind != DS__V_NONE) {
 		int n;
 		switch (v->kind) {
-		case DS_V_ROOT: n = snprintf(rel, sizeof(rel), ".dstage"); break;
-		case DS_V_EPOCHS: n = snprintf(rel, sizeof(rel), ".dstage/epochs"); break;
-		case DS_V_EPOCH:
+		case DS__V_ROOT: n = snprintf(rel, sizeof(rel), ".dstage"); break;
+		case DS__V_EPOCHS: n = snprintf(rel, sizeof(rel), ".dstage/epochs"); break;
+		case DS__V_EPOCH:
 			n = snprintf(rel, sizeof(rel), ".dstage/epochs/%llu", (unsigned long long)v->epoch);
 			break;
 		default:

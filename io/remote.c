@@ -38,7 +38,7 @@ static void cache_init(void)
 	ds__busy--;
 }
 
-void ds__cache_release(struct ds_file *f)
+void ds__cache_release(struct ds__file *f)
 {
 	if (f->cref)
 		ds_cache_put(f->cref);
@@ -61,7 +61,7 @@ static pthread_once_t conn_once = PTHREAD_ONCE_INIT;
 static int conn_same(void)
 {
 	struct stat st;
-	return conn.fd >= 0 && DS_REAL(fstat)(conn.fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	return conn.fd >= 0 && DS__REAL(fstat)(conn.fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
 	       st.st_dev == conn.dev && st.st_ino == conn.ino;
 }
 
@@ -72,7 +72,7 @@ static void conn_drop(void)
 	if (conn.fd >= 0 && conn.pid == getpid() && ds__owner()) {
 		if (conn_same()) {
 			ds__fd_private(conn.fd, 0);
-			DS_REAL(close)(conn.fd);
+			DS__REAL(close)(conn.fd);
 		} else if (ds__fd_is_private(conn.fd)) {
 			ds__fd_private(conn.fd, 0);
 		}
@@ -128,11 +128,11 @@ static int conn_get(double deadline)
 			socklen_t sl = sizeof(so);
 			if (poll(&p, 1, deadline_left(deadline)) != 1 ||
 			    getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) < 0 || so) {
-				DS_REAL(close)(fd);
+				DS__REAL(close)(fd);
 				return -EIO;
 			}
 		} else {
-			DS_REAL(close)(fd);
+			DS__REAL(close)(fd);
 			return -e;
 		}
 	}
@@ -140,10 +140,10 @@ static int conn_get(double deadline)
 	socklen_t cl = sizeof(cred);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != geteuid()) {
 		ds_warn("'%s': the service runs as another user: not using it", path);
-		DS_REAL(close)(fd);
+		DS__REAL(close)(fd);
 		return -EACCES;
 	}
-	DS_REAL(fstat)(fd, &st);
+	DS__REAL(fstat)(fd, &st);
 	ds__fd_private(fd, 1);
 	conn.fd = fd;
 	conn.pid = getpid();
@@ -159,7 +159,7 @@ void ds__remote_atfork_child(void)
 	 * the socket is closed (if it still is the socket), never used */
 	if (conn.fd >= 0 && conn_same()) {
 		ds__fd_private(conn.fd, 0);
-		DS_REAL(close)(conn.fd);
+		DS__REAL(close)(conn.fd);
 	}
 	conn.fd = -1;
 	if (cache)
@@ -260,10 +260,10 @@ int ds__remote_read(uint32_t id, uint64_t off, void *buf, uint64_t len)
 			ds_warn("'%s': lost: every node holding it is gone", ds__ename(id));
 		if (rc) {
 			ds_debug("remote read of '%s': %s", ds__ename(id), strerror(-rc));
-			DS_COUNT(read_errors, 1);
+			DS__COUNT(read_errors, 1);
 			return -EIO;
 		}
-		DS_COUNT(remote_bytes, got);
+		DS__COUNT(remote_bytes, got);
 		p += got;
 		off += got;
 		len -= got;
@@ -316,7 +316,7 @@ static int inflate_into(const void *z, uint64_t zlen, char *out, uint64_t size)
 /* Fetch or find the stored bytes of a remote entry.  *stored points at
  * them; *owned is set when they were malloc'd (else they belong to the cache
  * reference f->cref). */
-static int fetch_stored(struct ds_file *f, const struct ds_entry *e, const char **stored, char **owned)
+static int fetch_stored(struct ds__file *f, const struct ds_entry *e, const char **stored, char **owned)
 {
 	*owned = NULL;
 	pthread_once(&cache_once, cache_init);
@@ -328,19 +328,19 @@ static int fetch_stored(struct ds_file *f, const struct ds_entry *e, const char 
 		if (rc == 1 && len == e->stored) {
 			f->cref = ref;
 			*stored = data;
-			DS_COUNT(cache_reads, 1);
-			DS_COUNT(cache_bytes, len);
+			DS__COUNT(cache_reads, 1);
+			DS__COUNT(cache_bytes, len);
 			return 0;
 		}
 		if (rc == 1)
 			ds_cache_put(ref);
 		if (rc == -EAGAIN)
-			DS_COUNT(stalls, 1); /* being fetched: the service will wait for it */
+			DS__COUNT(stalls, 1); /* being fetched: the service will wait for it */
 	}
 	char *buf = malloc(e->stored ? e->stored : 1);
 	if (!buf)
 		return -ENOMEM;
-	DS_COUNT(remote_reads, 1);
+	DS__COUNT(remote_reads, 1);
 	int rc = ds__remote_read((uint32_t)f->id, 0, buf, e->stored);
 	if (rc) {
 		free(buf);
@@ -350,7 +350,7 @@ static int fetch_stored(struct ds_file *f, const struct ds_entry *e, const char 
 	return 0;
 }
 
-int ds__materialize(struct ds_file *f)
+int ds__materialize(struct ds__file *f)
 {
 	int rc = 0;
 	pthread_mutex_lock(&f->lock);
@@ -377,7 +377,7 @@ int ds__materialize(struct ds_file *f)
 			ds__cache_release(f);
 		if (rc) {
 			free(out);
-			DS_COUNT(read_errors, 1);
+			DS__COUNT(read_errors, 1);
 			rc = rc == -ENOMEM ? rc : -EIO;
 			goto out;
 		}
@@ -392,7 +392,7 @@ int ds__materialize(struct ds_file *f)
 			free(owned);
 			if (f->cref)
 				ds__cache_release(f);
-			DS_COUNT(read_errors, 1);
+			DS__COUNT(read_errors, 1);
 			rc = -EIO;
 			goto out;
 		}

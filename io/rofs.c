@@ -30,14 +30,14 @@ static int at_ours(int dirfd, const char *path)
 }
 
 /* 1: not ours, libc must do it with (r->rdirfd, r->rpath); else -errno. */
-static int ro(int dirfd, const char *path, enum ro_how how, struct ds_res *r)
+static int ro(int dirfd, const char *path, enum ro_how how, struct ds__res *r)
 {
 	r->rdirfd = dirfd;
 	r->rpath = path;
 	r->out = 0;
-	if (DS_LIKELY(!at_ours(dirfd, path)))
+	if (DS__LIKELY(!at_ours(dirfd, path)))
 		return 1;
-	int flags = how == RO_CHANGE ? DS_RES_FOLLOW : DS_RES_PARENT;
+	int flags = how == RO_CHANGE ? DS__RES_FOLLOW : DS__RES_PARENT;
 	int rc = ds__resolve(dirfd, path, flags, r);
 	if (rc == 0 && !r->ours)
 		return 1;
@@ -57,10 +57,10 @@ static int ro(int dirfd, const char *path, enum ro_how how, struct ds_res *r)
 
 /* outop: what a name in the outputs gets (write.c): 0 libc on the node's
  * file (chmod, utime, xattrs: local metadata), DS_OUT_* a request to the
- * service, DS_OUT_OP_DENY EPERM. */
-#define RO_CALL_OUT(dirfd, path, how, outop, outarg, real_call)                        \
+ * service, DS__OUT_OP_DENY EPERM. */
+#define RO_CALL_OUT(dirfd, path, how, outop, outarg, real_call)                         \
 	do {                                                                            \
-		struct ds_res r_;                                                       \
+		struct ds__res r_;                                                      \
 		int rc_ = ro(dirfd, path, how, &r_);                                    \
 		if (rc_ == 1 && r_.out && (outop) != 0)                                 \
 			return ds__out_path_op((outop), &r_, (outarg));                 \
@@ -74,7 +74,7 @@ static int ro(int dirfd, const char *path, enum ro_how how, struct ds_res *r)
 	} while (0)
 #define RO_CALL(dirfd, path, how, real_call)                                            \
 	do {                                                                            \
-		struct ds_res r_;                                                       \
+		struct ds__res r_;                                                      \
 		int rc_ = ro(dirfd, path, how, &r_);                                    \
 		if (rc_ == 1) {                                                         \
 			int d_ = r_.rdirfd;                                             \
@@ -85,54 +85,54 @@ static int ro(int dirfd, const char *path, enum ro_how how, struct ds_res *r)
 		return ds__fail(-rc_);                                                  \
 	} while (0)
 
-DS_EXPORT int DS_WRAP(mkdir)(const char *path, mode_t m) { RO_CALL_OUT(AT_FDCWD, path, RO_CREATE, DS_OUT_MKDIR, m, DS_REAL(mkdir)(p_, m)); }
-DS_EXPORT int DS_WRAP(mkdirat)(int fd, const char *path, mode_t m) { RO_CALL_OUT(fd, path, RO_CREATE, DS_OUT_MKDIR, m, DS_REAL(mkdirat)(d_, p_, m)); }
-DS_EXPORT int DS_WRAP(mknod)(const char *path, mode_t m, dev_t dev) { RO_CALL_OUT(AT_FDCWD, path, RO_CREATE, DS_OUT_OP_DENY, 0, DS_REAL(mknod)(p_, m, dev)); }
-DS_EXPORT int DS_WRAP(mknodat)(int fd, const char *path, mode_t m, dev_t dev) { RO_CALL_OUT(fd, path, RO_CREATE, DS_OUT_OP_DENY, 0, DS_REAL(mknodat)(d_, p_, m, dev)); }
-DS_EXPORT int DS_WRAP(symlink)(const char *target, const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_CREATE, DS_OUT_OP_DENY, 0, DS_REAL(symlink)(target, p_)); }
-DS_EXPORT int DS_WRAP(symlinkat)(const char *target, int fd, const char *path) { RO_CALL_OUT(fd, path, RO_CREATE, DS_OUT_OP_DENY, 0, DS_REAL(symlinkat)(target, d_, p_)); }
-DS_EXPORT int DS_WRAP(unlink)(const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_REMOVE, DS_OUT_UNLINK, 0, DS_REAL(unlink)(p_)); }
-DS_EXPORT int DS_WRAP(unlinkat)(int fd, const char *path, int fl)
+DS__EXPORT int DS__WRAP(mkdir)(const char *path, mode_t m) { RO_CALL_OUT(AT_FDCWD, path, RO_CREATE, DS_OUT_MKDIR, m, DS__REAL(mkdir)(p_, m)); }
+DS__EXPORT int DS__WRAP(mkdirat)(int fd, const char *path, mode_t m) { RO_CALL_OUT(fd, path, RO_CREATE, DS_OUT_MKDIR, m, DS__REAL(mkdirat)(d_, p_, m)); }
+DS__EXPORT int DS__WRAP(mknod)(const char *path, mode_t m, dev_t dev) { RO_CALL_OUT(AT_FDCWD, path, RO_CREATE, DS__OUT_OP_DENY, 0, DS__REAL(mknod)(p_, m, dev)); }
+DS__EXPORT int DS__WRAP(mknodat)(int fd, const char *path, mode_t m, dev_t dev) { RO_CALL_OUT(fd, path, RO_CREATE, DS__OUT_OP_DENY, 0, DS__REAL(mknodat)(d_, p_, m, dev)); }
+DS__EXPORT int DS__WRAP(symlink)(const char *target, const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_CREATE, DS__OUT_OP_DENY, 0, DS__REAL(symlink)(target, p_)); }
+DS__EXPORT int DS__WRAP(symlinkat)(const char *target, int fd, const char *path) { RO_CALL_OUT(fd, path, RO_CREATE, DS__OUT_OP_DENY, 0, DS__REAL(symlinkat)(target, d_, p_)); }
+DS__EXPORT int DS__WRAP(unlink)(const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_REMOVE, DS_OUT_UNLINK, 0, DS__REAL(unlink)(p_)); }
+DS__EXPORT int DS__WRAP(unlinkat)(int fd, const char *path, int fl)
 {
-	RO_CALL_OUT(fd, path, RO_REMOVE, (fl & AT_REMOVEDIR) ? DS_OUT_RMDIR : DS_OUT_UNLINK, 0, DS_REAL(unlinkat)(d_, p_, fl));
+	RO_CALL_OUT(fd, path, RO_REMOVE, (fl & AT_REMOVEDIR) ? DS_OUT_RMDIR : DS_OUT_UNLINK, 0, DS__REAL(unlinkat)(d_, p_, fl));
 }
-DS_EXPORT int DS_WRAP(rmdir)(const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_REMOVE, DS_OUT_RMDIR, 0, DS_REAL(rmdir)(p_)); }
-DS_EXPORT int DS_WRAP(chmod)(const char *path, mode_t m) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(chmod)(p_, m)); }
-DS_EXPORT int DS_WRAP(fchmodat)(int fd, const char *path, mode_t m, int fl)
+DS__EXPORT int DS__WRAP(rmdir)(const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_REMOVE, DS_OUT_RMDIR, 0, DS__REAL(rmdir)(p_)); }
+DS__EXPORT int DS__WRAP(chmod)(const char *path, mode_t m) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS__REAL(chmod)(p_, m)); }
+DS__EXPORT int DS__WRAP(fchmodat)(int fd, const char *path, mode_t m, int fl)
 {
-	RO_CALL(fd, path, (fl & AT_SYMLINK_NOFOLLOW) ? RO_CHANGE_NOFOLLOW : RO_CHANGE, DS_REAL(fchmodat)(d_, p_, m, fl));
+	RO_CALL(fd, path, (fl & AT_SYMLINK_NOFOLLOW) ? RO_CHANGE_NOFOLLOW : RO_CHANGE, DS__REAL(fchmodat)(d_, p_, m, fl));
 }
-DS_EXPORT int DS_WRAP(chown)(const char *path, uid_t u, gid_t g) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(chown)(p_, u, g)); }
-DS_EXPORT int DS_WRAP(lchown)(const char *path, uid_t u, gid_t g) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS_REAL(lchown)(p_, u, g)); }
-DS_EXPORT int DS_WRAP(fchownat)(int fd, const char *path, uid_t u, gid_t g, int fl)
+DS__EXPORT int DS__WRAP(chown)(const char *path, uid_t u, gid_t g) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS__REAL(chown)(p_, u, g)); }
+DS__EXPORT int DS__WRAP(lchown)(const char *path, uid_t u, gid_t g) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS__REAL(lchown)(p_, u, g)); }
+DS__EXPORT int DS__WRAP(fchownat)(int fd, const char *path, uid_t u, gid_t g, int fl)
 {
-	RO_CALL(fd, path, (fl & AT_SYMLINK_NOFOLLOW) ? RO_CHANGE_NOFOLLOW : RO_CHANGE, DS_REAL(fchownat)(d_, p_, u, g, fl));
+	RO_CALL(fd, path, (fl & AT_SYMLINK_NOFOLLOW) ? RO_CHANGE_NOFOLLOW : RO_CHANGE, DS__REAL(fchownat)(d_, p_, u, g, fl));
 }
-DS_EXPORT int DS_WRAP(truncate)(const char *path, off_t len) { RO_CALL_OUT(AT_FDCWD, path, RO_CHANGE, DS_OUT_OP_DENY, 0, DS_REAL(truncate)(p_, len)); }
-DS_EXPORT int DS_WRAP(truncate64)(const char *path, off64_t len) { RO_CALL_OUT(AT_FDCWD, path, RO_CHANGE, DS_OUT_OP_DENY, 0, DS_REAL(truncate64)(p_, len)); }
-DS_EXPORT int DS_WRAP(utime)(const char *path, const struct utimbuf *t) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(utime)(p_, t)); }
-DS_EXPORT int DS_WRAP(utimes)(const char *path, const struct timeval t[2]) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(utimes)(p_, t)); }
-DS_EXPORT int DS_WRAP(lutimes)(const char *path, const struct timeval t[2]) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS_REAL(lutimes)(p_, t)); }
-DS_EXPORT int DS_WRAP(futimesat)(int fd, const char *path, const struct timeval t[2]) { RO_CALL(fd, path, RO_CHANGE, DS_REAL(futimesat)(d_, p_, t)); }
-DS_EXPORT int DS_WRAP(utimensat)(int fd, const char *path, const struct timespec t[2], int fl)
+DS__EXPORT int DS__WRAP(truncate)(const char *path, off_t len) { RO_CALL_OUT(AT_FDCWD, path, RO_CHANGE, DS__OUT_OP_DENY, 0, DS__REAL(truncate)(p_, len)); }
+DS__EXPORT int DS__WRAP(truncate64)(const char *path, off64_t len) { RO_CALL_OUT(AT_FDCWD, path, RO_CHANGE, DS__OUT_OP_DENY, 0, DS__REAL(truncate64)(p_, len)); }
+DS__EXPORT int DS__WRAP(utime)(const char *path, const struct utimbuf *t) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS__REAL(utime)(p_, t)); }
+DS__EXPORT int DS__WRAP(utimes)(const char *path, const struct timeval t[2]) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS__REAL(utimes)(p_, t)); }
+DS__EXPORT int DS__WRAP(lutimes)(const char *path, const struct timeval t[2]) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS__REAL(lutimes)(p_, t)); }
+DS__EXPORT int DS__WRAP(futimesat)(int fd, const char *path, const struct timeval t[2]) { RO_CALL(fd, path, RO_CHANGE, DS__REAL(futimesat)(d_, p_, t)); }
+DS__EXPORT int DS__WRAP(utimensat)(int fd, const char *path, const struct timespec t[2], int fl)
 {
-	RO_CALL(fd, path, (fl & AT_SYMLINK_NOFOLLOW) ? RO_CHANGE_NOFOLLOW : RO_CHANGE, DS_REAL(utimensat)(d_, p_, t, fl));
+	RO_CALL(fd, path, (fl & AT_SYMLINK_NOFOLLOW) ? RO_CHANGE_NOFOLLOW : RO_CHANGE, DS__REAL(utimensat)(d_, p_, t, fl));
 }
-DS_EXPORT int DS_WRAP(setxattr)(const char *path, const char *n, const void *v, size_t s, int fl)
+DS__EXPORT int DS__WRAP(setxattr)(const char *path, const char *n, const void *v, size_t s, int fl)
 {
-	RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(setxattr)(p_, n, v, s, fl));
+	RO_CALL(AT_FDCWD, path, RO_CHANGE, DS__REAL(setxattr)(p_, n, v, s, fl));
 }
-DS_EXPORT int DS_WRAP(lsetxattr)(const char *path, const char *n, const void *v, size_t s, int fl)
+DS__EXPORT int DS__WRAP(lsetxattr)(const char *path, const char *n, const void *v, size_t s, int fl)
 {
-	RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS_REAL(lsetxattr)(p_, n, v, s, fl));
+	RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS__REAL(lsetxattr)(p_, n, v, s, fl));
 }
-DS_EXPORT int DS_WRAP(removexattr)(const char *path, const char *n) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS_REAL(removexattr)(p_, n)); }
-DS_EXPORT int DS_WRAP(lremovexattr)(const char *path, const char *n) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS_REAL(lremovexattr)(p_, n)); }
+DS__EXPORT int DS__WRAP(removexattr)(const char *path, const char *n) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS__REAL(removexattr)(p_, n)); }
+DS__EXPORT int DS__WRAP(lremovexattr)(const char *path, const char *n) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS__REAL(lremovexattr)(p_, n)); }
 
 /* Two names: both outside -> libc; both inside -> the dataset's answer for
  * the new name (after the old one resolved); one of each -> EXDEV. */
 static int two_names(int ofd, const char *op, int nfd, const char *np, enum ro_how how_new,
-                     struct ds_res *ro_, struct ds_res *rn)
+                     struct ds__res *ro_, struct ds__res *rn)
 {
 	int a = ro(ofd, op, RO_REMOVE, ro_);
 	int b = ro(nfd, np, how_new, rn);
@@ -147,59 +147,59 @@ static int two_names(int ofd, const char *op, int nfd, const char *np, enum ro_h
 
 /* Names in the outputs (write.c): a rename within them goes to the service,
  * across their border it is EXDEV (mv copies), links are refused. */
-static int out_pair(const struct ds_res *a, const struct ds_res *b)
+static int out_pair(const struct ds__res *a, const struct ds__res *b)
 {
-	if (DS_LIKELY(!a->out && !b->out))
+	if (DS__LIKELY(!a->out && !b->out))
 		return 0;
 	return a->out && b->out ? 1 : -EXDEV;
 }
 
-DS_EXPORT int DS_WRAP(rename)(const char *o, const char *n)
+DS__EXPORT int DS__WRAP(rename)(const char *o, const char *n)
 {
-	struct ds_res a, b;
+	struct ds__res a, b;
 	int rc = two_names(AT_FDCWD, o, AT_FDCWD, n, RO_REMOVE, &a, &b);
 	int op = rc == 1 ? out_pair(&a, &b) : 0;
 	if (op)
 		return op < 0 ? ds__fail(-op) : ds__out_rename(&a, &b, 0);
-	return rc == 1 ? DS_REAL(rename)(a.rpath, b.rpath) : ds__fail(-rc);
+	return rc == 1 ? DS__REAL(rename)(a.rpath, b.rpath) : ds__fail(-rc);
 }
 
-DS_EXPORT int DS_WRAP(renameat)(int ofd, const char *o, int nfd, const char *n)
+DS__EXPORT int DS__WRAP(renameat)(int ofd, const char *o, int nfd, const char *n)
 {
-	struct ds_res a, b;
+	struct ds__res a, b;
 	int rc = two_names(ofd, o, nfd, n, RO_REMOVE, &a, &b);
 	int op = rc == 1 ? out_pair(&a, &b) : 0;
 	if (op)
 		return op < 0 ? ds__fail(-op) : ds__out_rename(&a, &b, 0);
-	return rc == 1 ? DS_REAL(renameat)(a.rdirfd, a.rpath, b.rdirfd, b.rpath) : ds__fail(-rc);
+	return rc == 1 ? DS__REAL(renameat)(a.rdirfd, a.rpath, b.rdirfd, b.rpath) : ds__fail(-rc);
 }
 
-DS_EXPORT int DS_WRAP(renameat2)(int ofd, const char *o, int nfd, const char *n, unsigned fl)
+DS__EXPORT int DS__WRAP(renameat2)(int ofd, const char *o, int nfd, const char *n, unsigned fl)
 {
-	struct ds_res a, b;
+	struct ds__res a, b;
 	int rc = two_names(ofd, o, nfd, n, RO_REMOVE, &a, &b);
 	int op = rc == 1 ? out_pair(&a, &b) : 0;
 	if (op)
 		return op < 0 ? ds__fail(-op) : ds__out_rename(&a, &b, fl);
-	return rc == 1 ? DS_REAL(renameat2)(a.rdirfd, a.rpath, b.rdirfd, b.rpath, fl) : ds__fail(-rc);
+	return rc == 1 ? DS__REAL(renameat2)(a.rdirfd, a.rpath, b.rdirfd, b.rpath, fl) : ds__fail(-rc);
 }
 
-DS_EXPORT int DS_WRAP(link)(const char *o, const char *n)
+DS__EXPORT int DS__WRAP(link)(const char *o, const char *n)
 {
-	struct ds_res a, b;
+	struct ds__res a, b;
 	int rc = two_names(AT_FDCWD, o, AT_FDCWD, n, RO_CREATE, &a, &b);
 	if (rc == 1 && out_pair(&a, &b))
 		return ds__fail(out_pair(&a, &b) < 0 ? EXDEV : EPERM);
-	return rc == 1 ? DS_REAL(link)(a.rpath, b.rpath) : ds__fail(-rc);
+	return rc == 1 ? DS__REAL(link)(a.rpath, b.rpath) : ds__fail(-rc);
 }
 
-DS_EXPORT int DS_WRAP(linkat)(int ofd, const char *o, int nfd, const char *n, int fl)
+DS__EXPORT int DS__WRAP(linkat)(int ofd, const char *o, int nfd, const char *n, int fl)
 {
-	struct ds_res a, b;
+	struct ds__res a, b;
 	int rc = two_names(ofd, o, nfd, n, RO_CREATE, &a, &b);
 	if (rc == 1 && out_pair(&a, &b))
 		return ds__fail(out_pair(&a, &b) < 0 ? EXDEV : EPERM);
-	return rc == 1 ? DS_REAL(linkat)(a.rdirfd, a.rpath, b.rdirfd, b.rpath, fl) : ds__fail(-rc);
+	return rc == 1 ? DS__REAL(linkat)(a.rdirfd, a.rpath, b.rdirfd, b.rpath, fl) : ds__fail(-rc);
 }
 
 /* ---- files made relative to the cwd by libc itself -----------------------
@@ -215,15 +215,15 @@ DS_EXPORT int DS_WRAP(linkat)(int ofd, const char *o, int nfd, const char *n, in
 static int tmpl_check(char *tmpl, int suffixlen, char *buf, char **use)
 {
 	*use = tmpl;
-	if (DS_LIKELY(!ds__maybe_ours(tmpl)))
+	if (DS__LIKELY(!ds__maybe_ours(tmpl)))
 		return 1;
 	size_t len = strlen(tmpl);
 	/* libc's own check comes first, as without the shim */
 	if (suffixlen < 0 || len < 6 + (size_t)suffixlen ||
 	    memcmp(tmpl + len - suffixlen - 6, "XXXXXX", 6))
 		return -EINVAL;
-	struct ds_res r;
-	int rc = ds__resolve(AT_FDCWD, tmpl, DS_RES_PARENT, &r);
+	struct ds__res r;
+	int rc = ds__resolve(AT_FDCWD, tmpl, DS__RES_PARENT, &r);
 	if (rc == 0 && !r.ours) {
 		if (r.rpath != tmpl) {
 			size_t rl = strlen(r.rpath);
@@ -260,16 +260,16 @@ static void tmpl_back(char *tmpl, const char *use, int suffixlen)
 		return fd_;                                                             \
 	} while (0)
 
-DS_EXPORT int DS_WRAP(mkstemp)(char *t) { TMPL_CALL(t, 0, DS_REAL(mkstemp)(u_)); }
-DS_EXPORT int DS_WRAP(mkstemp64)(char *t) { TMPL_CALL(t, 0, DS_REAL(mkstemp64)(u_)); }
-DS_EXPORT int DS_WRAP(mkostemp)(char *t, int fl) { TMPL_CALL(t, 0, DS_REAL(mkostemp)(u_, fl)); }
-DS_EXPORT int DS_WRAP(mkostemp64)(char *t, int fl) { TMPL_CALL(t, 0, DS_REAL(mkostemp64)(u_, fl)); }
-DS_EXPORT int DS_WRAP(mkstemps)(char *t, int sl) { TMPL_CALL(t, sl, DS_REAL(mkstemps)(u_, sl)); }
-DS_EXPORT int DS_WRAP(mkstemps64)(char *t, int sl) { TMPL_CALL(t, sl, DS_REAL(mkstemps64)(u_, sl)); }
-DS_EXPORT int DS_WRAP(mkostemps)(char *t, int sl, int fl) { TMPL_CALL(t, sl, DS_REAL(mkostemps)(u_, sl, fl)); }
-DS_EXPORT int DS_WRAP(mkostemps64)(char *t, int sl, int fl) { TMPL_CALL(t, sl, DS_REAL(mkostemps64)(u_, sl, fl)); }
+DS__EXPORT int DS__WRAP(mkstemp)(char *t) { TMPL_CALL(t, 0, DS__REAL(mkstemp)(u_)); }
+DS__EXPORT int DS__WRAP(mkstemp64)(char *t) { TMPL_CALL(t, 0, DS__REAL(mkstemp64)(u_)); }
+DS__EXPORT int DS__WRAP(mkostemp)(char *t, int fl) { TMPL_CALL(t, 0, DS__REAL(mkostemp)(u_, fl)); }
+DS__EXPORT int DS__WRAP(mkostemp64)(char *t, int fl) { TMPL_CALL(t, 0, DS__REAL(mkostemp64)(u_, fl)); }
+DS__EXPORT int DS__WRAP(mkstemps)(char *t, int sl) { TMPL_CALL(t, sl, DS__REAL(mkstemps)(u_, sl)); }
+DS__EXPORT int DS__WRAP(mkstemps64)(char *t, int sl) { TMPL_CALL(t, sl, DS__REAL(mkstemps64)(u_, sl)); }
+DS__EXPORT int DS__WRAP(mkostemps)(char *t, int sl, int fl) { TMPL_CALL(t, sl, DS__REAL(mkostemps)(u_, sl, fl)); }
+DS__EXPORT int DS__WRAP(mkostemps64)(char *t, int sl, int fl) { TMPL_CALL(t, sl, DS__REAL(mkostemps64)(u_, sl, fl)); }
 
-DS_EXPORT char *DS_WRAP(mkdtemp)(char *t)
+DS__EXPORT char *DS__WRAP(mkdtemp)(char *t)
 {
 	char buf[PATH_MAX], *u;
 	int rc = tmpl_check(t, 0, buf, &u);
@@ -277,22 +277,22 @@ DS_EXPORT char *DS_WRAP(mkdtemp)(char *t)
 		errno = -rc;
 		return NULL;
 	}
-	if (!DS_REAL(mkdtemp)(u))
+	if (!DS__REAL(mkdtemp)(u))
 		return NULL;
 	tmpl_back(t, u, 0);
 	return t;
 }
 
-DS_EXPORT int DS_WRAP(mkfifo)(const char *path, mode_t m)
+DS__EXPORT int DS__WRAP(mkfifo)(const char *path, mode_t m)
 {
-	if (DS_LIKELY(!at_ours(AT_FDCWD, path)))
-		return DS_REAL(mkfifo)(path, m);
-	return DS_WRAP(mknodat)(AT_FDCWD, path, S_IFIFO | (m & 07777), 0);
+	if (DS__LIKELY(!at_ours(AT_FDCWD, path)))
+		return DS__REAL(mkfifo)(path, m);
+	return DS__WRAP(mknodat)(AT_FDCWD, path, S_IFIFO | (m & 07777), 0);
 }
 
-DS_EXPORT int DS_WRAP(mkfifoat)(int fd, const char *path, mode_t m)
+DS__EXPORT int DS__WRAP(mkfifoat)(int fd, const char *path, mode_t m)
 {
-	if (DS_LIKELY(!at_ours(fd, path)))
-		return DS_REAL(mkfifoat)(fd, path, m);
-	return DS_WRAP(mknodat)(fd, path, S_IFIFO | (m & 07777), 0);
+	if (DS__LIKELY(!at_ours(fd, path)))
+		return DS__REAL(mkfifoat)(fd, path, m);
+	return DS__WRAP(mknodat)(fd, path, S_IFIFO | (m & 07777), 0);
 }

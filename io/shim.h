@@ -45,11 +45,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define DS_LIKELY(x) __builtin_expect(!!(x), 1)
-#define DS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define DS__LIKELY(x) __builtin_expect(!!(x), 1)
+#define DS__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* ---- global state (init.c) ---------------------------------------------- */
-struct ds_global {
+struct ds__global {
 	int active;             /* a node store is mapped: paths under mount are ours */
 	char mount[PATH_MAX];   /* normalised, no trailing '/' */
 	size_t mlen;
@@ -66,7 +66,7 @@ struct ds_global {
 	ino_t tmpl_ino;
 	pid_t pid;              /* process that owns per-process state */
 };
-extern struct ds_global ds__g;
+extern struct ds__global ds__g;
 /* 0 before init, 1 after; read on every call, written once. */
 extern int ds__ready;
 /* Per-thread recursion guard: set while the shim itself runs code that may
@@ -88,12 +88,12 @@ static inline int ds__live(void)
 int ds__activate(void);
 static inline void ds__ensure_init(void)
 {
-	if (DS_UNLIKELY(!ds__ready) && !ds__busy)
+	if (DS__UNLIKELY(!ds__ready) && !ds__busy)
 		ds__init();
 }
 
 /* Relaxed counter update in the node's shared stats (no-op without). */
-#define DS_COUNT(field, n)                                                               \
+#define DS__COUNT(field, n)                                                              \
 	do {                                                                             \
 		if (ds__g.stats)                                                         \
 			__atomic_fetch_add(&ds__g.stats->field, (n), __ATOMIC_RELAXED);  \
@@ -123,24 +123,24 @@ extern _Atomic int64_t ds__cwd;
 void ds__cwd_inherit(void);
 
 /* Virtual entries (the .dstage tree) carry ids above every real entry. */
-enum ds_virt {
-	DS_V_NONE = 0,
-	DS_V_ROOT,   /* .dstage */
-	DS_V_EPOCHS, /* .dstage/epochs */
-	DS_V_EPOCH,  /* .dstage/epochs/<e> */
-	DS_V_LIST,   /* .dstage/epochs/<e>/all or <l>-of-<n> */
+enum ds__virt {
+	DS__V_NONE = 0,
+	DS__V_ROOT,   /* .dstage */
+	DS__V_EPOCHS, /* .dstage/epochs */
+	DS__V_EPOCH,  /* .dstage/epochs/<e> */
+	DS__V_LIST,   /* .dstage/epochs/<e>/all or <l>-of-<n> */
 };
-struct ds_vent {
-	enum ds_virt kind;
+struct ds__vent {
+	enum ds__virt kind;
 	uint64_t epoch;
 	uint32_t l, n; /* n == 0: "all" */
 };
 
 /* The result of resolving a path. */
-struct ds_res {
+struct ds__res {
 	int ours;             /* 1: id/virt name an entry of ours */
 	int64_t id;           /* entry id (ours, not virtual) */
-	struct ds_vent v;     /* virtual entry when v.kind != DS_V_NONE */
+	struct ds__vent v;    /* virtual entry when v.kind != DS__V_NONE */
 	/* not ours: what to hand to libc instead */
 	int rdirfd;           /* the caller's dirfd, or AT_FDCWD with a rewritten path */
 	const char *rpath;    /* the caller's path or buf */
@@ -161,14 +161,14 @@ void ds__rcwd_invalidate(void);
 /* Resolve path (relative to dirfd, AT_FDCWD or a staged directory) to an
  * entry.  follow: follow a symlink in the last component.  Returns 0 (see
  * r->ours), or -errno for a path of ours that does not resolve. */
-#define DS_RES_FOLLOW 1
-#define DS_RES_PARENT 2 /* the last component need not exist: r->id = its parent (rofs) */
-int ds__resolve(int dirfd, const char *path, int flags, struct ds_res *r);
+#define DS__RES_FOLLOW 1
+#define DS__RES_PARENT 2 /* the last component need not exist: r->id = its parent (rofs) */
+int ds__resolve(int dirfd, const char *path, int flags, struct ds__res *r);
 /* The path of entry id relative to the mount ("" for the root). */
 static inline const char *ds__ename(int64_t id) { return ds_index_name(&ds__g.ix, (uint32_t)id); }
 /* Absolute name under the mount of entry id into buf; -ERANGE if too small,
  * else the length. */
-int ds__abs_name(int64_t id, const struct ds_vent *v, char *buf, size_t size);
+int ds__abs_name(int64_t id, const struct ds__vent *v, char *buf, size_t size);
 
 /* ---- write-once outputs (write.c) ----------------------------------------- */
 /* The outputs are on (NODEDIR/outputs.conf) and (c, cl) is their top-level
@@ -176,7 +176,7 @@ int ds__abs_name(int64_t id, const struct ds_vent *v, char *buf, size_t size);
 int ds__out_match(const char *c, size_t cl);
 /* The walk entered the outputs: the rest of *pp into r (0), or 1 when a ".."
  * climbed back to the mount root (*pp moved past it), or -errno. */
-int ds__out_walk(char **pp, struct ds_res *r);
+int ds__out_walk(char **pp, struct ds__res *r);
 /* dirfd/cwd is a real directory inside the outputs: the mount name of
  * path from it into work (PATH_MAX): 1, else 0. */
 int ds__out_rel(int dirfd, const char *path, char *work);
@@ -186,33 +186,33 @@ void ds__out_chdir(void);
 /* writers' descriptors open in this process */
 extern _Atomic unsigned ds__out_nw;
 /* open/close/namespace calls on r->out names (fd or -1 with errno). */
-int ds__out_open(struct ds_res *r, int flags, mode_t mode);
+int ds__out_open(struct ds__res *r, int flags, mode_t mode);
 int ds__out_close(int fd);
 /* dup family on real descriptors: a writer's copy is a writer; a writer's
  * number replaced by dup2 is a close. */
 int ds__out_dupped(int oldfd, int newfd);
 int ds__out_dup_pre(int newfd, uint64_t *token);
 void ds__out_dup_post(int oldfd, int newfd, int rc, int had, uint64_t token);
-int ds__out_path_op(int op, struct ds_res *r, unsigned arg);
-int ds__out_rename(struct ds_res *a, struct ds_res *b, unsigned flags);
+int ds__out_path_op(int op, struct ds__res *r, unsigned arg);
+int ds__out_rename(struct ds__res *a, struct ds__res *b, unsigned flags);
 /* The outputs directory as an entry of the mount root (name, length, the
  * d_ino stat gives it): 1, or 0 when there are no outputs. */
 int ds__out_root_entry(const char **name, size_t *nlen, uint64_t *ino);
-#define DS_OUT_OP_DENY 100
+#define DS__OUT_OP_DENY 100
 
 /* ---- descriptors and open files (fdtab.c) -------------------------------- */
-enum ds_fkind { DS_F_REG = 1, DS_F_DIR, DS_F_LNK, DS_F_VIRT, DS_F_VDIR };
+enum ds__fkind { DS__F_REG = 1, DS__F_DIR, DS__F_LNK, DS__F_VIRT, DS__F_VDIR };
 
 /* One open file description, shared by every descriptor dup'ed from it (like
  * the kernel's struct file).  Objects come from a type-stable pool and are
  * never returned to malloc, so a reader racing with close can look at one
  * safely (see ds__fd_get). */
-struct ds_file {
+struct ds__file {
 	_Atomic uint32_t ref;
-	uint16_t kind;         /* enum ds_fkind */
+	uint16_t kind;         /* enum ds__fkind */
 	uint16_t remote;       /* bytes are not in this node's store */
 	int64_t id;            /* entry id (or -1 for virtual) */
-	struct ds_vent v;      /* virtual entry */
+	struct ds__vent v;     /* virtual entry */
 	_Atomic int flags;     /* status flags as F_GETFL reports them */
 	_Atomic int64_t off;   /* file offset (directories: stream position) */
 	_Atomic int64_t *offp; /* the offset in use: &off, or a cell shared
@@ -224,27 +224,28 @@ struct ds_file {
 	void *own;             /* malloc'd bytes to free at the last close */
 	struct ds_cache_ref *cref; /* epoch cache mapping held */
 	pthread_mutex_t lock;  /* making data available (inflate, fetch) */
-	struct ds_file *next;  /* pool free list */
+	struct ds__file *next; /* pool free list */
 };
 
-extern _Atomic uintptr_t *ds__fdtab; /* [fd]: struct ds_file * | DS_FD_CLOEXEC, or DS_FD_PRIVATE */
+/* [fd]: struct ds__file * | DS__FD_CLOEXEC, or DS__FD_PRIVATE */
+extern _Atomic uintptr_t *ds__fdtab;
 extern unsigned ds__fdtab_len;
-#define DS_FD_CLOEXEC ((uintptr_t)1) /* FD_CLOEXEC as the caller sees it */
-#define DS_FD_PRIVATE ((uintptr_t)2) /* the shim's own descriptor (template, socket) */
-#define DS_FD_FILE(v) ((v) & ~(uintptr_t)3)
+#define DS__FD_CLOEXEC ((uintptr_t)1) /* FD_CLOEXEC as the caller sees it */
+#define DS__FD_PRIVATE ((uintptr_t)2) /* the shim's own descriptor (template, socket) */
+#define DS__FD_FILE(v) ((v) & ~(uintptr_t)3)
 
 void ds__fdtab_init(void);
-struct ds_file *ds__file_new(void);
-void ds__file_put(struct ds_file *f);
+struct ds__file *ds__file_new(void);
+void ds__file_put(struct ds__file *f);
 /* The file behind fd with a reference taken, or NULL when fd is not ours.
  * Lock-free (async-signal-safe for read). */
-static inline struct ds_file *ds__fd_get(int fd);
-struct ds_file *ds__fd_get_slow(int fd, uintptr_t v);
-static inline struct ds_file *ds__fd_get(int fd)
+static inline struct ds__file *ds__fd_get(int fd);
+struct ds__file *ds__fd_get_slow(int fd, uintptr_t v);
+static inline struct ds__file *ds__fd_get(int fd)
 {
-	if (DS_UNLIKELY((unsigned)fd < ds__fdtab_len)) {
+	if (DS__UNLIKELY((unsigned)fd < ds__fdtab_len)) {
 		uintptr_t v = atomic_load_explicit(&ds__fdtab[fd], memory_order_acquire);
-		if (DS_FD_FILE(v))
+		if (DS__FD_FILE(v))
 			return ds__fd_get_slow(fd, v);
 	}
 	return NULL;
@@ -253,7 +254,7 @@ static inline struct ds_file *ds__fd_get(int fd)
 static inline int ds__fd_is_ours(int fd)
 {
 	return (unsigned)fd < ds__fdtab_len &&
-	       DS_FD_FILE(atomic_load_explicit(&ds__fdtab[fd], memory_order_relaxed));
+	       DS__FD_FILE(atomic_load_explicit(&ds__fdtab[fd], memory_order_relaxed));
 }
 /* Does the table say anything about fd (ours or private)? */
 static inline int ds__fd_known(int fd)
@@ -266,22 +267,22 @@ static inline int ds__fd_known(int fd)
 int ds__out_dirfd(int fd);
 static inline int ds__at_maybe_ours(int dirfd, const char *path)
 {
-	return ds__fd_is_ours(dirfd) || DS_UNLIKELY(ds__out_dirfd(dirfd)) ||
+	return ds__fd_is_ours(dirfd) || DS__UNLIKELY(ds__out_dirfd(dirfd)) ||
 	       (ds__live() && !ds__busy && path[0] && ds__rel_maybe(dirfd, path) && ds__activate());
 }
 static inline int ds__fd_is_private(int fd)
 {
 	return (unsigned)fd < ds__fdtab_len &&
-	       atomic_load_explicit(&ds__fdtab[fd], memory_order_relaxed) == DS_FD_PRIVATE;
+	       atomic_load_explicit(&ds__fdtab[fd], memory_order_relaxed) == DS__FD_PRIVATE;
 }
 /* Reserve a kernel descriptor (>= minfd) and bind f to it (takes over the
  * caller's reference).  cloexec: what F_GETFD will report.  fd or -errno. */
-int ds__fd_install(struct ds_file *f, int minfd, int cloexec);
+int ds__fd_install(struct ds__file *f, int minfd, int cloexec);
 /* Bind f (one new reference taken) to a descriptor number the kernel has just
  * made for us; returns the file previously bound there, if any (put it). */
-struct ds_file *ds__fd_bind(int fd, struct ds_file *f, int cloexec);
+struct ds__file *ds__fd_bind(int fd, struct ds__file *f, int cloexec);
 /* Forget fd; returns its file (the caller puts it) or NULL. */
-struct ds_file *ds__fd_unbind(int fd);
+struct ds__file *ds__fd_unbind(int fd);
 int ds__fd_cloexec(int fd);
 void ds__fd_set_cloexec(int fd, int on);
 /* Highest descriptor ever bound + 1 (for fork and close_range). */
@@ -305,7 +306,7 @@ int ds__fd_private_list(unsigned lowfd, unsigned highfd, int *out, int cap);
 void ds__fd_fresh_slow(int fd);
 static inline int ds__fd_fresh(int fd)
 {
-	if (DS_UNLIKELY(fd >= 0 && ds__fd_known(fd)))
+	if (DS__UNLIKELY(fd >= 0 && ds__fd_known(fd)))
 		ds__fd_fresh_slow(fd);
 	return fd;
 }
@@ -325,8 +326,8 @@ void ds__exec_inherit(void);
 /* offset.c: offsets shared across fork and exec, like the kernel's.  Give
  * f (a regular file just made) a shared cell (or leave it its own offset
  * when there is none); drop f's hold on its cell at its last put. */
-void ds__offcell_attach(struct ds_file *f);
-void ds__offcell_put(struct ds_file *f);
+void ds__offcell_attach(struct ds__file *f);
+void ds__offcell_put(struct ds__file *f);
 void ds__offcell_atfork_child(void);
 /* exec: the region's descriptor made inheritable for an exec (-1 none);
  * restore after a failed exec.  Next image: map the region passed. */
@@ -334,34 +335,34 @@ int ds__offcell_exec_fd(void);
 void ds__offcell_exec_failed(int fd);
 int ds__offcell_adopt(int fd);
 /* Bind f to cell (taken over from the previous image; inc: count it). */
-void ds__offcell_bind(struct ds_file *f, int32_t cell, int inc);
+void ds__offcell_bind(struct ds__file *f, int32_t cell, int inc);
 /* procfd.c: the staged descriptor /proc/self/fd/N, /dev/fd/N,
  * /proc/<own pid>/fd/N names, or -1. */
 int ds__procfd(const char *path);
 
 /* ---- operations on open files (fd.c) ------------------------------------- */
 /* Open an entry of ours.  Returns the fd or -errno. */
-int ds__open_res(struct ds_res *r, int flags, mode_t mode);
+int ds__open_res(struct ds__res *r, int flags, mode_t mode);
 /* The open file for r opened with flags (checks as open does), not yet bound
  * to a descriptor.  0 or -errno. */
-int ds__file_make(struct ds_res *r, int flags, struct ds_file **out);
+int ds__file_make(struct ds__res *r, int flags, struct ds__file **out);
 /* pread (off >= 0) or read at the file offset (off == -1).  n or -errno. */
-ssize_t ds__file_read(struct ds_file *f, void *buf, size_t n, int64_t off);
-int64_t ds__file_seek(struct ds_file *f, int64_t off, int whence);
+ssize_t ds__file_read(struct ds__file *f, void *buf, size_t n, int64_t off);
+int64_t ds__file_seek(struct ds__file *f, int64_t off, int whence);
 int ds__close(int fd);
 
 /* ---- metadata (stat.c) ---------------------------------------------------- */
 /* stat of an entry (real or virtual). */
-int ds__stat_res(const struct ds_res *r, struct stat *st);
-int ds__stat_file(const struct ds_file *f, struct stat *st);
+int ds__stat_res(const struct ds__res *r, struct stat *st);
+int ds__stat_file(const struct ds__file *f, struct stat *st);
 /* May the caller access entry (mode bits R_OK/X_OK as the kernel checks). */
 int ds__perm(const struct stat *st, int mask);
 
 /* ---- directory listing (dir.c) ------------------------------------------- */
 /* Number of entries of directory f listed after "." and ".."; name, d_ino and
  * d_type of the i-th. */
-size_t ds__dir_count(const struct ds_file *f);
-int ds__dir_child(const struct ds_file *f, size_t i, const char **name, size_t *nlen,
+size_t ds__dir_count(const struct ds__file *f);
+int ds__dir_child(const struct ds__file *f, size_t i, const char **name, size_t *nlen,
                   uint64_t *ino, unsigned char *type, char *tmp, size_t tmplen);
 void ds__dir_atfork_child(void);
 
@@ -371,9 +372,9 @@ void ds__stdio_atfork_child(void);
 /* ---- remote bytes (remote.c) --------------------------------------------- */
 /* Make f->data available: inflate a zlib file, fetch a remote one (epoch
  * cache, else the service).  0 or -EIO/-ENOMEM. */
-int ds__materialize(struct ds_file *f);
+int ds__materialize(struct ds__file *f);
 /* Drop the epoch-cache mapping f holds. */
-void ds__cache_release(struct ds_file *f);
+void ds__cache_release(struct ds__file *f);
 /* Fetch `len` STORED bytes of entry id from offset off of its stored bytes
  * through the node service.  0 or -EIO/-errno. */
 int ds__remote_read(uint32_t id, uint64_t off, void *buf, uint64_t len);
@@ -390,13 +391,13 @@ void ds__remote_atfork_child(void);
 /* Parse a path relative to the mount that starts with ".dstage": 0 with *v
  * set, -ENOENT/-ENOTDIR.  rest: what follows ".dstage".  1 when a ".." led
  * back to the mount root: the walk goes on from rest + *used. */
-int ds__virt_lookup(const char *rest, size_t len, struct ds_vent *v, size_t *used);
+int ds__virt_lookup(const char *rest, size_t len, struct ds__vent *v, size_t *used);
 /* The content of a list (malloc'd), its length. */
-int ds__virt_content(const struct ds_vent *v, char **data, size_t *len);
-uint64_t ds__virt_ino(const struct ds_vent *v);
-void ds__virt_stat(const struct ds_vent *v, struct stat *st);
+int ds__virt_content(const struct ds__vent *v, char **data, size_t *len);
+uint64_t ds__virt_ino(const struct ds__vent *v);
+void ds__virt_stat(const struct ds__vent *v, struct stat *st);
 /* Children of a virtual directory: count, and the i-th name. */
-size_t ds__virt_count(const struct ds_vent *v);
-int ds__virt_child(const struct ds_vent *v, size_t i, char *name, size_t len, struct ds_vent *c);
+size_t ds__virt_count(const struct ds__vent *v);
+int ds__virt_child(const struct ds__vent *v, size_t i, char *name, size_t len, struct ds__vent *c);
 
 #endif

@@ -15,22 +15,22 @@ _Static_assert(sizeof(struct statvfs) == sizeof(struct statvfs64), "64-bit ABI")
 
 /* f_type of the dataset: no real file system's, so tools that special-case
  * known types (gnulib fts) take their general path. */
-#define DS_FS_MAGIC 0x64737467 /* "dstg" */
+#define FS_MAGIC 0x64737467 /* "dstg" */
 
-int ds__stat_res(const struct ds_res *r, struct stat *st)
+int ds__stat_res(const struct ds__res *r, struct stat *st)
 {
-	if (r->v.kind != DS_V_NONE)
+	if (r->v.kind != DS__V_NONE)
 		ds__virt_stat(&r->v, st);
 	else
 		ds_index_stat(&ds__g.ix, (uint32_t)r->id, st);
 	return 0;
 }
 
-int ds__stat_file(const struct ds_file *f, struct stat *st)
+int ds__stat_file(const struct ds__file *f, struct stat *st)
 {
-	if (f->kind == DS_F_VIRT || f->kind == DS_F_VDIR) {
+	if (f->kind == DS__F_VIRT || f->kind == DS__F_VDIR) {
 		ds__virt_stat(&f->v, st);
-		if (f->kind == DS_F_VIRT && f->own)
+		if (f->kind == DS__F_VIRT && f->own)
 			st->st_size = f->size, st->st_blocks = (f->size + 511) / 512;
 	} else {
 		ds_index_stat(&ds__g.ix, (uint32_t)f->id, st);
@@ -72,10 +72,10 @@ static int at_ours(int dirfd, const char *path, int flags)
  * when the original (dirfd, path) is right for libc, so re-resolve here. */
 #define STAT_PATH(path, st, flags, real_fn)                                             \
 	do {                                                                            \
-		if (DS_LIKELY(!ds__maybe_ours(path)))                                   \
+		if (DS__LIKELY(!ds__maybe_ours(path)))                                  \
 			return real_fn(path, st);                                       \
-		struct ds_res r_;                                                       \
-		int rc_ = ds__resolve(AT_FDCWD, path, (flags) ? 0 : DS_RES_FOLLOW, &r_); \
+		struct ds__res r_;                                                      \
+		int rc_ = ds__resolve(AT_FDCWD, path, (flags) ? 0 : DS__RES_FOLLOW, &r_); \
 		if (rc_)                                                                \
 			return ds__fail(-rc_);                                          \
 		if (!r_.ours)                                                           \
@@ -84,33 +84,33 @@ static int at_ours(int dirfd, const char *path, int flags)
 		return 0;                                                               \
 	} while (0)
 
-DS_EXPORT int DS_WRAP(stat)(const char *path, struct stat *st) { STAT_PATH(path, st, 0, DS_REAL(stat)); }
-DS_EXPORT int DS_WRAP(stat64)(const char *path, struct stat64 *st) { STAT_PATH(path, st, 0, DS_REAL(stat64)); }
-DS_EXPORT int DS_WRAP(lstat)(const char *path, struct stat *st) { STAT_PATH(path, st, 1, DS_REAL(lstat)); }
-DS_EXPORT int DS_WRAP(lstat64)(const char *path, struct stat64 *st) { STAT_PATH(path, st, 1, DS_REAL(lstat64)); }
+DS__EXPORT int DS__WRAP(stat)(const char *path, struct stat *st) { STAT_PATH(path, st, 0, DS__REAL(stat)); }
+DS__EXPORT int DS__WRAP(stat64)(const char *path, struct stat64 *st) { STAT_PATH(path, st, 0, DS__REAL(stat64)); }
+DS__EXPORT int DS__WRAP(lstat)(const char *path, struct stat *st) { STAT_PATH(path, st, 1, DS__REAL(lstat)); }
+DS__EXPORT int DS__WRAP(lstat64)(const char *path, struct stat64 *st) { STAT_PATH(path, st, 1, DS__REAL(lstat64)); }
 
 static int fstat_any(int fd, struct stat *st, int is64)
 {
 	ds__ensure_init();
-	struct ds_file *f = ds__fd_get(fd);
-	if (DS_LIKELY(!f))
-		return is64 ? DS_REAL(fstat64)(fd, (struct stat64 *)st) : DS_REAL(fstat)(fd, st);
+	struct ds__file *f = ds__fd_get(fd);
+	if (DS__LIKELY(!f))
+		return is64 ? DS__REAL(fstat64)(fd, (struct stat64 *)st) : DS__REAL(fstat)(fd, st);
 	ds__stat_file(f, st);
 	ds__file_put(f);
 	return 0;
 }
 
-DS_EXPORT int DS_WRAP(fstat)(int fd, struct stat *st) { return fstat_any(fd, st, 0); }
-DS_EXPORT int DS_WRAP(fstat64)(int fd, struct stat64 *st) { return fstat_any(fd, (struct stat *)st, 1); }
+DS__EXPORT int DS__WRAP(fstat)(int fd, struct stat *st) { return fstat_any(fd, st, 0); }
+DS__EXPORT int DS__WRAP(fstat64)(int fd, struct stat64 *st) { return fstat_any(fd, (struct stat *)st, 1); }
 
 static int fstatat_any(int dirfd, const char *path, struct stat *st, int flags, int is64)
 {
-	if (DS_LIKELY(!at_ours(dirfd, path, flags)))
+	if (DS__LIKELY(!at_ours(dirfd, path, flags)))
 		goto real;
-	struct ds_res r;
+	struct ds__res r;
 	if (!*path && (flags & AT_EMPTY_PATH))
 		return fstat_any(dirfd, st, is64);
-	int rc = ds__resolve(dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : DS_RES_FOLLOW, &r);
+	int rc = ds__resolve(dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : DS__RES_FOLLOW, &r);
 	if (rc)
 		return ds__fail(-rc);
 	if (!r.ours) {
@@ -121,58 +121,59 @@ static int fstatat_any(int dirfd, const char *path, struct stat *st, int flags, 
 	ds__stat_res(&r, st);
 	return 0;
 real:
-	return is64 ? DS_REAL(fstatat64)(dirfd, path, (struct stat64 *)st, flags)
-	            : DS_REAL(fstatat)(dirfd, path, st, flags);
+	return is64 ? DS__REAL(fstatat64)(dirfd, path, (struct stat64 *)st, flags)
+	            : DS__REAL(fstatat)(dirfd, path, st, flags);
 }
 
-DS_EXPORT int DS_WRAP(fstatat)(int dirfd, const char *path, struct stat *st, int flags)
+DS__EXPORT int DS__WRAP(fstatat)(int dirfd, const char *path, struct stat *st, int flags)
 {
 	return fstatat_any(dirfd, path, st, flags, 0);
 }
 
-DS_EXPORT int DS_WRAP(fstatat64)(int dirfd, const char *path, struct stat64 *st, int flags)
+DS__EXPORT int DS__WRAP(fstatat64)(int dirfd, const char *path, struct stat64 *st, int flags)
 {
 	return fstatat_any(dirfd, path, (struct stat *)st, flags, 1);
 }
 
 /* The pre-2.33 ABI: binaries built against an older glibc call these.  On
  * 64-bit Linux the version argument is always the one layout, struct stat. */
-DS_EXPORT int DS_WRAP(__xstat)(int ver, const char *path, struct stat *st)
+DS__EXPORT int DS__WRAP(__xstat)(int ver, const char *path, struct stat *st)
 {
 	(void)ver;
-	return DS_WRAP(stat)(path, st);
+	return DS__WRAP(stat)(path, st);
 }
-DS_EXPORT int DS_WRAP(__xstat64)(int ver, const char *path, struct stat64 *st)
+DS__EXPORT int DS__WRAP(__xstat64)(int ver, const char *path, struct stat64 *st)
 {
 	(void)ver;
-	return DS_WRAP(stat64)(path, st);
+	return DS__WRAP(stat64)(path, st);
 }
-DS_EXPORT int DS_WRAP(__lxstat)(int ver, const char *path, struct stat *st)
+DS__EXPORT int DS__WRAP(__lxstat)(int ver, const char *path, struct stat *st)
 {
 	(void)ver;
-	return DS_WRAP(lstat)(path, st);
+	return DS__WRAP(lstat)(path, st);
 }
-DS_EXPORT int DS_WRAP(__lxstat64)(int ver, const char *path, struct stat64 *st)
+DS__EXPORT int DS__WRAP(__lxstat64)(int ver, const char *path, struct stat64 *st)
 {
 	(void)ver;
-	return DS_WRAP(lstat64)(path, st);
+	return DS__WRAP(lstat64)(path, st);
 }
-DS_EXPORT int DS_WRAP(__fxstat)(int ver, int fd, struct stat *st)
+DS__EXPORT int DS__WRAP(__fxstat)(int ver, int fd, struct stat *st)
 {
 	(void)ver;
 	return fstat_any(fd, st, 0);
 }
-DS_EXPORT int DS_WRAP(__fxstat64)(int ver, int fd, struct stat64 *st)
+DS__EXPORT int DS__WRAP(__fxstat64)(int ver, int fd, struct stat64 *st)
 {
 	(void)ver;
 	return fstat_any(fd, (struct stat *)st, 1);
 }
-DS_EXPORT int DS_WRAP(__fxstatat)(int ver, int dirfd, const char *path, struct stat *st, int flags)
+DS__EXPORT int DS__WRAP(__fxstatat)(int ver, int dirfd, const char *path, struct stat *st,
+                                    int flags)
 {
 	(void)ver;
 	return fstatat_any(dirfd, path, st, flags, 0);
 }
-DS_EXPORT int DS_WRAP(__fxstatat64)(int ver, int dirfd, const char *path, struct stat64 *st, int flags)
+DS__EXPORT int DS__WRAP(__fxstatat64)(int ver, int dirfd, const char *path, struct stat64 *st, int flags)
 {
 	(void)ver;
 	return fstatat_any(dirfd, path, (struct stat *)st, flags, 1);
@@ -200,28 +201,28 @@ static void to_statx(const struct stat *st, struct statx *sx)
 	sx->stx_dev_minor = minor(st->st_dev);
 }
 
-DS_EXPORT int DS_WRAP(statx)(int dirfd, const char *path, int flags, unsigned mask, struct statx *sx)
+DS__EXPORT int DS__WRAP(statx)(int dirfd, const char *path, int flags, unsigned mask, struct statx *sx)
 {
-	if (DS_LIKELY(!at_ours(dirfd, path, flags)))
-		return DS_REAL(statx)(dirfd, path, flags, mask, sx);
+	if (DS__LIKELY(!at_ours(dirfd, path, flags)))
+		return DS__REAL(statx)(dirfd, path, flags, mask, sx);
 	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT | AT_STATX_SYNC_TYPE))
 		return ds__fail(EINVAL);
 	if (mask & STATX__RESERVED)
 		return ds__fail(EINVAL);
 	struct stat st;
-	struct ds_res r;
+	struct ds__res r;
 	if (!*path && (flags & AT_EMPTY_PATH)) {
-		struct ds_file *f = ds__fd_get(dirfd);
+		struct ds__file *f = ds__fd_get(dirfd);
 		if (!f)
-			return DS_REAL(statx)(dirfd, path, flags, mask, sx);
+			return DS__REAL(statx)(dirfd, path, flags, mask, sx);
 		ds__stat_file(f, &st);
 		ds__file_put(f);
 	} else {
-		int rc = ds__resolve(dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : DS_RES_FOLLOW, &r);
+		int rc = ds__resolve(dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : DS__RES_FOLLOW, &r);
 		if (rc)
 			return ds__fail(-rc);
 		if (!r.ours)
-			return DS_REAL(statx)(r.rdirfd, r.rpath, flags, mask, sx);
+			return DS__REAL(statx)(r.rdirfd, r.rpath, flags, mask, sx);
 		ds__stat_res(&r, &st);
 	}
 	if (ds__null(sx))
@@ -235,7 +236,7 @@ static void fill_statfs(struct statfs *s)
 {
 	const struct ds_index_header *h = ds__g.ix.h;
 	memset(s, 0, sizeof(*s));
-	s->f_type = DS_FS_MAGIC;
+	s->f_type = FS_MAGIC;
 	s->f_bsize = 4096;
 	s->f_frsize = 4096;
 	s->f_blocks = (h->store_size + 4095) / 4096;
@@ -263,10 +264,10 @@ static void fill_statvfs(struct statvfs *s)
 /* Path forms: ours -> filled; else libc with the (maybe rewritten) path. */
 #define FS_PATH(path, buf, real_fn, fill)                                               \
 	do {                                                                            \
-		if (DS_LIKELY(!ds__maybe_ours(path)))                                   \
+		if (DS__LIKELY(!ds__maybe_ours(path)))                                  \
 			return real_fn(path, buf);                                      \
-		struct ds_res r_;                                                       \
-		int rc_ = ds__resolve(AT_FDCWD, path, DS_RES_FOLLOW, &r_);              \
+		struct ds__res r_;                                                      \
+		int rc_ = ds__resolve(AT_FDCWD, path, DS__RES_FOLLOW, &r_);             \
 		if (rc_)                                                                \
 			return ds__fail(-rc_);                                          \
 		if (!r_.ours)                                                           \
@@ -278,32 +279,32 @@ static void fill_statvfs(struct statvfs *s)
 #define FS_FD(fd, buf, real_fn, fill)                                                   \
 	do {                                                                            \
 		ds__ensure_init();                                                      \
-		if (DS_LIKELY(!ds__fd_is_ours(fd)))                                     \
+		if (DS__LIKELY(!ds__fd_is_ours(fd)))                                    \
 			return real_fn(fd, buf);                                        \
 		fill((void *)(buf));                                                    \
 		return 0;                                                               \
 	} while (0)
 
-DS_EXPORT int DS_WRAP(statfs)(const char *path, struct statfs *b) { FS_PATH(path, b, DS_REAL(statfs), fill_statfs); }
-DS_EXPORT int DS_WRAP(statfs64)(const char *path, struct statfs64 *b) { FS_PATH(path, b, DS_REAL(statfs64), fill_statfs); }
-DS_EXPORT int DS_WRAP(fstatfs)(int fd, struct statfs *b) { FS_FD(fd, b, DS_REAL(fstatfs), fill_statfs); }
-DS_EXPORT int DS_WRAP(fstatfs64)(int fd, struct statfs64 *b) { FS_FD(fd, b, DS_REAL(fstatfs64), fill_statfs); }
-DS_EXPORT int DS_WRAP(statvfs)(const char *path, struct statvfs *b) { FS_PATH(path, b, DS_REAL(statvfs), fill_statvfs); }
-DS_EXPORT int DS_WRAP(statvfs64)(const char *path, struct statvfs64 *b) { FS_PATH(path, b, DS_REAL(statvfs64), fill_statvfs); }
-DS_EXPORT int DS_WRAP(fstatvfs)(int fd, struct statvfs *b) { FS_FD(fd, b, DS_REAL(fstatvfs), fill_statvfs); }
-DS_EXPORT int DS_WRAP(fstatvfs64)(int fd, struct statvfs64 *b) { FS_FD(fd, b, DS_REAL(fstatvfs64), fill_statvfs); }
+DS__EXPORT int DS__WRAP(statfs)(const char *path, struct statfs *b) { FS_PATH(path, b, DS__REAL(statfs), fill_statfs); }
+DS__EXPORT int DS__WRAP(statfs64)(const char *path, struct statfs64 *b) { FS_PATH(path, b, DS__REAL(statfs64), fill_statfs); }
+DS__EXPORT int DS__WRAP(fstatfs)(int fd, struct statfs *b) { FS_FD(fd, b, DS__REAL(fstatfs), fill_statfs); }
+DS__EXPORT int DS__WRAP(fstatfs64)(int fd, struct statfs64 *b) { FS_FD(fd, b, DS__REAL(fstatfs64), fill_statfs); }
+DS__EXPORT int DS__WRAP(statvfs)(const char *path, struct statvfs *b) { FS_PATH(path, b, DS__REAL(statvfs), fill_statvfs); }
+DS__EXPORT int DS__WRAP(statvfs64)(const char *path, struct statvfs64 *b) { FS_PATH(path, b, DS__REAL(statvfs64), fill_statvfs); }
+DS__EXPORT int DS__WRAP(fstatvfs)(int fd, struct statvfs *b) { FS_FD(fd, b, DS__REAL(fstatvfs), fill_statvfs); }
+DS__EXPORT int DS__WRAP(fstatvfs64)(int fd, struct statvfs64 *b) { FS_FD(fd, b, DS__REAL(fstatvfs64), fill_statvfs); }
 
 /* ---- access --------------------------------------------------------------- */
 static int access_at(int dirfd, const char *path, int mode, int flags,
                      int (*real)(int, const char *, int, int))
 {
-	if (DS_LIKELY(!at_ours(dirfd, path, flags)))
+	if (DS__LIKELY(!at_ours(dirfd, path, flags)))
 		return real(dirfd, path, mode, flags);
 	if (mode & ~(F_OK | R_OK | W_OK | X_OK))
 		return ds__fail(EINVAL);
-	struct ds_res r;
+	struct ds__res r;
 	struct stat st;
-	int rc = ds__resolve(dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : DS_RES_FOLLOW, &r);
+	int rc = ds__resolve(dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : DS__RES_FOLLOW, &r);
 	if (rc)
 		return ds__fail(-rc);
 	if (!r.ours)
@@ -317,40 +318,40 @@ static int access_at(int dirfd, const char *path, int mode, int flags,
 
 static int real_faccessat(int dirfd, const char *path, int mode, int flags)
 {
-	return DS_REAL(faccessat)(dirfd, path, mode, flags);
+	return DS__REAL(faccessat)(dirfd, path, mode, flags);
 }
 
-DS_EXPORT int DS_WRAP(access)(const char *path, int mode)
+DS__EXPORT int DS__WRAP(access)(const char *path, int mode)
 {
-	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return DS_REAL(access)(path, mode);
+	if (DS__LIKELY(!ds__maybe_ours(path)))
+		return DS__REAL(access)(path, mode);
 	return access_at(AT_FDCWD, path, mode, 0, real_faccessat);
 }
 
-DS_EXPORT int DS_WRAP(faccessat)(int dirfd, const char *path, int mode, int flags)
+DS__EXPORT int DS__WRAP(faccessat)(int dirfd, const char *path, int mode, int flags)
 {
 	return access_at(dirfd, path, mode, flags, real_faccessat);
 }
 
 /* The shim's ids are the process's effective ones: no distinction to make. */
-DS_EXPORT int DS_WRAP(euidaccess)(const char *path, int mode)
+DS__EXPORT int DS__WRAP(euidaccess)(const char *path, int mode)
 {
-	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return DS_REAL(euidaccess)(path, mode);
+	if (DS__LIKELY(!ds__maybe_ours(path)))
+		return DS__REAL(euidaccess)(path, mode);
 	return access_at(AT_FDCWD, path, mode, AT_EACCESS, real_faccessat);
 }
 
-DS_EXPORT int DS_WRAP(eaccess)(const char *path, int mode)
+DS__EXPORT int DS__WRAP(eaccess)(const char *path, int mode)
 {
-	if (DS_LIKELY(!ds__maybe_ours(path)))
-		return DS_REAL(eaccess)(path, mode);
+	if (DS__LIKELY(!ds__maybe_ours(path)))
+		return DS__REAL(eaccess)(path, mode);
 	return access_at(AT_FDCWD, path, mode, AT_EACCESS, real_faccessat);
 }
 
 /* ---- readlink -------------------------------------------------------------- */
-static ssize_t link_text(const struct ds_res *r, char *buf, size_t n)
+static ssize_t link_text(const struct ds__res *r, char *buf, size_t n)
 {
-	if (r->v.kind != DS_V_NONE || !S_ISLNK(ds__g.ix.e[r->id].mode))
+	if (r->v.kind != DS__V_NONE || !S_ISLNK(ds__g.ix.e[r->id].mode))
 		return -EINVAL;
 	if (n == 0)
 		return -EINVAL;
@@ -364,7 +365,7 @@ static ssize_t link_text(const struct ds_res *r, char *buf, size_t n)
  * the staged name, as the kernel would for a real file. */
 static ssize_t proc_fd_link(const char *path, char *buf, size_t n)
 {
-	struct ds_file *f = ds__fd_get(ds__procfd(path)); /* procfd.c */
+	struct ds__file *f = ds__fd_get(ds__procfd(path)); /* procfd.c */
 	if (!f)
 		return 1;
 	char abs[PATH_MAX];
@@ -382,53 +383,53 @@ static ssize_t readlink_at(int dirfd, const char *path, char *buf, size_t n)
 	ssize_t k;
 	if (ds__fdtab && path && path[0] == '/' && (path[1] == 'p' || path[1] == 'd') && (k = proc_fd_link(path, buf, n)) != 1)
 		return k < 0 ? ds__fail((int)-k) : k;
-	if (DS_LIKELY(!at_ours(dirfd, path, 0)))
-		return DS_REAL(readlinkat)(dirfd, path, buf, n);
-	struct ds_res r;
+	if (DS__LIKELY(!at_ours(dirfd, path, 0)))
+		return DS__REAL(readlinkat)(dirfd, path, buf, n);
+	struct ds__res r;
 	int rc = ds__resolve(dirfd, path, 0, &r);
 	if (rc)
 		return ds__fail(-rc);
 	if (!r.ours)
-		return DS_REAL(readlinkat)(r.rdirfd, r.rpath, buf, n);
+		return DS__REAL(readlinkat)(r.rdirfd, r.rpath, buf, n);
 	k = link_text(&r, buf, n);
 	return k < 0 ? ds__fail((int)-k) : k;
 }
 
-DS_EXPORT ssize_t DS_WRAP(readlink)(const char *path, char *buf, size_t n)
+DS__EXPORT ssize_t DS__WRAP(readlink)(const char *path, char *buf, size_t n)
 {
 	ds__ensure_init();
-	if (DS_LIKELY(!ds__fdtab || ds__null(path) || (path[1] != 'p' && path[1] != 'd' && !ds__maybe_ours(path))))
-		return DS_REAL(readlink)(path, buf, n);
+	if (DS__LIKELY(!ds__fdtab || ds__null(path) || (path[1] != 'p' && path[1] != 'd' && !ds__maybe_ours(path))))
+		return DS__REAL(readlink)(path, buf, n);
 	return readlink_at(AT_FDCWD, path, buf, n);
 }
 
-DS_EXPORT ssize_t DS_WRAP(readlinkat)(int dirfd, const char *path, char *buf, size_t n)
+DS__EXPORT ssize_t DS__WRAP(readlinkat)(int dirfd, const char *path, char *buf, size_t n)
 {
 	return readlink_at(dirfd, path, buf, n);
 }
 
-DS_EXPORT ssize_t DS_WRAP(__readlink_chk)(const char *path, char *buf, size_t n, size_t buflen)
+DS__EXPORT ssize_t DS__WRAP(__readlink_chk)(const char *path, char *buf, size_t n, size_t buflen)
 {
 	if (n > buflen)
-		return DS_REAL(__readlink_chk)(path, buf, n, buflen);
-	return DS_WRAP(readlink)(path, buf, n);
+		return DS__REAL(__readlink_chk)(path, buf, n, buflen);
+	return DS__WRAP(readlink)(path, buf, n);
 }
 
-DS_EXPORT ssize_t DS_WRAP(__readlinkat_chk)(int dirfd, const char *path, char *buf, size_t n,
-                                            size_t buflen)
+DS__EXPORT ssize_t DS__WRAP(__readlinkat_chk)(int dirfd, const char *path, char *buf, size_t n,
+                                              size_t buflen)
 {
 	if (n > buflen)
-		return DS_REAL(__readlinkat_chk)(dirfd, path, buf, n, buflen);
+		return DS__REAL(__readlinkat_chk)(dirfd, path, buf, n, buflen);
 	return readlink_at(dirfd, path, buf, n);
 }
 
 /* ---- extended attributes: a staged entry has none --------------------------- */
 #define XATTR_PATH(path, follow, list, real_call_orig, real_call_rewritten)             \
 	do {                                                                            \
-		if (DS_LIKELY(!ds__maybe_ours(path)))                                   \
+		if (DS__LIKELY(!ds__maybe_ours(path)))                                  \
 			return real_call_orig;                                          \
-		struct ds_res r_;                                                       \
-		int rc_ = ds__resolve(AT_FDCWD, path, (follow) ? DS_RES_FOLLOW : 0, &r_); \
+		struct ds__res r_;                                                      \
+		int rc_ = ds__resolve(AT_FDCWD, path, (follow) ? DS__RES_FOLLOW : 0, &r_); \
 		if (rc_)                                                                \
 			return ds__fail(-rc_);                                          \
 		if (!r_.ours) {                                                         \
@@ -439,40 +440,40 @@ DS_EXPORT ssize_t DS_WRAP(__readlinkat_chk)(int dirfd, const char *path, char *b
 		return (list) ? 0 : ds__fail(ENODATA);                                  \
 	} while (0)
 
-DS_EXPORT ssize_t DS_WRAP(getxattr)(const char *path, const char *name, void *v, size_t n)
+DS__EXPORT ssize_t DS__WRAP(getxattr)(const char *path, const char *name, void *v, size_t n)
 {
-	XATTR_PATH(path, 1, 0, DS_REAL(getxattr)(path, name, v, n), DS_REAL(getxattr)(p_, name, v, n));
+	XATTR_PATH(path, 1, 0, DS__REAL(getxattr)(path, name, v, n), DS__REAL(getxattr)(p_, name, v, n));
 }
 
-DS_EXPORT ssize_t DS_WRAP(lgetxattr)(const char *path, const char *name, void *v, size_t n)
+DS__EXPORT ssize_t DS__WRAP(lgetxattr)(const char *path, const char *name, void *v, size_t n)
 {
-	XATTR_PATH(path, 0, 0, DS_REAL(lgetxattr)(path, name, v, n), DS_REAL(lgetxattr)(p_, name, v, n));
+	XATTR_PATH(path, 0, 0, DS__REAL(lgetxattr)(path, name, v, n), DS__REAL(lgetxattr)(p_, name, v, n));
 }
 
-DS_EXPORT ssize_t DS_WRAP(listxattr)(const char *path, char *l, size_t n)
+DS__EXPORT ssize_t DS__WRAP(listxattr)(const char *path, char *l, size_t n)
 {
-	XATTR_PATH(path, 1, 1, DS_REAL(listxattr)(path, l, n), DS_REAL(listxattr)(p_, l, n));
+	XATTR_PATH(path, 1, 1, DS__REAL(listxattr)(path, l, n), DS__REAL(listxattr)(p_, l, n));
 }
 
-DS_EXPORT ssize_t DS_WRAP(llistxattr)(const char *path, char *l, size_t n)
+DS__EXPORT ssize_t DS__WRAP(llistxattr)(const char *path, char *l, size_t n)
 {
-	XATTR_PATH(path, 0, 1, DS_REAL(llistxattr)(path, l, n), DS_REAL(llistxattr)(p_, l, n));
+	XATTR_PATH(path, 0, 1, DS__REAL(llistxattr)(path, l, n), DS__REAL(llistxattr)(p_, l, n));
 }
 
-DS_EXPORT ssize_t DS_WRAP(fgetxattr)(int fd, const char *name, void *v, size_t n)
+DS__EXPORT ssize_t DS__WRAP(fgetxattr)(int fd, const char *name, void *v, size_t n)
 {
 	ds__ensure_init();
-	if (DS_LIKELY(!ds__fd_is_ours(fd)))
-		return DS_REAL(fgetxattr)(fd, name, v, n);
+	if (DS__LIKELY(!ds__fd_is_ours(fd)))
+		return DS__REAL(fgetxattr)(fd, name, v, n);
 	return ds__fail(ENODATA);
 }
 
-DS_EXPORT ssize_t DS_WRAP(flistxattr)(int fd, char *l, size_t n)
+DS__EXPORT ssize_t DS__WRAP(flistxattr)(int fd, char *l, size_t n)
 {
 	(void)l;
 	(void)n;
 	ds__ensure_init();
-	if (DS_LIKELY(!ds__fd_is_ours(fd)))
-		return DS_REAL(flistxattr)(fd, l, n);
+	if (DS__LIKELY(!ds__fd_is_ours(fd)))
+		return DS__REAL(flistxattr)(fd, l, n);
 	return 0;
 }

@@ -34,7 +34,7 @@ void ds__stdio_atfork_child(void)
 
 static ssize_t ck_read(void *c, char *buf, size_t n)
 {
-	struct ds_file *f = ds__fd_get(((struct cookie *)c)->fd);
+	struct ds__file *f = ds__fd_get(((struct cookie *)c)->fd);
 	if (!f)
 		return ds__fail(EBADF);
 	ssize_t r = ds__file_read(f, buf, n, -1);
@@ -52,7 +52,7 @@ static ssize_t ck_write(void *c, const char *buf, size_t n)
 
 static int ck_seek(void *c, off64_t *off, int whence)
 {
-	struct ds_file *f = ds__fd_get(((struct cookie *)c)->fd);
+	struct ds__file *f = ds__fd_get(((struct cookie *)c)->fd);
 	if (!f)
 		return ds__fail(EBADF);
 	int64_t r = ds__file_seek(f, *off, whence);
@@ -126,7 +126,7 @@ static FILE *stream_on(int fd)
 
 static FILE *open_stream(const char *path, const char *mode, FILE *(*real)(const char *, const char *))
 {
-	if (DS_LIKELY(!ds__maybe_ours(path)))
+	if (DS__LIKELY(!ds__maybe_ours(path)))
 		return real(path, mode);
 	int flags;
 	int rc = mode_flags(mode, &flags);
@@ -134,16 +134,16 @@ static FILE *open_stream(const char *path, const char *mode, FILE *(*real)(const
 		errno = -rc;
 		return NULL;
 	}
-	struct ds_res r;
-	rc = ds__resolve(AT_FDCWD, path, DS_RES_FOLLOW | DS_RES_PARENT, &r);
+	struct ds__res r;
+	rc = ds__resolve(AT_FDCWD, path, DS__RES_FOLLOW | DS__RES_PARENT, &r);
 	if (rc == 0 && r.out) { /* an output (write.c): our descriptor, libc's stream */
 		int ofd = ds__out_open(&r, flags, 0666);
 		if (ofd < 0)
 			return NULL;
-		FILE *ofp = DS_REAL(fdopen)(ofd, mode);
+		FILE *ofp = DS__REAL(fdopen)(ofd, mode);
 		if (!ofp) {
 			int e = errno;
-			DS_WRAP(close)(ofd);
+			DS__WRAP(close)(ofd);
 			errno = e;
 		}
 		return ofp;
@@ -170,26 +170,26 @@ static FILE *open_stream(const char *path, const char *mode, FILE *(*real)(const
 	return fp;
 }
 
-DS_EXPORT FILE *DS_WRAP(fopen)(const char *path, const char *mode)
+DS__EXPORT FILE *DS__WRAP(fopen)(const char *path, const char *mode)
 {
-	return open_stream(path, mode, DS_REAL(fopen));
+	return open_stream(path, mode, DS__REAL(fopen));
 }
 
-DS_EXPORT FILE *DS_WRAP(fopen64)(const char *path, const char *mode)
+DS__EXPORT FILE *DS__WRAP(fopen64)(const char *path, const char *mode)
 {
-	return open_stream(path, mode, DS_REAL(fopen64));
+	return open_stream(path, mode, DS__REAL(fopen64));
 }
 
-DS_EXPORT FILE *DS_WRAP(fdopen)(int fd, const char *mode)
+DS__EXPORT FILE *DS__WRAP(fdopen)(int fd, const char *mode)
 {
 	ds__ensure_init();
-	if (DS_LIKELY(!ds__fd_is_ours(fd)))
-		return DS_REAL(fdopen)(fd, mode);
+	if (DS__LIKELY(!ds__fd_is_ours(fd)))
+		return DS__REAL(fdopen)(fd, mode);
 	int flags;
 	int rc = mode_flags(mode, &flags);
 	if (rc == 0 && (flags & O_ACCMODE) != O_RDONLY)
 		rc = -EINVAL; /* the descriptor is read-only */
-	struct ds_file *f = ds__fd_get(fd);
+	struct ds__file *f = ds__fd_get(fd);
 	if (!f) {
 		errno = EBADF;
 		return NULL;
@@ -208,12 +208,12 @@ DS_EXPORT FILE *DS_WRAP(fdopen)(int fd, const char *mode)
 static FILE *reopen(const char *path, const char *mode, FILE *fp,
                     FILE *(*real)(const char *, const char *, FILE *))
 {
-	if (!path || DS_LIKELY(!ds__maybe_ours(path)))
+	if (!path || DS__LIKELY(!ds__maybe_ours(path)))
 		return real(path, mode, fp);
-	struct ds_res r;
+	struct ds__res r;
 	int flags, rc = mode_flags(mode, &flags);
 	if (rc == 0)
-		rc = ds__resolve(AT_FDCWD, path, DS_RES_FOLLOW | DS_RES_PARENT, &r);
+		rc = ds__resolve(AT_FDCWD, path, DS__RES_FOLLOW | DS__RES_PARENT, &r);
 	if (rc == 0 && !r.ours)
 		return real(r.rpath, mode, fp);
 	if (rc == -ENOENT && r.ours && (flags & O_CREAT))
@@ -224,7 +224,7 @@ static FILE *reopen(const char *path, const char *mode, FILE *fp,
 		errno = -fd;
 		return NULL;
 	}
-	struct ds_file *f = ds__fd_get(fd);
+	struct ds__file *f = ds__fd_get(fd);
 	int mfd = memfd_create("dstage", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	char buf[65536];
 	int64_t off = 0;
@@ -242,7 +242,7 @@ static FILE *reopen(const char *path, const char *mode, FILE *fp,
 	if (mfd < 0 || n < 0) {
 		int e = mfd < 0 ? errno : (int)-n;
 		if (mfd >= 0)
-			DS_REAL(close)(mfd);
+			DS__REAL(close)(mfd);
 		fclose(fp);
 		errno = e;
 		return NULL;
@@ -252,21 +252,21 @@ static FILE *reopen(const char *path, const char *mode, FILE *fp,
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", mfd);
 	FILE *res = real(proc, mode, fp);
 	int e = errno;
-	DS_REAL(close)(mfd);
+	DS__REAL(close)(mfd);
 	errno = e;
 	return res;
 }
 
-DS_EXPORT FILE *DS_WRAP(freopen)(const char *path, const char *mode, FILE *fp)
+DS__EXPORT FILE *DS__WRAP(freopen)(const char *path, const char *mode, FILE *fp)
 {
 	ds__ensure_init();
-	return reopen(path, mode, fp, DS_REAL(freopen));
+	return reopen(path, mode, fp, DS__REAL(freopen));
 }
 
-DS_EXPORT FILE *DS_WRAP(freopen64)(const char *path, const char *mode, FILE *fp)
+DS__EXPORT FILE *DS__WRAP(freopen64)(const char *path, const char *mode, FILE *fp)
 {
 	ds__ensure_init();
-	return reopen(path, mode, fp, DS_REAL(freopen64));
+	return reopen(path, mode, fp, DS__REAL(freopen64));
 }
 
 static int stream_fd(FILE *fp)
@@ -282,20 +282,20 @@ static int stream_fd(FILE *fp)
 	return fd;
 }
 
-DS_EXPORT int DS_WRAP(fileno)(FILE *fp)
+DS__EXPORT int DS__WRAP(fileno)(FILE *fp)
 {
 	ds__ensure_init();
 	int fd;
-	if (DS_UNLIKELY(atomic_load_explicit(&nstreams, memory_order_relaxed)) && (fd = stream_fd(fp)) >= 0)
+	if (DS__UNLIKELY(atomic_load_explicit(&nstreams, memory_order_relaxed)) && (fd = stream_fd(fp)) >= 0)
 		return fd;
-	return DS_REAL(fileno)(fp);
+	return DS__REAL(fileno)(fp);
 }
 
-DS_EXPORT int DS_WRAP(fileno_unlocked)(FILE *fp)
+DS__EXPORT int DS__WRAP(fileno_unlocked)(FILE *fp)
 {
 	ds__ensure_init();
 	int fd;
-	if (DS_UNLIKELY(atomic_load_explicit(&nstreams, memory_order_relaxed)) && (fd = stream_fd(fp)) >= 0)
+	if (DS__UNLIKELY(atomic_load_explicit(&nstreams, memory_order_relaxed)) && (fd = stream_fd(fp)) >= 0)
 		return fd;
-	return DS_REAL(fileno_unlocked)(fp);
+	return DS__REAL(fileno_unlocked)(fp);
 }

@@ -31,7 +31,7 @@
 #endif
 
 /* struct open_how of openat2(2), in case the headers predate it */
-struct ds_open_how {
+struct ds__open_how {
 	uint64_t flags, mode, resolve;
 };
 
@@ -49,119 +49,119 @@ static int at_path_ours(long dirfd, const char *path)
 	return ds__maybe_ours(path);
 }
 
-static long openat2_call(long dirfd, const char *path, struct ds_open_how *how, size_t size,
+static long openat2_call(long dirfd, const char *path, struct ds__open_how *how, size_t size,
                          long a5, long a6)
 {
 	ds__ensure_init();
 	if (ds__null(how) || size < sizeof(*how) || !at_path_ours(dirfd, path))
-		return DS_REAL(syscall)(SYS_openat2, dirfd, path, how, size, a5, a6);
+		return DS__REAL(syscall)(SYS_openat2, dirfd, path, how, size, a5, a6);
 	/* resolve restrictions (RESOLVE_BENEATH, NO_SYMLINKS...) are the
 	 * kernel's: inside the mount every name is a read-only one anyway */
-	return DS_WRAP(openat)(I(dirfd), path, (int)how->flags, (mode_t)how->mode);
+	return DS__WRAP(openat)(I(dirfd), path, (int)how->flags, (mode_t)how->mode);
 }
 
 static long getcwd_call(char *buf, size_t size, long a3, long a4, long a5, long a6)
 {
 	ds__ensure_init();
 	if (atomic_load_explicit(&ds__cwd, memory_order_relaxed) < 0)
-		return DS_REAL(syscall)(SYS_getcwd, buf, size, a3, a4, a5, a6);
+		return DS__REAL(syscall)(SYS_getcwd, buf, size, a3, a4, a5, a6);
 	/* the raw call returns the length with the NUL */
-	if (!DS_WRAP(getcwd)(buf, size))
+	if (!DS__WRAP(getcwd)(buf, size))
 		return -1;
 	return (long)strlen(buf) + 1;
 }
 
-DS_EXPORT long DS_WRAP(syscall)(long nr, ...)
+DS__EXPORT long DS__WRAP(syscall)(long nr, ...)
 {
 	va_list ap;
 	va_start(ap, nr);
 	long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
 	long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
 	va_end(ap);
-	if (DS_UNLIKELY(!DS_REAL(syscall))) {
+	if (DS__UNLIKELY(!DS__REAL(syscall))) {
 		/* called before init (another library's constructor): init
 		 * finds libc's; from inside init, ask the loader directly */
 		ds__ensure_init();
-		if (!DS_REAL(syscall)) {
+		if (!DS__REAL(syscall)) {
 			long (*real)(long, ...) = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
 			return real(nr, a1, a2, a3, a4, a5, a6);
 		}
 	}
-	if (DS_UNLIKELY(ds__busy))
+	if (DS__UNLIKELY(ds__busy))
 		goto real;
 	switch (nr) {
 	/* metadata */
 	case SYS_statx:
-		return DS_WRAP(statx)(I(a1), P(a2), I(a3), (unsigned)a4, (struct statx *)a5);
+		return DS__WRAP(statx)(I(a1), P(a2), I(a3), (unsigned)a4, (struct statx *)a5);
 	case SYS_newfstatat:
-		return DS_WRAP(fstatat)(I(a1), P(a2), (struct stat *)a3, I(a4));
-	case SYS_stat: return DS_WRAP(stat)(P(a1), (struct stat *)a2);
-	case SYS_lstat: return DS_WRAP(lstat)(P(a1), (struct stat *)a2);
-	case SYS_fstat: return DS_WRAP(fstat)(I(a1), (struct stat *)a2);
-	case SYS_statfs: return DS_WRAP(statfs)(P(a1), (struct statfs *)a2);
-	case SYS_fstatfs: return DS_WRAP(fstatfs)(I(a1), (struct statfs *)a2);
-	case SYS_access: return DS_WRAP(access)(P(a1), I(a2));
-	case SYS_faccessat: return DS_WRAP(faccessat)(I(a1), P(a2), I(a3), 0);
-	case SYS_faccessat2: return DS_WRAP(faccessat)(I(a1), P(a2), I(a3), I(a4));
-	case SYS_readlink: return DS_WRAP(readlink)(P(a1), (char *)a2, (size_t)a3);
-	case SYS_readlinkat: return DS_WRAP(readlinkat)(I(a1), P(a2), (char *)a3, (size_t)a4);
+		return DS__WRAP(fstatat)(I(a1), P(a2), (struct stat *)a3, I(a4));
+	case SYS_stat: return DS__WRAP(stat)(P(a1), (struct stat *)a2);
+	case SYS_lstat: return DS__WRAP(lstat)(P(a1), (struct stat *)a2);
+	case SYS_fstat: return DS__WRAP(fstat)(I(a1), (struct stat *)a2);
+	case SYS_statfs: return DS__WRAP(statfs)(P(a1), (struct statfs *)a2);
+	case SYS_fstatfs: return DS__WRAP(fstatfs)(I(a1), (struct statfs *)a2);
+	case SYS_access: return DS__WRAP(access)(P(a1), I(a2));
+	case SYS_faccessat: return DS__WRAP(faccessat)(I(a1), P(a2), I(a3), 0);
+	case SYS_faccessat2: return DS__WRAP(faccessat)(I(a1), P(a2), I(a3), I(a4));
+	case SYS_readlink: return DS__WRAP(readlink)(P(a1), (char *)a2, (size_t)a3);
+	case SYS_readlinkat: return DS__WRAP(readlinkat)(I(a1), P(a2), (char *)a3, (size_t)a4);
 	/* opening and reading */
-	case SYS_open: return DS_WRAP(open)(P(a1), I(a2), (mode_t)a3);
-	case SYS_openat: return DS_WRAP(openat)(I(a1), P(a2), I(a3), (mode_t)a4);
+	case SYS_open: return DS__WRAP(open)(P(a1), I(a2), (mode_t)a3);
+	case SYS_openat: return DS__WRAP(openat)(I(a1), P(a2), I(a3), (mode_t)a4);
 	case SYS_openat2:
-		return openat2_call(a1, P(a2), (struct ds_open_how *)a3, (size_t)a4, a5, a6);
-	case SYS_creat: return DS_WRAP(creat)(P(a1), (mode_t)a2);
-	case SYS_close: return DS_WRAP(close)(I(a1));
-	case SYS_close_range: return DS_WRAP(close_range)((unsigned)a1, (unsigned)a2, I(a3));
-	case SYS_read: return DS_WRAP(read)(I(a1), (void *)a2, (size_t)a3);
-	case SYS_pread64: return DS_WRAP(pread64)(I(a1), (void *)a2, (size_t)a3, (off64_t)a4);
-	case SYS_readv: return DS_WRAP(readv)(I(a1), (const struct iovec *)a2, I(a3));
+		return openat2_call(a1, P(a2), (struct ds__open_how *)a3, (size_t)a4, a5, a6);
+	case SYS_creat: return DS__WRAP(creat)(P(a1), (mode_t)a2);
+	case SYS_close: return DS__WRAP(close)(I(a1));
+	case SYS_close_range: return DS__WRAP(close_range)((unsigned)a1, (unsigned)a2, I(a3));
+	case SYS_read: return DS__WRAP(read)(I(a1), (void *)a2, (size_t)a3);
+	case SYS_pread64: return DS__WRAP(pread64)(I(a1), (void *)a2, (size_t)a3, (off64_t)a4);
+	case SYS_readv: return DS__WRAP(readv)(I(a1), (const struct iovec *)a2, I(a3));
 	/* 64-bit: the low half of the offset register holds all of it */
 	case SYS_preadv:
-		return DS_WRAP(preadv64)(I(a1), (const struct iovec *)a2, I(a3), (off64_t)a4);
+		return DS__WRAP(preadv64)(I(a1), (const struct iovec *)a2, I(a3), (off64_t)a4);
 	case SYS_preadv2:
-		return DS_WRAP(preadv64v2)(I(a1), (const struct iovec *)a2, I(a3), (off64_t)a4, I(a6));
-	case SYS_lseek: return DS_WRAP(lseek64)(I(a1), (off64_t)a2, I(a3));
-	case SYS_dup: return DS_WRAP(dup)(I(a1));
-	case SYS_dup2: return DS_WRAP(dup2)(I(a1), I(a2));
-	case SYS_dup3: return DS_WRAP(dup3)(I(a1), I(a2), I(a3));
-	case SYS_fcntl: return DS_WRAP(fcntl)(I(a1), I(a2), a3);
+		return DS__WRAP(preadv64v2)(I(a1), (const struct iovec *)a2, I(a3), (off64_t)a4, I(a6));
+	case SYS_lseek: return DS__WRAP(lseek64)(I(a1), (off64_t)a2, I(a3));
+	case SYS_dup: return DS__WRAP(dup)(I(a1));
+	case SYS_dup2: return DS__WRAP(dup2)(I(a1), I(a2));
+	case SYS_dup3: return DS__WRAP(dup3)(I(a1), I(a2), I(a3));
+	case SYS_fcntl: return DS__WRAP(fcntl)(I(a1), I(a2), a3);
 	case SYS_mmap:
-		return (long)DS_WRAP(mmap64)((void *)a1, (size_t)a2, I(a3), I(a4), I(a5), (off64_t)a6);
-	case SYS_sendfile: return DS_WRAP(sendfile64)(I(a1), I(a2), (off64_t *)a3, (size_t)a4);
+		return (long)DS__WRAP(mmap64)((void *)a1, (size_t)a2, I(a3), I(a4), I(a5), (off64_t)a6);
+	case SYS_sendfile: return DS__WRAP(sendfile64)(I(a1), I(a2), (off64_t *)a3, (size_t)a4);
 	case SYS_copy_file_range:
-		return DS_WRAP(copy_file_range)(I(a1), (off64_t *)a2, I(a3), (off64_t *)a4, (size_t)a5,
+		return DS__WRAP(copy_file_range)(I(a1), (off64_t *)a2, I(a3), (off64_t *)a4, (size_t)a5,
 		                                (unsigned)a6);
-	case SYS_getdents64: return DS_WRAP(getdents64)(I(a1), (void *)a2, (size_t)a3);
+	case SYS_getdents64: return DS__WRAP(getdents64)(I(a1), (void *)a2, (size_t)a3);
 	/* the working directory */
-	case SYS_chdir: return DS_WRAP(chdir)(P(a1));
-	case SYS_fchdir: return DS_WRAP(fchdir)(I(a1));
+	case SYS_chdir: return DS__WRAP(chdir)(P(a1));
+	case SYS_fchdir: return DS__WRAP(fchdir)(I(a1));
 	case SYS_getcwd: return getcwd_call((char *)a1, (size_t)a2, a3, a4, a5, a6);
 	/* changes: EROFS inside the mount */
-	case SYS_mkdir: return DS_WRAP(mkdir)(P(a1), (mode_t)a2);
-	case SYS_mkdirat: return DS_WRAP(mkdirat)(I(a1), P(a2), (mode_t)a3);
-	case SYS_rmdir: return DS_WRAP(rmdir)(P(a1));
-	case SYS_unlink: return DS_WRAP(unlink)(P(a1));
-	case SYS_unlinkat: return DS_WRAP(unlinkat)(I(a1), P(a2), I(a3));
-	case SYS_rename: return DS_WRAP(rename)(P(a1), P(a2));
-	case SYS_renameat: return DS_WRAP(renameat)(I(a1), P(a2), I(a3), P(a4));
-	case SYS_renameat2: return DS_WRAP(renameat2)(I(a1), P(a2), I(a3), P(a4), (unsigned)a5);
-	case SYS_link: return DS_WRAP(link)(P(a1), P(a2));
-	case SYS_linkat: return DS_WRAP(linkat)(I(a1), P(a2), I(a3), P(a4), I(a5));
-	case SYS_symlink: return DS_WRAP(symlink)(P(a1), P(a2));
-	case SYS_symlinkat: return DS_WRAP(symlinkat)(P(a1), I(a2), P(a3));
-	case SYS_chmod: return DS_WRAP(chmod)(P(a1), (mode_t)a2);
-	case SYS_fchmodat: return DS_WRAP(fchmodat)(I(a1), P(a2), (mode_t)a3, 0);
-	case SYS_chown: return DS_WRAP(chown)(P(a1), (uid_t)a2, (gid_t)a3);
-	case SYS_lchown: return DS_WRAP(lchown)(P(a1), (uid_t)a2, (gid_t)a3);
-	case SYS_fchownat: return DS_WRAP(fchownat)(I(a1), P(a2), (uid_t)a3, (gid_t)a4, I(a5));
-	case SYS_truncate: return DS_WRAP(truncate64)(P(a1), (off64_t)a2);
+	case SYS_mkdir: return DS__WRAP(mkdir)(P(a1), (mode_t)a2);
+	case SYS_mkdirat: return DS__WRAP(mkdirat)(I(a1), P(a2), (mode_t)a3);
+	case SYS_rmdir: return DS__WRAP(rmdir)(P(a1));
+	case SYS_unlink: return DS__WRAP(unlink)(P(a1));
+	case SYS_unlinkat: return DS__WRAP(unlinkat)(I(a1), P(a2), I(a3));
+	case SYS_rename: return DS__WRAP(rename)(P(a1), P(a2));
+	case SYS_renameat: return DS__WRAP(renameat)(I(a1), P(a2), I(a3), P(a4));
+	case SYS_renameat2: return DS__WRAP(renameat2)(I(a1), P(a2), I(a3), P(a4), (unsigned)a5);
+	case SYS_link: return DS__WRAP(link)(P(a1), P(a2));
+	case SYS_linkat: return DS__WRAP(linkat)(I(a1), P(a2), I(a3), P(a4), I(a5));
+	case SYS_symlink: return DS__WRAP(symlink)(P(a1), P(a2));
+	case SYS_symlinkat: return DS__WRAP(symlinkat)(P(a1), I(a2), P(a3));
+	case SYS_chmod: return DS__WRAP(chmod)(P(a1), (mode_t)a2);
+	case SYS_fchmodat: return DS__WRAP(fchmodat)(I(a1), P(a2), (mode_t)a3, 0);
+	case SYS_chown: return DS__WRAP(chown)(P(a1), (uid_t)a2, (gid_t)a3);
+	case SYS_lchown: return DS__WRAP(lchown)(P(a1), (uid_t)a2, (gid_t)a3);
+	case SYS_fchownat: return DS__WRAP(fchownat)(I(a1), P(a2), (uid_t)a3, (gid_t)a4, I(a5));
+	case SYS_truncate: return DS__WRAP(truncate64)(P(a1), (off64_t)a2);
 	case SYS_utimensat:
-		return DS_WRAP(utimensat)(I(a1), P(a2), (const struct timespec *)a3, I(a4));
-	case SYS_mknod: return DS_WRAP(mknod)(P(a1), (mode_t)a2, (dev_t)a3);
-	case SYS_mknodat: return DS_WRAP(mknodat)(I(a1), P(a2), (mode_t)a3, (dev_t)a4);
+		return DS__WRAP(utimensat)(I(a1), P(a2), (const struct timespec *)a3, I(a4));
+	case SYS_mknod: return DS__WRAP(mknod)(P(a1), (mode_t)a2, (dev_t)a3);
+	case SYS_mknodat: return DS__WRAP(mknodat)(I(a1), P(a2), (mode_t)a3, (dev_t)a4);
 	default: break;
 	}
 real:
-	return DS_REAL(syscall)(nr, a1, a2, a3, a4, a5, a6);
+	return DS__REAL(syscall)(nr, a1, a2, a3, a4, a5, a6);
 }

@@ -2,10 +2,10 @@
  * defines a wrapper includes this (through shim.h) and nothing else decides
  * it (UnifyFS unifyfs_wrap.h style):
  *
- *   DS_WRAP(name)   the name a wrapper is defined under: the libc name, so
+ *   DS__WRAP(name)   the name a wrapper is defined under: the libc name, so
  *                   LD_PRELOAD puts it in front of libc's; exported (the
  *                   library is built with -fvisibility=hidden)
- *   DS_REAL(name)   the next definition of name: libc's, found with
+ *   DS__REAL(name)   the next definition of name: libc's, found with
  *                   dlsym(RTLD_NEXT) at its first use (a process that
  *                   calls 10 of these functions does not pay ~150 look-ups
  *                   at start: fork + exec of a small program was 0.6x)
@@ -57,7 +57,7 @@ ssize_t __readlinkat_chk(int dirfd, const char *path, char *buf, size_t n, size_
 char *__realpath_chk(const char *path, char *resolved, size_t resolvedlen);
 char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 
-#define DS_REAL_FUNCS(X)                                                                      \
+#define DS__REAL_FUNCS(X)                                                                     \
 	/* fd.c: opening, reading, descriptors */                                             \
 	X(int, open, (const char *, int, ...))                                                \
 	X(int, open64, (const char *, int, ...))                                              \
@@ -247,27 +247,27 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(void *, dlmopen, (Lmid_t, const char *, int))
 
 #define DS__REAL_MEMBER(ret, name, params) ret(*name) params;
-struct ds_real {
-	DS_REAL_FUNCS(DS__REAL_MEMBER)
+struct ds__real {
+	DS__REAL_FUNCS(DS__REAL_MEMBER)
 };
 #undef DS__REAL_MEMBER
 
 #ifdef DS_LINK_WRAP
 #define DS__REAL_DECL(ret, name, params) ret __real_##name params;
-DS_REAL_FUNCS(DS__REAL_DECL)
+DS__REAL_FUNCS(DS__REAL_DECL)
 #undef DS__REAL_DECL
 /* the wrappers too: syscall.c calls them across files */
 #define DS__WRAP_DECL(ret, name, params) ret __wrap_##name params;
-DS_REAL_FUNCS(DS__WRAP_DECL)
+DS__REAL_FUNCS(DS__WRAP_DECL)
 #undef DS__WRAP_DECL
-#define DS_WRAP(name) __wrap_##name
-#define DS_REAL(name) __real_##name
+#define DS__WRAP(name) __wrap_##name
+#define DS__REAL(name) __real_##name
 #else
-extern struct ds_real ds__real;
+extern struct ds__real ds__real;
 /* Resolve name into *slot (init.c); returns what it stored. */
 void (*ds__real_find(void (**slot)(void), const char *name))(void);
-#define DS_WRAP(name) name
-#define DS_REAL(name)                                                                         \
+#define DS__WRAP(name) name
+#define DS__REAL(name)                                                                        \
 	(__builtin_expect(__atomic_load_n(&ds__real.name, __ATOMIC_RELAXED) != NULL, 1)         \
 	     ? __atomic_load_n(&ds__real.name, __ATOMIC_RELAXED)                                \
 	     : (__typeof__(ds__real.name))ds__real_find((void (**)(void))&ds__real.name, #name))
@@ -276,14 +276,14 @@ void (*ds__real_find(void (**slot)(void), const char *name))(void);
 /* Does this libc have name?  Missing ones are resolved to a stub that fails
  * with ENOSYS (init.c), never NULL. */
 #ifdef DS_LINK_WRAP
-#define DS_HAVE(name) 1
+#define DS__HAVE(name) 1
 #else
 int ds__real_missing(void (*fn)(void));
-#define DS_HAVE(name) (!ds__real_missing((void (*)(void))DS_REAL(name)))
+#define DS__HAVE(name) (!ds__real_missing((void (*)(void))DS__REAL(name)))
 #endif
 
 /* Put in front of every wrapper definition: exported, never inlined away. */
-#define DS_EXPORT __attribute__((visibility("default"), noinline))
+#define DS__EXPORT __attribute__((visibility("default"), noinline))
 
 /* Prepare ds__real (init.c): the look-ups themselves happen at first use. */
 void ds__real_resolve(void);

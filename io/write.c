@@ -56,7 +56,7 @@ static struct {
 static int private_dir(const char *p)
 {
 	struct stat st;
-	return DS_REAL(lstat)(p, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	return DS__REAL(lstat)(p, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
 	       !(st.st_mode & 077);
 }
 
@@ -67,15 +67,15 @@ static void conf_load(void)
 		return;
 	if (snprintf(path, sizeof(path), "%s/" DS_OUT_CONF, ds__g.nodedir) >= (int)sizeof(path))
 		return;
-	int fd = DS_REAL(open)(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = DS__REAL(open)(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return;
 	struct stat st;
 	ssize_t n = -1;
-	if (DS_REAL(fstat)(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	if (DS__REAL(fstat)(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
 	    !(st.st_mode & 022))
-		n = DS_REAL(read)(fd, buf, sizeof(buf) - 1);
-	DS_REAL(close)(fd);
+		n = DS__REAL(read)(fd, buf, sizeof(buf) - 1);
+	DS__REAL(close)(fd);
 	if (n <= 0)
 		return;
 	buf[n] = 0;
@@ -124,7 +124,7 @@ int ds__out_match(const char *c, size_t cl)
  * Components are applied lexically ("." dropped, ".." pops); a ".." above
  * SUBDIR goes back to the mount root: *pp moves past it and 1 is returned
  * (the walk goes on in the dataset).  Else r gets the real name, 0. */
-int ds__out_walk(char **pp, struct ds_res *r)
+int ds__out_walk(char **pp, struct ds__res *r)
 {
 	char rel[PATH_MAX];
 	size_t rl = 0;
@@ -166,7 +166,7 @@ int ds__out_walk(char **pp, struct ds_res *r)
 	}
 	if (oc.nslen + 1 + rl + 2 >= sizeof(r->buf))
 		return -ENAMETOOLONG;
-	if (DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) && rl && !trail) {
+	if (DS__UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) && rl && !trail) {
 		/* a writer sees the file it writes by its name (HDF5 lstat's
 		 * it after the create); nobody else does before its close */
 		char own[PATH_MAX];
@@ -207,7 +207,7 @@ int ds__out_walk(char **pp, struct ds_res *r)
 }
 
 /* The relative name (r->orel) without a trailing '/' into out. */
-static int rel_of(const struct ds_res *r, char *out)
+static int rel_of(const struct ds__res *r, char *out)
 {
 	size_t l = strlen(r->orel);
 	while (l && r->orel[l - 1] == '/')
@@ -262,12 +262,12 @@ static int out_rel(int dirfd, const char *path, char *work)
 	if (!out_on())
 		return 0;
 	if (dirfd == AT_FDCWD) {
-		if (!DS_REAL(getcwd)(dir, sizeof(dir)))
+		if (!DS__REAL(getcwd)(dir, sizeof(dir)))
 			return 0;
 	} else {
 		char link[40];
 		snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
-		ssize_t n = DS_REAL(readlink)(link, dir, sizeof(dir) - 1);
+		ssize_t n = DS__REAL(readlink)(link, dir, sizeof(dir) - 1);
 		if (n <= 0)
 			return 0;
 		dir[n] = 0;
@@ -301,7 +301,7 @@ static int ask(struct ds_out_req *q, struct ds_out_resp *a)
 			break;
 		int e = errno;
 		ds__fd_private(fd, 0);
-		DS_REAL(close)(fd);
+		DS__REAL(close)(fd);
 		/* no service (yet): after a lost node one is restarted on the
 		 * survivors, as for reads (io/failover.c).  Nothing was sent, so
 		 * asking again is safe for every request. */
@@ -329,7 +329,7 @@ static int ask(struct ds_out_req *q, struct ds_out_resp *a)
 	else if (a->magic != DS_OUT_MAGIC)
 		rc = -EIO;
 	ds__fd_private(fd, 0);
-	DS_REAL(close)(fd);
+	DS__REAL(close)(fd);
 	return rc;
 }
 
@@ -458,12 +458,12 @@ static mode_t cur_umask(void)
 {
 	/* umask(2) is a set: read it from /proc instead (no race with threads) */
 	char buf[1024];
-	int fd = DS_REAL(open)("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	int fd = DS__REAL(open)("/proc/self/status", O_RDONLY | O_CLOEXEC);
 	mode_t m = 022;
 	if (fd < 0)
 		return m;
-	ssize_t n = DS_REAL(read)(fd, buf, sizeof(buf) - 1);
-	DS_REAL(close)(fd);
+	ssize_t n = DS__REAL(read)(fd, buf, sizeof(buf) - 1);
+	DS__REAL(close)(fd);
 	if (n > 0) {
 		buf[n] = 0;
 		char *u = strstr(buf, "Umask:");
@@ -478,11 +478,11 @@ static mode_t cur_umask(void)
 static int placeholder(int fd)
 {
 	struct stat st;
-	return DS_REAL(fstat)(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+	return DS__REAL(fstat)(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
 	       st.st_blocks == 0;
 }
 
-static int out_open(struct ds_res *r, int flags, mode_t mode)
+static int out_open(struct ds__res *r, int flags, mode_t mode)
 {
 	char rel[PATH_MAX];
 	int rc = rel_of(r, rel);
@@ -495,34 +495,34 @@ static int out_open(struct ds_res *r, int flags, mode_t mode)
 	if (r->out == 2) { /* our own output, still being written */
 		if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL))
 			return ds__fail(EEXIST);
-		int fd = DS_REAL(openat)(AT_FDCWD, r->rpath, flags & ~(O_CREAT | O_EXCL | O_TRUNC), 0);
+		int fd = DS__REAL(openat)(AT_FDCWD, r->rpath, flags & ~(O_CREAT | O_EXCL | O_TRUNC), 0);
 		return fd < 0 ? -1 : ds__fd_fresh(fd);
 	}
 	if (!writing || (flags & O_PATH)) {
 		if (!(flags & O_PATH) && rel[0]) {
 			struct stat st;
-			if (DS_REAL(stat)(r->rpath, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			if (DS__REAL(stat)(r->rpath, &st) < 0 || !S_ISDIR(st.st_mode)) {
 				rc = simple(DS_OUT_OPEN, rel, NULL, 0, 0, 0, NULL);
 				if (rc && rc != -EIO && rc != -ETIMEDOUT)
 					return ds__fail(-rc);
 			}
 		}
-		int fd = DS_REAL(openat)(AT_FDCWD, r->rpath, flags, mode);
+		int fd = DS__REAL(openat)(AT_FDCWD, r->rpath, flags, mode);
 		if (fd < 0)
 			return -1;
 		if (!(flags & O_PATH) && placeholder(fd)) {
-			DS_REAL(close)(fd);
+			DS__REAL(close)(fd);
 			return ds__fail(EIO);
 		}
 		struct stat st;
-		if ((flags & O_DIRECTORY) || (DS_REAL(fstat)(fd, &st) == 0 && S_ISDIR(st.st_mode)))
+		if ((flags & O_DIRECTORY) || (DS__REAL(fstat)(fd, &st) == 0 && S_ISDIR(st.st_mode)))
 			dfd_mark(fd, 1);
 		return ds__fd_fresh(fd);
 	}
 	if (!rel[0])
 		return ds__fail(EISDIR);
 	struct stat st;
-	if (DS_REAL(stat)(r->rpath, &st) == 0 && S_ISDIR(st.st_mode))
+	if (DS__REAL(stat)(r->rpath, &st) == 0 && S_ISDIR(st.st_mode))
 		return ds__fail(EISDIR);
 	if (r->rpath[strlen(r->rpath) - 1] == '/')
 		return ds__fail(EISDIR);
@@ -536,14 +536,14 @@ static int out_open(struct ds_res *r, int flags, mode_t mode)
 	int fl = (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_DIRECTORY | O_NOFOLLOW | O_NOCTTY)) | O_NOFOLLOW;
 	if (acc == O_RDONLY) /* O_RDONLY|O_TRUNC: the lock needs a writable file */
 		fl = (fl & ~O_ACCMODE) | O_RDWR;
-	int fd = DS_REAL(openat)(AT_FDCWD, wp, fl, 0);
+	int fd = DS__REAL(openat)(AT_FDCWD, wp, fl, 0);
 	int e = errno;
 	if (fd >= 0) {
 		struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
-		if (DS_REAL(fcntl)(fd, F_OFD_SETLK, &lk) < 0 || w_add(fd, token, rel) ||
+		if (DS__REAL(fcntl)(fd, F_OFD_SETLK, &lk) < 0 || w_add(fd, token, rel) ||
 		    simple(DS_OUT_WATCH, NULL, NULL, 0, 0, token, NULL)) {
 			e = errno ? errno : EIO;
-			DS_REAL(close)(fd);
+			DS__REAL(close)(fd);
 			fd = -1;
 		}
 	}
@@ -562,9 +562,9 @@ int ds__out_close(int fd)
 	uint64_t token;
 	if (!w_take(fd, &token)) {
 		dfd_mark(fd, 0);
-		return DS_REAL(close)(fd);
+		return DS__REAL(close)(fd);
 	}
-	int rc = DS_REAL(close)(fd);
+	int rc = DS__REAL(close)(fd);
 	int e = errno;
 	int src = simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
 	if (src && rc == 0) {
@@ -580,7 +580,7 @@ int ds__out_close(int fd)
 int ds__out_dupped(int oldfd, int newfd)
 {
 	uint64_t token;
-	if (newfd >= 0 && DS_UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) &&
+	if (newfd >= 0 && DS__UNLIKELY(atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) &&
 	    w_token(oldfd, &token))
 		w_add(newfd, token, NULL);
 	return newfd;
@@ -620,12 +620,12 @@ __attribute__((destructor)) static void out_fini(void)
 		char conf[PATH_MAX];
 		struct stat st;
 		if (snprintf(conf, sizeof(conf), "%s/" DS_OUT_CONF, ds__g.nodedir) >= (int)sizeof(conf) ||
-		    DS_REAL(lstat)(conf, &st) < 0 || !ds__activate())
+		    DS__REAL(lstat)(conf, &st) < 0 || !ds__activate())
 			return;
 	}
 	if (!out_on())
 		return;
-	int dfd = DS_REAL(open)("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int dfd = DS__REAL(open)("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return;
 	int fds[64];
@@ -633,7 +633,7 @@ __attribute__((destructor)) static void out_fini(void)
 	int n = 0;
 	char buf[8192];
 	for (;;) {
-		ssize_t got = DS_REAL(getdents64)(dfd, buf, sizeof(buf));
+		ssize_t got = DS__REAL(getdents64)(dfd, buf, sizeof(buf));
 		if (got <= 0)
 			break;
 		for (ssize_t off = 0; off < got;) {
@@ -650,7 +650,7 @@ __attribute__((destructor)) static void out_fini(void)
 			if (de->name[0] < '0' || de->name[0] > '9' || fd == dfd || n == 64)
 				continue;
 			snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-			ssize_t l = DS_REAL(readlink)(link, tgt, sizeof(tgt) - 1);
+			ssize_t l = DS__REAL(readlink)(link, tgt, sizeof(tgt) - 1);
 			size_t wl = strlen(oc.w);
 			if (l != (ssize_t)(wl + 17) || memcmp(tgt, oc.w, wl) || tgt[wl] != '/')
 				continue;
@@ -663,32 +663,32 @@ __attribute__((destructor)) static void out_fini(void)
 			toks[n++] = tok;
 		}
 	}
-	DS_REAL(close)(dfd);
+	DS__REAL(close)(dfd);
 	if (!n)
 		return;
 	fflush(NULL);
 	for (int i = 0; i < n; i++) {
 		uint64_t t;
 		w_take(fds[i], &t);
-		DS_REAL(close)(fds[i]);
+		DS__REAL(close)(fds[i]);
 	}
 	for (int i = 0; i < n; i++)
 		simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, toks[i], NULL);
 }
 
-DS_EXPORT int DS_WRAP(fclose)(FILE *fp)
+DS__EXPORT int DS__WRAP(fclose)(FILE *fp)
 {
 	ds__ensure_init();
-	if (DS_LIKELY(!atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) || ds__null(fp))
-		return DS_REAL(fclose)(fp);
+	if (DS__LIKELY(!atomic_load_explicit(&ds__out_nw, memory_order_relaxed)) || ds__null(fp))
+		return DS__REAL(fclose)(fp);
 	int e0 = errno;
-	int fd = DS_REAL(fileno)(fp);
+	int fd = DS__REAL(fileno)(fp);
 	uint64_t token;
 	if (fd < 0 || !w_take(fd, &token)) {
 		errno = e0;
-		return DS_REAL(fclose)(fp);
+		return DS__REAL(fclose)(fp);
 	}
-	int rc = DS_REAL(fclose)(fp);
+	int rc = DS__REAL(fclose)(fp);
 	int e = rc == 0 ? e0 : errno;
 	int src = simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
 	if (src && rc == 0) {
@@ -700,7 +700,7 @@ DS_EXPORT int DS_WRAP(fclose)(FILE *fp)
 }
 
 /* ---- calls by name that change the outputs -------------------------------- */
-static int out_path_op(int op, struct ds_res *r, unsigned arg)
+static int out_path_op(int op, struct ds__res *r, unsigned arg)
 {
 	char rel[PATH_MAX];
 	int rc = rel_of(r, rel);
@@ -724,7 +724,7 @@ static int out_path_op(int op, struct ds_res *r, unsigned arg)
 	return rc ? ds__fail(-rc) : 0;
 }
 
-static int out_rename(struct ds_res *a, struct ds_res *b, unsigned flags)
+static int out_rename(struct ds__res *a, struct ds__res *b, unsigned flags)
 {
 	char ra[PATH_MAX], rb[PATH_MAX];
 	if (rel_of(a, ra) || rel_of(b, rb))
@@ -746,7 +746,7 @@ int ds__out_root_entry(const char **name, size_t *nlen, uint64_t *ino)
 		int e = errno;
 		*name = oc.sub;
 		*nlen = oc.sublen;
-		*ino = DS_REAL(stat)(oc.ns, &st) == 0 ? (uint64_t)st.st_ino : 1;
+		*ino = DS__REAL(stat)(oc.ns, &st) == 0 ? (uint64_t)st.st_ino : 1;
 		errno = e;
 	}
 	return 1;
@@ -764,7 +764,7 @@ static void out_atfork_child(void)
 /* The calls above leave errno untouched when they succeed (DESIGN 5): the
  * checks on the way (stat of a name that does not exist yet, the umask)
  * set it. */
-int ds__out_open(struct ds_res *r, int flags, mode_t mode)
+int ds__out_open(struct ds__res *r, int flags, mode_t mode)
 {
 	int e = errno;
 	int fd = out_open(r, flags, mode);
@@ -773,7 +773,7 @@ int ds__out_open(struct ds_res *r, int flags, mode_t mode)
 	return fd;
 }
 
-int ds__out_path_op(int op, struct ds_res *r, unsigned arg)
+int ds__out_path_op(int op, struct ds__res *r, unsigned arg)
 {
 	int e = errno;
 	int rc = out_path_op(op, r, arg);
@@ -782,7 +782,7 @@ int ds__out_path_op(int op, struct ds_res *r, unsigned arg)
 	return rc;
 }
 
-int ds__out_rename(struct ds_res *a, struct ds_res *b, unsigned flags)
+int ds__out_rename(struct ds__res *a, struct ds__res *b, unsigned flags)
 {
 	int e = errno;
 	int rc = out_rename(a, b, flags);

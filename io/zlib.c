@@ -24,7 +24,7 @@ static pthread_once_t z_once = PTHREAD_ONCE_INIT;
 static void z_load(void)
 {
 	ds__busy++; /* dlopen's own opens are libc's */
-	void *h = DS_REAL(dlopen)("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *h = DS__REAL(dlopen)("libz.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (h) {
 		z.init = (int (*)(z_streamp, const char *, int))dlsym(h, "inflateInit_");
 		z.inflate = (int (*)(z_streamp, int))dlsym(h, "inflate");

@@ -3,7 +3,6 @@
 #define DSSERVE_H
 
 int ds_cmd_serve(int argc, char **argv);
-int ds_cmd_run(int argc, char **argv);
 int ds_cmd_stop(int argc, char **argv);
 int ds_cmd_drain(int argc, char **argv);
 /* `dstage status`: one line of node NAME's write-once outputs (pending and

@@ -61,7 +61,8 @@ struct xep {
 	int reported;
 };
 
-#define MAX_EP 4
+/* epochs kept at once; each may be published in the cache's ctl */
+#define MAX_EP DS_CACHE_MAX_LIVE
 #define HISTORY 16
 
 struct ds__exchange {
@@ -534,8 +535,8 @@ void ds__status_write(struct ds__svc *s, const char *state)
 {
 	struct ds__exchange *X = s->x;
 	char path[PATH_MAX], tmp[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/serve.status", s->nodedir);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	ds_store_path(path, sizeof(path), s->nodedir, DS_SERVE_STATUS_NAME);
+	snprintf(tmp, sizeof(tmp), "%s" DS_TMP_SUFFIX, path);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f) {
@@ -545,24 +546,26 @@ void ds__status_write(struct ds__svc *s, const char *state)
 	}
 	fprintf(f, "# dstage serve, node %u: key=value, one epoch a line (epoch.E=...;\n"
 	           "# t0, t1: when its fetch started and ended, CLOCK_MONOTONIC seconds)\n", s->node);
-	fprintf(f, "state=%s\npid=%ld\nnode=%u\nnnodes=%u\nseed=%llu\nlocality=%g\ndrop_last=%d\n",
-	        state, (long)getpid(), s->node, s->nnodes, (unsigned long long)s->o.cfg.seed,
-	        s->o.cfg.locality, s->o.cfg.drop_last);
+	fprintf(f, DS_SS_STATE "=%s\n" DS_SS_PID "=%ld\n", state, (long)getpid());
+	fprintf(f, "node=%u\nnnodes=%u\nseed=%llu\nlocality=%g\ndrop_last=%d\n", s->node, s->nnodes,
+	        (unsigned long long)s->o.cfg.seed, s->o.cfg.locality, s->o.cfg.drop_last);
 	if (X) {
 		fprintf(f, "reader_epoch=%llu\nprefetch_epoch=%llu\nprefetch_done=%llu\nprefetch_total=%llu\n",
 		        (unsigned long long)X->followed,
 		        (unsigned long long)__atomic_load_n(&s->stats->prefetch_epoch, __ATOMIC_RELAXED),
 		        (unsigned long long)__atomic_load_n(&s->stats->prefetch_done, __ATOMIC_RELAXED),
 		        (unsigned long long)__atomic_load_n(&s->stats->prefetch_total, __ATOMIC_RELAXED));
-		fprintf(f, "cache_bytes=%llu\nshuffle_buffer=%llu\nlocal_l0=%.4f\noverlap_l0=%.4f\n",
-		        (unsigned long long)live_bytes(X), (unsigned long long)s->o.shuffle_buffer,
-		        X->exp_local, X->exp_overlap);
+		fprintf(f, "cache_bytes=%llu\nshuffle_buffer=%llu\n",
+		        (unsigned long long)live_bytes(X), (unsigned long long)s->o.shuffle_buffer);
+		fprintf(f, DS_SS_LOCAL_L0 "=%.4f\n" DS_SS_OVERLAP_L0 "=%.4f\n", X->exp_local,
+		        X->exp_overlap);
 		int first = X->nhist > HISTORY ? X->nhist - HISTORY : 0;
 		for (int i = first; i < X->nhist; i++) {
 			struct xep *h = &X->hist[i % HISTORY];
 			fprintf(f,
-			        "epoch.%llu=share=%zu share_bytes=%llu local=%.4f fetched=%zu moved_bytes=%llu "
-			        "overlap_prev=%.4f fetch_s=%.3f failed=%zu t0=%.6f t1=%.6f\n",
+			        DS_SS_EPOCH "%llu=share=%zu share_bytes=%llu local=%.4f fetched=%zu "
+			                    "moved_bytes=%llu overlap_prev=%.4f fetch_s=%.3f failed=%zu "
+			                    "t0=%.6f t1=%.6f\n",
 			        (unsigned long long)h->epoch, h->share_n, (unsigned long long)h->share_bytes,
 			        h->share_n ? (double)h->local_n / h->share_n : 1.0, h->done,
 			        (unsigned long long)h->bytes_done, h->overlap, h->t1 - h->t0, h->failed,

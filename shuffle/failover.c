@@ -20,7 +20,7 @@
  * held by a lost node come from the other holder), and e + 1 on is dealt
  * over the survivors.  With no reader seen yet, the new set starts at 0. */
 #include "dsnodeset.h"
-#include "dsstage.h"
+#include "dsmpi.h"
 #include "svc.h"
 
 #include <fcntl.h>
@@ -341,11 +341,11 @@ static int cmp_extra(const void *a, const void *b)
 static int load_gen(struct ds__svc *s, struct rr *r, int g, uint64_t base, uint64_t *len)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/replicas.%d.map", s->nodedir, g);
+	ds_store_replica_path(path, sizeof(path), s->nodedir, g, 1);
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return -1;
-	snprintf(path, sizeof(path), "%s/replicas.%d", s->nodedir, g);
+	ds_store_replica_path(path, sizeof(path), s->nodedir, g, 0);
 	struct stat st;
 	if (stat(path, &st) < 0) {
 		fclose(f);
@@ -397,10 +397,10 @@ int ds__failover_map_extra(struct ds__svc *s, int populate)
 	r->gens = g;
 	for (int k = g; k < RR_MAX_GEN; k++) {
 		char path[PATH_MAX];
-		snprintf(path, sizeof(path), "%s/replicas.%d", s->nodedir, k);
+		ds_store_replica_path(path, sizeof(path), s->nodedir, k, 0);
 		if (unlink(path) < 0 && errno == ENOENT && k > g)
 			break;
-		snprintf(path, sizeof(path), "%s/replicas.%d.map", s->nodedir, k);
+		ds_store_replica_path(path, sizeof(path), s->nodedir, k, 1);
 		unlink(path);
 	}
 	if (!g)
@@ -421,7 +421,7 @@ int ds__failover_map_extra(struct ds__svc *s, int populate)
 	uint64_t at = base;
 	for (int k = 0; k < g; k++) {
 		char path[PATH_MAX];
-		snprintf(path, sizeof(path), "%s/replicas.%d", s->nodedir, k);
+		ds_store_replica_path(path, sizeof(path), s->nodedir, k, 0);
 		int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0 || (lens[k] && mmap(region + at, lens[k], PROT_READ | PROT_WRITE,
 		                               MAP_SHARED | MAP_FIXED | (populate ? MAP_POPULATE : 0), fd,
@@ -619,7 +619,7 @@ static int rr_start(struct ds__svc *s)
 	if (rc || !r->n)
 		return rc;
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/replicas.%d", s->nodedir, r->gens);
+	ds_store_replica_path(path, sizeof(path), s->nodedir, r->gens, 0);
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
@@ -694,7 +694,7 @@ void ds__rerep_complete(struct ds__svc *s, int ok)
 		len += (size_t)snprintf(buf + len, cap - len, "%u %llu %llu\n", r->c[i].part,
 		                        (unsigned long long)r->c[i].off, (unsigned long long)r->c[i].size);
 	msync(r->map, r->map_len, MS_SYNC);
-	snprintf(path, sizeof(path), "%s/replicas.%d.map", s->nodedir, r->gens);
+	ds_store_replica_path(path, sizeof(path), s->nodedir, r->gens, 1);
 	int rc = ds_write_file_atomic(path, buf, len, 0600);
 	free(buf);
 	char a[32];

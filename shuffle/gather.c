@@ -43,9 +43,14 @@ static void fill(struct ds__svc *s, uint64_t *r)
 	memcpy(r, v, sizeof(v));
 }
 
+/* status.all's size: the header line, then per node DS_STATUS_FIELDS numbers
+ * of up to 20 digits (a uint64) with a separator each */
+#define HEADER_MAX 128
+#define NUMBER_MAX 21
+
 static void publish(struct ds__svc *s)
 {
-	size_t cap = 128 + (size_t)s->nnodes * DS_STATUS_FIELDS * 21;
+	size_t cap = HEADER_MAX + (size_t)s->nnodes * DS_STATUS_FIELDS * NUMBER_MAX;
 	char *buf = ds_xcalloc(cap, 1), path[PATH_MAX];
 	size_t len = (size_t)snprintf(buf, cap, "%s %u\n", DS_STATUS_MAGIC, s->nnodes);
 	for (uint32_t k = 0; k < s->nnodes; k++) {
@@ -54,7 +59,7 @@ static void publish(struct ds__svc *s)
 			                        (unsigned long long)g.all[(size_t)k * DS_STATUS_FIELDS + f]);
 		len += (size_t)snprintf(buf + len, cap - len, "\n");
 	}
-	snprintf(path, sizeof(path), "%s/" DS_STATUS_ALL, s->jobdir);
+	ds_store_path(path, sizeof(path), s->jobdir, DS_STATUS_ALL);
 	int rc = ds_write_file_atomic(path, buf, len, 0600);
 	if (rc)
 		ds_warn("'%s': %s", path, ds_strerror(rc));
@@ -122,7 +127,7 @@ void ds__gather_end(struct ds__svc *s, int peers_alive)
 		MPI_Wait(&g.req, MPI_STATUS_IGNORE);
 	g.inflight = 0;
 	/* the service is gone: no figures of other nodes that look current */
-	snprintf(path, sizeof(path), "%s/" DS_STATUS_ALL, s->jobdir);
+	ds_store_path(path, sizeof(path), s->jobdir, DS_STATUS_ALL);
 	unlink(path);
 	free(g.all);
 	g.all = NULL;

@@ -1513,7 +1513,8 @@ int ds__out_start(struct ds__svc *s)
 		if ((size_t)pfmt(o->area, sizeof(o->area), "%s/%u.out", jd, s->node) >= sizeof(o->area))
 			rc = -ENAMETOOLONG;
 		free(jd);
-	} else if ((size_t)pfmt(o->area, sizeof(o->area), "%s/outputs", s->nodedir) >= sizeof(o->area)) {
+	} else if ((size_t)pfmt(o->area, sizeof(o->area), "%s/" DS_OUT_AREA_NAME, s->nodedir) >=
+	           sizeof(o->area)) {
 		rc = -ENAMETOOLONG;
 	}
 	pfmt(o->ns, sizeof(o->ns), "%s/" DS_OUT_NS, o->area);

@@ -22,8 +22,8 @@
  *     otherwise.  On an RDMA network the polling costs a little CPU and
  *     buys nothing; it is bounded to the time gets are in flight. */
 #include "dslock.h"
+#include "dsmpi.h"
 #include "dsserve.h"
-#include "dsstage.h"
 #include "svc.h"
 
 #include <fcntl.h>
@@ -51,7 +51,7 @@
 #define BATCH_OPS 256
 #define BATCH_BYTES (32u << 20)
 #define READS_INFLIGHT_BYTES (256ull << 20)
-#define STOP_NAME "stop"
+#define STOP_NAME DS_STOP_NAME
 
 static volatile sig_atomic_t got_signal;
 static void on_signal(int sig) { got_signal = sig; }
@@ -150,23 +150,12 @@ void ds__serve_defaults(struct ds__serve_opts *o)
 
 static int parse(int argc, char **argv, struct ds__serve_opts *o)
 {
-	static const struct option lo[] = {
-		{"to", required_argument, 0, 't'},        {"job", required_argument, 0, 'j'},
-		{"node-per-rank", no_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
-		{"locality", required_argument, 0, 'L'},  {"drop-last", no_argument, 0, 'd'},
-		{"shuffle-buffer", required_argument, 0, 'B'}, {"timeout", required_argument, 0, 'T'},
-		{"clean", no_argument, 0, 'c'},           {"quiet", no_argument, 0, 'q'},
-		{"verbose", no_argument, 0, 'v'},         {"help", no_argument, 0, 'h'},
-		{"nodes", required_argument, 0, 'N'},     {"failover", no_argument, 0, 'F'},
-		{"no-rereplicate", no_argument, 0, 'x'},
-		{"outputs", required_argument, 0, 'O'},   {"outputs-to", required_argument, 0, 'W'},
-		{"drain-to", required_argument, 0, 'D'},  {"drain-rate", required_argument, 0, 'Y'},
-		{"drain-timeout", required_argument, 0, 'X'},
-		{0, 0, 0, 0}};
+	struct ds_step_getopt g; /* mpi/stepopt.c: one table for stage, serve, run */
+	ds_step_getopt(DS_STEP_SERVE, &g);
 	ds__serve_defaults(o);
 	optind = 1;
 	int c, bad = 0;
-	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, g.shortopts, g.lo, NULL)) != -1) {
 		if (!ds__serve_opt(o, c, optarg, &bad)) {
 			fputs(serve_usage, stderr);
 			return 2;
@@ -243,12 +232,6 @@ static void watch_arm(struct ds__svc *s)
 static void watch_disarm(void) { __atomic_store_n(&wd.beat_ms, 0, __ATOMIC_RELAXED); }
 
 /* ---- the main loop ------------------------------------------------------ */
-struct agree {
-	MPI_Request req;
-	int inflight;
-	int mine[4], all[4]; /* stop, failed node + 1, busy, outputs not drained */
-	double started, next;
-};
 
 /* Fetch the readers' remote reads and the next prefetch gets: one batch. */
 static int batch(struct ds__svc *s, uint8_t *targets, double *last_read)
@@ -334,8 +317,11 @@ static void mpi_failed(struct ds__svc *s, const char *what, int code)
  * agreement (the caller aborts: no collective can be trusted then). */
 static int run_loop(struct ds__svc *s)
 {
-	struct agree a;
+	/* the agreement (mpi/agree.c): stop, failed node + 1, busy, outputs
+	 * not drained; next: when the next one starts */
+	struct ds_agree a;
 	memset(&a, 0, sizeof(a));
+	double agree_next = 0;
 	uint8_t *targets = ds_xcalloc(s->nnodes, 1);
 	double next_stop_check = 0, last_read = -1e9, stop_since = 0;
 	int peers_busy = 1, want_stop = 0, result = 0;
@@ -354,37 +340,34 @@ static int run_loop(struct ds__svc *s)
 			}
 		}
 		/* the agreement */
-		if (!a.inflight && now >= a.next) {
+		if (!a.inflight && now >= agree_next) {
 			int busy = ds__exchange_busy(s) || ds__rerep_busy(s) || now - last_read < BUSY_LINGER;
 			a.mine[0] = want_stop;
 			a.mine[1] = s->err ? (int)s->node + 1 : 0;
 			a.mine[2] = busy;
 			a.mine[3] = ds__out_busy(s);
-			int mrc = MPI_Iallreduce(a.mine, a.all, 4, MPI_INT, MPI_MAX, s->comm, &a.req);
-			if (mrc == MPI_SUCCESS && ds_fault("serve.agree", (int)s->node))
-				mrc = MPI_ERR_OTHER; /* tests: an MPI error, reported as itself */
-			if (mrc != MPI_SUCCESS) {
+			int arc = ds_agree_start(&a, s->comm, 4);
+			if (!arc && ds_fault("serve.agree", (int)s->node)) {
+				a.mpierr = MPI_ERR_OTHER; /* tests: an MPI error, reported as itself */
+				arc = -EIO;
+			}
+			if (arc) {
 				/* the communicator returns errors (MPI_ERRORS_RETURN): say
 				 * what MPI said, not "no answer" after --timeout */
-				mpi_failed(s, "MPI_Iallreduce (the agreement)", mrc);
+				mpi_failed(s, "MPI_Iallreduce (the agreement)", a.mpierr);
 				result = -1;
 				break;
 			}
-			a.inflight = 1;
-			a.started = now;
 		}
 		if (a.inflight) {
-			int done = 0;
-			int mrc = MPI_Test(&a.req, &done, MPI_STATUS_IGNORE);
-			if (mrc != MPI_SUCCESS) {
-				mpi_failed(s, "MPI_Test (the agreement)", mrc);
-				a.inflight = 0;
+			int arc = ds_agree_test(&a, s->o.agree_timeout);
+			if (arc == -EIO) {
+				mpi_failed(s, "MPI_Test (the agreement)", a.mpierr);
 				result = -1;
 				break;
 			}
-			if (done) {
-				a.inflight = 0;
-				a.next = now + AGREE_PERIOD;
+			if (arc == 1) {
+				agree_next = now + AGREE_PERIOD;
 				peers_busy = a.all[2];
 				if (a.all[1]) {
 					if (!s->err)
@@ -398,7 +381,7 @@ static int run_loop(struct ds__svc *s)
 				if (a.all[0] && (!a.all[3] || now - stop_since > s->o.drain_timeout))
 					break;
 				ds__gather_tick(s);
-			} else if (now - a.started > s->o.agree_timeout) {
+			} else if (arc == -ETIMEDOUT) {
 				ds_error("node %u: no answer from the other nodes for %.0f s: one is gone or hung",
 				         s->node, s->o.agree_timeout);
 				result = -1;
@@ -448,7 +431,7 @@ static int run_loop(struct ds__svc *s)
 			} else {
 				/* the agreement: due, or in flight (the peers answer
 				 * at their own polls: no need to ask MPI often) */
-				double ag = a.inflight ? AGREE_POLL : a.next - now;
+				double ag = a.inflight ? AGREE_POLL : agree_next - now;
 				if (ag < due)
 					due = ag;
 				if (next_stop_check - now < due)
@@ -667,7 +650,7 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	snprintf(p, sizeof(p), "%s/" STOP_NAME, s->jobdir);
 	unlink(p);
 	if (o->clean) {
-		snprintf(p, sizeof(p), "%s/epoch.conf", s->jobdir);
+		ds_store_path(p, sizeof(p), s->jobdir, DS_EPOCH_CONF_NAME);
 		unlink(p);
 		/* when empty (but for the lock): other nodes' stores stay */
 		if (locked)
@@ -712,12 +695,8 @@ int ds_cmd_serve(int argc, char **argv)
 		return rc;
 	ds_log_init(o.quiet > 0 ? -1 : o.quiet < 0 ? 1 : 0);
 	ds__serve_env();
-	int provided;
-	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-	if (provided < MPI_THREAD_FUNNELED) {
-		ds_error("this MPI gives thread level %d, the service needs MPI_THREAD_FUNNELED", provided);
-		MPI_Abort(MPI_COMM_WORLD, 1);
-	}
+	if (ds_mpi_init(&argc, &argv)) /* the thread level: cli/main.c's table */
+		return 1;
 	rc = ds__serve_step(MPI_COMM_WORLD, &o);
 	ds__serve_finalize();
 	return rc;

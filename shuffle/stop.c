@@ -23,6 +23,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#define POLL_US 50000 /* between two looks at a service or the lock */
+
 static const char *stop_usage =
 	"usage: dstage stop --to DIR [--job ID] [--timeout SECS]\n"
 	"  stop the node service on every node of the job (run once, anywhere in the job);\n"
@@ -86,7 +88,7 @@ int ds_cmd_stop(int argc, char **argv)
 		goto out;
 	}
 	char stop[PATH_MAX];
-	snprintf(stop, sizeof(stop), "%s/stop", jobdir);
+	ds_store_path(stop, sizeof(stop), jobdir, DS_STOP_NAME);
 	int fd = open(stop, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		ds_error("'%s': %s", stop, strerror(errno));
@@ -102,7 +104,7 @@ int ds_cmd_stop(int argc, char **argv)
 				rc = 1;
 				goto out;
 			}
-			usleep(50000);
+			usleep(POLL_US);
 		}
 	}
 	/* and until they let go of the job directory (DESIGN 6), so that a
@@ -116,7 +118,7 @@ int ds_cmd_stop(int argc, char **argv)
 			rc = 1;
 			break;
 		}
-		usleep(50000);
+		usleep(POLL_US);
 	}
 	if (lfd >= 0)
 		close(lfd);

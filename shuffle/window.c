@@ -34,7 +34,7 @@ const char *ds__mpi_strerror(int code, char *buf, size_t len)
 static int open_stats(struct ds__svc *s)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/" DS_STATS_NAME, s->nodedir);
+	ds_store_path(path, sizeof(path), s->nodedir, DS_STATS_NAME);
 	/* stage creates it; an older store may not have it */
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
@@ -56,7 +56,7 @@ static int open_stats(struct ds__svc *s)
 	if (rc)
 		return rc;
 	if (s->stats->magic != DS_STATS_MAGIC) {
-		s->stats->version = 1;
+		s->stats->version = DS_STATS_VERSION;
 		__atomic_store_n(&s->stats->magic, DS_STATS_MAGIC, __ATOMIC_RELEASE);
 	}
 	/* the service's own figures start afresh; the readers' keep counting */
@@ -73,7 +73,7 @@ static int open_stats(struct ds__svc *s)
 int ds__store_open(struct ds__svc *s)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/index", s->nodedir);
+	ds_store_path(path, sizeof(path), s->nodedir, DS_INDEX_NAME);
 	int rc = ds_index_open(&s->ix, path, 1);
 	if (rc) {
 		ds_error("node %u: '%s': %s%s", s->node, path, ds_strerror(rc),
@@ -86,7 +86,7 @@ int ds__store_open(struct ds__svc *s)
 		         h->node, h->nnodes, s->nnodes);
 		return -EINVAL;
 	}
-	snprintf(path, sizeof(path), "%s/store", s->nodedir);
+	ds_store_path(path, sizeof(path), s->nodedir, DS_STORE_NAME);
 	/* Read-write and shared, although nothing here writes to it: RDMA
 	 * transports register window memory for remote access, which fails on
 	 * (or copies on write) a read-only or private mapping. */

@@ -262,7 +262,7 @@ int ds_cmd_epoch(int argc, char **argv)
 	char *jobdir = ds_store_jobdir(o.to, job);
 	char *nodedir = ds_store_nodedir(o.to, job, (uint32_t)o.node);
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/index", nodedir);
+	ds_store_path(path, sizeof(path), nodedir, DS_INDEX_NAME);
 	struct ds_index ix;
 	struct ds_epoch_cfg cfg;
 	struct ds_nodes_hist h = {0};

@@ -39,7 +39,6 @@
 
 #define CHUNK (4u << 20)   /* bytes per message along a chain */
 #define TAG_CHUNK 0x5d5
-#define MAX_BCAST (1u << 30)
 
 struct chunk_hdr {
 	int64_t status; /* 0, or the sender's negative error code */
@@ -74,64 +73,83 @@ struct sink {
 static const char *cmd_usage =
 	"usage: dstage stage OUT --to DIR [options]\n"
 	"  MPI job step: stage pack OUT into node-local DIR (RAM: /dev/shm; SSD: $TMPDIR)\n"	"  (OUT may be s3://BUCKET/PREFIX: fetched with ranged GETs, each byte once)\n"
-	"  -R, --replicas N      each partition on N nodes (default 1; capped at the node count)\n"
+	"  -R, --replicas N      each partition on N nodes (1..65535, default 1; capped at the\n"
+	"                        node count)\n"
 	"      --to DIR          node-local directory; the store is DIR/dstage.<uid>.<job>/<node>\n"
 	"      --job ID          job id (default $SLURM_JOB_ID, else 0)\n"
 	"      --node-per-rank   every rank is its own node (simulate N nodes with mpiexec -n N)\n"
 	"      --inflate         decompress zlib files while staging (else inflated on read)\n"
 	"      --force           replace an existing store of this job (not while its\n"
 	"                        service runs: one stage, serve or clean of a job at a time)\n"
-	"      --progress SECS   progress line every SECS seconds (rank 0)\n"
+	"      --progress SECS   progress line every SECS seconds (rank 0; default 0: none)\n"
 	"  -q, --quiet           no summary\n"
 	"  -h, --help            this text\n";
 
-static int stage_parse(int argc, char **argv, struct ds_stage_opts *o)
+void ds_stage_defaults(struct ds_stage_opts *o)
 {
-	static const struct option lo[] = {
-		{"replicas", required_argument, 0, 'R'}, {"to", required_argument, 0, 't'},
-		{"job", required_argument, 0, 'j'},      {"node-per-rank", no_argument, 0, 'n'},
-		{"inflate", no_argument, 0, 'i'},        {"force", no_argument, 0, 'f'},
-		{"progress", required_argument, 0, 'P'}, {"quiet", no_argument, 0, 'q'},
-		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
 	memset(o, 0, sizeof(*o));
 	o->replicas = 1;
-	optind = 1;
-	int c;
-	while ((c = getopt_long(argc, argv, "R:qh", lo, NULL)) != -1) {
-		uint64_t v;
-		double d;
-		switch (c) {
-		case 'R':
-			if (ds_parse_u64(optarg, &v) || v < 1 || v > 65535) {
-				ds_error("-R '%s': not a replica count (1..65535)", optarg);
-				return 2;
-			}
-			o->replicas = v;
-			break;
-		case 't': o->to = optarg; break;
-		case 'j': o->job = optarg; break;
-		case 'n': o->node_per_rank = 1; break;
-		case 'i': o->inflate = 1; break;
-		case 'f': o->force = 1; break;
-		case 'P':
-			if (ds_parse_double(optarg, &d) || d <= 0) {
-				ds_error("--progress '%s': not a number of seconds", optarg);
-				return 2;
-			}
+}
+
+int ds_stage_opt(struct ds_stage_opts *o, int c, const char *arg, int *bad)
+{
+	uint64_t v;
+	double d;
+	switch (c) {
+	case 'R':
+		if (ds_parse_u64(arg, &v) || v < 1 || v > 65535) {
+			ds_error("-R '%s': not a replica count (1..65535)", arg);
+			*bad = 1;
+		} else {
+			o->replicas = (uint32_t)v;
+		}
+		return c;
+	case 'P':
+		if (ds_parse_double(arg, &d) || !(d >= 0)) {
+			ds_error("--progress '%s': not a number of seconds (0: none)", arg);
+			*bad = 1;
+		} else {
 			o->progress = d;
-			break;
-		case 'q': o->quiet = 1; break;
-		case 'h': o->help = 1; return 0;
-		default:
+		}
+		return c;
+	case 't': o->to = arg; return c;
+	case 'j': o->job = arg; return c;
+	case 'n': o->node_per_rank = 1; return c;
+	case 'i': o->inflate = 1; return c;
+	case 'f': o->force = 1; return c;
+	case 'q': o->quiet = 1; return c;
+	case 'h': o->help = 1; return c;
+	}
+	return 0;
+}
+
+static int stage_parse(int argc, char **argv, struct ds_stage_opts *o)
+{
+	struct ds_step_getopt g;
+	ds_step_getopt(DS_STEP_STAGE, &g);
+	ds_stage_defaults(o);
+	optind = 1;
+	int c, bad = 0;
+	while ((c = getopt_long(argc, argv, g.shortopts, g.lo, NULL)) != -1) {
+		if (!ds_stage_opt(o, c, optarg, &bad)) {
 			fputs(cmd_usage, stderr);
 			return 2;
 		}
+		if (o->help)
+			return 0;
 	}
+	if (bad)
+		return 2;
 	if (argc - optind != 1) {
 		fputs(cmd_usage, stderr);
 		return 2;
 	}
 	o->pack = argv[optind];
+	return ds_stage_check_opts(o);
+}
+
+int ds_stage_check_opts(const struct ds_stage_opts *o)
+{
 	if (!o->to || !o->pack) {
 		ds_error("need a pack and --to DIR");
 		return 2;
@@ -162,8 +180,8 @@ static int read_whole(const char *path, struct ds_buf *b, uint64_t *nread)
 	return rc;
 }
 
-/* Rank 0 reads the manifest; its bytes go to every rank in <= 1 GiB pieces
- * (MPI counts are int); every rank parses the same image. */
+/* Rank 0 reads the manifest; its bytes go to every rank (ds_mpi_bcast: in
+ * pieces below MPI's int count); every rank parses the same image. */
 static int bcast_manifest(MPI_Comm world, const char *pack, struct ds_manifest *m, uint64_t *nread,
                           uint64_t *pack_id, struct ds_s3 *s3, const char *bucket,
                           const char *prefix)
@@ -189,15 +207,12 @@ static int bcast_manifest(MPI_Comm world, const char *pack, struct ds_manifest *
 			len = img.len;
 		}
 	}
-	MPI_Bcast(&len, 1, MPI_INT64_T, 0, world);
+	ds_mpi_bcast(world, &len, sizeof(len), 0);
 	if (len < 0)
 		return -EIO;
 	if (rank != 0)
 		ds_buf_reserve(&img, len);
-	for (int64_t off = 0; off < len; off += MAX_BCAST) {
-		int n = len - off > MAX_BCAST ? (int)MAX_BCAST : (int)(len - off);
-		MPI_Bcast(img.data + off, n, MPI_BYTE, 0, world);
-	}
+	ds_mpi_bcast(world, img.data, (uint64_t)len, 0);
 	char what[PATH_MAX];
 	snprintf(what, sizeof(what), "%s/index.h5", pack);
 	/* every rank parses; only rank 0 reports what is wrong */
@@ -561,7 +576,7 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 	const char *part_name = strrchr(part_path, '/') ? strrchr(part_path, '/') + 1 : part_path;
 	uint64_t size = x->m->parts[p].size, src_off = 0;
 	int in = -1, status = x->err;
-	const char *store_name = "store";
+	const char *store_name = DS_STORE_NAME;
 	struct sink s;
 	struct ds__s3src *s3in = NULL;
 	sink_open(&s, x->m, x->L, p, x->store_fd, base, x->inflate, part_name);
@@ -759,14 +774,15 @@ static int write_index(const char *path, const struct ds_manifest *m, const stru
 static int write_stats(const char *nodedir)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/%s", nodedir, DS_STATS_NAME);
+	if (ds_store_path(path, sizeof(path), nodedir, DS_STATS_NAME))
+		return -ENAMETOOLONG;
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	struct ds_stats st;
 	memset(&st, 0, sizeof(st));
 	st.magic = DS_STATS_MAGIC;
-	st.version = 1;
+	st.version = DS_STATS_VERSION;
 	int rc = ds_write_full(fd, &st, sizeof(st));
 	close(fd);
 	return rc;
@@ -881,9 +897,9 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	char *jobdir = ds_store_jobdir(o->to, job);
 	char *nodedir = ds_store_nodedir(o->to, job, nd->node);
 	char *partial = NULL, *store_path = NULL;
-	if (asprintf(&partial, "%s.partial", nodedir) < 0)
+	if (asprintf(&partial, "%s" DS_PARTIAL_SUFFIX, nodedir) < 0)
 		exit(1);
-	store_path = path_join(partial, "store");
+	store_path = path_join(partial, DS_STORE_NAME);
 	x.rank = rank;
 
 	/* node leaders: refuse a second stage, check room, make the directory */
@@ -908,7 +924,8 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		}
 		if (!rc) {
 			ds_rm_rf(partial); /* left by a killed earlier attempt */
-			rc = check_room(o->to, pl.store_size[nd->node] + (64ull << 20), nd->node);
+			rc = check_room(o->to, pl.store_size[nd->node] + DS_STORE_HEADROOM,
+			                nd->node);
 		}
 		if (!rc && mkdir(partial, 0700) < 0) {
 			rc = -errno;
@@ -987,7 +1004,7 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 
 	/* the index and counters of each node, then everyone renames at once */
 	if (nd->local_rank == 0) {
-		char *ipath = path_join(partial, "index");
+		char *ipath = path_join(partial, DS_INDEX_NAME);
 		rc = write_index(ipath, &m, &L, &pl, nd->node, job, pack_id, o->inflate);
 		free(ipath);
 		if (!rc && (rc = write_stats(partial)))
@@ -1025,8 +1042,8 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	/* a new staging: the node sets of an earlier one (failover) are void */
 	if (nd->local_rank == 0) {
 		char np[PATH_MAX];
-		snprintf(np, sizeof(np), "%s/nodes", jobdir);
-		unlink(np);
+		if (!ds_store_path(np, sizeof(np), jobdir, DS_NODES_NAME))
+			unlink(np);
 	}
 
 	/* summary */
@@ -1119,8 +1136,8 @@ int ds_cmd_stage(int argc, char **argv)
 	if (rc)
 		return rc;
 	/* -q drops the summary only: warnings (R capped, ...) still show */
-	int provided;
-	MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+	if (ds_mpi_init(&argc, &argv))
+		return 1;
 	struct ds_node nd;
 	int rank;
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -52,7 +52,8 @@ int ds__status_print_all(const char *jobdir, long node, char **local, size_t nlo
                          unsigned long *nnodes)
 {
 	char path[PATH_MAX], magic[32];
-	snprintf(path, sizeof(path), "%s/" DS_STATUS_ALL, jobdir);
+	if (ds_store_path(path, sizeof(path), jobdir, DS_STATUS_ALL))
+		return -ENAMETOOLONG;
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return -errno;

@@ -33,8 +33,8 @@ void ds__stage_note_host(const char *jobdir, const struct ds_node *nd)
 	if (!unique || !*host)
 		return; /* several nodes on one host: readers say DSTAGE_NODE */
 	char dir[PATH_MAX], link[PATH_MAX + 256], target[16];
-	snprintf(dir, sizeof(dir), "%s/by-host", jobdir);
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+	if (ds_store_path(dir, sizeof(dir), jobdir, DS_BYHOST_NAME) ||
+	    (mkdir(dir, 0700) < 0 && errno != EEXIST))
 		return;
 	snprintf(link, sizeof(link), "%s/%s", dir, host);
 	snprintf(target, sizeof(target), "%u", nd->node);
@@ -177,7 +177,7 @@ int ds_cmd_env(int argc, char **argv)
 	if (o.node >= 0) {
 		char nd[PATH_MAX + 32];
 		struct stat st;
-		snprintf(nd, sizeof(nd), "%s/%ld/index", abs, o.node);
+		snprintf(nd, sizeof(nd), "%s/%ld/" DS_INDEX_NAME, abs, o.node);
 		if (stat(nd, &st) < 0) {
 			ds_error("node %ld: '%s': %s", o.node, nd, strerror(errno));
 			free(jobdir);
@@ -235,7 +235,7 @@ static int node_status(const char *jobdir, const char *name)
 {
 	char path[PATH_MAX];
 	struct ds_index ix;
-	snprintf(path, sizeof(path), "%s/%s/index", jobdir, name);
+	ds_store_node_path(path, sizeof(path), jobdir, name, DS_INDEX_NAME);
 	int rc = ds_index_open(&ix, path, 0);
 	if (rc) {
 		ds_error("'%s': %s", path, ds_strerror(rc));
@@ -251,7 +251,7 @@ static int node_status(const char *jobdir, const char *name)
 	}
 	struct ds_stats st;
 	memset(&st, 0, sizeof(st));
-	snprintf(path, sizeof(path), "%s/%s/%s", jobdir, name, DS_STATS_NAME);
+	ds_store_node_path(path, sizeof(path), jobdir, name, DS_STATS_NAME);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		void *m = mmap(NULL, sizeof(st), PROT_READ, MAP_SHARED, fd, 0);
@@ -265,7 +265,7 @@ static int node_status(const char *jobdir, const char *name)
 		}
 		close(fd);
 	}
-	snprintf(path, sizeof(path), "%s/%s/%s", jobdir, name, DS_SOCK_NAME);
+	ds_store_node_path(path, sizeof(path), jobdir, name, DS_SOCK_NAME);
 	struct stat sst;
 	const char *svc = stat(path, &sst) == 0 ? "up" : "-";
 	char a[32], b[32], c[32];
@@ -287,21 +287,23 @@ static void node_epoch_report(const char *jobdir, const char *name)
 {
 	char path[PATH_MAX], line[1024], last[1024] = "";
 	double l0 = -1, o0 = -1;
-	snprintf(path, sizeof(path), "%s/%s/serve.status", jobdir, name);
+	ds_store_node_path(path, sizeof(path), jobdir, name, DS_SERVE_STATUS_NAME);
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, "epoch.", 6))
+		if (!strncmp(line, DS_SS_EPOCH, strlen(DS_SS_EPOCH)))
 			snprintf(last, sizeof(last), "%s", line);
-		sscanf(line, "local_l0=%lf", &l0);
-		sscanf(line, "overlap_l0=%lf", &o0);
+		sscanf(line, DS_SS_LOCAL_L0 "=%lf", &l0);
+		sscanf(line, DS_SS_OVERLAP_L0 "=%lf", &o0);
 	}
 	fclose(f);
 	unsigned long long e, share, moved;
 	double local, overlap, fetch_s;
-	if (sscanf(last, "epoch.%llu=share=%llu share_bytes=%*u local=%lf fetched=%*u moved_bytes=%llu "
-	                 "overlap_prev=%lf fetch_s=%lf", &e, &share, &local, &moved, &overlap, &fetch_s) != 6)
+	if (sscanf(last,
+	           DS_SS_EPOCH "%llu=share=%llu share_bytes=%*u local=%lf fetched=%*u "
+	                       "moved_bytes=%llu overlap_prev=%lf fetch_s=%lf",
+	           &e, &share, &local, &moved, &overlap, &fetch_s) != 6)
 		return;
 	char a[32];
 	printf("node %s epoch %llu: share %llu samples, %.0f%% local (L=0 expects %.0f%%), moved %s in "
@@ -397,6 +399,7 @@ static const char *clean_usage =
  * (refused, naming it).  A clean of another task on this host, or a
  * service that is leaving (dstage stop), is waited for (CLEAN_WAIT s). */
 #define CLEAN_WAIT 30
+#define CLEAN_POLL_US 50000 /* between two tries */
 static int clean_locked(const char *jobdir, const char *to)
 {
 	char who[384];
@@ -408,7 +411,7 @@ static int clean_locked(const char *jobdir, const char *to)
 		if (rc != -EBUSY || !(strstr(who, "dstage clean") || strstr(who, "leaving")) ||
 		    ds_now() > until)
 			break;
-		usleep(50000);
+		usleep(CLEAN_POLL_US);
 	}
 	if (rc) {
 		ds__lock_refusal(jobdir, to, who, rc);

@@ -3,7 +3,7 @@
 # network, mount, UTS and IPC namespace, a Slurm slurmd inside each; ranks
 # on four hosts see different /dev/shm and hostnames, MPI (MPICH ch4:ucx with
 # UCX_TLS=tcp,self) between them goes through each host's eth0 and ends
-# (MPI_Finalize returns: stage/ucx_close.c, openucx/ucx#8738), and
+# (MPI_Finalize returns: mpi/ucx_close.c, openucx/ucx#8738), and
 # everything the bed made is gone after hosts_stop.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-hosts.sh"
@@ -61,7 +61,7 @@ test_expect_success 'sbatch -N4: the batch script runs on the first host' '
 '
 
 if command -v mpicc.mpich >/dev/null 2>&1 && [ -x "$T/mpi-hostinfo" ]; then
-	# 3 runs: without stage/ucx_close.c, 4 ranks over TCP hang in
+	# 3 runs: without mpi/ucx_close.c, 4 ranks over TCP hang in
 	# MPI_Finalize in nearly every run on this bed
 	test_expect_success 'MPI over TCP: ranks on four hosts, different /dev/shm, 8 MiB each through eth0, 3 runs end' '
 		for run in 1 2 3; do

@@ -35,7 +35,7 @@ tsan_build() {
 		return 0
 	fi
 	mkdir -p "$TB" &&
-	wraps=$(sed -n '/#define DS_REAL_FUNCS/,/^$/p' "$SRCDIR/io/wrap.h" |
+	wraps=$(sed -n '/#define DS__REAL_FUNCS/,/^$/p' "$SRCDIR/io/wrap.h" |
 		grep -o 'X([^,]*, *[a-z_0-9]*' | sed 's/.*, *//' | sort -u |
 		sed 's/^/-Wl,--wrap=/' | tr '\n' ' ') &&
 	(cd "$SRCDIR" && "$CLANG" -fsanitize=thread -g -O1 -std=gnu11 -D_GNU_SOURCE -DDS_LINK_WRAP \

@@ -1,7 +1,12 @@
 /* run.c: `dstage run OUT --to DIR [...]`: stage, then serve, in one job
  * step (one MPI_Init, one launch: the usual way in a batch script that has
- * nothing else to do between the two). */
-#include "dsserve.h"
+ * nothing else to do between the two).
+ *
+ * Here in cli/, above both steps: stage/ and shuffle/ know nothing of each
+ * other.  It drives the service through shuffle/'s step interface (svc.h:
+ * its options and ds__serve_step), as serve.c's own command does. */
+#include "cli.h"
+#include "dsmpi.h"
 #include "dsstage.h"
 #include "svc.h"
 
@@ -21,29 +26,18 @@ static const char *run_usage =
 
 int ds_cmd_run(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"to", required_argument, 0, 't'},        {"job", required_argument, 0, 'j'},
-		{"node-per-rank", no_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
-		{"locality", required_argument, 0, 'L'},  {"drop-last", no_argument, 0, 'd'},
-		{"shuffle-buffer", required_argument, 0, 'B'}, {"timeout", required_argument, 0, 'T'},
-		{"clean", no_argument, 0, 'c'},           {"quiet", no_argument, 0, 'q'},
-		{"verbose", no_argument, 0, 'v'},         {"help", no_argument, 0, 'h'},
-		{"replicas", required_argument, 0, 'R'},  {"inflate", no_argument, 0, 'i'},
-		{"force", no_argument, 0, 'f'},           {"progress", required_argument, 0, 'P'},
-		{"outputs", required_argument, 0, 'O'},   {"outputs-to", required_argument, 0, 'W'},
-		{"drain-to", required_argument, 0, 'D'},  {"drain-rate", required_argument, 0, 'Y'},
-		{"drain-timeout", required_argument, 0, 'X'},
-		{0, 0, 0, 0}};
+	/* one table (mpi/stepopt.c); each value checked by its owner: serve's
+	 * and the shared ones by ds__serve_opt, stage's by ds_stage_opt, with
+	 * the limits and messages of `dstage stage` and `dstage serve` */
+	struct ds_step_getopt g;
+	ds_step_getopt(DS_STEP_RUN, &g);
 	struct ds__serve_opts o;
 	struct ds_stage_opts so;
 	ds__serve_defaults(&o);
-	memset(&so, 0, sizeof(so));
-	so.replicas = 1;
+	ds_stage_defaults(&so);
 	int c, bad = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "R:qvh", lo, NULL)) != -1) {
-		uint64_t v;
-		double d;
+	while ((c = getopt_long(argc, argv, g.shortopts, g.lo, NULL)) != -1) {
 		if (ds__serve_opt(&o, c, optarg, &bad)) {
 			if (o.help) {
 				fputs(run_usage, stdout);
@@ -51,24 +45,9 @@ int ds_cmd_run(int argc, char **argv)
 			}
 			continue;
 		}
-		switch (c) {
-		case 'R':
-			if (ds_parse_u64(optarg, &v) || v < 1 || v > UINT32_MAX) {
-				ds_error("-R '%s': not a replication factor", optarg);
-				bad = 1;
-			}
-			so.replicas = (uint32_t)v;
-			break;
-		case 'i': so.inflate = 1; break;
-		case 'f': so.force = 1; break;
-		case 'P':
-			if (ds_parse_double(optarg, &d) || d < 0) {
-				ds_error("--progress '%s': not a number of seconds", optarg);
-				bad = 1;
-			}
-			so.progress = d;
-			break;
-		default: fputs(run_usage, stderr); return 2;
+		if (!ds_stage_opt(&so, c, optarg, &bad)) {
+			fputs(run_usage, stderr);
+			return 2;
 		}
 	}
 	if (argc - optind != 1 || !o.to) {
@@ -82,16 +61,13 @@ int ds_cmd_run(int argc, char **argv)
 	so.job = o.job;
 	so.node_per_rank = o.node_per_rank;
 	so.quiet = o.quiet > 0;
+	if (ds_stage_check_opts(&so))
+		return 2;
 	ds_log_init(o.quiet > 0 ? -1 : o.quiet < 0 ? 1 : 0);
 
 	ds__serve_env();
-	/* stage asks for MPI_THREAD_MULTIPLE on its own; give it the same */
-	int provided;
-	MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-	if (provided < MPI_THREAD_FUNNELED) {
-		ds_error("this MPI gives thread level %d, the service needs MPI_THREAD_FUNNELED", provided);
-		MPI_Abort(MPI_COMM_WORLD, 1);
-	}
+	if (ds_mpi_init(&argc, &argv)) /* the thread level: main.c's table */
+		return 1;
 	struct ds_node nd;
 	if (ds_node_identify(MPI_COMM_WORLD, o.node_per_rank, &nd)) {
 		MPI_Finalize();

@@ -9,7 +9,7 @@
 #include "dscommon.h"
 #include "dsindex.h"
 #include "dslock.h"
-#include "dsstage.h"
+#include "dsmpi.h"
 
 #include <limits.h>
 #include <stdio.h>

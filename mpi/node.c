@@ -1,26 +1,9 @@
-/* node.c: node identity of a rank, and agreeing on failure. */
+/* node.c: node identity of a rank (dsmpi.h). */
 #include "dscommon.h"
-#include "dsstage.h"
+#include "dsmpi.h"
 
 #include <stdio.h>
 #include <string.h>
-
-int ds_any_failed(MPI_Comm comm, int err)
-{
-	int mine = err != 0, any = 0;
-	int rc = MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_LOR, comm);
-	if (rc != MPI_SUCCESS) {
-		/* a communicator that returns errors (the service's): the
-		 * agreement itself failed, which is a failure, said as MPI says it */
-		char m[MPI_MAX_ERROR_STRING];
-		int n = 0;
-		if (MPI_Error_string(rc, m, &n) != MPI_SUCCESS)
-			snprintf(m, sizeof(m), "MPI error %d", rc);
-		ds_error("MPI_Allreduce (agreeing on failure): %s", m);
-		return 1;
-	}
-	return any;
-}
 
 int ds_node_identify(MPI_Comm world, int node_per_rank, struct ds_node *n)
 {

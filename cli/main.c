@@ -1,0 +1,89 @@
+/* main.c: the dstage command: one binary, one subcommand per step.
+ *
+ * The top of the module graph: cli/ includes every folder's public header
+ * and nothing includes cli/.  The command table says, for each command, the
+ * MPI thread level it needs (mpi/dsmpi.h: the policy), or that it needs no
+ * MPI; a command initialises MPI itself (ds_mpi_init), after its options,
+ * so that --help and usage errors never start MPI. */
+#include "cli.h"
+#include "dscommon.h"
+#include "dsmpi.h"
+#include "dspack.h"
+#include "dsserve.h"
+#include "dsstage.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define DSTAGE_VERSION "0.1.0"
+
+/* The MPI thread level of the commands that use MPI (dsmpi.h: every MPI
+ * call on the main thread, threads of their own besides).  Run is stage
+ * then serve: the higher of the two. */
+#define PACK_MPI MPI_THREAD_FUNNELED  /* under mpiexec only (hdf5/pack.c) */
+#define STAGE_MPI MPI_THREAD_FUNNELED
+#define SERVE_MPI MPI_THREAD_FUNNELED
+#define RUN_MPI (STAGE_MPI > SERVE_MPI ? STAGE_MPI : SERVE_MPI)
+#define NO_MPI DS_MPI_NONE
+
+static const struct cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	int mpi; /* the thread level it initialises MPI with, or NO_MPI */
+	const char *summary;
+} cmds[] = {
+	{"pack", ds_cmd_pack, PACK_MPI,
+	 "pack a tree into HDF5 partitions and a manifest (serial or under mpiexec)"},
+	{"verify", ds_cmd_verify, NO_MPI, "check a pack's structure and every checksum"},
+	{"ls", ds_cmd_ls, NO_MPI, "list what a pack holds"},
+	{"cat", ds_cmd_cat, NO_MPI, "write one file of a pack to stdout"},
+	{"stage", ds_cmd_stage, STAGE_MPI, "MPI job step: stage a pack into node-local storage"},
+	{"serve", ds_cmd_serve, SERVE_MPI,
+	 "MPI job step: run the node service (remote reads, epoch shuffle)"},
+	{"run", ds_cmd_run, RUN_MPI, "MPI job step: stage, then serve"},
+	{"env", ds_cmd_env, NO_MPI, "print the environment a reader on this node needs"},
+	{"status", ds_cmd_status, NO_MPI, "per-node figures of a staged job"},
+	{"epoch", ds_cmd_epoch, NO_MPI,
+	 "epoch lists, node sets after a loss, exact resume from a checkpoint"},
+	{"stop", ds_cmd_stop, NO_MPI, "stop the node service on every node"},
+	{"drain", ds_cmd_drain, NO_MPI, "wait until every closed output is on the shared file system"},
+	{"clean", ds_cmd_clean, NO_MPI, "remove this job's node store"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: dstage COMMAND [OPTIONS] ...\n\n"
+	           "Stage a training dataset into node memory, shuffle it every epoch over MPI,\n"
+	           "and show it to unmodified readers through libdstage-preload.so.\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
+	fprintf(f, "\n'dstage COMMAND --help' lists the options of a command.\n"
+	           "environment: DSTAGE_MOUNT (default /dstage), DSTAGE_NODE, DSTAGE_LOG "
+	           "(error, warn, info, debug)\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("dstage %s\n", DSTAGE_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		if (strcmp(argv[1], cmds[i].name))
+			continue;
+		ds_log_set_cmd(cmds[i].name);
+		ds_log_init(0);
+		ds_mpi_want(cmds[i].mpi);
+		return cmds[i].fn(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "dstage: '%s': unknown command (see 'dstage --help')\n", argv[1]);
+	return 2;
+}
