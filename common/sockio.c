@@ -10,7 +10,8 @@ int ds_sock_xfer(int fd, void *buf, size_t len, int out, double deadline)
 {
 	char *p = buf;
 	while (len) {
-		ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT) : recv(fd, p, len, MSG_DONTWAIT);
+		ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+		                : recv(fd, p, len, MSG_DONTWAIT);
 		if (n > 0) {
 			p += n;
 			len -= (size_t)n;

@@ -305,8 +305,7 @@ static int ask(struct ds_out_req *q, struct ds_out_resp *a)
 		/* no service (yet): after a lost node one is restarted on the
 		 * survivors, as for reads (io/failover.c).  Nothing was sent, so
 		 * asking again is safe for every request. */
-		if ((e == ENOENT || e == ECONNREFUSED) &&
-		    ds__failover_retry(deadline, attempt))
+		if ((e == ENOENT || e == ECONNREFUSED) && ds__failover_retry(deadline, attempt))
 			continue;
 		return -EIO;
 	}

@@ -131,14 +131,16 @@ void ds__drain_status(struct ds__drain *d, struct ds_buf *b)
 	 * CRC-32C and name of every output not yet drained */
 	char cs[9];
 	if (d->tmp[0] && d->cur) {
-		n = pfmt(line, sizeof(line), "undrained=%llu %s %s\n", (unsigned long long)d->cur->size,
-		         ds__out_crc_str(d->cur, cs), d->cur->path);
+		n = pfmt(line, sizeof(line), "undrained=%llu %s %s\n",
+		         (unsigned long long)d->cur->size, ds__out_crc_str(d->cur, cs),
+		         d->cur->path);
 		ds_buf_add(b, line, (size_t)n);
 	}
 	for (struct dq *q = d->head; q; q = q->next)
 		if (q->kind == A_DRAIN && q->r->dstate == DS_D_QUEUED) {
-			n = pfmt(line, sizeof(line), "undrained=%llu %s %s\n", (unsigned long long)q->r->size,
-			         ds__out_crc_str(q->r, cs), q->r->path);
+			n = pfmt(line, sizeof(line), "undrained=%llu %s %s\n",
+			         (unsigned long long)q->r->size, ds__out_crc_str(q->r, cs),
+			         q->r->path);
 			ds_buf_add(b, line, (size_t)n);
 		}
 	for (size_t i = 0; i < d->nfailed_recs; i++) {
@@ -275,8 +277,12 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 	 * place only if it matches */
 	while (!rc && !r->summed && !r->gone && !d->quit)
 		ds__out_wait_summed(d->o);
-	if (!rc && !r->gone)
-		rc = !r->summed ? -ECANCELED : r->sum_err ? r->sum_err : crc != r->crc ? -DS_ECHECKSUM : 0;
+	if (!rc && !r->gone && !r->summed)
+		rc = -ECANCELED; /* the service stops */
+	else if (!rc && !r->gone && r->sum_err)
+		rc = r->sum_err;
+	else if (!rc && !r->gone && crc != r->crc)
+		rc = -DS_ECHECKSUM;
 	if (!rc && !r->gone) {
 		/* the output may have been renamed meanwhile: its name now */
 		pfmt(dst, sizeof(dst), "%s/%s", d->dir, r->path);
@@ -300,7 +306,8 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 		d->cancelled++;
 		r->dstate = DS_D_FAILED;
 		/* listed as not drained in outputs.status: a recovery copies it */
-		d->failed_recs = ds_xrealloc(d->failed_recs, (d->nfailed_recs + 1) * sizeof(*d->failed_recs));
+		d->failed_recs = ds_xrealloc(d->failed_recs,
+		                             (d->nfailed_recs + 1) * sizeof(*d->failed_recs));
 		d->failed_recs[d->nfailed_recs++] = r;
 	} else if (rc) {
 		ds_error("node %u: drain: '%s' to '%s': %s", node, r->path, d->dir, ds_strerror(rc));

@@ -386,7 +386,8 @@ static int apply(struct ds__out *o, const struct omsg *m)
 				if (q->gone || strncmp(q->path, m->path, l) || q->path[l] != '/')
 					continue;
 				char np[PATH_MAX];
-				if (pfmt(np, sizeof(np), "%s%s", m->path2, q->path + l) >= (int)sizeof(np))
+				if (pfmt(np, sizeof(np), "%s%s", m->path2, q->path + l) >=
+				    (int)sizeof(np))
 					continue; /* longer than a name can be: not in ns either */
 				if (q->holder == me)
 					ds__drain_rename(o->dr, q, np);
@@ -980,8 +981,10 @@ static int commit(struct ds__out *o, struct opend *p)
 	if (!rc)
 		rc = prc;
 	if (!rc)
-		ds_debug("node %u: '%s' (%llu bytes) published in %.4f s (sum %.4f s, namespace %.4f s)",
-		         o->s->node, p->path, (unsigned long long)m.size, ds_now() - t0, t1 - t0, ds_now() - t1);
+		ds_debug(
+			"node %u: '%s' (%llu bytes) published in %.4f s (sum %.4f s, namespace %.4f s)",
+			o->s->node, p->path, (unsigned long long)m.size, ds_now() - t0, t1 - t0,
+			ds_now() - t1);
 	if (rc) {
 		char wp[PATH_MAX];
 		pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)p->token);
@@ -1431,12 +1434,13 @@ static void *sum_main(void *arg)
 		r->sum_err = rc;
 		r->summed = 1;
 		if (rc)
-			ds_error("node %u: '%s': cannot read it back after its close: %s", o->s->node,
-			         r->path, ds_strerror(rc));
+			ds_error("node %u: '%s': cannot read it back after its close: %s",
+			         o->s->node, r->path, ds_strerror(rc));
 		else
-			ds_debug("node %u: '%s' (%llu bytes) summed in %.4f s, %.4f s after its close",
-			         o->s->node, r->path, (unsigned long long)size, ds_now() - t0,
-			         ds_now() - r->t_closed);
+			ds_debug(
+				"node %u: '%s' (%llu bytes) summed in %.4f s, %.4f s after its close",
+				o->s->node, r->path, (unsigned long long)size, ds_now() - t0,
+				ds_now() - r->t_closed);
 		pthread_cond_broadcast(&o->summed);
 		ds__wake(o->s->wake_main); /* fetches waiting for it */
 		pthread_mutex_unlock(&o->mu);
@@ -1609,8 +1613,8 @@ int ds__out_busy(struct ds__svc *s)
 	if (!o || !o->dr)
 		return 0;
 	pthread_mutex_lock(&o->mu);
-	int busy = o->queue || o->wait || o->acks || o->dwaits || o->xfers || o->sends ||
-	           o->sums || o->fdefer || ds__drain_pending(o->dr);
+	int busy = o->queue || o->wait || o->acks || o->dwaits || o->xfers || o->sends || o->sums ||
+	           o->fdefer || ds__drain_pending(o->dr);
 	pthread_mutex_unlock(&o->mu);
 	return busy;
 }

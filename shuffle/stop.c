@@ -46,8 +46,8 @@ static int ping(const char *sock, double timeout)
 		struct ds_req q = {DS_PROTO_MAGIC, DS_OP_PING, 0, 0, 0, 0};
 		struct ds_resp a;
 		up = !ds_sock_xfer(fd, &q, sizeof(q), 1, deadline) &&
-		     !ds_sock_xfer(fd, &a, sizeof(a), 0, deadline) &&
-		     a.magic == DS_PROTO_MAGIC && a.status == 0;
+		     !ds_sock_xfer(fd, &a, sizeof(a), 0, deadline) && a.magic == DS_PROTO_MAGIC &&
+		     a.status == 0;
 	}
 	close(fd);
 	return up;
