@@ -266,17 +266,20 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 	d->cur = r;
 	pthread_mutex_unlock(mu);
 	ds__out_status_write(d->o);
+	double t0 = ds_now();
 	int rc = mkparent(tmp);
 	uint32_t crc = 0;
 	if (!rc)
 		rc = copy_out(d, sfd, r, tmp, &crc);
 	close(sfd);
 	pthread_mutex_lock(mu);
+	double t1 = ds_now();
 	/* the output's sum, taken just after its close by outputs.c's sum
 	 * thread, at the same time as this copy: the copy is renamed into
 	 * place only if it matches */
 	while (!rc && !r->summed && !r->gone && !d->quit)
 		ds__out_wait_summed(d->o);
+	double t2 = ds_now();
 	if (!rc && !r->gone && !r->summed)
 		rc = -ECANCELED; /* the service stops */
 	else if (!rc && !r->gone && r->sum_err)
@@ -322,7 +325,10 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 		d->drained_files++;
 		d->drained_bytes += r->size;
 		pfmt(d->last, sizeof(d->last), "%s", r->path);
-		ds_info("node %u: drained '%s' (%llu bytes)", node, r->path, (unsigned long long)r->size);
+		ds_info("node %u: drained '%s' (%llu bytes) in %.4f s (copy and fsync %.4f s, then "
+		        "waiting for its sum %.4f s, rename %.4f s)",
+		        node, r->path, (unsigned long long)r->size, ds_now() - t0, t1 - t0, t2 - t1,
+		        ds_now() - t2);
 	}
 }
 
