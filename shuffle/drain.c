@@ -226,6 +226,13 @@ static int copy_out(struct ds__drain *d, int src, const struct ds__orec *r, cons
 		size_t n = r->size - off < COPY_CHUNK ? (size_t)(r->size - off) : COPY_CHUNK;
 		crc = ds_crc32c(crc, map + off, n);
 		rc = ds_pwrite_full(fd, map + off, n, (off_t)off);
+		/* start the write-back of this chunk now: the final fsync then
+		 * has little left to do, and the dirty pages (which the
+		 * training's own writes would be throttled behind) stay few.
+		 * 1 GiB to /var/tmp: 1.6 s instead of 2.1 s (medians of 4).
+		 * Not every file system does it: the fsync below is what counts. */
+		if (!rc)
+			(void)sync_file_range(fd, (off_t)off, (off_t)n, SYNC_FILE_RANGE_WRITE);
 		if (!rc && ds_fault("drain.write", (int)ds__out_node(d->o)))
 			rc = -EIO;
 		off += n;
