@@ -400,6 +400,13 @@ static int run_loop(struct ds__svc *s)
 		int did = batch(s, targets, &last_read);
 		if (did)
 			continue;
+		if (ds__out_inflight(s)) {
+			/* a change of the outputs is on its way (a writer's close
+			 * waits for it): poll until it is through */
+			sched_yield();
+			ds__progress(s);
+			continue;
+		}
 		/* Nothing of our own to do: sleep until the socket thread wakes us
 		 * or the next poll for the peers is due.  With wake-ups
 		 * (progress.c), we poll every BUSY_POLL_NS only while a peer has
@@ -561,15 +568,17 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	}
 	if (!failed)
 		ds__pw_start(s);
-	if (!failed)
-		failed = ds_any_failed(s->comm, ds__sock_start(s));
 	if (!failed && o->outputs && ds_index_lookup(&s->ix, o->outputs, strlen(o->outputs)) >= 0) {
 		if (rank == 0)
 			ds_error("--outputs '%s': the dataset has an entry of that name", o->outputs);
 		failed = 1;
 	}
+	/* the outputs (osock, out.conf) before the readers' socket: a job
+	 * takes NODEDIR/sock as "the service is ready", writes included */
 	if (!failed)
 		failed = ds_any_failed(s->comm, ds__out_start(s));
+	if (!failed)
+		failed = ds_any_failed(s->comm, ds__sock_start(s));
 	if (failed) {
 		ds__out_stop(s);
 		ds__out_free(s);

@@ -246,6 +246,8 @@ int ds__out_start(struct ds__svc *s);
 void ds__out_poll(struct ds__svc *s);
 /* Anything not yet drained or in flight (a stop waits for it)? */
 int ds__out_busy(struct ds__svc *s);
+/* a change of the outputs or a fetch is in flight here: poll, do not sleep */
+int ds__out_inflight(struct ds__svc *s);
 /* Stop the threads; report what was closed and not drained and what was
  * still being written: their number (the step then fails). */
 int ds__out_stop(struct ds__svc *s);
