@@ -39,6 +39,11 @@ _mounts=
 _jobs=
 _bgpids=
 bench_cleanup() {
+	# BENCH_KEEP=DIR: keep the section's raw figures and logs (small files)
+	if [ -n "${BENCH_KEEP:-}" ] && [ -d "$W" ]; then
+		mkdir -p "$BENCH_KEEP"
+		find "$W" -maxdepth 1 -type f -size -4M -exec cp {} "$BENCH_KEEP" \; 2>/dev/null || :
+	fi
 	for p in $_bgpids; do kill "$p" 2>/dev/null || :; done
 	for m in $_mounts; do fusermount -u "$m" 2>/dev/null || fusermount3 -u "$m" 2>/dev/null || :; done
 	for j in $_jobs; do "$DSTAGE" clean --to "${j%%:*}" --job "${j#*:}" >/dev/null 2>&1 || :; done

@@ -19,6 +19,9 @@
 #   exchange   row 5  epoch exchange vs MPI_Alltoallv, epoch read, remote reads
 #   zlib       row 6  compressed vs uncompressed packs
 #   e2e        row 7  torchvision ImageFolder + DataLoader images/s
+#   outputs           write-once outputs (issue 15): torch.save of 1 GiB
+#                     through the shim vs /var/tmp + fsync vs /dev/shm; the
+#                     drain vs cp + sync (bench/outputs.sh)
 #   modelcheck        the scaling model's inputs, 1/2/4 simulated nodes
 #   s3                object storage: stage-in vs aws s3 cp, read once via
 #                     the shim vs an s3fs mount, pack s3:// vs aws s3 cp
@@ -85,7 +88,7 @@ T0=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "bench: $(nproc) cores, load $load0, $( [ $QUICK = 1 ] && echo quick || echo full) mode; scratch $BENCH_SCR, $BENCH_SHARED" >&2
 
-SECTIONS="bystander fanstore small zlib packrate readonce stage exchange modelcheck e2e shim shuffle s3"
+SECTIONS="bystander fanstore small zlib packrate readonce stage exchange modelcheck e2e outputs shim shuffle s3"
 [ -n "$ONLY" ] && SECTIONS=$ONLY
 if [ $QUICK = 1 ]; then TMO=240; else TMO=3600; fi
 : >"$RT/sections.txt"
@@ -273,13 +276,13 @@ dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -v '^.. b
 	echo
 	echo "## How each row was measured"
 	echo
-	for s in fanstore small bystander packrate stage readonce exchange zlib e2e; do
+	for s in fanstore small bystander packrate stage readonce exchange zlib e2e outputs; do
 		[ -s "$RT/notes-$s.md" ] && { echo "- **$s** (row $(rownum $s)): $(cat "$RT/notes-$s.md" | tr '\n' ' ')"; }
 	done
 	[ -s "$RT/stage.md" ] && echo "- **stage** (row 4): bench/stage.sh (the stage module's script, unchanged logic): dstage stage on 2 simulated nodes vs cp of the partition files vs tar -x of the same tree, into /dev/shm, medians of 5 interleaved runs."
 	echo
 	echo "Sections: $(tr '\n' ';' <"$RT/sections.txt" | sed 's/;$//; s/;/; /g')."
-	for s in pack shim shuffle; do
+	for s in pack outputs shim shuffle; do
 		if [ -s "$RT/$s.md" ]; then
 			echo
 			echo "## bench/$s.sh, as it prints it"

@@ -17,30 +17,41 @@
 
 #define DSTAGE_VERSION "0.1.0"
 
-/* The MPI thread level of the commands that use MPI (dsmpi.h: every MPI
- * call on the main thread, threads of their own besides).  Run is stage
- * then serve: the higher of the two. */
-#define PACK_MPI MPI_THREAD_FUNNELED  /* under mpiexec only (hdf5/pack.c) */
-#define STAGE_MPI MPI_THREAD_FUNNELED
-#define SERVE_MPI MPI_THREAD_FUNNELED
-#define RUN_MPI (STAGE_MPI > SERVE_MPI ? STAGE_MPI : SERVE_MPI)
-#define NO_MPI DS_MPI_NONE
+/* The MPI thread levels of the commands that use MPI (dsmpi.h): the level
+ * each asks for, and the level it cannot do without.  Every MPI call is
+ * made by the main thread, threads of their own besides, except the
+ * service's socket thread, which fetches remote reads itself when MPI
+ * gives MPI_THREAD_MULTIPLE (shuffle/direct.c) and leaves them to the main
+ * thread otherwise.  Run is stage then serve: the higher of the two. */
+#define FUNNELED MPI_THREAD_FUNNELED
+#define MULTIPLE MPI_THREAD_MULTIPLE
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define PACK_ASK FUNNELED /* under mpiexec only (hdf5/pack.c) */
+#define PACK_NEED FUNNELED
+#define STAGE_ASK FUNNELED
+#define STAGE_NEED FUNNELED
+#define SERVE_ASK MULTIPLE
+#define SERVE_NEED FUNNELED
+#define RUN_ASK MAX(STAGE_ASK, SERVE_ASK)
+#define RUN_NEED MAX(STAGE_NEED, SERVE_NEED)
+#define NO_MPI DS_MPI_NONE, DS_MPI_NONE
 
 static const struct cmd {
 	const char *name;
 	int (*fn)(int argc, char **argv);
-	int mpi; /* the thread level it initialises MPI with, or NO_MPI */
+	int mpi_ask;  /* the thread level it initialises MPI with, or DS_MPI_NONE */
+	int mpi_need; /* the level below which it cannot run */
 	const char *summary;
 } cmds[] = {
-	{"pack", ds_cmd_pack, PACK_MPI,
+	{"pack", ds_cmd_pack, PACK_ASK, PACK_NEED,
 	 "pack a tree into HDF5 partitions and a manifest (serial or under mpiexec)"},
 	{"verify", ds_cmd_verify, NO_MPI, "check a pack's structure and every checksum"},
 	{"ls", ds_cmd_ls, NO_MPI, "list what a pack holds"},
 	{"cat", ds_cmd_cat, NO_MPI, "write one file of a pack to stdout"},
-	{"stage", ds_cmd_stage, STAGE_MPI, "MPI job step: stage a pack into node-local storage"},
-	{"serve", ds_cmd_serve, SERVE_MPI,
+	{"stage", ds_cmd_stage, STAGE_ASK, STAGE_NEED, "MPI job step: stage a pack into node-local storage"},
+	{"serve", ds_cmd_serve, SERVE_ASK, SERVE_NEED,
 	 "MPI job step: run the node service (remote reads, epoch shuffle)"},
-	{"run", ds_cmd_run, RUN_MPI, "MPI job step: stage, then serve"},
+	{"run", ds_cmd_run, RUN_ASK, RUN_NEED, "MPI job step: stage, then serve"},
 	{"env", ds_cmd_env, NO_MPI, "print the environment a reader on this node needs"},
 	{"status", ds_cmd_status, NO_MPI, "per-node figures of a staged job"},
 	{"epoch", ds_cmd_epoch, NO_MPI,
@@ -81,7 +92,7 @@ int main(int argc, char **argv)
 			continue;
 		ds_log_set_cmd(cmds[i].name);
 		ds_log_init(0);
-		ds_mpi_want(cmds[i].mpi);
+		ds_mpi_want(cmds[i].mpi_ask, cmds[i].mpi_need);
 		return cmds[i].fn(argc - 1, argv + 1);
 	}
 	fprintf(stderr, "dstage: '%s': unknown command (see 'dstage --help')\n", argv[1]);

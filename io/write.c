@@ -27,6 +27,7 @@
  * special files and truncate by name are refused in the outputs too. */
 #include "shim.h"
 #include "dsout.h"
+#include "dssock.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -282,32 +283,6 @@ static int out_rel(int dirfd, const char *path, char *work)
 }
 
 /* ---- the service ------------------------------------------------------- */
-static int xfer(int fd, void *buf, size_t len, int out, int64_t deadline_ms)
-{
-	char *p = buf;
-	while (len) {
-		ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return -EPIPE;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN)
-			return -errno;
-		struct pollfd pf = {fd, out ? POLLOUT : POLLIN, 0};
-		int64_t left = deadline_ms - (int64_t)(ds_now() * 1000);
-		if (left <= 0)
-			return -ETIMEDOUT;
-		if (poll(&pf, 1, (int)left) < 0 && errno != EINTR)
-			return -errno;
-	}
-	return 0;
-}
-
 /* One request, one answer.  0 with *resp, or -errno (-EIO: no service). */
 static int ask(struct ds_out_req *q, struct ds_out_resp *a)
 {
@@ -315,7 +290,7 @@ static int ask(struct ds_out_req *q, struct ds_out_resp *a)
 	if (strlen(oc.sock) >= sizeof(sa.sun_path))
 		return -EIO;
 	strcpy(sa.sun_path, oc.sock);
-	int64_t deadline = (int64_t)(ds_now() * 1000) + ds__g.timeout_ms;
+	double deadline = ds_now() + ds__g.timeout_ms / 1000.0;
 	int fd, rc = 0;
 	for (int attempt = 0;; attempt++) {
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -330,8 +305,7 @@ static int ask(struct ds_out_req *q, struct ds_out_resp *a)
 		/* no service (yet): after a lost node one is restarted on the
 		 * survivors, as for reads (io/failover.c).  Nothing was sent, so
 		 * asking again is safe for every request. */
-		if ((e == ENOENT || e == ECONNREFUSED) &&
-		    ds__failover_retry((double)deadline / 1000.0, attempt))
+		if ((e == ENOENT || e == ECONNREFUSED) && ds__failover_retry(deadline, attempt))
 			continue;
 		return -EIO;
 	}
@@ -346,9 +320,9 @@ static int ask(struct ds_out_req *q, struct ds_out_resp *a)
 		rc = -EIO;
 	q->magic = DS_OUT_MAGIC;
 	if (!rc)
-		rc = xfer(fd, q, sizeof(*q), 1, deadline);
+		rc = ds_sock_xfer(fd, q, sizeof(*q), 1, deadline);
 	if (!rc)
-		rc = xfer(fd, a, sizeof(*a), 0, deadline);
+		rc = ds_sock_xfer(fd, a, sizeof(*a), 0, deadline);
 	if (rc)
 		rc = rc == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 	else if (a->magic != DS_OUT_MAGIC)

@@ -22,23 +22,25 @@
 /* ---- init.c: the thread-level policy -----------------------------------
  * Every command that uses MPI initialises it with ds_mpi_init, asking for
  * the thread level the command table (cli/main.c) declares for it, and
- * checks what MPI provides: less than that ends the command on every rank
- * with the reason, exit 1.  The policy today: MPI_THREAD_FUNNELED for pack,
- * stage, serve and run: they may have threads (the service's socket,
- * outputs and drain threads, the epoch cache helper, libcurl's resolver),
- * and every MPI call is made by the main thread.  A command whose threads
- * call MPI declares MPI_THREAD_MULTIPLE in the table; nothing else
- * changes. */
+ * checks what MPI provides against the level the command cannot do
+ * without: less than that ends the command on every rank with the reason,
+ * exit 1.  The policy today: pack and stage ask for and need
+ * MPI_THREAD_FUNNELED (they may have threads, libcurl's resolver among
+ * them; every MPI call is made by the main thread).  serve and run ask for
+ * MPI_THREAD_MULTIPLE, so that the socket thread can fetch a remote read
+ * itself (shuffle/direct.c), and need MPI_THREAD_FUNNELED: with less than
+ * MULTIPLE the main thread fetches every read, as it did before. */
 #define DS_MPI_NONE (-1) /* the command table: this command needs no MPI */
 
-/* The dispatcher: the thread level of the command about to run. */
-void ds_mpi_want(int level);
+/* The dispatcher: the thread level the command about to run asks for, and
+ * the level it needs (need <= ask). */
+void ds_mpi_want(int ask, int need);
 /* MPI_Init_thread at the declared level (MPI_THREAD_FUNNELED when none was
- * declared) and the check of `provided`, agreed by every rank.  0, or 1
- * after the ranks given too little said so ("this MPI gives
- * MPI_THREAD_SINGLE, the command needs MPI_THREAD_FUNNELED") and every rank
- * left MPI (the caller returns 1).  Fault point mpi.thread: that rank sees
- * MPI_THREAD_SINGLE (tests). */
+ * declared) and the check of `provided` against the needed level, agreed
+ * by every rank.  0, or 1 after the ranks given too little said so ("this
+ * MPI gives MPI_THREAD_SINGLE, the command needs MPI_THREAD_FUNNELED") and
+ * every rank left MPI (the caller returns 1).  Fault point mpi.thread: that
+ * rank sees MPI_THREAD_SINGLE (tests). */
 int ds_mpi_init(int *argc, char ***argv);
 /* The name of a thread level ("MPI_THREAD_FUNNELED"). */
 const char *ds_mpi_level_name(int level);

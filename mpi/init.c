@@ -4,12 +4,14 @@
 
 #include <stdio.h>
 
-static int want = MPI_THREAD_FUNNELED;
+static int ask = MPI_THREAD_FUNNELED, need = MPI_THREAD_FUNNELED;
 
-void ds_mpi_want(int level)
+void ds_mpi_want(int ask_level, int need_level)
 {
-	if (level != DS_MPI_NONE)
-		want = level;
+	if (ask_level != DS_MPI_NONE) {
+		ask = ask_level;
+		need = need_level < ask_level ? need_level : ask_level;
+	}
 }
 
 const char *ds_mpi_level_name(int level)
@@ -34,7 +36,7 @@ const char *ds_mpi_strerror(int code, char *buf, int len)
 int ds_mpi_init(int *argc, char ***argv)
 {
 	int provided = MPI_THREAD_SINGLE, rank = 0;
-	MPI_Init_thread(argc, argv, want, &provided);
+	MPI_Init_thread(argc, argv, ask, &provided);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	/* tests: an MPI built without thread support (DSTAGE_FAULT=mpi.thread
 	 * makes this rank see MPI_THREAD_SINGLE) */
@@ -42,11 +44,11 @@ int ds_mpi_init(int *argc, char ***argv)
 		provided = MPI_THREAD_SINGLE;
 	/* MPI may give different ranks different levels: agree, so that all
 	 * leave together */
-	if (ds_any_failed(MPI_COMM_WORLD, provided < want)) {
-		if (provided < want)
+	if (ds_any_failed(MPI_COMM_WORLD, provided < need)) {
+		if (provided < need)
 			ds_error("this MPI gives %s, the command needs %s: use an MPI built with "
 			         "thread support (MPICH: --enable-threads=multiple)",
-			         ds_mpi_level_name(provided), ds_mpi_level_name(want));
+			         ds_mpi_level_name(provided), ds_mpi_level_name(need));
 		MPI_Finalize();
 		return 1;
 	}

@@ -3,12 +3,13 @@
  * report from NODEDIR/outputs.status what was closed and not drained and
  * remove the copy that was half made (it only ever has a temporary name). */
 #include "dsout.h"
+#include "dssock.h"
+#include "jobcmd.h"
 #include "dsserve.h"
 #include "svc.h"
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -44,24 +45,13 @@ static int ask(const char *sock, struct ds_out_req *q, double timeout)
 	}
 	struct ds_out_resp a;
 	q->magic = DS_OUT_MAGIC;
-	int rc = send(fd, q, sizeof(*q), MSG_NOSIGNAL) == (ssize_t)sizeof(*q) ? 0 : -EIO;
-	size_t got = 0;
-	double deadline = ds_now() + timeout;
-	while (!rc && got < sizeof(a)) {
-		struct pollfd pf = {fd, POLLIN, 0};
-		int left = (int)((deadline - ds_now()) * 1000);
-		if (timeout > 0 && left <= 0) {
-			rc = -ETIMEDOUT;
-			break;
-		}
-		if (poll(&pf, 1, timeout > 0 ? left : -1) <= 0)
-			continue;
-		ssize_t n = recv(fd, (char *)&a + got, sizeof(a) - got, 0);
-		if (n <= 0)
-			rc = n < 0 && errno == EINTR ? 0 : -EIO;
-		else
-			got += (size_t)n;
-	}
+	/* timeout 0: wait as long as the drain takes */
+	double deadline = timeout > 0 ? ds_now() + timeout : 0;
+	int rc = ds_sock_xfer(fd, q, sizeof(*q), 1, deadline);
+	if (!rc)
+		rc = ds_sock_xfer(fd, &a, sizeof(a), 0, deadline);
+	if (rc && rc != -ETIMEDOUT)
+		rc = -EIO;
 	close(fd);
 	if (!rc && a.magic != DS_OUT_MAGIC)
 		rc = -EIO;
@@ -87,7 +77,8 @@ static const char *kv(const char *text, const char *key, char *buf, size_t len)
 
 /* Copy AREA/ns/NAME to DIR/NAME the drain's way (temporary name, CRC
  * check, mode and mtime, fsync, rename, fsync of the directory). */
-static int recover(const char *area, const char *dir, const char *name, uint64_t size, uint32_t crc)
+static int recover(const char *area, const char *dir, const char *name, uint64_t size, int have_crc,
+                   uint32_t crc)
 {
 	const char *why;
 	char src[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
@@ -128,7 +119,7 @@ static int recover(const char *area, const char *dir, const char *name, uint64_t
 		off += n;
 	}
 	free(buf);
-	if (!rc && c != crc)
+	if (!rc && have_crc && c != crc)
 		rc = -DS_ECHECKSUM;
 	struct timespec ts[2] = {st.st_atim, st.st_mtim};
 	if (!rc && (fchmod(out, st.st_mode & 0777) < 0 || futimens(out, ts) < 0 || fsync(out) < 0))
@@ -276,16 +267,21 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 			if (q != text && q[-1] != '\n')
 				continue;
 			unsigned long long size;
-			unsigned crc;
+			unsigned crc = 0;
 			int off = 0;
-			char name[PATH_MAX];
-			if (sscanf(q + 10, "%llu %x %n", &size, &crc, &off) < 2 || !off)
+			char name[PATH_MAX], cs[9];
+			if (sscanf(q + 10, "%llu %8s %n", &size, cs, &off) < 2 || !off)
+				continue;
+			/* "--------": the service died before it summed the file
+			 * (just after its close): copied without the check */
+			int have_crc = strcmp(cs, "--------") != 0;
+			if (have_crc && sscanf(cs, "%x", &crc) != 1)
 				continue;
 			int nl = (int)strcspn(q + 10 + off, "\n");
 			snprintf(name, sizeof(name), "%.*s", nl, q + 10 + off);
 			any = 1;
 			/* the service is gone, its bytes are here: copy them now */
-			int rc = cleanup ? recover(area, dir, name, size, crc) : -EAGAIN;
+			int rc = cleanup ? recover(area, dir, name, size, have_crc, crc) : -EAGAIN;
 			if (!rc) {
 				ds_warn("node %s: '%s': recovered from the node's output area into '%s' (the "
 				        "service had not drained it)",
@@ -324,42 +320,14 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 
 int ds_cmd_drain(int argc, char **argv)
 {
-	static const struct option lo[] = {{"to", required_argument, 0, 't'},
-	                                   {"job", required_argument, 0, 'j'},
-	                                   {"wait", no_argument, 0, 'w'},
-	                                   {"timeout", required_argument, 0, 'T'},
-	                                   {"help", no_argument, 0, 'h'},
-	                                   {0, 0, 0, 0}};
-	const char *to = NULL, *job = NULL;
-	double timeout = 0;
-	int c, wait = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (c) {
-		case 't': to = optarg; break;
-		case 'j': job = optarg; break;
-		case 'w': wait = 1; break;
-		case 'T':
-			if (ds_parse_double(optarg, &timeout) || timeout <= 0) {
-				ds_error("--timeout '%s': not a number of seconds", optarg);
-				return 2;
-			}
-			break;
-		case 'h': fputs(drain_usage, stdout); return 0;
-		default: fputs(drain_usage, stderr); return 2;
-		}
-	}
-	if (!to || optind != argc) {
-		fputs(drain_usage, stderr);
-		return 2;
-	}
-	char *jobdir = ds_store_jobdir(to, job && *job ? job : NULL);
-	DIR *d = opendir(jobdir);
-	if (!d) {
-		ds_error("'%s': %s", jobdir, strerror(errno));
-		free(jobdir);
-		return 1;
-	}
+	struct ds__jobcmd j = {.timeout = 0};
+	int st = ds__jobcmd_args(argc, argv, drain_usage, 1, &j);
+	if (st >= 0)
+		return st;
+	double timeout = j.timeout;
+	int wait = j.wait;
+	char *jobdir = j.jobdir;
+	DIR *d = j.d;
 	if (!wait) {
 		closedir(d);
 		int bad = ds__out_report(jobdir, 0, 1);

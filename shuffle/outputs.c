@@ -43,8 +43,8 @@
 
 /* snprintf whose truncation the callers check where it matters (names are
  * bounded by PATH_MAX on the way in) */
-static int pfmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int pfmt(char *buf, size_t n, const char *fmt, ...)
+#define pfmt ds__out_pfmt
+int ds__out_pfmt(char *buf, size_t n, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -55,6 +55,7 @@ static int pfmt(char *buf, size_t n, const char *fmt, ...)
 
 enum { T_REQ = 1, T_APPLY, T_ACK, T_DONE, T_FETCH, T_FHDR };
 enum { OP_PUBLISH = 100, OP_ABORT, OP_FETCH };
+#define OM_SUM_LATER 1 /* OP_PUBLISH: the holder sums the bytes after the close */
 #define CHUNK (16u << 20)
 #define SWEEP_MS 5
 #define OUT_MIN_FREE (1u << 20) /* a create needs this much free in the area */
@@ -107,6 +108,7 @@ struct oack {
 	uint64_t seq, rid;
 	uint32_t origin;
 	int left, status;
+	int drain; /* a DRAIN: waits for the drains, not for MPI */
 };
 
 /* a node's acknowledgement of DRAIN, held until its drain has caught up */
@@ -136,6 +138,19 @@ struct osend {
 	MPI_Request req;
 };
 
+/* the holder: a file to sum after its close */
+struct osum {
+	struct osum *next;
+	struct ds__orec *r;
+};
+
+/* the holder: a FETCH waiting for its file's sum */
+struct odefer {
+	struct odefer *next;
+	struct omsg m;
+	int peer;
+};
+
 struct ds__out {
 	struct ds__svc *s;
 	MPI_Comm oc, dc;
@@ -162,6 +177,11 @@ struct ds__out {
 	struct ds__orec *recs;
 	pthread_cond_t fetched;       /* a fetch ended */
 	struct ds__drain *dr;
+	struct osum *sums, **sums_tail; /* to the sum thread, oldest first */
+	struct odefer *fdefer;
+	pthread_t sthread;
+	int sthread_on, squit;
+	pthread_cond_t sum_cv, summed;
 	int nthreads, nwatch;
 	pthread_cond_t threads_cv;
 };
@@ -223,6 +243,15 @@ static void send_msg(struct ds__out *o, int to, int tag, const struct omsg *m)
 	MPI_Isend(&x->m, (int)sizeof(x->m), MPI_BYTE, to, tag, o->oc, &x->req);
 	x->next = o->sends;
 	o->sends = x;
+	/* the peer's main may sleep up to 50 ms between polls (progress.c):
+	 * wake it, or each hop of a publish (REQ, APPLY, ACK, DONE) waits for
+	 * it, 65 ms per close measured (bench/outputs.sh) */
+	if (ds__pw_on(o->s) && to >= 0 && (uint32_t)to < o->s->nnodes) {
+		uint8_t *t = ds_xcalloc(o->s->nnodes, 1);
+		t[to] = 1;
+		ds__pw_begin(o->s, t);
+		free(t);
+	}
 }
 
 static void sends_test(struct ds__out *o)
@@ -318,10 +347,20 @@ static int apply(struct ds__out *o, const struct omsg *m)
 		r->holder = m->holder;
 		r->seq = m->seq;
 		r->local = m->holder == me;
+		r->summed = !(m->flags & OM_SUM_LATER);
 		r->next = o->recs;
 		o->recs = r;
-		if (r->local)
+		if (r->local) {
+			r->t_closed = ds_now();
+			if (!r->summed) { /* the sum thread's, then the drain's */
+				struct osum *q = ds_xcalloc(1, sizeof(*q));
+				q->r = r;
+				*o->sums_tail = q;
+				o->sums_tail = &q->next;
+				pthread_cond_signal(&o->sum_cv);
+			}
 			ds__drain_add(o->dr, r);
+		}
 		break;
 	}
 	case DS_OUT_RENAME: {
@@ -338,6 +377,23 @@ static int apply(struct ds__out *o, const struct omsg *m)
 				ds__drain_rename(o->dr, r, m->path2);
 			free(r->path);
 			r->path = ds_xstrdup(m->path2);
+		}
+		struct stat st;
+		if (!r && lstat(b, &st) == 0 && S_ISDIR(st.st_mode)) {
+			/* a directory: every output under it has a new name */
+			size_t l = strlen(m->path);
+			for (struct ds__orec *q = o->recs; q; q = q->next) {
+				if (q->gone || strncmp(q->path, m->path, l) || q->path[l] != '/')
+					continue;
+				char np[PATH_MAX];
+				if (pfmt(np, sizeof(np), "%s%s", m->path2, q->path + l) >=
+				    (int)sizeof(np))
+					continue; /* longer than a name can be: not in ns either */
+				if (q->holder == me)
+					ds__drain_rename(o->dr, q, np);
+				free(q->path);
+				q->path = ds_xstrdup(np);
+			}
 		}
 		break;
 	}
@@ -395,6 +451,33 @@ static int dir_empty(const char *p)
 	return empty;
 }
 
+/* A directory renamed (b: its new name in ns): what rename(2) refuses, and
+ * a directory with a file being written under it (EBUSY: the writer's
+ * publish names the file by its path).  Applied by every node as one
+ * rename(2) of its directory, in node 0's order: every node shows the
+ * directory under one name or the other, never half moved. */
+static int decide_dir_rename(struct ds__out *o, const struct omsg *m, const char *b)
+{
+	size_t l = strlen(m->path);
+	if (!strncmp(m->path2, m->path, l) && (m->path2[l] == '/' || !m->path2[l]))
+		return m->path2[l] ? -EINVAL : 1; /* into itself; or itself */
+	int rc = parent_dir(o, m->path2);
+	if (rc)
+		return rc;
+	struct stat st;
+	if (lstat(b, &st) == 0) {
+		if (!S_ISDIR(st.st_mode))
+			return -ENOTDIR;
+		if (m->flags & RENAME_NOREPLACE)
+			return -EEXIST;
+		if (dir_empty(b) != 1 || writing_under(o, m->path2))
+			return -ENOTEMPTY;
+	}
+	if (writing_under(o, m->path))
+		return -EBUSY;
+	return 0;
+}
+
 /* Node 0's check of a change against its view: 0 to go on, 1 done without
  * a broadcast, or -errno. */
 static int decide(struct ds__out *o, struct omsg *m)
@@ -441,7 +524,7 @@ static int decide(struct ds__out *o, struct omsg *m)
 		if (ea)
 			return ea;
 		if (S_ISDIR(st.st_mode))
-			return -EXDEV; /* directories: mv copies */
+			return decide_dir_rename(o, m, b);
 		if ((rc = parent_dir(o, m->path2)))
 			return rc;
 		if (lstat(b, &st2) == 0) {
@@ -506,6 +589,7 @@ static void request(struct ds__out *o, struct omsg *m)
 	a->seq = m->seq;
 	a->rid = m->rid;
 	a->origin = m->origin;
+	a->drain = m->op == DS_OUT_DRAIN;
 	a->left = (int)o->s->nnodes;
 	a->next = o->acks;
 	o->acks = a;
@@ -578,11 +662,23 @@ static void fetch_serve(struct ds__out *o, const struct omsg *m, int peer)
 	h.xfer = m->xfer;
 	pfmt(h.path, sizeof(h.path), "%s", m->path);
 	struct ds__orec *r = ds__out_find(o, m->path);
+	if (r && r->local && r->holder == o->s->node && !r->summed) {
+		/* closed a moment ago, not summed yet: answered when it is
+		 * (ds__out_poll), so that the copy is checked against it */
+		struct odefer *f = ds_xcalloc(1, sizeof(*f));
+		f->m = *m;
+		f->peer = peer;
+		f->next = o->fdefer;
+		o->fdefer = f;
+		return;
+	}
 	char p[PATH_MAX];
 	struct oxfer *x = ds_xcalloc(1, sizeof(*x));
 	x->fd = -1;
 	if (!r || !r->local || r->holder != o->s->node || nspath(o, m->path, p)) {
 		h.status = -ENOENT;
+	} else if (r->sum_err) {
+		h.status = r->sum_err;
 	} else {
 		x->fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		struct stat st;
@@ -699,6 +795,8 @@ static void fetch_complete(struct ds__out *o, struct oxfer *x)
 			ds_error("node %u: '%s' from node %d: %s", o->s->node, x->path, x->peer, ds_strerror(rc));
 	} else {
 		r->local = 1;
+		r->crc = x->crc;
+		r->summed = 1;
 		DS__COUNT(o->s, fetched_bytes, x->size);
 	}
 	fetch_end(o, r, rc == -ESTALE ? -EAGAIN : rc);
@@ -809,6 +907,18 @@ void ds__out_poll(struct ds__svc *s)
 		ack_out(o, d->seq, st);
 		free(d);
 	}
+	/* fetches whose file is summed now (or gone) */
+	for (struct odefer **pp = &o->fdefer; *pp;) {
+		struct odefer *f = *pp;
+		struct ds__orec *r = ds__out_find(o, f->m.path);
+		if (r && !r->summed) {
+			pp = &f->next;
+			continue;
+		}
+		*pp = f->next;
+		fetch_serve(o, &f->m, f->peer);
+		free(f);
+	}
 	xfers_test(o);
 	sends_test(o);
 	pthread_mutex_unlock(&o->mu);
@@ -844,21 +954,18 @@ static int lock_free(int fd)
 static int commit(struct ds__out *o, struct opend *p)
 {
 	p->committing = 1;
+	double t0 = ds_now();
 	pthread_mutex_unlock(&o->mu);
+	/* The CRC-32C is not taken here: summing 1 GiB costs the writer 0.2 s
+	 * more in close.  The file cannot change after its close (no
+	 * descriptor is left; a rewrite makes a new file), so the holder's
+	 * sum thread takes it just after, and everything that needs it waits
+	 * for it: a fetch by another node, the drain (sum_main). */
 	struct stat st;
 	int rc = fstat(p->fd, &st) < 0 ? -errno : 0;
 	uint32_t crc = 0;
-	if (!rc && st.st_size > 0) {
-		void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, p->fd, 0);
-		if (map == MAP_FAILED) {
-			rc = -errno;
-		} else {
-			madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);
-			crc = ds_crc32c(0, map, (size_t)st.st_size);
-			munmap(map, (size_t)st.st_size);
-		}
-	}
 	pthread_mutex_lock(&o->mu);
+	double t1 = ds_now();
 	struct omsg m;
 	memset(&m, 0, sizeof(m));
 	m.op = rc ? OP_ABORT : OP_PUBLISH;
@@ -867,11 +974,17 @@ static int commit(struct ds__out *o, struct opend *p)
 	m.size = (uint64_t)st.st_size;
 	m.mtime_ns = mtime_of(&st);
 	m.crc = crc;
+	m.flags = OM_SUM_LATER;
 	m.mode = p->mode;
 	pfmt(m.path, sizeof(m.path), "%s", p->path);
 	int prc = via_main(o, &m);
 	if (!rc)
 		rc = prc;
+	if (!rc)
+		ds_debug(
+			"node %u: '%s' (%llu bytes) published in %.4f s (sum %.4f s, namespace %.4f s)",
+			o->s->node, p->path, (unsigned long long)m.size, ds_now() - t0, t1 - t0,
+			ds_now() - t1);
 	if (rc) {
 		char wp[PATH_MAX];
 		pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)p->token);
@@ -1271,6 +1384,95 @@ static void *accept_main(void *arg)
 	return NULL;
 }
 
+/* ---- the sums after close ---------------------------------------------------
+ * One thread per node sums each file this node publishes, oldest first, as
+ * soon as it is published: the writer's close does not wait for it.  A
+ * fetch by another node is answered, and the drain copies a file, only
+ * once its sum is known; both check the bytes they move against it. */
+static void *sum_main(void *arg)
+{
+	struct ds__out *o = arg;
+	pthread_mutex_lock(&o->mu);
+	for (;;) {
+		while (!o->sums && !o->squit)
+			pthread_cond_wait(&o->sum_cv, &o->mu);
+		if (o->squit)
+			break;
+		struct osum *q = o->sums;
+		o->sums = q->next;
+		if (!o->sums)
+			o->sums_tail = &o->sums;
+		struct ds__orec *r = q->r;
+		free(q);
+		if (r->summed || r->gone)
+			continue; /* nobody can ask for it any more */
+		char p[PATH_MAX];
+		int fd = nspath(o, r->path, p) ? -1 : open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		int rc = fd < 0 ? -errno : 0;
+		uint64_t size = r->size;
+		double t0 = ds_now();
+		pthread_mutex_unlock(&o->mu);
+		ds_fault("outputs.sum", (int)o->s->node); /* tests: a slow sum (t/2209) */
+		uint32_t crc = 0;
+		struct stat st;
+		if (!rc && (fstat(fd, &st) < 0 || (uint64_t)st.st_size != size))
+			rc = -EIO;
+		if (!rc && size) {
+			void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+			if (map == MAP_FAILED) {
+				rc = -errno;
+			} else {
+				madvise(map, size, MADV_SEQUENTIAL);
+				crc = ds_crc32c(0, map, size);
+				munmap(map, size);
+			}
+		}
+		if (fd >= 0)
+			close(fd);
+		pthread_mutex_lock(&o->mu);
+		r->crc = crc;
+		r->sum_err = rc;
+		r->summed = 1;
+		if (rc)
+			ds_error("node %u: '%s': cannot read it back after its close: %s",
+			         o->s->node, r->path, ds_strerror(rc));
+		else
+			ds_debug(
+				"node %u: '%s' (%llu bytes) summed in %.4f s, %.4f s after its close",
+				o->s->node, r->path, (unsigned long long)size, ds_now() - t0,
+				ds_now() - r->t_closed);
+		pthread_cond_broadcast(&o->summed);
+		ds__wake(o->s->wake_main); /* fetches waiting for it */
+		pthread_mutex_unlock(&o->mu);
+		ds__out_status_write(o); /* its CRC, for a recovery */
+		pthread_mutex_lock(&o->mu);
+	}
+	pthread_mutex_unlock(&o->mu);
+	return NULL;
+}
+
+void ds__out_wake(struct ds__out *o) { ds__wake(o->s->wake_main); }
+
+void ds__out_wait_summed(struct ds__out *o)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 100000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&o->summed, &o->mu, &ts);
+}
+
+const char *ds__out_crc_str(const struct ds__orec *r, char buf[9])
+{
+	if (!r->summed || r->sum_err)
+		return "--------";
+	snprintf(buf, 9, "%08x", r->crc);
+	return buf;
+}
+
 /* ---- setup and end -------------------------------------------------------- */
 static int private_mkdir(const char *p)
 {
@@ -1291,6 +1493,7 @@ int ds__out_start(struct ds__svc *s)
 	const struct ds__serve_opts *so = &s->o;
 	if (!so->outputs)
 		return 0;
+	ds_fault("serve.outputs_start", (int)s->node); /* tests: a slow start (t/2207) */
 	struct ds__out *o = ds_xcalloc(1, sizeof(*o));
 	o->s = s;
 	o->lfd = -1;
@@ -1298,6 +1501,9 @@ int ds__out_start(struct ds__svc *s)
 	pthread_mutex_init(&o->mu, NULL);
 	pthread_cond_init(&o->fetched, NULL);
 	pthread_cond_init(&o->threads_cv, NULL);
+	pthread_cond_init(&o->sum_cv, NULL);
+	pthread_cond_init(&o->summed, NULL);
+	o->sums_tail = &o->sums;
 	s->out = o;
 	MPI_Comm_dup(s->comm, &o->oc);
 	MPI_Comm_rank(o->oc, &o->rank);
@@ -1362,6 +1568,12 @@ int ds__out_start(struct ds__svc *s)
 	if (!rc)
 		rc = ds__drain_new(o, so, &o->dr);
 	if (!rc) {
+		if (pthread_create(&o->sthread, NULL, sum_main, o))
+			rc = -EAGAIN;
+		else
+			o->sthread_on = 1;
+	}
+	if (!rc) {
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 		if (strlen(o->sock) >= sizeof(sa.sun_path)) {
 			rc = -ENAMETOOLONG;
@@ -1401,8 +1613,25 @@ int ds__out_busy(struct ds__svc *s)
 	if (!o || !o->dr)
 		return 0;
 	pthread_mutex_lock(&o->mu);
-	int busy = o->queue || o->wait || o->acks || o->dwaits || o->xfers || o->sends ||
-	           ds__drain_pending(o->dr);
+	int busy = o->queue || o->wait || o->acks || o->dwaits || o->xfers || o->sends || o->sums ||
+	           o->fdefer || ds__drain_pending(o->dr);
+	pthread_mutex_unlock(&o->mu);
+	return busy;
+}
+
+int ds__out_inflight(struct ds__svc *s)
+{
+	struct ds__out *o = s->out;
+	if (!o)
+		return 0;
+	if (pthread_mutex_trylock(&o->mu))
+		return 1; /* a thread is at work on the state: poll once more */
+	/* not a DRAIN: it waits for the drain (minutes), not for MPI */
+	int busy = o->queue || o->sends || o->xfers;
+	for (struct oreq *q = o->wait; q && !busy; q = q->next)
+		busy = q->m.op != DS_OUT_DRAIN;
+	for (struct oack *a = o->acks; a && !busy; a = a->next)
+		busy = !a->drain;
 	pthread_mutex_unlock(&o->mu);
 	return busy;
 }
@@ -1448,6 +1677,14 @@ int ds__out_stop(struct ds__svc *s)
 	}
 	pthread_mutex_unlock(&o->mu);
 	lost += ds__drain_end(o->dr);
+	if (o->sthread_on) {
+		pthread_mutex_lock(&o->mu);
+		o->squit = 1;
+		pthread_cond_signal(&o->sum_cv);
+		pthread_mutex_unlock(&o->mu);
+		pthread_join(o->sthread, NULL);
+		o->sthread_on = 0;
+	}
 	if (o->dr) /* never over what a refused start found there */
 		ds__out_status_write(o);
 	return lost;
@@ -1467,6 +1704,16 @@ void ds__out_free(struct ds__svc *s)
 	if (watching)
 		return; /* a watcher blocked on a writer's lock still has o: the process ends soon */
 	ds__drain_free(o->dr);
+	while (o->sums) {
+		struct osum *q = o->sums;
+		o->sums = q->next;
+		free(q);
+	}
+	while (o->fdefer) {
+		struct odefer *f = o->fdefer;
+		o->fdefer = f->next;
+		free(f);
+	}
 	while (o->pend) {
 		struct opend *p = o->pend;
 		o->pend = p->next;

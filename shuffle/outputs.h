@@ -20,6 +20,10 @@ struct ds__orec {
 	uint64_t size, seq;
 	int64_t mtime_ns;
 	uint32_t crc, mode, holder;
+	int summed;        /* crc is known (the holder sums a file after its
+	                    * close, off the writer's path: sum.c) */
+	int sum_err;       /* its sum failed: no fetch, no drain */
+	double t_closed;   /* the holder: when it was published */
 	int local;         /* its bytes are in this node's AREA/ns */
 	int fetching, fetch_err;
 	int gone;          /* unlinked or replaced */
@@ -28,12 +32,23 @@ struct ds__orec {
 	char *dpath;       /* name in the drain directory once drained */
 };
 
+/* snprintf whose truncation the callers check where it matters (names are
+ * bounded by PATH_MAX on the way in) */
+int ds__out_pfmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* outputs.c, for drain.c (the state's mutex is held where it says so) */
 pthread_mutex_t *ds__out_mutex(struct ds__out *o);
 const char *ds__out_ns(struct ds__out *o);
 uint32_t ds__out_node(struct ds__out *o);
 struct ds__orec *ds__out_find(struct ds__out *o, const char *path);
 int ds__out_fetch_locked(struct ds__out *o, const char *path);
+/* wake the service's main loop (it checks the drain waits) */
+void ds__out_wake(struct ds__out *o);
+/* wait (mutex held, at most a tenth of a second) for a sum to end */
+void ds__out_wait_summed(struct ds__out *o);
+/* the CRC-32C of r as outputs.status shows it: 8 hex digits, or "--------"
+ * while the holder has not summed it yet */
+const char *ds__out_crc_str(const struct ds__orec *r, char buf[9]);
 /* rewrite NODEDIR/outputs.status (mutex NOT held) */
 void ds__out_status_write(struct ds__out *o);
 

@@ -17,7 +17,11 @@
  *          read).
  *
  * The socket thread also sends a BEGIN to the holder as it hands a reader's
- * read to main (ds__pw_poke): the target wakes while main does.
+ * read to main (ds__pw_poke): the target wakes while main does.  When the
+ * socket thread fetches reads itself (direct.c), it sends its own BEGIN and
+ * END on a second channel (ds__pw_sock): a target polls while either
+ * channel of any peer is begun, so that one thread's END never stops the
+ * polls the other thread's gets still need.
  *
  * A target polls MPI (sched_yield between polls, see serve.c) while any
  * peer is between BEGIN and END, and at most HOLD after that peer's last
@@ -54,7 +58,10 @@
 #define HOLD 1.0             /* s a target polls after a BEGIN without END */
 #define END_AFTER 0.002      /* s without gets to a target before END */
 
-enum { PW_BEGIN = 1, PW_END = 2 };
+/* BEGIN/END of main's gets, and of the socket thread's own (direct.c): two
+ * channels per requester, so that one's END never stops the polls the
+ * other still needs */
+enum { PW_BEGIN = 1, PW_END = 2, PW_BEGIN_SOCK = 3, PW_END_SOCK = 4 };
 
 struct pw_msg {
 	uint32_t magic;
@@ -76,7 +83,7 @@ struct ds__pw {
 	struct sockaddr_in *peer; /* per rank */
 	double *sent;             /* per target: last BEGIN sent, 0: not begun */
 	double *used;             /* per target: last batch with gets to it */
-	double *until;            /* per requester: poll for it until then */
+	double *until;            /* per requester and channel: poll for it until then */
 	unsigned nbegun;          /* targets with a BEGIN outstanding */
 };
 
@@ -185,7 +192,7 @@ int ds__pw_start(struct ds__svc *s)
 		ds_info("progress: wake-ups over UDP (%s)", local_only ? "loopback" : "every interface");
 	p->sent = ds_xcalloc(s->nnodes, sizeof(double));
 	p->used = ds_xcalloc(s->nnodes, sizeof(double));
-	p->until = ds_xcalloc(s->nnodes, sizeof(double));
+	p->until = ds_xcalloc(2 * (size_t)s->nnodes, sizeof(double));
 	s->pw = p;
 	return 0;
 }
@@ -236,6 +243,12 @@ void ds__pw_begin(struct ds__svc *s, const uint8_t *targets)
 	}
 }
 
+void ds__pw_sock(struct ds__svc *s, uint32_t t, int begin)
+{
+	if (s->pw && t != s->pw->me)
+		send_op(s, t, begin ? PW_BEGIN_SOCK : PW_END_SOCK);
+}
+
 void ds__pw_poke(struct ds__svc *s, uint32_t id)
 {
 	struct ds__pw *p = s->pw;
@@ -283,9 +296,10 @@ int ds__pw_take(struct ds__svc *s)
 		if (r < 0)
 			break;
 		if (r != (ssize_t)sizeof(m) || m.magic != PW_MAGIC || m.cookie != p->cookie ||
-		    m.rank >= s->nnodes || m.rank == p->me)
+		    m.rank >= s->nnodes || m.rank == p->me || m.op < PW_BEGIN || m.op > PW_END_SOCK)
 			continue;
-		p->until[m.rank] = m.op == PW_BEGIN ? now + HOLD : 0;
+		int chan = m.op >= PW_BEGIN_SOCK;
+		p->until[2 * m.rank + chan] = m.op == PW_BEGIN || m.op == PW_BEGIN_SOCK ? now + HOLD : 0;
 		n++;
 	}
 	return n;
@@ -297,7 +311,7 @@ int ds__pw_wanted(const struct ds__svc *s)
 	if (!p)
 		return 0;
 	double now = ds_now();
-	for (uint32_t k = 0; k < s->nnodes; k++)
+	for (uint32_t k = 0; k < 2 * s->nnodes; k++)
 		if (p->until[k] > now)
 			return 1;
 	return 0;

@@ -4,8 +4,10 @@
  * The main loop does every MPI call of the service:
  *   - a batch of gets: the readers' remote reads first (someone waits for
  *     them), then the next samples of the epoch prefetch, up to a bound;
- *     one MPI_Win_flush per target completes the batch, and the targets
- *     are told to poll MPI meanwhile (progress.c);
+ *     the batch is completed as a whole (window.c: MPI_Testall over its
+ *     MPI_Rget requests), and the targets are told to poll MPI meanwhile
+ *     (progress.c); with MPI_THREAD_MULTIPLE the readers' reads are
+ *     fetched by the socket thread instead (direct.c);
  *   - every AGREE_PERIOD an MPI_Iallreduce of {stop, failed node, busy}:
  *     stop (dstage stop, SIGTERM) and failures are acted upon by every rank
  *     at once, in the same iteration, so all leave together; a rank that
@@ -309,7 +311,7 @@ static int stop_requested(struct ds__svc *s)
 static void mpi_failed(struct ds__svc *s, const char *what, int code)
 {
 	char m[MPI_MAX_ERROR_STRING];
-	ds_error("node %u: %s: %s", s->node, what, ds__mpi_strerror(code, m, sizeof(m)));
+	ds_error("node %u: %s: %s", s->node, what, ds_mpi_strerror(code, m, (int)sizeof(m)));
 }
 
 /* Returns 0 when every rank agreed to stop, 1 when some rank failed, and
@@ -398,6 +400,13 @@ static int run_loop(struct ds__svc *s)
 		int did = batch(s, targets, &last_read);
 		if (did)
 			continue;
+		if (ds__out_inflight(s)) {
+			/* a change of the outputs is on its way (a writer's close
+			 * waits for it): poll until it is through */
+			sched_yield();
+			ds__progress(s);
+			continue;
+		}
 		/* Nothing of our own to do: sleep until the socket thread wakes us
 		 * or the next poll for the peers is due.  With wake-ups
 		 * (progress.c), we poll every BUSY_POLL_NS only while a peer has
@@ -559,15 +568,17 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	}
 	if (!failed)
 		ds__pw_start(s);
-	if (!failed)
-		failed = ds_any_failed(s->comm, ds__sock_start(s));
 	if (!failed && o->outputs && ds_index_lookup(&s->ix, o->outputs, strlen(o->outputs)) >= 0) {
 		if (rank == 0)
 			ds_error("--outputs '%s': the dataset has an entry of that name", o->outputs);
 		failed = 1;
 	}
+	/* the outputs (osock, out.conf) before the readers' socket: a job
+	 * takes NODEDIR/sock as "the service is ready", writes included */
 	if (!failed)
 		failed = ds_any_failed(s->comm, ds__out_start(s));
+	if (!failed)
+		failed = ds_any_failed(s->comm, ds__sock_start(s));
 	if (failed) {
 		ds__out_stop(s);
 		ds__out_free(s);

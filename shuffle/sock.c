@@ -7,7 +7,8 @@
  * Reads of data this node holds are answered from the store mapping at
  * once, with no copy (writev straight from the mapping); the others go to
  * the main thread, which fetches them with MPI_Get, and come back here to
- * be written.  No MPI call is made on this thread. */
+ * be written; with MPI_THREAD_MULTIPLE this thread fetches them itself
+ * (direct.c), and main only takes what that path leaves. */
 #include "svc.h"
 
 #include <fcntl.h>
@@ -44,6 +45,7 @@ struct ds__sock {
 	char path[PATH_MAX];
 	struct ds__conn *conns;
 	size_t nconns;
+	struct ds__rreq *direct, **direct_tail; /* this turn's reads for direct.c */
 };
 
 void ds__wake(int efd)
@@ -117,6 +119,8 @@ static int flush_out(struct ds__conn *c)
 	return 0;
 }
 
+static void to_main(struct ds__svc *s, struct ds__rreq *r);
+
 static void queue_fetch(struct ds__svc *s, struct ds__conn *c, uint32_t id, uint64_t off, uint64_t len)
 {
 	struct ds__rreq *r = calloc(1, sizeof(*r));
@@ -129,6 +133,20 @@ static void queue_fetch(struct ds__svc *s, struct ds__conn *c, uint32_t id, uint
 	r->off = off;
 	r->len = len;
 	c->st = C_WAIT;
+	MPI_Aint disp;
+	if (ds__direct_holder(s, id, &disp) >= 0) {
+		/* fetched by this thread at the end of this turn */
+		*s->sock->direct_tail = r;
+		s->sock->direct_tail = &r->next;
+		return;
+	}
+	to_main(s, r);
+}
+
+static void to_main(struct ds__svc *s, struct ds__rreq *r)
+{
+	uint32_t id = r->id;
+	r->next = NULL;
 	pthread_mutex_lock(&s->mu);
 	*s->todo_tail = r;
 	s->todo_tail = &r->next;
@@ -244,6 +262,27 @@ static void accept_all(struct ds__svc *s)
 	}
 }
 
+/* A fetched read back to its reader. */
+static void deliver(struct ds__svc *s, struct ds__rreq *r)
+{
+	struct ds__conn *c = r->conn;
+	if (c->hangup) {
+		free(r->buf);
+		conn_free(c);
+	} else {
+		if (!r->status) {
+			DS__COUNT(s, served_reads, 1);
+			DS__COUNT(s, served_bytes, r->len);
+		}
+		answer(c, r->status, r->buf, r->len, r->buf);
+		if (flush_out(c)) {
+			close(c->fd); /* reaped by the loop */
+			c->fd = -1;
+		}
+	}
+	free(r);
+}
+
 static void take_done(struct ds__svc *s)
 {
 	pthread_mutex_lock(&s->mu);
@@ -252,22 +291,28 @@ static void take_done(struct ds__svc *s)
 	pthread_mutex_unlock(&s->mu);
 	while (r) {
 		struct ds__rreq *next = r->next;
-		struct ds__conn *c = r->conn;
-		if (c->hangup) {
-			free(r->buf);
-			conn_free(c);
-		} else {
-			if (!r->status) {
-				DS__COUNT(s, served_reads, 1);
-				DS__COUNT(s, served_bytes, r->len);
-			}
-			answer(c, r->status, r->buf, r->len, r->buf);
-			if (flush_out(c)) {
-				close(c->fd); /* reaped by the loop */
-				c->fd = -1;
-			}
-		}
-		free(r);
+		deliver(s, r);
+		r = next;
+	}
+}
+
+/* This turn's reads on direct.c's path: fetched here; what failed goes to
+ * main (which fetches it again, and stops the service if that fails too). */
+static void take_direct(struct ds__svc *s)
+{
+	struct ds__sock *k = s->sock;
+	struct ds__rreq *r = k->direct;
+	k->direct = NULL;
+	k->direct_tail = &k->direct;
+	if (!r)
+		return;
+	ds__direct_fetch(s, r);
+	while (r) {
+		struct ds__rreq *next = r->next;
+		if (r->status && !r->conn->hangup)
+			to_main(s, r);
+		else
+			deliver(s, r);
 		r = next;
 	}
 }
@@ -294,7 +339,9 @@ static void *sock_main(void *arg)
 			pc[n] = c;
 			pf[n++] = (struct pollfd){c->fd, c->st == C_WRITE ? POLLOUT : POLLIN, 0};
 		}
-		int r = poll(pf, n, 200);
+		/* END to the targets of our own reads, once unused (direct.c) */
+		double due = ds__direct_idle(s);
+		int r = poll(pf, n, due < 0 || due > 0.2 ? 200 : (int)(due * 1000) + 1);
 		if (r < 0 && errno != EINTR)
 			break;
 		if (pf[1].revents) {
@@ -317,6 +364,7 @@ static void *sock_main(void *arg)
 				c->fd = -1;
 			}
 		}
+		take_direct(s);
 		/* reap closed connections, unless main still works for them */
 		for (struct ds__conn **pp = &k->conns; *pp;) {
 			struct ds__conn *c = *pp;
@@ -334,6 +382,7 @@ static void *sock_main(void *arg)
 	}
 	free(pf);
 	free(pc);
+	ds__get_release();
 	return NULL;
 }
 
@@ -344,6 +393,10 @@ int ds__sock_start(struct ds__svc *s)
 		return -ENOMEM;
 	s->sock = k;
 	k->lfd = -1;
+	k->direct_tail = &k->direct;
+	int rc = ds__direct_start(s);
+	if (rc)
+		return rc;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int n = snprintf(k->path, sizeof(k->path), "%s/" DS_SOCK_NAME, s->nodedir);
 	if (n < 0 || (size_t)n >= sizeof(sa.sun_path)) {
@@ -358,7 +411,7 @@ int ds__sock_start(struct ds__svc *s)
 	unlink(k->path); /* a stale socket of a service that was killed */
 	/* 0600 from the start: no window where another user could connect */
 	mode_t old = umask(0177);
-	int rc = bind(k->lfd, (struct sockaddr *)&sa, sizeof(sa));
+	rc = bind(k->lfd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
 	if (rc < 0 || listen(k->lfd, 512) < 0) {
 		rc = -errno;
@@ -393,6 +446,7 @@ void ds__sock_stop(struct ds__svc *s)
 		close(k->lfd);
 		unlink(k->path);
 	}
+	ds__direct_stop(s);
 	/* readers waiting for an answer see the connection close: EIO at once.
 	 * A connection whose reader left while main fetched for it is off the
 	 * list and owned by its request. */

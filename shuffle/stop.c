@@ -8,11 +8,12 @@
  * it takes.  Then it waits until the services it could reach have gone. */
 #include "dslock.h"
 #include "dsserve.h"
+#include "dssock.h"
+#include "jobcmd.h"
 #include "svc.h"
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -29,30 +30,6 @@ static const char *stop_usage =
 	"  stop the node service on every node of the job (run once, anywhere in the job);\n"
 	"  waits until the services this node can see have left (default 60 s)\n";
 
-static int xfer(int fd, void *buf, size_t len, int out, double deadline)
-{
-	char *p = buf;
-	while (len) {
-		ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return -EPIPE;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN)
-			return -errno;
-		struct pollfd pf = {fd, out ? POLLOUT : POLLIN, 0};
-		int left = (int)((deadline - ds_now()) * 1000);
-		if (left <= 0 || poll(&pf, 1, left) == 0)
-			return -ETIMEDOUT;
-	}
-	return 0;
-}
-
 /* 1 when a service answers DS_OP_PING on this socket, 0 when none does. */
 static int ping(const char *sock, double timeout)
 {
@@ -68,8 +45,9 @@ static int ping(const char *sock, double timeout)
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EAGAIN) {
 		struct ds_req q = {DS_PROTO_MAGIC, DS_OP_PING, 0, 0, 0, 0};
 		struct ds_resp a;
-		up = !xfer(fd, &q, sizeof(q), 1, deadline) && !xfer(fd, &a, sizeof(a), 0, deadline) &&
-		     a.magic == DS_PROTO_MAGIC && a.status == 0;
+		up = !ds_sock_xfer(fd, &q, sizeof(q), 1, deadline) &&
+		     !ds_sock_xfer(fd, &a, sizeof(a), 0, deadline) && a.magic == DS_PROTO_MAGIC &&
+		     a.status == 0;
 	}
 	close(fd);
 	return up;
@@ -77,40 +55,13 @@ static int ping(const char *sock, double timeout)
 
 int ds_cmd_stop(int argc, char **argv)
 {
-	static const struct option lo[] = {{"to", required_argument, 0, 't'},
-	                                   {"job", required_argument, 0, 'j'},
-	                                   {"timeout", required_argument, 0, 'T'},
-	                                   {"help", no_argument, 0, 'h'},
-	                                   {0, 0, 0, 0}};
-	const char *to = NULL, *job = NULL;
-	double timeout = 60;
-	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (c) {
-		case 't': to = optarg; break;
-		case 'j': job = optarg; break;
-		case 'T':
-			if (ds_parse_double(optarg, &timeout) || timeout <= 0) {
-				ds_error("--timeout '%s': not a number of seconds", optarg);
-				return 2;
-			}
-			break;
-		case 'h': fputs(stop_usage, stdout); return 0;
-		default: fputs(stop_usage, stderr); return 2;
-		}
-	}
-	if (!to || optind != argc) {
-		fputs(stop_usage, stderr);
-		return 2;
-	}
-	char *jobdir = ds_store_jobdir(to, job && *job ? job : NULL);
-	DIR *d = opendir(jobdir);
-	if (!d) {
-		ds_error("'%s': %s", jobdir, strerror(errno));
-		free(jobdir);
-		return 1;
-	}
+	struct ds__jobcmd j = {.timeout = 60};
+	int st = ds__jobcmd_args(argc, argv, stop_usage, 0, &j);
+	if (st >= 0)
+		return st;
+	double timeout = j.timeout;
+	char *jobdir = j.jobdir;
+	DIR *d = j.d;
 	/* the services this node can see: every NODEDIR/sock that answers */
 	char **live = NULL;
 	size_t nlive = 0;

@@ -54,6 +54,7 @@ struct ds__rreq {
 struct ds__exchange;
 struct ds__sock;
 struct ds__pw;
+struct ds__direct;
 
 struct ds__svc {
 	struct ds__serve_opts o;
@@ -85,6 +86,7 @@ struct ds__svc {
 	struct ds__failover *fo; /* failover.c: the node set; rank != node after a loss */
 	struct ds__out *out; /* outputs.c, NULL without --outputs */
 	struct ds__pw *pw; /* progress.c: wake-ups of the targets of our gets */
+	struct ds__direct *direct; /* direct.c: the socket thread's own gets, or NULL */
 };
 
 #define DS__COUNT(s, field, n) \
@@ -105,7 +107,12 @@ int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp);
  * window into buf; complete it with ds__flush.  0 or -EIO, logged naming
  * the node. */
 int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp);
-/* Complete every get started to the nodes marked in `targets` (cleared). */
+/* A thread that made gets and is about to end: free its request list. */
+void ds__get_release(void);
+/* Complete every get this thread started (window.c: MPI_Testall over its
+ * MPI_Rget requests, yielding the core after a short spin; with
+ * DSTAGE_SERVE_RGET=0, MPI_Win_flush to the nodes marked in `targets`);
+ * `targets` is cleared. */
 int ds__flush(struct ds__svc *s, uint8_t *targets);
 /* Let MPI make progress for the peers' gets (they need us on shared memory). */
 void ds__progress(struct ds__svc *s);
@@ -136,6 +143,17 @@ int ds__exchange_busy(const struct ds__svc *s);
 void ds__status_write(struct ds__svc *s, const char *state);
 
 /* ---- progress.c: telling a target we have gets in flight to it ---------- */
+/* ---- direct.c: remote reads fetched by the socket thread ---------------- */
+/* With MPI_THREAD_MULTIPLE (and not DSTAGE_SERVE_DIRECT=0): set s->direct. */
+int ds__direct_start(struct ds__svc *s);
+void ds__direct_stop(struct ds__svc *s);
+/* The rank to get entry id from on this path, or -1: main's path. */
+int ds__direct_holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp);
+/* Fetch a batch of reads (buf, status set); returns how many failed. */
+int ds__direct_fetch(struct ds__svc *s, struct ds__rreq *list);
+/* END to targets unused for a while; seconds until the next is due, or -1. */
+double ds__direct_idle(struct ds__svc *s);
+
 /* Collective: the UDP wake sockets, or none on every rank (then ds__pw_on
  * is 0 and the service polls periodically as before).  Always 0. */
 int ds__pw_start(struct ds__svc *s);
@@ -149,6 +167,9 @@ void ds__pw_begin(struct ds__svc *s, const uint8_t *targets);
  * now, so that the target wakes while main does (main's own BEGIN and END
  * bookkeeping follows when it issues the get). */
 void ds__pw_poke(struct ds__svc *s, uint32_t id);
+/* Socket thread (direct.c): BEGIN (begin = 1) or END to target rank t, on
+ * the socket thread's own channel. */
+void ds__pw_sock(struct ds__svc *s, uint32_t t, int begin);
 /* Nothing in flight now: END to targets unused for a while.  Returns the
  * seconds until the next END is due (1e9: none). */
 double ds__pw_idle(struct ds__svc *s);
@@ -225,6 +246,8 @@ int ds__out_start(struct ds__svc *s);
 void ds__out_poll(struct ds__svc *s);
 /* Anything not yet drained or in flight (a stop waits for it)? */
 int ds__out_busy(struct ds__svc *s);
+/* a change of the outputs or a fetch is in flight here: poll, do not sleep */
+int ds__out_inflight(struct ds__svc *s);
 /* Stop the threads; report what was closed and not drained and what was
  * still being written: their number (the step then fails). */
 int ds__out_stop(struct ds__svc *s);
@@ -240,6 +263,5 @@ int ds__out_report(const char *jobdir, int cleanup, int print);
 /* ---- shared helpers ----------------------------------------------------- */
 void ds__wake(int efd);
 void ds__drain(int efd);
-const char *ds__mpi_strerror(int code, char *buf, size_t len);
 
 #endif

@@ -40,17 +40,28 @@ test_expect_success 'rename between the outputs and the dataset: EXDEV, the data
 	shim_on 0 sh -c "echo o >$MOUNT/out/o.txt" &&
 	! shim_on 0 mv -T --no-copy "$MOUNT/out/o.txt" "$MOUNT/val/o.txt" 2>err; cat err &&
 	cat >ren.py <<-\EOF2 &&
+	# ren.py MOUNT A B [A B ...]: rename MOUNT/A to MOUNT/B for each pair
 	import os, sys, errno
-	for a, b in ((sys.argv[1] + "/out/o.txt", sys.argv[1] + "/val/o.txt"),
-	             (sys.argv[1] + "/val/labels.txt", sys.argv[1] + "/out/l.txt")):
+	m = sys.argv[1]
+	for a, b in zip(sys.argv[2::2], sys.argv[3::2]):
 	    try:
-	        os.rename(a, b)
+	        os.rename(m + "/" + a, m + "/" + b)
 	        print("renamed")
 	    except OSError as e:
 	        print(errno.errorcode[e.errno])
 	EOF2
-	shim_on 0 $PY ren.py "$MOUNT" >out && cat out && printf "EXDEV\nEXDEV\n" >want && test_cmp want out &&
+	shim_on 0 $PY ren.py "$MOUNT" out/o.txt val/o.txt val/labels.txt out/l.txt >out && cat out &&
+	printf "EXDEV\nEXDEV\n" >want && test_cmp want out &&
 	test "$(shim_on 1 cat "$MOUNT/val/labels.txt")" = val
+'
+
+test_expect_success 'directory renames never leave the outputs, nor move their root' '
+	shim_on 0 mkdir "$MOUNT/out/dd" && shim_on 0 sh -c "echo d >$MOUNT/out/dd/f" &&
+	shim_on 0 $PY ren.py "$MOUNT" out/dd val/dd out/dd out/../dd val out/val out out2 \
+		out/dd out/dd/../../out2 out/dd out/dd/x >out && cat out &&
+	printf "EXDEV\nEXDEV\nEXDEV\nEXDEV\nEXDEV\nEINVAL\n" >want && test_cmp want out &&
+	test "$(shim_on 1 cat "$MOUNT/out/dd/f")" = d && test "$(shim_on 1 cat "$MOUNT/val/labels.txt")" = val &&
+	! test -e "$AREA/dd" && ! test -e "$AREA/../dd"
 '
 
 test_expect_success '".." never leaves the outputs for the node store' '
