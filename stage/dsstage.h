@@ -6,7 +6,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
-/* Who is this rank's node.  DESIGN.md section 3: SLURM_NODEID under Slurm,
+/* Who is this rank's node.  docs/design.md section 3: SLURM_NODEID under Slurm,
  * else ranks sharing a host are one node; node_per_rank makes every rank its
  * own node.  Collective over world. */
 struct ds_node {
@@ -40,7 +40,7 @@ struct ds_stage_opts {
  * (the partial stores removed).  `dstage run` calls it before serving. */
 int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node *nd);
 
-/* One owner per job directory (DESIGN 6): take JOBDIR's lock for this step
+/* One owner per job directory (docs/design.md section 6): take JOBDIR's lock for this step
  * (what: "stage", "serve", "run"), one rank per host and DIR taking it for
  * the others; create: make DIR and JOBDIR first.  Collective over world.
  * Returns 0, or 1 after every rank agreed on a refusal (named by the rank
