@@ -193,7 +193,7 @@ demo: deps-build
 	@$(MAKE) --no-print-directory all
 	sh tools/demo.sh
 
-# Object storage end to end against a local S3 server (README "Object storage").
+# Object storage end to end against a local S3 server (docs/s3.md).
 demo-s3: deps-build
 	@$(MAKE) --no-print-directory all npm-s3
 	sh tools/demo-s3.sh

@@ -1,6 +1,6 @@
 /* dsepoch.h: the epoch shuffle as a pure function, and the epoch cache.
  * Shared by the node service (shuffle/) and the shim (io/).  libc only.
- * DESIGN.md section 4 is the contract.
+ * docs/design.md section 4 is the contract.
  *
  * Every node, every reader and the service compute the same assignment from
  * (index, cfg, epoch) with no communication. */

@@ -1,4 +1,4 @@
-/* dslock.h: one owner per job directory (DESIGN 6), libc only.
+/* dslock.h: one owner per job directory (docs/design.md section 6), libc only.
  *
  * JOBDIR/lock is a 0600 file locked with flock(LOCK_EX): stage, serve and
  * clean of a job take it without waiting, so two of them never run over

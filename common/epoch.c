@@ -1,6 +1,6 @@
 /* epoch.c: the epoch shuffle as a pure function of (index, cfg, epoch).
  *
- * DESIGN.md section 4.  Every node service and every reader (through the
+ * docs/design.md section 4.  Every node service and every reader (through the
  * shim) computes the same assignment with no communication, so all of this
  * is integer arithmetic on a seeded PRNG: the result must be bit-identical
  * on every node, whatever compiler built the caller.

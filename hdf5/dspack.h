@@ -1,6 +1,6 @@
 /* dspack.h: the pack format (HDF5 partitions + manifest) and the commands
  * that write and read it: pack, verify, ls, cat.  The on-disk layout is
- * documented in README.md, "Pack format".
+ * documented in docs/formats.md, "The pack".
  *
  * Readers treat every pack as untrusted: all functions here validate what
  * they read (bounds, names, counts) and return -DS_ECORRUPT / -DS_ENAME /

@@ -74,7 +74,7 @@ hid_t ds__h5_dcpl(void)
 
 /* The tables' fields: name, place in the native struct, bytes on disk.
  * On disk a row is these fields packed, little-endian, in this order (the
- * README's "Pack format" lists the same); the native struct is what the
+ * docs/formats.md, "The pack", lists the same); the native struct is what the
  * code uses.  Readers and the writer encode and decode rows themselves with
  * this list: HDF5 never converts a type read from an untrusted file (its
  * compound conversion can be crashed by a crafted type). */

@@ -1,5 +1,5 @@
 /* seal.c: the seal, a small CRC-protected header in the HDF5 user block of
- * every file of a pack (layout in pack_int.h and README.md).
+ * every file of a pack (layout in pack_int.h and docs/formats.md).
  *
  * It is what dstage itself reads.  The tables lie at offsets the seal
  * records (HDF5 put them there; verify checks HDF5 still agrees), so
@@ -16,7 +16,7 @@
 
 #define SEAL_VERSION 1u
 #define MAGIC_LEN 16u
-#define ROW_BYTES 70u  /* a packed entries row (README) */
+#define ROW_BYTES 70u  /* a packed entries row (docs/formats.md) */
 #define PROW_BYTES 13u /* a packed partitions row */
 
 static void put32(unsigned char *p, uint32_t v)

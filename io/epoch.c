@@ -1,4 +1,4 @@
-/* epoch.c: the virtual epoch lists (DESIGN 4).
+/* epoch.c: the virtual epoch lists (docs/design.md section 4).
  *
  *   $DSTAGE_MOUNT/.dstage/epochs/<e>/all        this node's share of epoch e
  *   $DSTAGE_MOUNT/.dstage/epochs/<e>/<l>-of-<n> local reader l of n's part

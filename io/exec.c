@@ -20,7 +20,7 @@
  * its environment.  So `sort < /dstage/f`, `perl -ne ... < /dstage/f`,
  * `tar xzf /dstage/a.tgz` (gzip's stdin) read the file's bytes.
  *
- * What fails, and how (README, "Guarantees and limits"):
+ * What fails, and how (docs/shim.md, docs/guarantees.md):
  *   - a next image without the shim (static binary, setuid, LD_PRELOAD
  *     cleared) reads EBADF from the reservation: loud, never empty;
  *   - glibc's posix_spawn, system and popen call the kernel's execve

@@ -66,7 +66,7 @@ static int conn_same(void)
 }
 
 /* Drop the connection: closed only when the number still is our socket, in
- * the process that made it; otherwise forgotten (DESIGN 5). */
+ * the process that made it; otherwise forgotten (docs/design.md section 5). */
 static void conn_drop(void)
 {
 	if (conn.fd >= 0 && conn.pid == getpid() && ds__owner()) {

@@ -288,7 +288,7 @@ void ds__fd_set_cloexec(int fd, int on);
 /* Highest descriptor ever bound + 1 (for fork and close_range). */
 extern _Atomic unsigned ds__fd_hwm;
 void ds__fdtab_atfork_child(void);
-/* The shim's own descriptors (DESIGN 5: the program owns its numbers).  A
+/* The shim's own descriptors (docs/design.md section 5: the program owns its numbers).  A
  * private number is invisible to the program: close gives EBADF without
  * closing, closefrom/close_range close around it, dup2 onto it first moves
  * ours away.  Mark only a number the kernel has just given us. */

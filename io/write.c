@@ -109,7 +109,7 @@ static int out_on(void)
 {
 	if (!ds__g.active)
 		return 0;
-	int e = errno; /* errno is left untouched on success (DESIGN 5) */
+	int e = errno; /* errno is left untouched on success (docs/design.md section 5) */
 	pthread_once(&oc.once, conf_load);
 	errno = e;
 	return oc.on;
@@ -760,7 +760,7 @@ static void out_atfork_child(void)
 	pthread_mutex_init(&wlock, NULL);
 }
 
-/* The calls above leave errno untouched when they succeed (DESIGN 5): the
+/* The calls above leave errno untouched when they succeed (docs/design.md section 5): the
  * checks on the way (stat of a name that does not exist yet, the umask)
  * set it. */
 int ds__out_open(struct ds__res *r, int flags, mode_t mode)

@@ -92,7 +92,7 @@ int ds_any_failed(MPI_Comm comm, int err);
 int ds_mpi_bcast(MPI_Comm comm, void *buf, uint64_t len, int root);
 
 /* ---- node.c: who is this rank's node -----------------------------------
- * DESIGN.md section 3: SLURM_NODEID under Slurm, else ranks sharing a host
+ * docs/design.md section 3: SLURM_NODEID under Slurm, else ranks sharing a host
  * are one node; node_per_rank makes every rank its own node.  Collective
  * over world. */
 struct ds_node {
@@ -107,7 +107,7 @@ struct ds_node {
 int ds_node_identify(MPI_Comm world, int node_per_rank, struct ds_node *n);
 void ds_node_release(struct ds_node *n);
 
-/* ---- steplock.c: one owner per job directory (DESIGN 6) ----------------
+/* ---- steplock.c: one owner per job directory (docs/design.md section 6) ----------------
  * Take JOBDIR's lock for this step (what: "stage", "serve", "run"), one
  * rank per host and DIR taking it for the others; create: make DIR and
  * JOBDIR first.  Collective over world.  Returns 0, or 1 after every rank

@@ -1,4 +1,4 @@
-/* exchange.c: the epoch shuffle on the service side (DESIGN 4).
+/* exchange.c: the epoch shuffle on the service side (docs/design.md section 4).
  *
  * For every epoch e the node's share is ds_epoch_share(ix, cfg, e, node),
  * the same pure function the readers' lists come from.  The samples of the

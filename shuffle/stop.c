@@ -107,7 +107,7 @@ int ds_cmd_stop(int argc, char **argv)
 			usleep(POLL_US);
 		}
 	}
-	/* and until they let go of the job directory (DESIGN 6), so that a
+	/* and until they let go of the job directory (docs/design.md section 6), so that a
 	 * `dstage clean` right after us is not refused */
 	char lock[PATH_MAX];
 	snprintf(lock, sizeof(lock), "%s/" DS_LOCK_NAME, jobdir);

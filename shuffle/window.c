@@ -1,7 +1,7 @@
 /* window.c: the node store, its MPI window, and the one-sided gets.
  *
  * One window per node over its whole store, created once per job step
- * (DESIGN 4): every byte any node may need is in some node's store, and
+ * (docs/design.md section 4): every byte any node may need is in some node's store, and
  * stores never change while the service runs, so epochs need no window
  * of their own.  Passive target: MPI_Win_lock_all once, then gets for as
  * long as the service runs.

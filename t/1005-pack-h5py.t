@@ -1,6 +1,6 @@
 #!/bin/sh
 # The pack format as documented: h5py reads files out of a pack with only the
-# README's recipe (the code is taken from README.md and run as it is), the
+# recipe in docs/formats.md (the code is taken from there and run as it is), the
 # payload offset works without HDF5, and HDF5's own tools read every file.
 . "$(dirname "$0")/test-lib.sh"
 
@@ -29,8 +29,8 @@ test_expect_success 'setup: a pack holding "123456789"' '
 	mkdir crcsrc && printf 123456789 >crcsrc/check && $DSTAGE pack -q crcsrc crcpack
 '
 
-test_expect_success H5PY 'extract the recipe from README.md' '
-	sed -n "/<!-- recipe:begin -->/,/<!-- recipe:end -->/p" "$SRCDIR/README.md" |
+test_expect_success H5PY 'extract the recipe from docs/formats.md' '
+	sed -n "/<!-- recipe:begin -->/,/<!-- recipe:end -->/p" "$SRCDIR/docs/formats.md" |
 		sed -e "/^<!--/d" -e "/^\`\`\`/d" >recipe.py &&
 	test_grep "def read_file" recipe.py
 '

@@ -1,5 +1,5 @@
 #!/bin/sh
-# One job directory has one owner at a time (DESIGN 6): stage, serve and
+# One job directory has one owner at a time (docs/design.md section 6): stage, serve and
 # clean of a job are mutually exclusive through JOBDIR/lock, the loser is
 # refused with the holder named (pid, command, host), exit 1 on every rank,
 # nothing of the holder's touched; the lock dies with its holder.

@@ -11,7 +11,7 @@
   hard-pack.py flip FILE SEED N        overwrite N bytes after the user block
 
 The crafted packs are whole, valid HDF5 files written by h5py with the
-layout of README "Pack format" (packed little-endian tables, contiguous
+layout of docs/formats.md, "The pack" (packed little-endian tables, contiguous
 datasets, the 4 KiB user block) and a valid seal: magic, directory of the
 tables, CRC-32C of the metadata and of the seal itself (hdf5/seal.c).  So
 the seal's CRC lets every one of them through, and only dstage's semantic
