@@ -21,7 +21,9 @@ static const char *run_usage =
 	"  stage:  -R, --replicas N, --inflate, --force, --progress SECS\n"
 	"  serve:  --seed S, --locality L, --drop-last, --shuffle-buffer SIZE, --timeout SECS,\n"
 	"          --clean\n"
-	"  both:   --to DIR, --job ID, --node-per-rank, -q, -v, -h\n"
+	"  outputs: --outputs SUBDIR, --drain-to DIR, --outputs-to DIR, --drain-rate SIZE,\n"
+	"          --drain-timeout SECS (docs/outputs.md)\n"
+	"  both:   --to DIR, --job ID, --node-per-rank, -q/--quiet, -v/--verbose, -h/--help\n"
 	"  (see 'dstage stage --help' and 'dstage serve --help')\n";
 
 int ds_cmd_run(int argc, char **argv)

@@ -105,4 +105,16 @@ test_expect_success 'pack under mpiexec: the same, nothing written' '
 	test_grep "dstage: pack: this MPI gives MPI_THREAD_SINGLE" err &&
 	! test -e tpack
 '
+test_expect_success 'each command'"'"'s --help names every option the table gives it' '
+	for c in ST:stage SV:serve RN:run; do
+		flag=${c%%:*} cmd=${c#*:}
+		$DSTAGE $cmd --help >help.$cmd || exit 1
+		sed -n "s/^[[:space:]]*{\"\([a-z-]*\)\",.*[ |]$flag[ |}].*/\1/p" "$SRCDIR/mpi/stepopt.c" >names.$cmd
+		test -s names.$cmd || { echo "no option of $cmd in mpi/stepopt.c"; exit 1; }
+		while read -r o; do
+			grep -q -- "--$o" help.$cmd || { echo "dstage $cmd --help lacks --$o"; exit 1; }
+		done <names.$cmd
+	done
+'
+
 test_done
