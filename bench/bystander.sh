@@ -24,6 +24,10 @@ stage_nodes "$WS/pack" "$W/st" by 1 -q
 ST=$(jobdir "$W/st" by)
 MNT=$(mount_prefix)
 F="$W/src/d000/f000000"
+# the floor of any LD_PRELOAD: an object with nothing in it, loaded the same
+# way (what the dynamic loader's mapping of a second object costs alone)
+echo 'int dstage_bench_empty_preload;' >"$W/empty.c"
+gcc -shared -fPIC -O2 -o "$W/empty.so" "$W/empty.c"
 execs() { # fork + exec of /bin/true per CPU second (the spawner + children)
 	"$@" "$READER" spawn /bin/true $NEXEC | awk '{ print $4 }'
 }
@@ -35,6 +39,7 @@ while [ $r -lt "$ROUNDS" ]; do
 	done
 	execs env >>"$W/n.exec"
 	execs shim "$ST" 0 "$MNT" >>"$W/s.exec"
+	execs env LD_PRELOAD="$W/empty.so" >>"$W/e.exec"
 	r=$((r + 1))
 done
 : >"$RES/bystander.dat"
@@ -49,4 +54,8 @@ for m in read stat open exec; do
 	esac
 	row "$what (per CPU second)" "with shim $(fmt_rate "$s" $u)" "without $(fmt_rate "$n" $u)" "$(ratio3 "$s" "$n")" ">= 0.95" "$g"
 done
-note "Bystanders: the same calls on a /dev/shm file with and without LD_PRELOAD (DSTAGE_STORE pointing at a staged store of 20k files), ${SECS}s per run, rates per CPU second of the process (getrusage); process start: $NEXEC fork + exec of /bin/true, per CPU second of the spawner and its children; medians of $ROUNDS interleaved rounds."
+n=$(med "$W/n.exec") e=$(med "$W/e.exec") s=$(med "$W/s.exec")
+echo "exec-empty $n $e" >>"$RES/bystander.dat"
+row "process start with an empty LD_PRELOAD object (the floor of any preload; per CPU second)" "with it $(fmt_rate "$e" execs)" "without $(fmt_rate "$n" execs)" "$(ratio3 "$e" "$n")" "-" "ours"
+row "process start: the shim against the empty object (what the shim adds beyond loading an object)" "with shim $(fmt_rate "$s" execs)" "empty object $(fmt_rate "$e" execs)" "$(ratio3 "$s" "$e")" "-" "ours"
+note "Bystanders: the same calls on a /dev/shm file with and without LD_PRELOAD (DSTAGE_STORE pointing at a staged store of 20k files), ${SECS}s per run, rates per CPU second of the process (getrusage); process start: $NEXEC fork + exec of /bin/true, per CPU second of the spawner and its children, also with an empty preloaded object (the floor); medians of $ROUNDS interleaved rounds."
