@@ -20,6 +20,10 @@
  * yet); or -errno (-ENOENT: no JOBDIR; -EPERM: the lock is not a regular
  * file of this user). */
 int ds_joblock_take(const char *jobdir, const char *what, char *who, size_t wholen);
+/* Make DIR (0755, with its parents) and JOBDIR in it (0700), and check
+ * that JOBDIR is a directory of this user.  0, or a negative errno with the
+ * reason logged ("'PATH': reason"). */
+int ds_jobdir_make(const char *to, const char *jobdir);
 /* Replace the holder's description's state ("leaving"): a clean that finds
  * a service leaving waits for it instead of refusing. */
 void ds_joblock_note(const char *jobdir, const char *state);

@@ -157,3 +157,24 @@ int ds_joblock_remove_dir(const char *jobdir, int all)
 		return -errno;
 	return 0;
 }
+
+int ds_jobdir_make(const char *to, const char *jobdir)
+{
+	struct stat st;
+	int rc = ds_mkdir_p(to, 0755);
+	if (rc) {
+		ds_error("'%s': %s", to, ds_strerror(rc));
+		return rc;
+	}
+	if (mkdir(jobdir, 0700) < 0 && errno != EEXIST) {
+		rc = -errno;
+		ds_error("'%s': %s", jobdir, strerror(errno));
+	} else if (lstat(jobdir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+		rc = -EPERM;
+		ds_error("'%s': not a directory of this user", jobdir);
+	} else if (chmod(jobdir, 0700) < 0) {
+		rc = -errno;
+		ds_error("'%s': %s", jobdir, strerror(errno));
+	}
+	return rc;
+}

@@ -22,27 +22,6 @@ struct lock_key {
 	uint64_t dev, ino, hash; /* of DIR; hash of its name when it cannot be stat'ed */
 };
 
-static int make_jobdir(const char *to, const char *jobdir)
-{
-	struct stat st;
-	int rc = ds_mkdir_p(to, 0755);
-	if (rc) {
-		ds_error("'%s': %s", to, ds_strerror(rc));
-		return rc;
-	}
-	if (mkdir(jobdir, 0700) < 0 && errno != EEXIST) {
-		rc = -errno;
-		ds_error("'%s': %s", jobdir, strerror(errno));
-	} else if (lstat(jobdir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
-		rc = -EPERM;
-		ds_error("'%s': not a directory of this user", jobdir);
-	} else if (chmod(jobdir, 0700) < 0) {
-		rc = -errno;
-		ds_error("'%s': %s", jobdir, strerror(errno));
-	}
-	return rc;
-}
-
 void ds__lock_refusal(const char *jobdir, const char *to, const char *who, int rc)
 {
 	int service = (strstr(who, "dstage serve") || strstr(who, "dstage run")) &&
@@ -94,7 +73,7 @@ int ds_step_lock(MPI_Comm world, const char *to, const char *job, const char *wh
 	if (first) {
 		char who[384];
 		if (create)
-			rc = make_jobdir(to, jobdir);
+			rc = ds_jobdir_make(to, jobdir);
 		if (!rc) {
 			rc = ds_joblock_take(jobdir, what, who, sizeof(who));
 			if (rc)

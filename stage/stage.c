@@ -905,19 +905,9 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	/* node leaders: refuse a second stage, check room, make the directory */
 	if (nd->local_rank == 0) {
 		struct stat st;
-		int jrc = ds_mkdir_p(o->to, 0755);
+		int jrc = ds_jobdir_make(o->to, jobdir);
 		if (jrc) {
-			ds_error("'%s': %s", o->to, ds_strerror(jrc));
 			rc = jrc;
-		} else if (mkdir(jobdir, 0700) < 0 && errno != EEXIST) {
-			rc = -errno;
-			ds_error("'%s': %s", jobdir, strerror(errno));
-		} else if (lstat(jobdir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
-			rc = -EPERM;
-			ds_error("'%s': not a directory of this user", jobdir);
-		} else if (chmod(jobdir, 0700) < 0) {
-			rc = -errno;
-			ds_error("'%s': %s", jobdir, strerror(errno));
 		} else if (!o->force && lstat(nodedir, &st) == 0) {
 			rc = -EEXIST;
 			ds_error("'%s': already staged (use --force to replace it)", nodedir);
