@@ -81,33 +81,14 @@ struct ds__exchange {
 	 * and faulted in once, and a batch reaches the cache file with one
 	 * pwrite; the cache's data is then never mapped by the service */
 	int use_bounce;
-	unsigned char *bounce; /* two halves: one filled by gets, one being written */
-	size_t half_len;
-	int half;              /* the half the next batch's gets land in */
-	/* the writer thread: pwrites one batch while main fetches the next */
-	pthread_t wt;
-	int wt_started, wt_stop;
-	pthread_mutex_t wmu;
-	pthread_cond_t wcv;
-	struct wjob {
-		struct xep *x;   /* NULL: none */
-		size_t i0, i1;
-		const unsigned char *buf;
-		int state;       /* 1 queued, 2 written (rc) */
-		int rc;
-	} job;
+	unsigned char *bounce;
+	size_t bounce_len;
 };
-
-static void wjob_wait(struct ds__exchange *X, struct wjob *done);
 
 static void xep_free(struct ds__svc *s, struct xep *x)
 {
 	if (!x)
 		return;
-	if (s->x && s->x->job.x == x) { /* dropped: its written batch is not marked */
-		struct wjob j;
-		wjob_wait(s->x, &j);
-	}
 	if (x->st == X_PREPARING)
 		pthread_join(x->prep, NULL);
 	if (x->ce)
@@ -205,8 +186,6 @@ int ds__exchange_new(struct ds__svc *s)
 	X->exp_local = ns ? (double)held / ns : 1;
 	const char *bv = getenv("DSTAGE_SERVE_BOUNCE");
 	X->use_bounce = !(bv && !strcmp(bv, "0"));
-	pthread_mutex_init(&X->wmu, NULL);
-	pthread_cond_init(&X->wcv, NULL);
 	size_t sh = ds_epoch_share_size(ns, s->nnodes, s->o.cfg.drop_last);
 	X->exp_overlap = ns ? (double)sh / ns : 0;
 	if (X->exp_overlap > 1)
@@ -269,15 +248,8 @@ void ds__exchange_free(struct ds__svc *s)
 		xep_free(s, X->ep[i]);
 	if (X->cache)
 		ds_cache_svc_free(X->cache);
-	if (X->wt_started) {
-		pthread_mutex_lock(&X->wmu);
-		X->wt_stop = 1;
-		pthread_cond_broadcast(&X->wcv);
-		pthread_mutex_unlock(&X->wmu);
-		pthread_join(X->wt, NULL);
-	}
 	if (X->bounce)
-		munmap(X->bounce, 2 * X->half_len);
+		munmap(X->bounce, X->bounce_len);
 	free(X);
 	s->x = NULL;
 }
@@ -496,91 +468,17 @@ static struct xep *current(struct ds__svc *s, int *err)
 	return *err ? NULL : best;
 }
 
-/* ---- the writer thread ---- */
-static void *writer_main(void *arg)
+/* The fetch buffer holds at least `want` bytes (never while gets are in flight). */
+static int bounce_grow(struct ds__exchange *X, size_t want)
 {
-	struct ds__exchange *X = arg;
-	pthread_mutex_lock(&X->wmu);
-	while (!X->wt_stop) {
-		if (X->job.state != 1) {
-			pthread_cond_wait(&X->wcv, &X->wmu);
-			continue;
-		}
-		struct wjob j = X->job;
-		pthread_mutex_unlock(&X->wmu);
-		int rc = ds_cache_epoch_write(j.x->ce, j.i0, j.i1, j.buf);
-		pthread_mutex_lock(&X->wmu);
-		X->job.rc = rc;
-		X->job.state = 2;
-		pthread_cond_broadcast(&X->wcv);
-	}
-	pthread_mutex_unlock(&X->wmu);
-	return NULL;
-}
-
-/* Wait for the queued batch to be written; hand it back (x NULL: none). */
-static void wjob_wait(struct ds__exchange *X, struct wjob *done)
-{
-	pthread_mutex_lock(&X->wmu);
-	while (X->job.x && X->job.state == 1)
-		pthread_cond_wait(&X->wcv, &X->wmu);
-	*done = X->job;
-	X->job.x = NULL;
-	X->job.state = 0;
-	pthread_mutex_unlock(&X->wmu);
-}
-
-static void settle(struct ds__svc *s, struct xep *x, size_t i0, size_t i1, int ok);
-
-/* Mark the batch the writer finished. */
-static void wjob_settle(struct ds__svc *s)
-{
-	struct wjob j;
-	wjob_wait(s->x, &j);
-	if (!j.x)
-		return;
-	if (j.rc)
-		ds_warn("node %u: epoch %llu: writing the cache: %s (its readers use remote reads)",
-		        s->node, (unsigned long long)j.x->epoch, ds_strerror(j.rc));
-	settle(s, j.x, j.i0, j.i1, !j.rc);
-}
-
-/* Queue x's batch [i0, i1) for the writer; 0 or -errno (write it yourself). */
-static int wjob_queue(struct ds__exchange *X, struct xep *x, size_t i0, size_t i1,
-                      const unsigned char *buf)
-{
-	if (!X->wt_started) {
-		sigset_t all, prev;
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, &prev);
-		int rc = -pthread_create(&X->wt, NULL, writer_main, X);
-		pthread_sigmask(SIG_SETMASK, &prev, NULL);
-		if (rc)
-			return rc;
-		X->wt_started = 1;
-	}
-	pthread_mutex_lock(&X->wmu);
-	X->job = (struct wjob){ .x = x, .i0 = i0, .i1 = i1, .buf = buf, .state = 1 };
-	pthread_cond_broadcast(&X->wcv);
-	pthread_mutex_unlock(&X->wmu);
-	return 0;
-}
-
-/* Each half of the fetch buffer holds at least `want` bytes (never while
- * gets are in flight or the writer holds a half). */
-static int bounce_grow(struct ds__svc *s, size_t want)
-{
-	struct ds__exchange *X = s->x;
-	wjob_settle(s);
 	size_t len = (want + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
-	void *p = mmap(NULL, 2 * len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-	               -1, 0);
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	if (X->bounce)
-		munmap(X->bounce, 2 * X->half_len);
+		munmap(X->bounce, X->bounce_len);
 	X->bounce = p;
-	X->half_len = len;
+	X->bounce_len = len;
 	return 0;
 }
 
@@ -612,21 +510,17 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 			b += len;
 		}
 		size_t want = (size_t)(ds_cache_epoch_slot_off(x->ce, end) - base);
-		if (want > X->half_len && (err = bounce_grow(s, want))) {
-			ds_error("node %u: a fetch buffer of %zu bytes: %s", s->node, 2 * want, ds_strerror(err));
+		if (want > X->bounce_len && (err = bounce_grow(X, want))) {
+			ds_error("node %u: a fetch buffer of %zu bytes: %s", s->node, want, ds_strerror(err));
 			s->err = err;
 			return 0;
 		}
-		if (X->job.x && X->job.buf == X->bounce + X->half * X->half_len)
-			wjob_settle(s); /* not expected: complete() settles it first */
-		if (x->st != X_FETCHING) /* settled: the last entries were written */
-			return 0;
 	}
 	while (x->next < m && ops < max_ops && (bytes < max_bytes || ops == 0)) {
 		uint64_t len;
 		void *slot = ds_cache_epoch_slot(x->ce, x->next, NULL, &len);
 		if (X->use_bounce)
-			slot = X->bounce + X->half * X->half_len + (ds_cache_epoch_slot_off(x->ce, x->next) - base);
+			slot = X->bounce + (ds_cache_epoch_slot_off(x->ce, x->next) - base);
 		if ((err = ds__get(s, slot, len, x->tgt[x->next], x->disp[x->next]))) {
 			s->err = err;
 			break;
@@ -640,31 +534,6 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 	return ops;
 }
 
-/* Entries [i0, i1) of x are in the cache (ok) or failed. */
-static void settle(struct ds__svc *s, struct xep *x, size_t i0, size_t i1, int ok)
-{
-	uint64_t bytes = 0;
-	for (size_t i = i0; i < i1; i++) {
-		uint64_t len;
-		ds_cache_epoch_slot(x->ce, i, NULL, &len);
-		ds_cache_epoch_mark(x->ce, i, ok);
-		if (ok)
-			bytes += len;
-		else
-			x->failed++;
-		x->done++;
-	}
-	x->bytes_done += bytes;
-	DS__COUNT(s, fetched_bytes, bytes);
-	DS__SET(s, prefetch_done, x->done);
-	if (x->done == ds_cache_epoch_count(x->ce) && x->st == X_FETCHING) {
-		x->st = X_DONE;
-		x->t1 = ds_now();
-		report(s, x);
-		ds__status_write(s, "running");
-	}
-}
-
 void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s)
 {
 	struct ds__exchange *X = s->x;
@@ -674,24 +543,35 @@ void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s)
 		return;
 	x->batches++;
 	x->flush_s += flush_s;
-	size_t i0 = x->inflight_from, i1 = x->next;
-	x->inflight_from = x->next;
-	if (X->use_bounce)
-		wjob_settle(s); /* the previous batch, in the other half */
-	if (ok && X->use_bounce && i0 < i1) {
-		const unsigned char *buf = X->bounce + X->half * X->half_len;
-		X->half ^= 1;
-		/* the last batch of the epoch is written here: nothing to overlap */
-		if (i1 < ds_cache_epoch_count(x->ce) && !wjob_queue(X, x, i0, i1, buf))
-			return;
-		int rc = ds_cache_epoch_write(x->ce, i0, i1, buf);
+	if (ok && X->use_bounce) {
+		int rc = ds_cache_epoch_write(x->ce, x->inflight_from, x->next, X->bounce);
 		if (rc) {
 			ds_warn("node %u: epoch %llu: writing the cache: %s (its readers use remote reads)",
 			        s->node, (unsigned long long)x->epoch, ds_strerror(rc));
 			ok = 0;
 		}
 	}
-	settle(s, x, i0, i1, ok);
+	uint64_t bytes = 0;
+	for (size_t i = x->inflight_from; i < x->next; i++) {
+		uint64_t len;
+		ds_cache_epoch_slot(x->ce, i, NULL, &len);
+		ds_cache_epoch_mark(x->ce, i, ok);
+		if (ok)
+			bytes += len;
+		else
+			x->failed++;
+		x->done++;
+	}
+	x->inflight_from = x->next;
+	x->bytes_done += bytes;
+	DS__COUNT(s, fetched_bytes, bytes);
+	DS__SET(s, prefetch_done, x->done);
+	if (x->done == ds_cache_epoch_count(x->ce) && x->st == X_FETCHING) {
+		x->st = X_DONE;
+		x->t1 = ds_now();
+		report(s, x);
+		ds__status_write(s, "running");
+	}
 }
 
 int ds__exchange_busy(const struct ds__svc *s)
