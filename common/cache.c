@@ -55,9 +55,7 @@ struct ds_cache_epoch {
 	char *path;
 	int fd;
 	unsigned char *map;
-	size_t map_len;           /* the file's size */
-	size_t mapped;            /* what the service maps: all, or the header and table */
-	int fd_writes;            /* data written with ds_cache_epoch_write, not mapped */
+	size_t map_len;
 	struct ds_cache_hdr *h;
 	struct ds_cache_ent *tab; /* sorted by id */
 	uint32_t *order;          /* i-th distinct entry in fetch order -> tab index */
@@ -185,13 +183,6 @@ uint64_t ds_cache_epoch_need(const uint64_t *lens, size_t n)
 int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t *ids,
                        const uint64_t *lens, size_t n, struct ds_cache_epoch **out)
 {
-	return ds_cache_epoch_new_flags(svc, epoch, ids, lens, n, 0, out);
-}
-
-int ds_cache_epoch_new_flags(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t *ids,
-                             const uint64_t *lens, size_t n, unsigned flags,
-                             struct ds_cache_epoch **out)
-{
 	*out = NULL;
 	if (n > UINT32_MAX)
 		return -EINVAL;
@@ -245,14 +236,8 @@ int ds_cache_epoch_new_flags(struct ds_cache_svc *svc, uint64_t epoch, const uin
 	/* MAP_POPULATE: the bytes land through MPI, on shared memory often
 	 * written by the peer process (CMA); a page that is not mapped yet
 	 * makes every such write fault in our address space, measured 10x
-	 * slower than into a populated mapping.  Populating costs too (one
-	 * write fault per page: ~110 ms CPU per 256 MiB here, more than the
-	 * fallocate): with DS_CACHE_PWRITE the service maps only the header and
-	 * the table, the bytes land in a reused buffer and reach the file with
-	 * ds_cache_epoch_write (~40 ms per 256 MiB). */
-	ep->fd_writes = !!(flags & DS_CACHE_PWRITE);
-	ep->mapped = ep->fd_writes ? off_data : ep->map_len;
-	ep->map = mmap(NULL, ep->mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ep->fd, 0);
+	 * slower than into a populated mapping */
+	ep->map = mmap(NULL, ep->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ep->fd, 0);
 	if (ep->map == MAP_FAILED) {
 		ep->map = NULL;
 		rc = -errno;
@@ -314,32 +299,7 @@ void *ds_cache_epoch_slot(struct ds_cache_epoch *ep, size_t i, uint32_t *id, uin
 		*id = e->id;
 	if (len)
 		*len = e->len;
-	return ep->fd_writes ? NULL : ep->map + ep->h->off_data + e->off;
-}
-
-uint64_t ds_cache_epoch_slot_off(const struct ds_cache_epoch *ep, size_t i)
-{
-	return i < ep->m ? ep->tab[ep->order[i]].off : ep->h->data_size;
-}
-
-int ds_cache_epoch_write(struct ds_cache_epoch *ep, size_t i0, size_t i1, const void *buf)
-{
-	if (i0 >= i1)
-		return 0;
-	uint64_t at = ep->h->off_data + ds_cache_epoch_slot_off(ep, i0);
-	uint64_t len = ds_cache_epoch_slot_off(ep, i1) - ds_cache_epoch_slot_off(ep, i0);
-	const unsigned char *p = buf;
-	while (len) {
-		ssize_t w = pwrite(ep->fd, p, len > (1u << 30) ? (1u << 30) : len, (off_t)at);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		p += w;
-		at += (uint64_t)w;
-		len -= (uint64_t)w;
-	}
-	return 0;
+	return ep->map + ep->h->off_data + e->off;
 }
 
 void ds_cache_epoch_mark(struct ds_cache_epoch *ep, size_t i, int ok)
@@ -391,7 +351,7 @@ void ds_cache_epoch_free(struct ds_cache_svc *svc, struct ds_cache_epoch *ep)
 		ctl_end(c);
 	}
 	if (ep->map)
-		munmap(ep->map, ep->mapped);
+		munmap(ep->map, ep->map_len);
 	if (ep->fd >= 0) {
 		unlink(ep->path);
 		close(ep->fd);

@@ -125,18 +125,6 @@ void ds_cache_svc_free(struct ds_cache_svc *svc);
  * 0 or -errno (-ENOSPC when the file system cannot hold it). */
 int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t *ids,
                        const uint64_t *lens, size_t n, struct ds_cache_epoch **out);
-/* The same; flags DS_CACHE_PWRITE: the service does not map the data, it
- * writes it with ds_cache_epoch_write (ds_cache_epoch_slot returns NULL). */
-#define DS_CACHE_PWRITE 1u
-int ds_cache_epoch_new_flags(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t *ids,
-                             const uint64_t *lens, size_t n, unsigned flags,
-                             struct ds_cache_epoch **out);
-/* Where the i-th distinct entry's bytes start in the data (i = count: the
- * end).  Entries in fetch order are adjacent: [i0, i1) is one range. */
-uint64_t ds_cache_epoch_slot_off(const struct ds_cache_epoch *ep, size_t i);
-/* Write the bytes of entries [i0, i1) from buf, which holds entry i at
- * slot_off(i) - slot_off(i0).  Mark them after.  0 or -errno. */
-int ds_cache_epoch_write(struct ds_cache_epoch *ep, size_t i0, size_t i1, const void *buf);
 /* Distinct entries, in fetch order, and the bytes their data takes. */
 size_t ds_cache_epoch_count(const struct ds_cache_epoch *ep);
 uint64_t ds_cache_epoch_bytes(const struct ds_cache_epoch *ep);

@@ -26,7 +26,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -77,12 +76,6 @@ struct ds__exchange {
 	double exp_overlap;    /* L = 0: share / samples */
 	struct xep hist[HISTORY]; /* figures of finished epochs, for status */
 	int nhist;
-	/* DSTAGE_SERVE_BOUNCE (default 1): the gets land in this buffer, reused
-	 * and faulted in once, and a batch reaches the cache file with one
-	 * pwrite; the cache's data is then never mapped by the service */
-	int use_bounce;
-	unsigned char *bounce;
-	size_t bounce_len;
 };
 
 static void xep_free(struct ds__svc *s, struct xep *x)
@@ -184,8 +177,6 @@ int ds__exchange_new(struct ds__svc *s)
 	for (uint32_t j = 0; j < ns; j++)
 		held += ds_index_part_on(&s->ix, s->ix.e[s->ix.samples[j]].part, s->node, NULL);
 	X->exp_local = ns ? (double)held / ns : 1;
-	const char *bv = getenv("DSTAGE_SERVE_BOUNCE");
-	X->use_bounce = !(bv && !strcmp(bv, "0"));
 	size_t sh = ds_epoch_share_size(ns, s->nnodes, s->o.cfg.drop_last);
 	X->exp_overlap = ns ? (double)sh / ns : 0;
 	if (X->exp_overlap > 1)
@@ -248,8 +239,6 @@ void ds__exchange_free(struct ds__svc *s)
 		xep_free(s, X->ep[i]);
 	if (X->cache)
 		ds_cache_svc_free(X->cache);
-	if (X->bounce)
-		munmap(X->bounce, X->bounce_len);
 	free(X);
 	s->x = NULL;
 }
@@ -314,8 +303,7 @@ static void *prep_main(void *arg)
 {
 	struct xep *x = arg;
 	struct ds__svc *s = x->svc;
-	int rc = ds_cache_epoch_new_flags(s->x->cache, x->epoch, x->ids, x->lens, x->n,
-	                                  s->x->use_bounce ? DS_CACHE_PWRITE : 0, &x->ce);
+	int rc = ds_cache_epoch_new(s->x->cache, x->epoch, x->ids, x->lens, x->n, &x->ce);
 	if (rc) {
 		char a[32];
 		ds_error("node %u: epoch %llu cache of %s: %s", s->node, (unsigned long long)x->epoch,
@@ -468,20 +456,6 @@ static struct xep *current(struct ds__svc *s, int *err)
 	return *err ? NULL : best;
 }
 
-/* The fetch buffer holds at least `want` bytes (never while gets are in flight). */
-static int bounce_grow(struct ds__exchange *X, size_t want)
-{
-	size_t len = (want + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (p == MAP_FAILED)
-		return -errno;
-	if (X->bounce)
-		munmap(X->bounce, X->bounce_len);
-	X->bounce = p;
-	X->bounce_len = len;
-	return 0;
-}
-
 size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, uint64_t max_bytes)
 {
 	struct ds__exchange *X = s->x;
@@ -500,27 +474,9 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 	size_t m = ds_cache_epoch_count(x->ce), ops = 0;
 	uint64_t bytes = 0;
 	x->inflight_from = x->next;
-	uint64_t base = ds_cache_epoch_slot_off(x->ce, x->next);
-	if (X->use_bounce) { /* the batch's extent in the file = in the buffer */
-		size_t end = x->next;
-		for (uint64_t b = 0; end < m && end - x->next < max_ops && (b < max_bytes || end == x->next);
-		     end++) {
-			uint64_t len;
-			ds_cache_epoch_slot(x->ce, end, NULL, &len);
-			b += len;
-		}
-		size_t want = (size_t)(ds_cache_epoch_slot_off(x->ce, end) - base);
-		if (want > X->bounce_len && (err = bounce_grow(X, want))) {
-			ds_error("node %u: a fetch buffer of %zu bytes: %s", s->node, want, ds_strerror(err));
-			s->err = err;
-			return 0;
-		}
-	}
 	while (x->next < m && ops < max_ops && (bytes < max_bytes || ops == 0)) {
 		uint64_t len;
 		void *slot = ds_cache_epoch_slot(x->ce, x->next, NULL, &len);
-		if (X->use_bounce)
-			slot = X->bounce + (ds_cache_epoch_slot_off(x->ce, x->next) - base);
 		if ((err = ds__get(s, slot, len, x->tgt[x->next], x->disp[x->next]))) {
 			s->err = err;
 			break;
@@ -543,14 +499,6 @@ void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s)
 		return;
 	x->batches++;
 	x->flush_s += flush_s;
-	if (ok && X->use_bounce) {
-		int rc = ds_cache_epoch_write(x->ce, x->inflight_from, x->next, X->bounce);
-		if (rc) {
-			ds_warn("node %u: epoch %llu: writing the cache: %s (its readers use remote reads)",
-			        s->node, (unsigned long long)x->epoch, ds_strerror(rc));
-			ok = 0;
-		}
-	}
 	uint64_t bytes = 0;
 	for (size_t i = x->inflight_from; i < x->next; i++) {
 		uint64_t len;
