@@ -42,6 +42,10 @@ void ds_mpi_want(int ask, int need);
  * every rank left MPI (the caller returns 1).  Fault point mpi.thread: that
  * rank sees MPI_THREAD_SINGLE (tests). */
 int ds_mpi_init(int *argc, char ***argv);
+/* The thread level ds_mpi_init got (after its fault points): what a
+ * command's optional use of threads in MPI (shuffle/direct.c) goes by.
+ * Fault point mpi.funneled: that rank sees MPI_THREAD_FUNNELED at most. */
+int ds_mpi_provided(void);
 /* The name of a thread level ("MPI_THREAD_FUNNELED"). */
 const char *ds_mpi_level_name(int level);
 /* MPI's text for an error code, or "MPI error N". */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 static int ask = MPI_THREAD_FUNNELED, need = MPI_THREAD_FUNNELED;
+static int given = MPI_THREAD_SINGLE; /* what ds_mpi_init got */
 
 void ds_mpi_want(int ask_level, int need_level)
 {
@@ -13,6 +14,8 @@ void ds_mpi_want(int ask_level, int need_level)
 		need = need_level < ask_level ? need_level : ask_level;
 	}
 }
+
+int ds_mpi_provided(void) { return given; }
 
 const char *ds_mpi_level_name(int level)
 {
@@ -42,6 +45,11 @@ int ds_mpi_init(int *argc, char ***argv)
 	 * makes this rank see MPI_THREAD_SINGLE) */
 	if (ds_fault("mpi.thread", rank))
 		provided = MPI_THREAD_SINGLE;
+	/* tests: an MPI that gives MPI_THREAD_FUNNELED at most (a command that
+	 * asks for more and needs no more must run, in its fallback) */
+	if (ds_fault("mpi.funneled", rank) && provided > MPI_THREAD_FUNNELED)
+		provided = MPI_THREAD_FUNNELED;
+	given = provided;
 	/* MPI may give different ranks different levels: agree, so that all
 	 * leave together */
 	if (ds_any_failed(MPI_COMM_WORLD, provided < need)) {

@@ -21,6 +21,7 @@
  *
  * The targets are told to poll MPI (progress.c) on a channel of their own,
  * so that main's END never stops the polls a read of ours still needs. */
+#include "dsmpi.h"
 #include "svc.h"
 
 #include <stdlib.h>
@@ -38,8 +39,7 @@ struct ds__direct {
 
 int ds__direct_start(struct ds__svc *s)
 {
-	int level = 0;
-	MPI_Query_thread(&level);
+	int level = ds_mpi_provided();
 	const char *e = getenv("DSTAGE_SERVE_DIRECT");
 	if (level < MPI_THREAD_MULTIPLE || (e && !strcmp(e, "0"))) {
 		ds_info("node %u: remote reads: fetched by the main thread (%s)", s->node,

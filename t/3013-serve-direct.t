@@ -61,6 +61,25 @@ test_expect_success 'reads spaced out past the END delay: each wakes its target 
 serve_stop
 test_expect_success 'stopped cleanly' 'test "$(cat serve.rc)" = 0 && test "$(cat stop.rc)" = 0'
 
+# serve asks MPI for MPI_THREAD_MULTIPLE and needs only FUNNELED: an MPI
+# that gives FUNNELED (fault mpi.funneled) still serves, main fetching
+DSTAGE_FAULT=mpi.funneled
+export DSTAGE_FAULT
+serve_start 3 --seed 3 --locality 1 -v
+unset DSTAGE_FAULT
+test_expect_success 'MPI gives MPI_THREAD_FUNNELED: the service runs, main fetches, bytes right' '
+	serve_up 3 &&
+	test "$(grep -c "remote reads: fetched by the main thread (MPI gives less than MPI_THREAD_MULTIPLE)" serve.log)" = 3 &&
+	n=0 &&
+	while read -r p; do
+		n=$((n + 1)) && [ $n -le 20 ] || break
+		shim_on 1 cat "$MOUNT/$p" | cmp - "src/$p" || { echo "differs: $p"; exit 1; }
+	done <paths &&
+	test "$(stat_val 1 remote_reads)" -gt 0
+'
+serve_stop
+test_expect_success 'stopped cleanly' 'test "$(cat serve.rc)" = 0 && test "$(cat stop.rc)" = 0'
+
 DSTAGE_SERVE_DIRECT=0
 export DSTAGE_SERVE_DIRECT
 serve_start 3 --seed 3 --locality 1 -v
