@@ -98,7 +98,6 @@ int ds__direct_holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp)
 int ds__direct_fetch(struct ds__svc *s, struct ds__rreq *list)
 {
 	struct ds__direct *d = s->direct;
-	int failed = 0;
 	for (struct ds__rreq *r = list; r; r = r->next) {
 		MPI_Aint disp;
 		int t = ds__direct_holder(s, r->id, &disp);
@@ -122,16 +121,7 @@ int ds__direct_fetch(struct ds__svc *s, struct ds__rreq *list)
 		ds__pw_sock(s, t, 1);
 	}
 	int rc = ds__flush(s, d->targets); /* clears d->targets */
-	for (struct ds__rreq *r = list; r; r = r->next) {
-		if (rc && !r->status)
-			r->status = rc;
-		if (r->status) {
-			free(r->buf);
-			r->buf = NULL;
-			failed++;
-		}
-	}
-	return failed;
+	return (int)ds__rreq_settle(list, rc);
 }
 
 double ds__direct_idle(struct ds__svc *s)

@@ -285,14 +285,7 @@ static int batch(struct ds__svc *s, uint8_t *targets, double *last_read)
 	double flush_s = ds_now() - t0;
 	if (rc)
 		s->err = rc;
-	for (struct ds__rreq *r = list; r; r = r->next) {
-		if (rc && !r->status)
-			r->status = rc;
-		if (r->status) {
-			free(r->buf);
-			r->buf = NULL;
-		}
-	}
+	ds__rreq_settle(list, rc);
 	if (list)
 		*last_read = ds_now();
 	ds__sock_done(s, list);

@@ -471,6 +471,21 @@ void ds__sock_stop(struct ds__svc *s)
 	s->sock = NULL;
 }
 
+size_t ds__rreq_settle(struct ds__rreq *list, int rc)
+{
+	size_t failed = 0;
+	for (struct ds__rreq *r = list; r; r = r->next) {
+		if (rc && !r->status)
+			r->status = rc;
+		if (r->status) {
+			free(r->buf);
+			r->buf = NULL;
+			failed++;
+		}
+	}
+	return failed;
+}
+
 void ds__sock_done(struct ds__svc *s, struct ds__rreq *list)
 {
 	if (!list)

@@ -123,6 +123,10 @@ int ds__sock_start(struct ds__svc *s);
 void ds__sock_stop(struct ds__svc *s);
 /* main: hand finished reads back (wakes the socket thread). */
 void ds__sock_done(struct ds__svc *s, struct ds__rreq *list);
+/* After the flush of a list's gets (rc its result): a read without a
+ * status of its own takes rc; a failed read's buffer is freed.  Returns how
+ * many failed. */
+size_t ds__rreq_settle(struct ds__rreq *list, int rc);
 
 /* ---- exchange.c: the epoch shuffle -------------------------------------- */
 /* Computes the first epochs' needs and checks them against the shuffle
