@@ -123,6 +123,45 @@ shim() {
 }
 jobdir() { echo "$1/dstage.$(id -u).$2"; }
 
+# bench_serve_start JOB [VAR=VALUE...] [SERVE-OPTION...]: `dstage serve` on 2
+# simulated nodes over the store staged in $W/st as JOB, with those
+# variables in its environment, its log appended to $W/serve.log; returns
+# once both nodes serve (SERVE_PID), ends the run with the log if it dies.
+# bench_serve_stop JOB: stop it, and forget its status files (a next start
+# waits for fresh ones).
+SERVE_PID=
+bench_serve_start() {
+	_sj=$1
+	shift
+	_senv=
+	while [ $# -gt 0 ]; do
+		case $1 in -*) break ;; *=*) _senv="$_senv $1" && shift ;; *) break ;; esac
+	done
+	env $_senv mpiexec.mpich -n 2 "$DSTAGE" serve --to "$W/st" --job "$_sj" --node-per-rank "$@" \
+		>>"$W/serve.log" 2>&1 &
+	SERVE_PID=$!
+	_bgpids="$_bgpids $SERVE_PID"
+	_sd=$(jobdir "$W/st" "$_sj") _k=0
+	while [ $_k -lt 300 ]; do
+		_up=0
+		for _n in 0 1; do
+			grep -qs '^state=running' "$_sd/$_n/serve.status" && [ -S "$_sd/$_n/sock" ] && _up=$((_up + 1))
+		done
+		[ $_up = 2 ] && return 0
+		kill -0 $SERVE_PID 2>/dev/null || break
+		sleep 0.1
+		_k=$((_k + 1))
+	done
+	cat "$W/serve.log" >&2
+	exit 1
+}
+bench_serve_stop() {
+	"$DSTAGE" stop --to "$W/st" --job "$1" >/dev/null 2>&1 || :
+	wait $SERVE_PID || :
+	SERVE_PID=
+	rm -f "$(jobdir "$W/st" "$1")"/*/serve.status
+}
+
 # squashfs image of DIR mounted on MNT (remount MNT: fresh caches)
 sq_make() { mksquashfs "$1" "$2" -noI -noD -noF -quiet -no-progress >/dev/null; }
 sq_mount() {

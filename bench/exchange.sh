@@ -54,30 +54,8 @@ for l in open(sys.argv[1]):
 ' "$W/all" "$MNT" >"$W/holders"
 say "$NS samples of 128 KiB on 2 nodes; $ROUNDS rounds"
 
-SERVE_PID=
-serve_start() { # serve options...
-	mpiexec.mpich -n 2 "$DSTAGE" serve --to "$W/st" --job ex --node-per-rank "$@" >"$W/serve.log" 2>&1 &
-	SERVE_PID=$!
-	_bgpids="$_bgpids $SERVE_PID"
-	k=0
-	while [ $k -lt 300 ]; do
-		up=0
-		for n in 0 1; do
-			grep -qs '^state=running' "$JD/$n/serve.status" && [ -S "$JD/$n/sock" ] && up=$((up + 1))
-		done
-		[ $up = 2 ] && return 0
-		kill -0 $SERVE_PID 2>/dev/null || break
-		sleep 0.1
-		k=$((k + 1))
-	done
-	cat "$W/serve.log" >&2
-	exit 1
-}
-serve_stop() {
-	"$DSTAGE" stop --to "$W/st" --job ex >/dev/null 2>&1 || :
-	wait $SERVE_PID || :
-	SERVE_PID=
-}
+serve_start() { bench_serve_start ex "$@"; }
+serve_stop() { bench_serve_stop ex; }
 sval() { sed -n "s/^$2=//p" "$JD/$1/serve.status"; }
 # CPU seconds of the service's ranks so far (every thread; schedstat: ns)
 svc_cpu() {

@@ -38,29 +38,8 @@ for l in open(sys.argv[1]):
 ' "$W/all" "$MNT" >"$W/holders"
 awk '$2 == "1" && $1 ~ /s$/ { print $1 }' "$W/holders" >"$W/r4k"
 awk '$2 == "1" && $1 ~ /[0-9]$/ { print $1 }' "$W/holders" | head -256 >"$W/r128k"
-SERVE_PID=
-serve_start() { # ENV...
-	env "$@" mpiexec.mpich -n 2 "$DSTAGE" serve --to "$W/st" --job rl --node-per-rank --locality 1 >"$W/serve.log" 2>&1 &
-	SERVE_PID=$!
-	_bgpids="$_bgpids $SERVE_PID"
-	k=0
-	while [ $k -lt 300 ]; do
-		up=0
-		for n in 0 1; do
-			grep -qs '^state=running' "$JD/$n/serve.status" && [ -S "$JD/$n/sock" ] && up=$((up + 1))
-		done
-		[ $up = 2 ] && return 0
-		kill -0 $SERVE_PID 2>/dev/null || break
-		sleep 0.1
-		k=$((k + 1))
-	done
-	cat "$W/serve.log" >&2
-	exit 1
-}
-serve_stop() {
-	"$DSTAGE" stop --to "$W/st" --job rl >/dev/null 2>&1 || :
-	wait $SERVE_PID || :
-}
+serve_start() { bench_serve_start rl "$@" --locality 1; }
+serve_stop() { bench_serve_stop rl; }
 load() { cut -d' ' -f1 /proc/loadavg; }
 r=0
 while [ $r -lt "$ROUNDS" ]; do

@@ -19,30 +19,8 @@ mkfiles "$W/src/s" $NS 131072
 stage_nodes "$WS/pack" "$W/st" xab 2 -q
 JD=$(jobdir "$W/st" xab)
 MNT=$(mount_prefix)
-SERVE_PID=
-serve_start() { # ENV...
-	env "$@" mpiexec.mpich -n 2 "$DSTAGE" serve --to "$W/st" --job xab --node-per-rank --seed 11 >>"$W/serve.log" 2>&1 &
-	SERVE_PID=$!
-	_bgpids="$_bgpids $SERVE_PID"
-	k=0
-	while [ $k -lt 300 ]; do
-		up=0
-		for n in 0 1; do
-			grep -qs '^state=running' "$JD/$n/serve.status" && [ -S "$JD/$n/sock" ] && up=$((up + 1))
-		done
-		[ $up = 2 ] && return 0
-		kill -0 $SERVE_PID 2>/dev/null || break
-		sleep 0.1
-		k=$((k + 1))
-	done
-	cat "$W/serve.log" >&2
-	exit 1
-}
-serve_stop() {
-	"$DSTAGE" stop --to "$W/st" --job xab >/dev/null 2>&1 || :
-	wait $SERVE_PID || :
-	rm -f "$JD"/*/serve.status
-}
+serve_start() { bench_serve_start xab "$@" --seed 11; }
+serve_stop() { bench_serve_stop xab; }
 sval() { sed -n "s/^$2=//p" "$JD/$1/serve.status"; }
 svc_cpu() {
 	for p in $(pgrep -f "$DSTAGE serve --to $W/st --job xab" || :); do
