@@ -404,6 +404,21 @@ static int readable(const struct ds__file *f)
 	return 0;
 }
 
+/* k bytes at offset off of f's bytes d into buf: bytes copied (fewer only
+ * when the caller's buffer ends early: EFAULT after some) or -errno.  Large
+ * reads of this node's store take pread (sread.c). */
+static ssize_t copy_data(const struct ds__file *f, const char *d, void *buf, size_t k, uint64_t off)
+{
+	uintptr_t so = (uintptr_t)d - (uintptr_t)ds__g.store;
+	if (k >= DS__STORE_READ_MIN && so < ds__g.store_len && !f->remote) {
+		ssize_t got = ds__store_read(buf, k, so + off);
+		if (got)
+			return got;
+	}
+	memcpy(buf, d + off, k);
+	return (ssize_t)k;
+}
+
 ssize_t ds__file_read(struct ds__file *f, void *buf, size_t n, int64_t off)
 {
 	int rc = readable(f);
@@ -424,7 +439,10 @@ ssize_t ds__file_read(struct ds__file *f, void *buf, size_t n, int64_t off)
 			return 0;
 		size_t k = size - off < n ? size - off : n;
 		if (d) {
-			memcpy(buf, d + off, k);
+			ssize_t got = copy_data(f, d, buf, k, (uint64_t)off);
+			if (got < 0)
+				return got;
+			k = (size_t)got;
 		} else {
 			ssize_t got = remote_range(f, buf, k, off);
 			if (got < 0)
@@ -440,7 +458,10 @@ ssize_t ds__file_read(struct ds__file *f, void *buf, size_t n, int64_t off)
 			return 0;
 		size_t k = size - cur < n ? size - cur : n;
 		if (d) {
-			memcpy(buf, d + cur, k);
+			ssize_t got = copy_data(f, d, buf, k, (uint64_t)cur);
+			if (got < 0)
+				return got;
+			k = (size_t)got;
 		} else {
 			ssize_t got = remote_range(f, buf, k, cur);
 			if (got < 0)
@@ -481,7 +502,18 @@ static ssize_t file_readv(struct ds__file *f, const struct iovec *iov, int cnt, 
 		for (int i = 0; i < cnt && done < want; i++) {
 			size_t k = iov[i].iov_len < want - done ? iov[i].iov_len : want - done;
 			if (d) {
-				memcpy(iov[i].iov_base, d + cur + done, k);
+				ssize_t got = copy_data(f, d, iov[i].iov_base, k, (uint64_t)(cur + done));
+				if (got < 0) {
+					if (!done)
+						return got;
+					want = done; /* a short read, like the kernel's */
+					break;
+				}
+				if ((size_t)got < k) {
+					done += (size_t)got;
+					want = done;
+					break;
+				}
 			} else {
 				ssize_t got = remote_range(f, iov[i].iov_base, k, cur + done);
 				if (got < 0)

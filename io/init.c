@@ -125,6 +125,8 @@ static void map_store(void)
 		return;
 	ds__g.store = m;
 	ds__g.store_len = want;
+	ds__g.store_dev = st.st_dev;
+	ds__g.store_ino = st.st_ino;
 }
 
 static void map_stats(void)

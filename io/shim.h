@@ -59,6 +59,8 @@ struct ds__global {
 	struct ds_index ix;
 	const char *store;      /* this node's store, mapped read-only */
 	size_t store_len;
+	dev_t store_dev;        /* the identity of the file mapped (sread.c) */
+	ino_t store_ino;
 	struct ds_stats *stats; /* NULL when there is no stats file */
 	int timeout_ms;         /* bound on a remote read */
 	int tmpl_fd;            /* O_PATH descriptor duplicated to reserve fds */
@@ -350,6 +352,15 @@ int ds__file_make(struct ds__res *r, int flags, struct ds__file **out);
 ssize_t ds__file_read(struct ds__file *f, void *buf, size_t n, int64_t off);
 int64_t ds__file_seek(struct ds__file *f, int64_t off, int whence);
 int ds__close(int fd);
+
+/* ---- large reads of the node store (sread.c) ------------------------------ */
+/* Reads shorter than this never take pread. */
+#define DS__STORE_READ_MIN 4096
+/* Copy k bytes at offset so of the mapped store into buf with pread when k
+ * is large enough and the store's descriptor is sound: k (fewer only when
+ * buf ends early: the kernel's EFAULT after some bytes), -EFAULT, or 0:
+ * nothing done, copy from the mapping. */
+ssize_t ds__store_read(void *buf, size_t k, uint64_t so);
 
 /* ---- metadata (stat.c) ---------------------------------------------------- */
 /* stat of an entry (real or virtual). */

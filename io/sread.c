@@ -1,0 +1,148 @@
+/* sread.c: large reads of local files with pread from a kept descriptor of
+ * the node store, instead of memcpy out of the mapping.
+ *
+ * A process that reads a file once faults the mapped store in as it copies:
+ * one minor fault per 64 KiB (the kernel's fault-around), each one setting
+ * up 16 page-table entries the process never uses again.  pread copies the
+ * same page-cache pages with no page table at all, the way a read of the
+ * file on tmpfs does.  Reads of at least PREAD_MIN bytes take this path
+ * (DSTAGE_PREAD_MIN overrides it, 0 turns it off: for measurements);
+ * smaller ones stay with memcpy, where one fault serves 16 neighbouring
+ * small files.
+ *
+ * The descriptor is the shim's own (private, fdtab.c): opened at the first
+ * large read, O_RDONLY|O_CLOEXEC, parked high like the reservation, checked
+ * to be the very file mapped (dev and ino, recorded when it was mapped).
+ * The program cannot close it (EBADF) or lose a dup2 onto it (the shim
+ * moves out of the way).  A raw close_range behind the shim's back may hand
+ * its number to a file of the program: every read first checks the number
+ * is still the store (one fstat) and, when it is not, forgets it (never
+ * closes it: it is the program's) and copies out of the mapping.  Any
+ * failure of pread (but EFAULT, reported as the kernel's read would) falls
+ * back to the mapping as well: this path can only be faster, never
+ * different. */
+#include "shim.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+
+/* Below this, memcpy from the mapping (one fault per 64 KiB, shared with
+ * neighbours) beats two system calls; chosen by bench/rab.sh. */
+#define PREAD_MIN (64u << 10)
+
+static _Atomic int sfd = -1;   /* the store, private; -1: not open */
+static _Atomic int sfd_off;    /* could not open it: use the mapping */
+static _Atomic int sfd_opening; /* a thread is opening it */
+static _Atomic long pmin = -1; /* the threshold, once read */
+
+static size_t threshold(void)
+{
+	long v = atomic_load_explicit(&pmin, memory_order_relaxed);
+	if (DS__LIKELY(v >= 0))
+		return v ? (size_t)v : SIZE_MAX;
+	const char *e = getenv("DSTAGE_PREAD_MIN");
+	char *end;
+	long n = e && *e ? strtol(e, &end, 10) : -1;
+	if (!e || !*e || *end || n < 0)
+		n = PREAD_MIN;
+	atomic_store_explicit(&pmin, n, memory_order_relaxed);
+	return n ? (size_t)n : SIZE_MAX;
+}
+
+static int is_store(int fd)
+{
+	struct stat st;
+	return DS__REAL(fstat)(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	       st.st_dev == ds__g.store_dev && st.st_ino == ds__g.store_ino &&
+	       (uint64_t)st.st_size >= ds__g.store_len;
+}
+
+/* The descriptor, opened now if need be; -1: use the mapping.  Only the
+ * owner opens it (a vfork child shares the shim's memory, not its
+ * descriptors); nobody waits (read is async-signal-safe): while one thread
+ * opens it, the others copy from the mapping.  (A fork in that moment
+ * leaves the child on the mapping for good: slower, never wrong.) */
+static int sfd_get(void)
+{
+	int fd = atomic_load_explicit(&sfd, memory_order_acquire), z = 0;
+	if (DS__LIKELY(fd >= 0) || atomic_load_explicit(&sfd_off, memory_order_relaxed) ||
+	    ds__busy || !ds__owner() || !atomic_compare_exchange_strong(&sfd_opening, &z, 1))
+		return fd;
+	fd = atomic_load(&sfd);
+	if (fd < 0) {
+		char path[PATH_MAX + 16];
+		ds__busy++;
+		ds_store_path(path, sizeof(path), ds__g.nodedir, DS_STORE_NAME);
+		fd = DS__REAL(open)(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && !is_store(fd)) {
+			DS__REAL(close)(fd);
+			fd = -1;
+		}
+		if (fd < 0) {
+			atomic_store(&sfd_off, 1); /* replaced or gone: the mapping it is */
+		} else {
+			struct rlimit rl;
+			if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+			    rl.rlim_cur > 256) {
+				int hi = DS__REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 80));
+				if (hi >= 0) {
+					DS__REAL(close)(fd);
+					fd = hi;
+				}
+			}
+			if ((unsigned)fd < ds__fdtab_len) {
+				ds__fd_private(fd, 1);
+				atomic_store_explicit(&sfd, fd, memory_order_release);
+			} else {
+				DS__REAL(close)(fd);
+				fd = -1;
+				atomic_store(&sfd_off, 1);
+			}
+		}
+		ds__busy--;
+	}
+	atomic_store(&sfd_opening, 0);
+	return fd;
+}
+
+/* fd is not the store any more (the program's file took the number after a
+ * raw close): forget it, never close it; the next large read opens anew. */
+static void sfd_forget(int fd)
+{
+	int cur = fd;
+	if (atomic_compare_exchange_strong(&sfd, &cur, -1) && ds__owner())
+		ds__fd_private(fd, 0);
+}
+
+ssize_t ds__store_read(void *buf, size_t k, uint64_t so)
+{
+	if (k < threshold())
+		return 0;
+	int fd = sfd_get();
+	if (fd < 0)
+		return 0;
+	if (!is_store(fd)) {
+		sfd_forget(fd);
+		return 0;
+	}
+	int saved = errno;
+	size_t done = 0;
+	while (done < k) {
+		ssize_t r = DS__REAL(pread)(fd, (char *)buf + done, k - done, (off_t)(so + done));
+		if (r > 0) {
+			done += (size_t)r;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EFAULT) { /* the caller's buffer: as read(2) says */
+			errno = saved;
+			return done ? (ssize_t)done : -EFAULT;
+		}
+		/* anything else (EOF included): the rest from the mapping */
+		memcpy((char *)buf + done, ds__g.store + so + done, k - done);
+		done = k;
+	}
+	errno = saved;
+	return (ssize_t)k;
+}
