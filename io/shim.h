@@ -316,8 +316,15 @@ static inline int ds__fd_fresh(int fd)
 int ds__fd_is_reservation(int fd);
 /* The owner of the shim's state: 0 in a vfork child (or a child made
  * without fork's handlers), which shares or copied the parent's memory and
- * must change nothing in it.  One getpid: only on paths that change state. */
-static inline int ds__owner(void) { return getpid() == ds__g.pid; }
+ * must change nothing in it.  No system call until such a child may exist
+ * (owner.c raises ds__forked_raw at vfork, clone, _Fork), one getpid after. */
+extern _Atomic int ds__forked_raw;
+void ds__forked_raw_note(void);
+static inline int ds__owner(void)
+{
+	return DS__LIKELY(!atomic_load_explicit(&ds__forked_raw, memory_order_relaxed)) ||
+	       getpid() == ds__g.pid;
+}
 /* What a vfork child did to staged numbers (dup2/close), kept apart from the
  * table it shares with its parent, for its exec (exec.c). */
 void ds__vfork_note(int fd, uintptr_t v);

@@ -26,6 +26,9 @@
 #ifndef SYS_faccessat2
 #define SYS_faccessat2 439
 #endif
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
@@ -71,6 +74,20 @@ static long getcwd_call(char *buf, size_t size, long a3, long a4, long a5, long 
 	return (long)strlen(buf) + 1;
 }
 
+/* Does system call nr make a process without fork's handlers? */
+static int forks_raw(long nr)
+{
+#ifdef SYS_fork
+	if (nr == SYS_fork)
+		return 1;
+#endif
+#ifdef SYS_vfork
+	if (nr == SYS_vfork)
+		return 1;
+#endif
+	return nr == SYS_clone || nr == SYS_clone3;
+}
+
 DS__EXPORT long DS__WRAP(syscall)(long nr, ...)
 {
 	va_list ap;
@@ -78,6 +95,9 @@ DS__EXPORT long DS__WRAP(syscall)(long nr, ...)
 	long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
 	long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
 	va_end(ap);
+	/* a child without fork's handlers: from now on ownership is asked (owner.c) */
+	if (DS__UNLIKELY(forks_raw(nr)))
+		ds__forked_raw_note();
 	if (DS__UNLIKELY(!DS__REAL(syscall))) {
 		/* called before init (another library's constructor): init
 		 * finds libc's; from inside init, ask the loader directly */
