@@ -61,7 +61,7 @@ while [ "$r" -lt "$ROUNDS" ]; do
 	r=$((r + 1))
 done
 # per-round ratio X/Y of two arms' files
-pr() { paste "$1" "$2" | awk '{ print $2 / $4 }' | median; }
+pr() { paste "$1" "$2" | awk '{ print $2 / $4 }' | median | awk '{ printf "%.2f\n", $1 }'; }
 printf '%-6s %2s %12s %12s %12s %7s %7s %7s\n' KiB P tmpfs A B A/tmpfs B/tmpfs B/A
 for s in $SIZES; do
 	for P in $PROCS; do
