@@ -1,8 +1,10 @@
 /* fd.c: opening staged files and everything done with their descriptors.
  *
  * The open path is: prefix check, one hash lookup in the mapped index, one
- * fcntl to reserve the descriptor.  A file held in this node's store is read
- * with memcpy straight out of the mapped store; a zlib file is inflated once
+ * fcntl to reserve the descriptor (and the fstat that checks it, fdtab.c).
+ * A file held in this node's store is read with memcpy straight out of the
+ * mapped store, or with pread from the store's descriptor for reads of
+ * 64 KiB and more (sread.c: no page faults); a zlib file is inflated once
  * per open file (FanStore) at its first read and freed at its last close; a
  * file held by another node comes from the epoch cache or the node service
  * (remote.c) at its first read, or chunk by chunk when it is large.
