@@ -80,7 +80,7 @@ for m in read open stat readdir walk walkpy; do
 	q=-; [ -n "$HAVE_SQ" ] && q=$(med "$W/q.$m")
 	echo "$m $n $s $q" >>"$RES/small.dat"
 	case $m in
-	read) what="4 KiB files read once (open+fstat+read+close)" u=files g=">= 2" gs="#4" gq=">= 10" gqs="#4" ;;
+	read) what="4 KiB files read once (open+fstat+read+close)" u=files g=">= 3" gs="#13" gq=">= 10" gqs="#4" ;;
 	open) what="open+close of 4 KiB files" u=opens g=">= 1.0" gs=ours gq="-" gqs= ;;
 	stat) what="stat of 4 KiB files" u=stats g=">= 1.0" gs=ours gq="-" gqs= ;;
 	readdir) what="readdir of 100-entry directories" u=entries g=">= 1.0" gs=ours gq="-" gqs= ;;
