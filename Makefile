@@ -110,7 +110,13 @@ $(DSTAGE): $(CLI_OBJ) $(STAGE_OBJ) $(SHUFFLE_OBJ) $(MPI_OBJ) $(HDF5_OBJ) $(S3_OB
 	@mkdir -p $(@D)
 	$(MPICC) $(SAN_FLAGS) -o $@ $(CLI_OBJ) $(STAGE_OBJ) $(SHUFFLE_OBJ) $(MPI_OBJ) $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) $(CURL_LIBS) $(EXPAT_LIBS) -lpthread -lm
 
-$(PRELOAD): $(IO_OBJ) $(COMMON_PIC)
+# init.o and common.o first: their code is what every process runs (start,
+# fork, exit), and their data (DS__HOT in io/shim.h) lands on the page after
+# the GOT, the one page of the shim a process that names no staged path
+# writes (bench/startab.sh, docs/performance.md "Process start").
+PRELOAD_OBJ := $(O)/pic/io/init.o $(O)/pic/common/common.o \
+               $(filter-out $(O)/pic/io/init.o $(O)/pic/common/common.o,$(IO_OBJ) $(COMMON_PIC))
+$(PRELOAD): $(PRELOAD_OBJ)
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-z,defs -Wl,-soname,libdstage-preload.so -o $@ $^ -ldl -lpthread
 
