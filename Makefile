@@ -116,9 +116,13 @@ $(DSTAGE): $(CLI_OBJ) $(STAGE_OBJ) $(SHUFFLE_OBJ) $(MPI_OBJ) $(HDF5_OBJ) $(S3_OB
 # writes (bench/startab.sh, docs/performance.md "Process start").
 PRELOAD_OBJ := $(O)/pic/io/init.o $(O)/pic/common/common.o \
                $(filter-out $(O)/pic/io/init.o $(O)/pic/common/common.o,$(IO_OBJ) $(COMMON_PIC))
-$(PRELOAD): $(PRELOAD_OBJ)
+# io/preload.ld: the .bss in the file (one mapping less per process).
+# PRELOAD_LDFLAGS: more link flags (measure them with bench/startab.sh).
+PRELOAD_LDFLAGS ?=
+$(PRELOAD): $(PRELOAD_OBJ) io/preload.ld
 	@mkdir -p $(@D)
-	$(CC) -shared -Wl,-z,defs -Wl,-soname,libdstage-preload.so -o $@ $^ -ldl -lpthread
+	$(CC) -shared -Wl,-z,defs -Wl,-soname,libdstage-preload.so -Wl,-T,io/preload.ld $(PRELOAD_LDFLAGS) \
+		-o $@ $(PRELOAD_OBJ) -ldl -lpthread
 
 # MPI helpers carry the MPI layer like dstage, objects not an archive: they
 # run over TCP on the multi-host bed, where MPI_Finalize hangs without

@@ -18,7 +18,7 @@
 /* The three paths (mount, job directory, node directory) one after the
  * other: the start writes one page, not three.  The first of init.o's .bss,
  * which the Makefile links first: the page after .data (DS__HOT). */
-static char ds__paths[3 * PATH_MAX];
+static char ds__paths[4 * PATH_MAX]; /* 3 paths + the cwd at start */
 #define NO_PATH (ds__paths + sizeof(ds__paths) - 1) /* "", never written */
 struct ds__global ds__g DS__HOT = {
 	.tmpl_fd = -1, .mount = ds__paths, .jobdir = NO_PATH, .nodedir = NO_PATH};
