@@ -110,9 +110,19 @@ $(DSTAGE): $(CLI_OBJ) $(STAGE_OBJ) $(SHUFFLE_OBJ) $(MPI_OBJ) $(HDF5_OBJ) $(S3_OB
 	@mkdir -p $(@D)
 	$(MPICC) $(SAN_FLAGS) -o $@ $(CLI_OBJ) $(STAGE_OBJ) $(SHUFFLE_OBJ) $(MPI_OBJ) $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) $(CURL_LIBS) $(EXPAT_LIBS) -lpthread -lm
 
-$(PRELOAD): $(IO_OBJ) $(COMMON_PIC)
+# init.o and common.o first: their code is what every process runs (start,
+# fork, exit), and their data (DS__HOT in io/shim.h) lands on the page after
+# the GOT, the one page of the shim a process that names no staged path
+# writes (bench/startab.sh, docs/performance.md "Process start").
+PRELOAD_OBJ := $(O)/pic/io/init.o $(O)/pic/common/common.o \
+               $(filter-out $(O)/pic/io/init.o $(O)/pic/common/common.o,$(IO_OBJ) $(COMMON_PIC))
+# io/preload.ld: the .bss in the file (one mapping less per process).
+# PRELOAD_LDFLAGS: more link flags (measure them with bench/startab.sh).
+PRELOAD_LDFLAGS ?=
+$(PRELOAD): $(PRELOAD_OBJ) io/preload.ld
 	@mkdir -p $(@D)
-	$(CC) -shared -Wl,-z,defs -Wl,-soname,libdstage-preload.so -o $@ $^ -ldl -lpthread
+	$(CC) -shared -Wl,-z,defs -Wl,-soname,libdstage-preload.so -Wl,-T,io/preload.ld $(PRELOAD_LDFLAGS) \
+		-o $@ $(PRELOAD_OBJ) -ldl -lpthread
 
 # MPI helpers carry the MPI layer like dstage, objects not an archive: they
 # run over TCP on the multi-host bed, where MPI_Finalize hangs without

@@ -27,7 +27,7 @@ const char *ds_strerror(int err)
 }
 
 /* ---- logging ------------------------------------------------------------ */
-static const char *log_cmd;
+static const char *log_cmd __attribute__((section(".data"))); /* io/shim.h DS__HOT */
 static char log_prefix[64];
 static enum ds_log_level log_level = DS_LOG_WARN;
 

@@ -131,42 +131,69 @@ static int is_fds_var(const char *e)
 
 enum how { H_EXECVE, H_EXECVPE, H_FEXECVE, H_EXECVEAT };
 
-/* Every exec wrapper ends here: the environment passed, less any stale
- * DSTAGE_FDS, plus this process's. */
-static int exec_with_fds(enum how how, int dirfd, const char *path, char *const argv[],
-                         char *const envp[], int atflags)
+/* The real exec call, with the environment it is given. */
+static int exec_real(enum how how, int dirfd, const char *path, char *const argv[],
+                     char *const env[], int atflags)
 {
-	ds__ensure_init();
-	char *const *env = envp;
-	char var[FDS_BUF];
-	size_t n = 0;
-	while (envp && envp[n])
-		n++;
-	int regfd = -1;
-	if (ds__fdtab && n < 65536) {
-		regfd = ds__offcell_exec_fd();
-		int have = describe(var, sizeof(var), regfd);
-		char **ne = alloca((n + 2) * sizeof(char *));
-		size_t k = 0;
-		for (size_t i = 0; i < n; i++)
-			if (!is_fds_var(envp[i]))
-				ne[k++] = envp[i];
-		if (have)
-			ne[k++] = var;
-		ne[k] = NULL;
-		env = ne;
-	}
-	int rc = -1;
 	switch (how) {
-	case H_EXECVE: rc = DS__REAL(execve)(path, argv, env); break;
-	case H_EXECVPE: rc = DS__REAL(execvpe)(path, argv, env); break;
-	case H_FEXECVE: rc = DS__REAL(fexecve)(dirfd, argv, env); break;
-	case H_EXECVEAT: rc = DS__REAL(execveat)(dirfd, path, argv, env, atflags); break;
+	case H_EXECVE: return DS__REAL(execve)(path, argv, env);
+	case H_EXECVPE: return DS__REAL(execvpe)(path, argv, env);
+	case H_FEXECVE: return DS__REAL(fexecve)(dirfd, argv, env);
+	case H_EXECVEAT: return DS__REAL(execveat)(dirfd, path, argv, env, atflags);
 	}
+	errno = EINVAL;
+	return -1;
+}
+
+/* The exec of a process with a descriptor table: the environment passed,
+ * less any stale DSTAGE_FDS, plus this process's.  Apart from exec_with_fds
+ * so that a process that never named a staged path (a spawner's fork child)
+ * does not carry this frame (8 KiB: a fresh stack page, a fault per child). */
+static __attribute__((noinline)) int exec_described(enum how how, int dirfd, const char *path,
+                                                    char *const argv[], char *const envp[],
+                                                    size_t n, int atflags)
+{
+	char var[FDS_BUF];
+	int regfd = ds__offcell_exec_fd();
+	int have = describe(var, sizeof(var), regfd);
+	char **ne = alloca((n + 2) * sizeof(char *));
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!is_fds_var(envp[i]))
+			ne[k++] = envp[i];
+	if (have)
+		ne[k++] = var;
+	ne[k] = NULL;
+	int rc = exec_real(how, dirfd, path, argv, ne, atflags);
 	int e = errno;
 	ds__offcell_exec_failed(regfd); /* still here: the exec failed */
 	errno = e;
 	return rc;
+}
+
+/* Every exec wrapper ends here. */
+static int exec_with_fds(enum how how, int dirfd, const char *path, char *const argv[],
+                         char *const envp[], int atflags)
+{
+	ds__ensure_init();
+	size_t n = 0;
+	while (envp && envp[n])
+		n++;
+	if (ds__fdtab && n < 65536)
+		return exec_described(how, dirfd, path, argv, envp, n, atflags);
+	return exec_real(how, dirfd, path, argv, envp, atflags);
+}
+
+/* Before a fork (init.c's handler, in the parent): look up the exec calls
+ * a child is about to make, so that each child does not do the dlsym
+ * itself (its look-up touches a dozen pages of ld.so and libc that a fork
+ * child, sharing nothing file-backed with its parent, faults in again). */
+void ds__exec_resolve(void)
+{
+#ifndef DS_LINK_WRAP
+	(void)DS__REAL(execve);
+	(void)DS__REAL(execvpe);
+#endif
 }
 
 DS__EXPORT int DS__WRAP(execve)(const char *path, char *const argv[], char *const envp[])

@@ -8,19 +8,27 @@
  * straight to libc. */
 #include "shim.h"
 
+#include "rawsys.h"
+
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-struct ds__global ds__g = {.tmpl_fd = -1};
-int ds__ready;
+/* The three paths (mount, job directory, node directory) one after the
+ * other: the start writes one page, not three.  The first of init.o's .bss,
+ * which the Makefile links first: the page after .data (DS__HOT). */
+static char ds__paths[4 * PATH_MAX]; /* 3 paths + the cwd at start */
+#define NO_PATH (ds__paths + sizeof(ds__paths) - 1) /* "", never written */
+struct ds__global ds__g DS__HOT = {
+	.tmpl_fd = -1, .mount = ds__paths, .jobdir = NO_PATH, .nodedir = NO_PATH};
+int ds__ready DS__HOT;
 __thread int ds__busy __attribute__((tls_model("initial-exec")));
 #ifndef DS_LINK_WRAP
 struct ds__real ds__real;
 #endif
 
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static pthread_once_t init_once DS__HOT = PTHREAD_ONCE_INIT;
 
 /* Stands for every function this libc lacks (statx before 2.28,
  * copy_file_range, preadv64v2, renameat2, closefrom and close_range before
@@ -38,7 +46,51 @@ static long ds__enosys(void)
 
 /* Test hook: DSTAGE_TEST_NOREAL=name,name... resolves those as if this libc
  * lacked them (t/2080 proves no wrapper calls NULL).  One getenv at start. */
-static const char *test_noreal;
+static const char *test_noreal DS__HOT;
+
+extern char **environ;
+/* getenv, without a page of libc text that a small program never touches */
+static const char *env(const char *name)
+{
+	for (char **e = environ; e && *e; e++) {
+		const char *v = *e, *n = name;
+		while (*n && *v == *n)
+			v++, n++;
+		if (!*n && *v == '=')
+			return v + 1;
+	}
+	return NULL;
+}
+
+static size_t slen(const char *s)
+{
+	const char *p = s;
+	while (*p)
+		p++;
+	return (size_t)(p - s);
+}
+
+/* copy s and its NUL to d; returns d's NUL */
+static char *scpy(char *d, const char *s)
+{
+	while ((*d = *s++))
+		d++;
+	return d;
+}
+
+/* DSTAGE_NODE and the like: plain digits here, anything else (sign,
+ * blanks, overflow) as ds_parse_u64 (strtoull) says */
+static int parse_u64(const char *s, uint64_t *v)
+{
+	uint64_t x = 0;
+	const char *p = s;
+	while (*p >= '0' && *p <= '9' && x < UINT64_MAX / 10 - 1)
+		x = x * 10 + (uint64_t)(*p++ - '0');
+	if (p == s || *p)
+		return ds_parse_u64(s, v);
+	*v = x;
+	return 0;
+}
 static int test_lacks(const char *name)
 {
 	const char *l = test_noreal;
@@ -56,7 +108,7 @@ static int test_lacks(const char *name)
 void ds__real_resolve(void)
 {
 #ifndef DS_LINK_WRAP
-	test_noreal = getenv("DSTAGE_TEST_NOREAL");
+	test_noreal = env("DSTAGE_TEST_NOREAL");
 #endif
 }
 
@@ -82,11 +134,11 @@ int ds__real_missing(void (*fn)(void))
  * recorded for this host (by-host/<hostname> -> "<node>"), else 0. */
 static uint32_t find_node(const char *jobdir)
 {
-	const char *e = getenv("DSTAGE_NODE");
+	const char *e = env("DSTAGE_NODE");
 	uint64_t v;
 	if (!e || !*e)
-		e = getenv("SLURM_NODEID");
-	if (e && *e && !ds_parse_u64(e, &v) && v < UINT32_MAX)
+		e = env("SLURM_NODEID");
+	if (e && *e && !parse_u64(e, &v) && v < UINT32_MAX)
 		return (uint32_t)v;
 	char host[256], link[PATH_MAX], target[64];
 	if (gethostname(host, sizeof(host)) == 0) {
@@ -168,7 +220,7 @@ static int ours_alone(const char *path, int dir)
 
 static void atfork_child(void)
 {
-	ds__g.pid = getpid();
+	ds__g.pid = ds__raw_getpid();
 	ds__fdtab_atfork_child();
 	ds__dir_atfork_child();
 	ds__stdio_atfork_child();
@@ -180,25 +232,30 @@ static void setup_store(void);
 static void activate_prepare(void);
 static void activate_after(void);
 static void activate_child(void);
+static void prefork(void);
 
+/* The first half of the start, in every process: read the environment.
+ * It calls no libc function that a small program would not call itself
+ * (rawsys.h): this runs in every process the job starts. */
 static void setup(void)
 {
-	const char *store = getenv("DSTAGE_STORE");
-	const char *mount = getenv("DSTAGE_MOUNT");
+	const char *store = env("DSTAGE_STORE");
+	const char *mount = env("DSTAGE_MOUNT");
 	if (!mount || !*mount)
 		mount = "/dstage";
-	ds__g.pid = getpid();
+	ds__g.pid = ds__raw_getpid();
 	ds__g.timeout_ms = 30000;
-	const char *to = getenv("DSTAGE_TIMEOUT");
+	const char *to = env("DSTAGE_TIMEOUT");
 	double t;
 	if (to && *to && !ds_parse_double(to, &t) && t > 0 && t < 1e6)
 		ds__g.timeout_ms = (int)(t * 1000);
 
-	if (mount[0] != '/' || strlen(mount) >= sizeof(ds__g.mount)) {
+	size_t ml = slen(mount), sl = store ? slen(store) : 0;
+	if (mount[0] != '/' || ml >= PATH_MAX) {
 		ds_info("DSTAGE_MOUNT '%s' is not an absolute path: staying out of the way", mount);
 		return;
 	}
-	strcpy(ds__g.mount, mount);
+	scpy(ds__g.mount, mount);
 	ds__g.mlen = ds_path_normalise(ds__g.mount);
 	if (ds__g.mlen <= 1) {
 		ds_info("DSTAGE_MOUNT '/' would hide the whole file system: staying out of the way");
@@ -208,24 +265,43 @@ static void setup(void)
 		ds_info("DSTAGE_STORE is not set: staying out of the way");
 		return;
 	}
-	if (strlen(store) >= sizeof(ds__g.jobdir) - 32) {
+	if (sl >= PATH_MAX - 32) {
 		ds_info("DSTAGE_STORE '%s' is too long", store);
 		return;
 	}
-	strcpy(ds__g.jobdir, store);
-	ds__g.node = find_node(ds__g.jobdir);
-	snprintf(ds__g.nodedir, sizeof(ds__g.nodedir), "%s/%u", ds__g.jobdir, ds__g.node);
+	/* mount < PATH_MAX, jobdir < PATH_MAX - 32, nodedir = jobdir/<u32> */
+	char *jobdir = ds__g.mount + ds__g.mlen + 1;
+	char *nodedir = scpy(jobdir, store) + 1;
+	ds__g.node = find_node(jobdir);
+	char num[16], *q = num + sizeof(num);
+	uint32_t nv = ds__g.node;
+	*--q = 0;
+	do
+		*--q = (char)('0' + nv % 10);
+	while (nv /= 10);
+	char *e = scpy(nodedir, jobdir);
+	*e++ = '/';
+	scpy(e, q);
+	ds__g.jobdir = jobdir;
+	ds__g.nodedir = nodedir;
 	/* Map the store at start only when this image inherits staged
 	 * descriptors (DSTAGE_FDS) or starts in a staged directory (its cwd is
 	 * a shadow under the job directory); otherwise at the first path that
 	 * may be under the mount (path.c): a process that never names one
 	 * (a shell's /bin/true, a compiler, python's imports) pays for none
-	 * of it.  The shadows' parent is JOBDIR/cwd (cwd.c). */
-	char cwd[PATH_MAX];
-	size_t jl = strlen(ds__g.jobdir);
-	int eager = getenv("DSTAGE_FDS") != NULL ||
-	            (DS__REAL(getcwd)(cwd, sizeof(cwd)) && !strncmp(cwd, ds__g.jobdir, jl) &&
-	             cwd[jl] == '/');
+	 * of it.  The shadows' parent is JOBDIR/cwd (cwd.c).  The cwd goes
+	 * in the unused end of ds__paths (under init_once), not in a 4 KiB
+	 * stack frame. */
+	char *cwd = nodedir + slen(nodedir) + 1;
+	size_t cl = (size_t)(ds__paths + sizeof(ds__paths) - 1 - cwd);
+	int eager = env("DSTAGE_FDS") != NULL;
+	if (!eager && ds__raw_getcwd(cwd, cl)) {
+		const char *c = cwd, *j = jobdir;
+		while (*j && *c == *j)
+			c++, j++;
+		eager = !*j && *c == '/';
+	}
+	cwd[0] = 0;
 	if (eager) {
 		setup_store();
 	} else {
@@ -261,7 +337,7 @@ static void setup_store(void)
 		ds_index_close(&ds__g.ix);
 		return;
 	}
-	pthread_atfork(NULL, NULL, atfork_child);
+	pthread_atfork(prefork, NULL, atfork_child);
 	__atomic_store_n(&ds__g.active, 1, __ATOMIC_RELEASE);
 	ds__exec_inherit();
 	ds__cwd_inherit();
@@ -269,18 +345,33 @@ static void setup_store(void)
 	         ds__g.ix.h->nentries, ds__g.mount);
 }
 
-int ds__pending;
-static pthread_mutex_t activate_lock = PTHREAD_MUTEX_INITIALIZER;
+int ds__pending DS__HOT;
+static pthread_mutex_t activate_lock DS__HOT = PTHREAD_MUTEX_INITIALIZER;
 
-static void activate_prepare(void) { pthread_mutex_lock(&activate_lock); }
+/* Before a fork: the child's exec finds its real call already looked up. */
+static void prefork(void)
+{
+	int saved = errno;
+	ds__exec_resolve();
+	errno = saved;
+}
+
+static void activate_prepare(void)
+{
+	prefork();
+	pthread_mutex_lock(&activate_lock);
+}
 static void activate_after(void) { pthread_mutex_unlock(&activate_lock); }
 /* a fork child owns its per-process state, also when it maps the store
  * only later (setup_store's own handler takes over once it is mapped) */
 static void activate_child(void)
 {
 	if (!__atomic_load_n(&ds__g.active, __ATOMIC_RELAXED))
-		ds__g.pid = getpid();
-	pthread_mutex_unlock(&activate_lock);
+		ds__g.pid = ds__raw_getpid();
+	/* The lock activate_prepare took: this thread is the only one here.
+	 * Made anew, as glibc does its own in a child (no call into libc: a
+	 * child that execs at once touches one page less). */
+	activate_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 }
 
 int ds__activate(void)
@@ -308,7 +399,8 @@ static void init_once_fn(void)
 	ds__busy++;
 	ds__real_resolve();
 	ds_log_set_cmd("shim");
-	ds_log_init(0);
+	if (env("DSTAGE_LOG")) /* else the default level: no getenv */
+		ds_log_init(0);
 	setup();
 	__atomic_store_n(&ds__ready, 1, __ATOMIC_RELEASE);
 	ds__busy--;

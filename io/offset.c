@@ -40,7 +40,7 @@ struct region {
 	struct cell c[CELLS];
 };
 
-static struct region *reg;
+static struct region *reg DS__HOT; /* read at every exit */
 static int reg_fd = -1;
 static int reg_failed;
 static uint32_t forkgen = 1;

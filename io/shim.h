@@ -49,12 +49,20 @@
 #define DS__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* ---- global state (init.c) ---------------------------------------------- */
+/* Where the data a process writes while it names no staged path lives (its
+ * start, fork and exit: ds__g, the init flags, the fork lock): in .data,
+ * right after the GOT the dynamic loader writes anyway, so that such a
+ * process copies one page of the shim's data, not seven (a page fault costs
+ * ~4 us of a ~600 us fork + exec here).  .data is small; big, cold tables
+ * stay in .bss. */
+#define DS__HOT __attribute__((section(".data")))
+
 struct ds__global {
 	int active;             /* a node store is mapped: paths under mount are ours */
-	char mount[PATH_MAX];   /* normalised, no trailing '/' */
+	char *mount;            /* normalised, no trailing '/' (strings in init.c) */
 	size_t mlen;
-	char jobdir[PATH_MAX];  /* $DSTAGE_STORE */
-	char nodedir[PATH_MAX]; /* jobdir/<node> */
+	char *jobdir;           /* $DSTAGE_STORE */
+	char *nodedir;          /* jobdir/<node> */
 	uint32_t node;
 	struct ds_index ix;
 	const char *store;      /* this node's store, mapped read-only */
@@ -332,6 +340,8 @@ int ds__vfork_lookup(int fd, uintptr_t *v); /* 1 found, 0 not, -1 unknown (overf
 /* exec.c: take over the staged descriptors a previous image passed in
  * DSTAGE_FDS (at init). */
 void ds__exec_inherit(void);
+/* exec.c: look up the real exec calls now (before a fork). */
+void ds__exec_resolve(void);
 /* offset.c: offsets shared across fork and exec, like the kernel's.  Give
  * f (a regular file just made) a shared cell (or leave it its own offset
  * when there is none); drop f's hold on its cell at its last put. */
