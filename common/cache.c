@@ -337,6 +337,19 @@ void ds_cache_epoch_mark(struct ds_cache_epoch *ep, size_t i, int ok)
 	                 __ATOMIC_RELEASE);
 }
 
+void ds_cache_epoch_checked(struct ds_cache_epoch *ep, size_t i, int ok)
+{
+	uint32_t want = DS_CACHE_READY;
+	__atomic_compare_exchange_n(&ep->tab[ep->order[i]].state, &want,
+	                            ok ? DS_CACHE_VERIFIED : DS_CACHE_FAILED, 0, __ATOMIC_RELEASE,
+	                            __ATOMIC_RELAXED);
+}
+
+uint32_t ds_cache_epoch_state(const struct ds_cache_epoch *ep, size_t i)
+{
+	return __atomic_load_n(&ep->tab[ep->order[i]].state, __ATOMIC_ACQUIRE);
+}
+
 /* Seqlock writer: one writer (the service's main thread). */
 static void ctl_begin(struct ds_cache_ctl *c)
 {
@@ -633,6 +646,14 @@ static const struct ds_cache_ent *find_ent(const struct ds_cache_ref *m, uint32_
 int ds_cache_find(struct ds_cache_set *cs, uint32_t id, const void **data, uint64_t *len,
                   struct ds_cache_ref **ref)
 {
+	int checked;
+	return ds_cache_find_checked(cs, id, data, len, ref, &checked);
+}
+
+int ds_cache_find_checked(struct ds_cache_set *cs, uint32_t id, const void **data, uint64_t *len,
+                          struct ds_cache_ref **ref, int *checked)
+{
+	*checked = 0;
 	*data = NULL;
 	*len = 0;
 	*ref = NULL;
@@ -648,12 +669,13 @@ int ds_cache_find(struct ds_cache_set *cs, uint32_t id, const void **data, uint6
 		if (!e)
 			continue;
 		uint32_t st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
-		if (st == DS_CACHE_READY && e->off <= m->h->data_size &&
+		if ((st == DS_CACHE_READY || st == DS_CACHE_VERIFIED) && e->off <= m->h->data_size &&
 		    e->len <= m->h->data_size - e->off) {
 			*data = m->map + m->h->off_data + e->off;
 			*len = e->len;
 			*ref = m;
 			m->refs++;
+			*checked = st == DS_CACHE_VERIFIED;
 			rc = 1;
 			break;
 		}

@@ -60,6 +60,10 @@ void ds_cache_set_free(struct ds_cache_set *cs);
  * when it is in a cache but its fetch has not completed yet. */
 int ds_cache_find(struct ds_cache_set *cs, uint32_t id, const void **data, uint64_t *len,
                   struct ds_cache_ref **ref);
+/* The same, and *checked = 1 when the entry is VERIFIED (the service has
+ * checked its CRC: the caller need not), 0 when only READY. */
+int ds_cache_find_checked(struct ds_cache_set *cs, uint32_t id, const void **data, uint64_t *len,
+                          struct ds_cache_ref **ref, int *checked);
 void ds_cache_put(struct ds_cache_ref *ref);
 /* After fork, in the child: make the set consistent (darshan-style). */
 void ds_cache_set_atfork_child(struct ds_cache_set *cs);
@@ -79,7 +83,15 @@ void ds_cache_set_atfork_child(struct ds_cache_set *cs);
 #define DS_CACHE_MAX_LIVE 4
 #define DS_CACHE_ALIGN 64u /* every entry's data starts on a cache line */
 
-enum ds_cache_state { DS_CACHE_PENDING = 0, DS_CACHE_READY = 1, DS_CACHE_FAILED = 2 };
+/* READY: the bytes are complete, a reader checks their CRC itself;
+ * VERIFIED: complete, and the service has checked them against the index's
+ * CRC-32C since (uncompressed entries only), so a reader need not. */
+enum ds_cache_state {
+	DS_CACHE_PENDING = 0,
+	DS_CACHE_READY = 1,
+	DS_CACHE_FAILED = 2,
+	DS_CACHE_VERIFIED = 3
+};
 
 struct ds_cache_hdr {
 	char magic[8];        /* DS_CACHE_MAGIC */
@@ -133,6 +145,12 @@ uint64_t ds_cache_epoch_number(const struct ds_cache_epoch *ep);
 void *ds_cache_epoch_slot(struct ds_cache_epoch *ep, size_t i, uint32_t *id, uint64_t *len);
 /* Mark the i-th distinct entry READY (ok != 0) or FAILED, with release order. */
 void ds_cache_epoch_mark(struct ds_cache_epoch *ep, size_t i, int ok);
+/* The i-th distinct entry, READY, has been checked: VERIFIED (ok != 0) or
+ * FAILED (a reader then fetches it again).  Release order.  An entry that is
+ * not READY stays as it is. */
+void ds_cache_epoch_checked(struct ds_cache_epoch *ep, size_t i, int ok);
+/* The i-th distinct entry's state (acquire). */
+uint32_t ds_cache_epoch_state(const struct ds_cache_epoch *ep, size_t i);
 /* Make it visible to readers (adds it to ctl).  -ENOSPC when DS_CACHE_MAX_LIVE
  * epochs are live already. */
 int ds_cache_epoch_publish(struct ds_cache_svc *svc, struct ds_cache_epoch *ep);
