@@ -12,7 +12,8 @@
  *       rank 0 MPI_Get's BYTES from rank 1's window (passive target,
  *       lock_all + flush), in one get or in gets of SAMPLE bytes with one
  *       flush at the end: "get BYTES SECONDS" per rep (environment:
- *       MPIBENCH_WIN=create, MPIBENCH_BOTH=1, MPIBENCH_SLEEP=S, see below) */
+ *       MPIBENCH_WIN=create, MPIBENCH_BOTH=1, MPIBENCH_SLEEP=S, MPIBENCH_DST=shm,
+ *       MPIBENCH_MT=1, see below) */
 #include <fcntl.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -35,7 +36,14 @@ static double med(double *v, int n)
 
 int main(int argc, char **argv)
 {
-	MPI_Init(&argc, &argv);
+	/* MPIBENCH_MT=1: MPI_THREAD_MULTIPLE, as dstage serve asks for */
+	const char *mt = getenv("MPIBENCH_MT");
+	if (mt && atoi(mt)) {
+		int prov;
+		MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &prov);
+	} else {
+		MPI_Init(&argc, &argv);
+	}
 	int rank, size;
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -129,8 +137,23 @@ int main(int argc, char **argv)
 			memset(base, 3, (size_t)bytes);
 		char *dst = NULL;
 		if (src) {
+			/* MPIBENCH_DST=shm: into a populated MAP_SHARED file in
+			 * /dev/shm, as the service's epoch cache */
+			const char *dv = getenv("MPIBENCH_DST");
+			int dfd = -1;
+			if (dv && !strcmp(dv, "shm")) {
+				char path[64];
+				snprintf(path, sizeof(path), "/dev/shm/mpibench-dst.%d.%d", (int)getpid(), rank);
+				dfd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+				if (dfd < 0 || ftruncate(dfd, (off_t)bytes) < 0)
+					MPI_Abort(MPI_COMM_WORLD, 1);
+				unlink(path);
+			}
 			dst = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE,
-			           MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+			           dfd >= 0 ? MAP_SHARED | MAP_POPULATE : MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+			           dfd, 0);
+			if (dfd >= 0)
+				close(dfd);
 			if (dst == MAP_FAILED)
 				MPI_Abort(MPI_COMM_WORLD, 1);
 			memset(dst, 0, (size_t)bytes);

@@ -78,6 +78,7 @@ struct ds__exchange {
 	double exp_overlap;    /* L = 0: share / samples */
 	struct xep hist[HISTORY]; /* figures of finished epochs, for status */
 	int nhist;
+	int hold; /* atomic: this node fetches or a peer fetches from it */
 };
 
 static void xep_free(struct ds__svc *s, struct xep *x)
@@ -366,6 +367,11 @@ static void *verify_main(void *arg)
 	/* tests: a byte of the first entry checked arrives flipped */
 	int flip = ds_fault("serve.verify", (int)s->node) != 0;
 	for (size_t i = 0; i < m && !__atomic_load_n(&x->vstop, __ATOMIC_RELAXED); i++) {
+		/* out of the way of any node's fetch: those need both cores
+		 * here (the gets are answered by the target's main) */
+		while (__atomic_load_n(&s->x->hold, __ATOMIC_RELAXED) &&
+		       !__atomic_load_n(&x->vstop, __ATOMIC_RELAXED))
+			usleep(1000);
 		if (ds_cache_epoch_state(x->ce, i) != DS_CACHE_READY)
 			continue;
 		uint32_t id;
@@ -539,6 +545,7 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 	X->inflight = NULL;
 	int err = follow(s);
 	struct xep *x = err ? NULL : current(s, &err);
+	__atomic_store_n(&X->hold, ds__exchange_busy(s) || ds__pw_wanted(s), __ATOMIC_RELAXED);
 	if (err) {
 		s->err = err;
 		return 0;
