@@ -118,20 +118,23 @@ int main(int argc, char **argv)
 		if (create) {
 			if (tgt) {
 				char path[64];
-				snprintf(path, sizeof(path), "/dev/shm/mpibench.%d.%d", (int)getpid(), rank);
+				snprintf(path, sizeof(path), "/dev/shm/mpibench.%d.%d",
+				         (int)getpid(), rank);
 				int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
 				if (fd < 0 || ftruncate(fd, (off_t)bytes) < 0)
 					MPI_Abort(MPI_COMM_WORLD, 1);
-				base = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-				            fd, 0);
+				base = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE,
+				            MAP_SHARED | MAP_POPULATE, fd, 0);
 				close(fd);
 				unlink(path);
 				if (base == MAP_FAILED)
 					MPI_Abort(MPI_COMM_WORLD, 1);
 			}
-			MPI_Win_create(base, tgt ? (MPI_Aint)bytes : 0, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+			MPI_Win_create(base, tgt ? (MPI_Aint)bytes : 0, 1, MPI_INFO_NULL,
+			               MPI_COMM_WORLD, &win);
 		} else {
-			MPI_Win_allocate(tgt ? (MPI_Aint)bytes : 0, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+			MPI_Win_allocate(tgt ? (MPI_Aint)bytes : 0, 1, MPI_INFO_NULL,
+			                 MPI_COMM_WORLD, &base, &win);
 		}
 		if (tgt)
 			memset(base, 3, (size_t)bytes);
@@ -143,14 +146,16 @@ int main(int argc, char **argv)
 			int dfd = -1;
 			if (dv && !strcmp(dv, "shm")) {
 				char path[64];
-				snprintf(path, sizeof(path), "/dev/shm/mpibench-dst.%d.%d", (int)getpid(), rank);
+				snprintf(path, sizeof(path), "/dev/shm/mpibench-dst.%d.%d",
+				         (int)getpid(), rank);
 				dfd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
 				if (dfd < 0 || ftruncate(dfd, (off_t)bytes) < 0)
 					MPI_Abort(MPI_COMM_WORLD, 1);
 				unlink(path);
 			}
 			dst = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE,
-			           dfd >= 0 ? MAP_SHARED | MAP_POPULATE : MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+			           dfd >= 0 ? MAP_SHARED | MAP_POPULATE
+			                    : MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
 			           dfd, 0);
 			if (dfd >= 0)
 				close(dfd);

@@ -669,8 +669,8 @@ int ds_cache_find_checked(struct ds_cache_set *cs, uint32_t id, const void **dat
 		if (!e)
 			continue;
 		uint32_t st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
-		if ((st == DS_CACHE_READY || st == DS_CACHE_VERIFIED) && e->off <= m->h->data_size &&
-		    e->len <= m->h->data_size - e->off) {
+		if ((st == DS_CACHE_READY || st == DS_CACHE_VERIFIED) &&
+		    e->off <= m->h->data_size && e->len <= m->h->data_size - e->off) {
 			*data = m->map + m->h->off_data + e->off;
 			*len = e->len;
 			*ref = m;

@@ -317,8 +317,8 @@ static int inflate_into(const void *z, uint64_t zlen, char *out, uint64_t size)
  * them; *owned is set when they were malloc'd (else they belong to the cache
  * reference f->cref); *checked when the service has checked their CRC in
  * the epoch cache already (VERIFIED). */
-static int fetch_stored(struct ds__file *f, const struct ds_entry *e, const char **stored, char **owned,
-                        int *checked)
+static int fetch_stored(struct ds__file *f, const struct ds_entry *e, const char **stored,
+                        char **owned, int *checked)
 {
 	*owned = NULL;
 	*checked = 0;

@@ -56,7 +56,7 @@ struct xep {
 	pthread_t prep;
 	int prep_rc, prep_done; /* prep_done: atomic */
 	pthread_t verify;
-	int verifying, vstop;   /* vstop: atomic */
+	int verifying, vstop; /* vstop: atomic */
 	/* the figures */
 	size_t share_n, local_n;
 	uint64_t share_bytes, local_bytes;
