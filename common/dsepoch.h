@@ -65,6 +65,10 @@ int ds_cache_find(struct ds_cache_set *cs, uint32_t id, const void **data, uint6
 int ds_cache_find_checked(struct ds_cache_set *cs, uint32_t id, const void **data, uint64_t *len,
                           struct ds_cache_ref **ref, int *checked);
 void ds_cache_put(struct ds_cache_ref *ref);
+/* fn(fd, 1) right after the set opens an epoch file it keeps open (its read
+ * lock lives as long as the descriptor), fn(fd, 0) before it closes it: the
+ * shim marks the number private (the program cannot close it). */
+void ds_cache_set_fd_hook(void (*fn)(int fd, int on));
 /* After fork, in the child: make the set consistent (darshan-style). */
 void ds_cache_set_atfork_child(struct ds_cache_set *cs);
 
@@ -79,7 +83,7 @@ void ds_cache_set_atfork_child(struct ds_cache_set *cs);
  * valid mapping until ds_cache_put. */
 #define DS_CACHE_MAGIC "DSCACHE1"
 #define DS_CACHE_CTL_MAGIC 0x314c544348434344ull /* "DCCHCTL1" */
-#define DS_CACHE_VERSION 1u
+#define DS_CACHE_VERSION 2u /* 2: readers hold an OFD read lock while they map */
 #define DS_CACHE_MAX_LIVE 4
 #define DS_CACHE_ALIGN 64u /* every entry's data starts on a cache line */
 
@@ -154,8 +158,16 @@ uint32_t ds_cache_epoch_state(const struct ds_cache_epoch *ep, size_t i);
 /* Make it visible to readers (adds it to ctl).  -ENOSPC when DS_CACHE_MAX_LIVE
  * epochs are live already. */
 int ds_cache_epoch_publish(struct ds_cache_svc *svc, struct ds_cache_epoch *ep);
-/* Remove from ctl, unlink, unmap, free. */
+/* Remove from ctl, unlink, unmap, free.  With recycling (the default;
+ * DSTAGE_CACHE_RECYCLE=0: off), the last freed epoch's file and populated
+ * mapping are kept as a spare instead: the next ds_cache_epoch_new takes it
+ * over, renamed and rewritten, when it is big enough and no reader maps it
+ * (readers hold an OFD read lock on an epoch file for as long as they map
+ * it; the service rewrites a spare only under a write lock).  That skips
+ * the allocation and population of a fresh file. */
 void ds_cache_epoch_free(struct ds_cache_svc *svc, struct ds_cache_epoch *ep);
+/* 1 when ep took over a spare file. */
+int ds_cache_epoch_recycled(const struct ds_cache_epoch *ep);
 /* Upper bound of the bytes a cache of n entries of these lengths takes
  * (table + aligned data), for the --shuffle-buffer check. */
 uint64_t ds_cache_epoch_need(const uint64_t *lens, size_t n);

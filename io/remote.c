@@ -34,6 +34,9 @@ static void cache_init(void)
 {
 	/* the cache opens its files: through libc, not through us */
 	ds__busy++;
+	/* the epoch files it keeps open (their read locks) are ours, not the
+	 * program's to close */
+	ds_cache_set_fd_hook(ds__fd_private);
 	cache = ds_cache_set_new(ds__g.nodedir);
 	ds__busy--;
 }
