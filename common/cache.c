@@ -63,7 +63,7 @@ struct ds_cache_epoch {
 	uint32_t *order;          /* i-th distinct entry in fetch order -> tab index */
 	size_t m;                 /* distinct entries */
 	int published;
-	int recycled;             /* took over a spare file */
+	int recycled; /* took over a spare file */
 };
 
 static int recycle_on(void)
@@ -274,7 +274,8 @@ int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t 
 	struct ds_cache_epoch *sp = svc->spare;
 	svc->spare = NULL;
 	pthread_mutex_unlock(&svc->mu);
-	if (sp && sp->map_len >= ep->map_len && sp->map_len - ep->map_len <= ep->map_len / 8 + (1u << 20) &&
+	if (sp && sp->map_len >= ep->map_len &&
+	    sp->map_len - ep->map_len <= ep->map_len / 8 + (1u << 20) &&
 	    !ofd_lock(sp->fd, F_WRLCK)) {
 		if (!rename(sp->path, ep->path)) {
 			ep->fd = sp->fd;
@@ -483,7 +484,8 @@ void ds_cache_epoch_free(struct ds_cache_svc *svc, struct ds_cache_epoch *ep)
 struct ds_cache_ref {
 	struct ds_cache_set *cs;
 	struct ds_cache_ref *next;
-	int fd; /* kept open: its OFD read lock keeps the service off the file */
+	int fd, fd2; /* kept open: their OFD read lock keeps the service off the
+	              * file (two numbers: a dup2 onto one leaves the other) */
 	uint64_t epoch, gen;
 	const unsigned char *map;
 	size_t map_len;
@@ -516,9 +518,9 @@ struct ds_cache_set *ds_cache_set_new(const char *nodedir)
 	return cs;
 }
 
-static void (*fd_hook)(int fd, int on);
+static int (*fd_hook)(int fd, int on);
 
-void ds_cache_set_fd_hook(void (*fn)(int fd, int on)) { fd_hook = fn; }
+void ds_cache_set_fd_hook(int (*fn)(int fd, int on)) { fd_hook = fn; }
 
 static void close_kept(int fd)
 {
@@ -533,6 +535,7 @@ static void unmap_one(struct ds_cache_ref *m)
 {
 	munmap((void *)m->map, m->map_len);
 	close_kept(m->fd);
+	close_kept(m->fd2);
 	free(m);
 }
 
@@ -605,18 +608,27 @@ static struct ds_cache_ref *map_epoch(struct ds_cache_set *cs, uint64_t epoch, u
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return NULL;
-	if (fd_hook)
-		fd_hook(fd, 1);
 	/* the read lock first, for as long as we map the file: the service
 	 * rewrites a retired file for a later epoch only under a write lock
 	 * (ds_cache_epoch_new); one it holds now is being rewritten: not ours */
 	struct stat st;
 	void *p = MAP_FAILED;
-	if (!ofd_lock(fd, F_RDLCK) && !fstat(fd, &st) && st.st_size >= (off_t)sizeof(struct ds_cache_hdr))
+	if (!ofd_lock(fd, F_RDLCK) && !fstat(fd, &st) &&
+	    st.st_size >= (off_t)sizeof(struct ds_cache_hdr))
 		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	int fd2 = p == MAP_FAILED ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (p != MAP_FAILED && fd2 < 0) {
+		munmap(p, (size_t)st.st_size);
+		p = MAP_FAILED;
+	}
 	if (p == MAP_FAILED) {
-		close_kept(fd);
+		close(fd);
 		return NULL;
+	}
+	/* both out of the program's way (the shim: high, private numbers) */
+	if (fd_hook) {
+		fd = fd_hook(fd, 1);
+		fd2 = fd_hook(fd2, 1);
 	}
 	const struct ds_cache_hdr *h = p;
 	size_t len = (size_t)st.st_size;
@@ -626,15 +638,18 @@ static struct ds_cache_ref *map_epoch(struct ds_cache_set *cs, uint64_t epoch, u
 	    h->off_data > len || h->data_size > len - h->off_data) {
 		munmap(p, len);
 		close_kept(fd);
+		close_kept(fd2);
 		return NULL;
 	}
 	struct ds_cache_ref *m = calloc(1, sizeof(*m));
 	if (!m) {
 		munmap(p, len);
 		close_kept(fd);
+		close_kept(fd2);
 		return NULL;
 	}
 	m->fd = fd;
+	m->fd2 = fd2;
 	m->cs = cs;
 	m->epoch = epoch;
 	m->gen = gen;

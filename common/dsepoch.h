@@ -66,9 +66,10 @@ int ds_cache_find_checked(struct ds_cache_set *cs, uint32_t id, const void **dat
                           struct ds_cache_ref **ref, int *checked);
 void ds_cache_put(struct ds_cache_ref *ref);
 /* fn(fd, 1) right after the set opens an epoch file it keeps open (its read
- * lock lives as long as the descriptor), fn(fd, 0) before it closes it: the
- * shim marks the number private (the program cannot close it). */
-void ds_cache_set_fd_hook(void (*fn)(int fd, int on));
+ * lock lives as long as the descriptor): returns the descriptor to keep
+ * (the shim moves it to a high number and marks it private: the program
+ * neither sees nor closes it); fn(fd, 0) before the set closes it. */
+void ds_cache_set_fd_hook(int (*fn)(int fd, int on));
 /* After fork, in the child: make the set consistent (darshan-style). */
 void ds_cache_set_atfork_child(struct ds_cache_set *cs);
 

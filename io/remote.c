@@ -21,6 +21,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -30,13 +31,35 @@
 static struct ds_cache_set *cache;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 
+/* An epoch file the cache keeps open (its OFD read lock): out of the
+ * program's way, at a high number, private (io/offset.c parks its region
+ * the same way). */
+static int cache_fd(int fd, int on)
+{
+	if (!on) {
+		ds__fd_private(fd, 0);
+		return fd;
+	}
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur > 256) {
+		int hi = DS__REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 64));
+		if (hi >= 0) {
+			DS__REAL(close)(fd);
+			fd = hi;
+		}
+	}
+	ds__fd_private(fd, 1);
+	return fd;
+}
+
 static void cache_init(void)
 {
 	/* the cache opens its files: through libc, not through us */
 	ds__busy++;
 	/* the epoch files it keeps open (their read locks) are ours, not the
 	 * program's to close */
-	ds_cache_set_fd_hook(ds__fd_private);
+	ds_cache_set_fd_hook(cache_fd);
 	cache = ds_cache_set_new(ds__g.nodedir);
 	ds__busy--;
 }

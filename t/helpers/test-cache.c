@@ -204,7 +204,8 @@ static void test_enospc(void)
 
 /* An epoch of n entries of len bytes, published, every entry filled with
  * the pattern of (id + salt) and READY. */
-static struct ds_cache_epoch *filled(struct ds_cache_svc *svc, uint64_t e, uint32_t salt, int publish)
+static struct ds_cache_epoch *filled(struct ds_cache_svc *svc, uint64_t e, uint32_t salt,
+                                     int publish)
 {
 	uint32_t ids[4] = {1, 2, 3, 4};
 	uint64_t lens[4] = {100000, 100000, 100000, 100000};
@@ -235,10 +236,12 @@ static void test_recycle(void)
 	const void *d, *d2;
 	uint64_t len, len2;
 	struct ds_cache_ref *ref, *ref2;
-	ok(ds_cache_find(cs, 2, &d, &len, &ref) == 1 && check(d, 2, len), "epoch 10 read, reference held");
+	ok(ds_cache_find(cs, 2, &d, &len, &ref) == 1 && check(d, 2, len),
+	   "epoch 10 read, reference held");
 	ds_cache_epoch_free(svc, e10);
 	struct ds_cache_epoch *e11 = filled(svc, 11, 1000, 1);
-	ok(e11 && !ds_cache_epoch_recycled(e11), "held by a reader: epoch 10's file is not recycled");
+	ok(e11 && !ds_cache_epoch_recycled(e11),
+	   "held by a reader: epoch 10's file is not recycled");
 	ok(check(d, 2, len), "the held bytes of epoch 10 did not change");
 	ds_cache_put(ref);
 	ok(ds_cache_find(cs, 3, &d2, &len2, &ref2) == 1 && check(d2, 3 + 1000, len2),
@@ -248,7 +251,8 @@ static void test_recycle(void)
 	ds_cache_epoch_free(svc, e11);
 	struct ds_cache_epoch *e12 = filled(svc, 12, 2000, 0);
 	ok(e12 && !ds_cache_epoch_recycled(e12), "still mapped without a reference: not recycled");
-	is(ds_cache_find(cs, 3, &d2, &len2, &ref2), 0, "epoch 11 retired: not found (its mapping dropped)");
+	is(ds_cache_find(cs, 3, &d2, &len2, &ref2), 0,
+	   "epoch 11 retired: not found (its mapping dropped)");
 	ds_cache_epoch_free(svc, e12); /* never published, never mapped */
 	struct ds_cache_epoch *e13 = filled(svc, 13, 3000, 1);
 	ok(e13 && ds_cache_epoch_recycled(e13), "mapped by nobody: recycled");
@@ -271,7 +275,8 @@ static void test_recycle(void)
 	ds_cache_epoch_free(svc, e13);
 	is(ds_cache_find(cs, 4, &d2, &len2, &ref2), 0, "the parent lets epoch 13 go");
 	struct ds_cache_epoch *e14 = filled(svc, 14, 4000, 1);
-	ok(e14 && !ds_cache_epoch_recycled(e14), "a forked child still maps epoch 13: not recycled");
+	ok(e14 && !ds_cache_epoch_recycled(e14),
+	   "a forked child still maps epoch 13: not recycled");
 	close(pfd[1]);
 	int st = -1;
 	waitpid(pid, &st, 0);
@@ -280,7 +285,8 @@ static void test_recycle(void)
 	is(ds_cache_find(cs, 1, &d2, &len2, &ref2), 0, "epoch 14 retired");
 	struct ds_cache_epoch *e15 = filled(svc, 15, 5000, 1);
 	ok(e15 && ds_cache_epoch_recycled(e15), "nobody maps epoch 14: recycled");
-	ok(ds_cache_find(cs, 1, &d, &len, &ref) == 1 && check(d, 1 + 5000, len), "epoch 15 reads right");
+	ok(ds_cache_find(cs, 1, &d, &len, &ref) == 1 && check(d, 1 + 5000, len),
+	   "epoch 15 reads right");
 	ds_cache_put(ref);
 	/* a bigger epoch does not fit the spare: a fresh file */
 	ds_cache_epoch_free(svc, e15);
