@@ -16,7 +16,13 @@
  * then touches the bytes.  Both map the same file MAP_SHARED, so they see
  * the same physical pages.  Retired epochs are unlinked while readers may
  * still hold a reference: their mapping stays valid until the last
- * ds_cache_put, then the pages go back to the system. */
+ * ds_cache_put, then the pages go back to the system.  Except the last
+ * retired one, kept as a spare: the next epoch takes its file and populated
+ * mapping over (rename, rewrite) when no reader maps it.  Every reader holds
+ * an OFD read lock on each epoch file it maps (two descriptors, parked by
+ * the shim); the service rewrites a spare only under a write lock, and a
+ * reader that opened it by its old name finds another epoch and gen in the
+ * header. */
 #include "dscommon.h"
 #include "dsepoch.h"
 

@@ -80,8 +80,9 @@ void ds_cache_set_atfork_child(struct ds_cache_set *cs);
  * An entry's bytes are written first (memcpy or MPI_Get + flush), then its
  * state is set to READY with a release store; readers load it with acquire,
  * so a READY entry's bytes are always complete.  Retiring an epoch removes
- * it from ctl and unlinks its file: readers that still hold a ref keep a
- * valid mapping until ds_cache_put. */
+ * it from ctl and unlinks its file (or keeps it as the spare: see
+ * ds_cache_epoch_free): readers that still hold a ref keep a valid mapping
+ * until ds_cache_put, and a mapped file never changes under a reader. */
 #define DS_CACHE_MAGIC "DSCACHE1"
 #define DS_CACHE_CTL_MAGIC 0x314c544348434344ull /* "DCCHCTL1" */
 #define DS_CACHE_VERSION 2u /* 2: readers hold an OFD read lock while they map */
