@@ -11,11 +11,16 @@
  *   mpibench get BYTES REPS [SAMPLE]
  *       rank 0 MPI_Get's BYTES from rank 1's window (passive target,
  *       lock_all + flush), in one get or in gets of SAMPLE bytes with one
- *       flush at the end: "get BYTES SECONDS" per rep */
+ *       flush at the end: "get BYTES SECONDS" per rep (environment:
+ *       MPIBENCH_WIN=create, MPIBENCH_BOTH=1, MPIBENCH_SLEEP=S, MPIBENCH_DST=shm,
+ *       MPIBENCH_MT=1, see below) */
+#include <fcntl.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static int cmpd(const void *a, const void *b)
 {
@@ -31,7 +36,14 @@ static double med(double *v, int n)
 
 int main(int argc, char **argv)
 {
-	MPI_Init(&argc, &argv);
+	/* MPIBENCH_MT=1: MPI_THREAD_MULTIPLE, as dstage serve asks for */
+	const char *mt = getenv("MPIBENCH_MT");
+	if (mt && atoi(mt)) {
+		int prov;
+		MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &prov);
+	} else {
+		MPI_Init(&argc, &argv);
+	}
 	int rank, size;
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -90,29 +102,94 @@ int main(int argc, char **argv)
 		long long bytes = atoll(argv[2]);
 		int reps = atoi(argv[3]);
 		long long sample = argc == 5 ? atoll(argv[4]) : bytes;
-		char *base;
+		/* MPIBENCH_WIN=create: MPI_Win_create over a MAP_SHARED file in
+		 * /dev/shm, as dstage serve exposes its store (default:
+		 * MPI_Win_allocate).  MPIBENCH_BOTH=1: both ranks get from each
+		 * other at once, as the two services of the exchange do.
+		 * MPIBENCH_SLEEP=S: the target sleeps S seconds outside MPI after
+		 * the barrier; a get that completes sooner did not need it. */
+		const char *wv = getenv("MPIBENCH_WIN"), *bv = getenv("MPIBENCH_BOTH");
+		const char *sv = getenv("MPIBENCH_SLEEP");
+		int create = wv && !strcmp(wv, "create"), both = bv && atoi(bv);
+		double nap = sv ? atof(sv) : 0;
+		int src = rank == 0 || both, tgt = rank == 1 || both;
+		char *base = NULL;
 		MPI_Win win;
-		MPI_Win_allocate(rank == 1 ? (MPI_Aint)bytes : 0, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
-		if (rank == 1)
-			memset(base, 3, (size_t)bytes);
-		char *dst = malloc((size_t)bytes);
-		memset(dst, 0, (size_t)bytes);
-		MPI_Barrier(MPI_COMM_WORLD);
-		if (!rank) {
-			MPI_Win_lock_all(0, win);
-			for (int r = 0; r < reps; r++) {
-				double t0 = MPI_Wtime();
-				for (long long o = 0; o < bytes; o += sample) {
-					int n = (int)(bytes - o < sample ? bytes - o : sample);
-					MPI_Get(dst + o, n, MPI_BYTE, 1, (MPI_Aint)o, n, MPI_BYTE, win);
-				}
-				MPI_Win_flush(1, win);
-				printf("get %lld %.6f\n", bytes, MPI_Wtime() - t0);
+		if (create) {
+			if (tgt) {
+				char path[64];
+				snprintf(path, sizeof(path), "/dev/shm/mpibench.%d.%d",
+				         (int)getpid(), rank);
+				int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+				if (fd < 0 || ftruncate(fd, (off_t)bytes) < 0)
+					MPI_Abort(MPI_COMM_WORLD, 1);
+				base = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE,
+				            MAP_SHARED | MAP_POPULATE, fd, 0);
+				close(fd);
+				unlink(path);
+				if (base == MAP_FAILED)
+					MPI_Abort(MPI_COMM_WORLD, 1);
 			}
-			MPI_Win_unlock_all(win);
+			MPI_Win_create(base, tgt ? (MPI_Aint)bytes : 0, 1, MPI_INFO_NULL,
+			               MPI_COMM_WORLD, &win);
+		} else {
+			MPI_Win_allocate(tgt ? (MPI_Aint)bytes : 0, 1, MPI_INFO_NULL,
+			                 MPI_COMM_WORLD, &base, &win);
 		}
+		if (tgt)
+			memset(base, 3, (size_t)bytes);
+		char *dst = NULL;
+		if (src) {
+			/* MPIBENCH_DST=shm: into a populated MAP_SHARED file in
+			 * /dev/shm, as the service's epoch cache */
+			const char *dv = getenv("MPIBENCH_DST");
+			int dfd = -1;
+			if (dv && !strcmp(dv, "shm")) {
+				char path[64];
+				snprintf(path, sizeof(path), "/dev/shm/mpibench-dst.%d.%d",
+				         (int)getpid(), rank);
+				dfd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+				if (dfd < 0 || ftruncate(dfd, (off_t)bytes) < 0)
+					MPI_Abort(MPI_COMM_WORLD, 1);
+				unlink(path);
+			}
+			dst = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE,
+			           dfd >= 0 ? MAP_SHARED | MAP_POPULATE
+			                    : MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+			           dfd, 0);
+			if (dfd >= 0)
+				close(dfd);
+			if (dst == MAP_FAILED)
+				MPI_Abort(MPI_COMM_WORLD, 1);
+			memset(dst, 0, (size_t)bytes);
+		}
+		MPI_Win_lock_all(0, win);
+		int peer = rank == 0 ? 1 : 0;
+		for (int r = 0; r < reps; r++) {
+			MPI_Barrier(MPI_COMM_WORLD);
+			if (nap > 0 && rank == 1 && !both) {
+				usleep((useconds_t)(nap * 1e6));
+				continue;
+			}
+			if (!src)
+				continue;
+			double t0 = MPI_Wtime();
+			for (long long o = 0; o < bytes; o += sample) {
+				int n = (int)(bytes - o < sample ? bytes - o : sample);
+				MPI_Get(dst + o, n, MPI_BYTE, peer, (MPI_Aint)o, n, MPI_BYTE, win);
+			}
+			MPI_Win_flush(peer, win);
+			double t = MPI_Wtime() - t0, tmax = t;
+			if (both)
+				MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+			if (!rank)
+				printf("get %lld %.6f\n", bytes, tmax);
+		}
+		MPI_Win_unlock_all(win);
 		MPI_Barrier(MPI_COMM_WORLD);
 		MPI_Win_free(&win);
+		if (create && base)
+			munmap(base, (size_t)bytes);
 	} else {
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}

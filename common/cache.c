@@ -16,7 +16,13 @@
  * then touches the bytes.  Both map the same file MAP_SHARED, so they see
  * the same physical pages.  Retired epochs are unlinked while readers may
  * still hold a reference: their mapping stays valid until the last
- * ds_cache_put, then the pages go back to the system. */
+ * ds_cache_put, then the pages go back to the system.  Except the last
+ * retired one, kept as a spare: the next epoch takes its file and populated
+ * mapping over (rename, rewrite) when no reader maps it.  Every reader holds
+ * an OFD read lock on each epoch file it maps (two descriptors, parked by
+ * the shim); the service rewrites a spare only under a write lock, and a
+ * reader that opened it by its old name finds another epoch and gen in the
+ * header. */
 #include "dscommon.h"
 #include "dsepoch.h"
 
@@ -48,6 +54,8 @@ struct ds_cache_svc {
 	char *dir; /* NODEDIR/epochs */
 	struct ds_cache_ctl *ctl;
 	uint64_t next_gen;
+	pthread_mutex_t mu;           /* spare: freed by main, taken by a helper */
+	struct ds_cache_epoch *spare; /* a retired file kept for the next epoch */
 };
 
 struct ds_cache_epoch {
@@ -61,7 +69,43 @@ struct ds_cache_epoch {
 	uint32_t *order;          /* i-th distinct entry in fetch order -> tab index */
 	size_t m;                 /* distinct entries */
 	int published;
+	int recycled; /* took over a spare file */
 };
+
+static int recycle_on(void)
+{
+	static int v = -1;
+	int m = __atomic_load_n(&v, __ATOMIC_RELAXED);
+	if (m < 0) {
+		const char *e = getenv("DSTAGE_CACHE_RECYCLE");
+		m = !e || strcmp(e, "0");
+		__atomic_store_n(&v, m, __ATOMIC_RELAXED);
+	}
+	return m;
+}
+
+/* An OFD lock on all of fd: F_RDLCK, F_WRLCK or F_UNLCK; never waits. */
+static int ofd_lock(int fd, short type)
+{
+	struct flock fl;
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = type;
+	fl.l_whence = SEEK_SET;
+	return fcntl(fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
+}
+
+static void epoch_release(struct ds_cache_epoch *ep)
+{
+	if (ep->map)
+		munmap(ep->map, ep->map_len);
+	if (ep->fd >= 0) {
+		unlink(ep->path);
+		close(ep->fd);
+	}
+	free(ep->path);
+	free(ep->order);
+	free(ep);
+}
 
 /* A previous service that died may have left a ctl that readers still map:
  * mark it closed so they let go of it and find ours. */
@@ -133,6 +177,7 @@ int ds_cache_svc_new(const char *nodedir, struct ds_cache_svc **out)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	svc->next_gen = ((uint64_t)ts.tv_sec << 32) ^ ((uint64_t)ts.tv_nsec << 8) ^ (uint64_t)getpid();
+	pthread_mutex_init(&svc->mu, NULL);
 	*out = svc;
 	return 0;
 fail:
@@ -154,6 +199,9 @@ void ds_cache_svc_free(struct ds_cache_svc *svc)
 	__atomic_store_n(&c->closed, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->seq, c->seq + 1, __ATOMIC_RELEASE);
 	munmap(c, sizeof(*c));
+	if (svc->spare)
+		epoch_release(svc->spare);
+	pthread_mutex_destroy(&svc->mu);
 	ds_rm_rf(svc->dir);
 	free(svc->dir);
 	free(svc);
@@ -223,6 +271,33 @@ int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t 
 		ep->path = NULL;
 		goto fail;
 	}
+	/* a spare file big enough (and not much bigger), that no reader maps
+	 * (a write lock: every reader that maps it holds a read lock), is
+	 * taken over: renamed and rewritten under the write lock; a reader
+	 * that opened it by its old name before the rename takes its read lock
+	 * after ours is gone and finds a header of another epoch and gen */
+	pthread_mutex_lock(&svc->mu);
+	struct ds_cache_epoch *sp = svc->spare;
+	svc->spare = NULL;
+	pthread_mutex_unlock(&svc->mu);
+	if (sp && sp->map_len >= ep->map_len &&
+	    sp->map_len - ep->map_len <= ep->map_len / 8 + (1u << 20) &&
+	    !ofd_lock(sp->fd, F_WRLCK)) {
+		if (!rename(sp->path, ep->path)) {
+			ep->fd = sp->fd;
+			ep->map = sp->map;
+			ep->map_len = sp->map_len;
+			ep->recycled = 1;
+			sp->fd = -1;
+			sp->map = NULL;
+		} else {
+			ofd_lock(sp->fd, F_UNLCK);
+		}
+	}
+	if (sp)
+		epoch_release(sp);
+	if (ep->recycled)
+		goto layout;
 	ep->fd = open(ep->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (ep->fd < 0) {
 		rc = -errno;
@@ -272,6 +347,7 @@ int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t 
 			goto fail;
 		}
 	}
+layout:
 	ep->h = (struct ds_cache_hdr *)ep->map;
 	ep->tab = (struct ds_cache_ent *)(ep->map + off_entries);
 	for (size_t i = 0; i < n; i++)
@@ -298,6 +374,10 @@ int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t 
 	h->off_data = off_data;
 	h->data_size = data;
 	h->total_size = ep->map_len;
+	if (ep->recycled) {
+		/* every byte above is written: readers may look now */
+		ofd_lock(ep->fd, F_UNLCK);
+	}
 	free(ia);
 	free(slot_of_at);
 	*out = ep;
@@ -320,6 +400,7 @@ fail:
 size_t ds_cache_epoch_count(const struct ds_cache_epoch *ep) { return ep->m; }
 uint64_t ds_cache_epoch_bytes(const struct ds_cache_epoch *ep) { return ep->map_len; }
 uint64_t ds_cache_epoch_number(const struct ds_cache_epoch *ep) { return ep->epoch; }
+int ds_cache_epoch_recycled(const struct ds_cache_epoch *ep) { return ep->recycled; }
 
 void *ds_cache_epoch_slot(struct ds_cache_epoch *ep, size_t i, uint32_t *id, uint64_t *len)
 {
@@ -335,6 +416,19 @@ void ds_cache_epoch_mark(struct ds_cache_epoch *ep, size_t i, int ok)
 {
 	__atomic_store_n(&ep->tab[ep->order[i]].state, ok ? DS_CACHE_READY : DS_CACHE_FAILED,
 	                 __ATOMIC_RELEASE);
+}
+
+void ds_cache_epoch_checked(struct ds_cache_epoch *ep, size_t i, int ok)
+{
+	uint32_t want = DS_CACHE_READY;
+	__atomic_compare_exchange_n(&ep->tab[ep->order[i]].state, &want,
+	                            ok ? DS_CACHE_VERIFIED : DS_CACHE_FAILED, 0, __ATOMIC_RELEASE,
+	                            __ATOMIC_RELAXED);
+}
+
+uint32_t ds_cache_epoch_state(const struct ds_cache_epoch *ep, size_t i)
+{
+	return __atomic_load_n(&ep->tab[ep->order[i]].state, __ATOMIC_ACQUIRE);
 }
 
 /* Seqlock writer: one writer (the service's main thread). */
@@ -379,21 +473,25 @@ void ds_cache_epoch_free(struct ds_cache_svc *svc, struct ds_cache_epoch *ep)
 		__atomic_store_n(&c->nlive, j, __ATOMIC_RELAXED);
 		ctl_end(c);
 	}
-	if (ep->map)
-		munmap(ep->map, ep->map_len);
-	if (ep->fd >= 0) {
-		unlink(ep->path);
-		close(ep->fd);
+	if (recycle_on() && ep->map && ep->fd >= 0) {
+		/* kept, populated, for the next epoch; an older spare goes */
+		pthread_mutex_lock(&svc->mu);
+		struct ds_cache_epoch *old = svc->spare;
+		svc->spare = ep;
+		pthread_mutex_unlock(&svc->mu);
+		if (old)
+			epoch_release(old);
+		return;
 	}
-	free(ep->path);
-	free(ep->order);
-	free(ep);
+	epoch_release(ep);
 }
 
 /* ---- reader side (the shim) --------------------------------------------- */
 struct ds_cache_ref {
 	struct ds_cache_set *cs;
 	struct ds_cache_ref *next;
+	int fd, fd2; /* kept open: their OFD read lock keeps the service off the
+	              * file (two numbers: a dup2 onto one leaves the other) */
 	uint64_t epoch, gen;
 	const unsigned char *map;
 	size_t map_len;
@@ -426,9 +524,24 @@ struct ds_cache_set *ds_cache_set_new(const char *nodedir)
 	return cs;
 }
 
+static int (*fd_hook)(int fd, int on);
+
+void ds_cache_set_fd_hook(int (*fn)(int fd, int on)) { fd_hook = fn; }
+
+static void close_kept(int fd)
+{
+	if (fd < 0)
+		return;
+	if (fd_hook)
+		fd_hook(fd, 0);
+	close(fd); /* the read lock goes with the last descriptor */
+}
+
 static void unmap_one(struct ds_cache_ref *m)
 {
 	munmap((void *)m->map, m->map_len);
+	close_kept(m->fd);
+	close_kept(m->fd2);
 	free(m);
 }
 
@@ -501,13 +614,28 @@ static struct ds_cache_ref *map_epoch(struct ds_cache_set *cs, uint64_t epoch, u
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return NULL;
+	/* the read lock first, for as long as we map the file: the service
+	 * rewrites a retired file for a later epoch only under a write lock
+	 * (ds_cache_epoch_new); one it holds now is being rewritten: not ours */
 	struct stat st;
 	void *p = MAP_FAILED;
-	if (!fstat(fd, &st) && st.st_size >= (off_t)sizeof(struct ds_cache_hdr))
+	if (!ofd_lock(fd, F_RDLCK) && !fstat(fd, &st) &&
+	    st.st_size >= (off_t)sizeof(struct ds_cache_hdr))
 		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED)
+	int fd2 = p == MAP_FAILED ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (p != MAP_FAILED && fd2 < 0) {
+		munmap(p, (size_t)st.st_size);
+		p = MAP_FAILED;
+	}
+	if (p == MAP_FAILED) {
+		close(fd);
 		return NULL;
+	}
+	/* both out of the program's way (the shim: high, private numbers) */
+	if (fd_hook) {
+		fd = fd_hook(fd, 1);
+		fd2 = fd_hook(fd2, 1);
+	}
 	const struct ds_cache_hdr *h = p;
 	size_t len = (size_t)st.st_size;
 	if (memcmp(h->magic, DS_CACHE_MAGIC, 8) || h->version != DS_CACHE_VERSION ||
@@ -515,13 +643,19 @@ static struct ds_cache_ref *map_epoch(struct ds_cache_set *cs, uint64_t epoch, u
 	    h->off_entries > len || h->nentries > (len - h->off_entries) / sizeof(struct ds_cache_ent) ||
 	    h->off_data > len || h->data_size > len - h->off_data) {
 		munmap(p, len);
+		close_kept(fd);
+		close_kept(fd2);
 		return NULL;
 	}
 	struct ds_cache_ref *m = calloc(1, sizeof(*m));
 	if (!m) {
 		munmap(p, len);
+		close_kept(fd);
+		close_kept(fd2);
 		return NULL;
 	}
+	m->fd = fd;
+	m->fd2 = fd2;
 	m->cs = cs;
 	m->epoch = epoch;
 	m->gen = gen;
@@ -633,6 +767,14 @@ static const struct ds_cache_ent *find_ent(const struct ds_cache_ref *m, uint32_
 int ds_cache_find(struct ds_cache_set *cs, uint32_t id, const void **data, uint64_t *len,
                   struct ds_cache_ref **ref)
 {
+	int checked;
+	return ds_cache_find_checked(cs, id, data, len, ref, &checked);
+}
+
+int ds_cache_find_checked(struct ds_cache_set *cs, uint32_t id, const void **data, uint64_t *len,
+                          struct ds_cache_ref **ref, int *checked)
+{
+	*checked = 0;
 	*data = NULL;
 	*len = 0;
 	*ref = NULL;
@@ -648,12 +790,13 @@ int ds_cache_find(struct ds_cache_set *cs, uint32_t id, const void **data, uint6
 		if (!e)
 			continue;
 		uint32_t st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
-		if (st == DS_CACHE_READY && e->off <= m->h->data_size &&
-		    e->len <= m->h->data_size - e->off) {
+		if ((st == DS_CACHE_READY || st == DS_CACHE_VERIFIED) &&
+		    e->off <= m->h->data_size && e->len <= m->h->data_size - e->off) {
 			*data = m->map + m->h->off_data + e->off;
 			*len = e->len;
 			*ref = m;
 			m->refs++;
+			*checked = st == DS_CACHE_VERIFIED;
 			rc = 1;
 			break;
 		}

@@ -60,7 +60,16 @@ void ds_cache_set_free(struct ds_cache_set *cs);
  * when it is in a cache but its fetch has not completed yet. */
 int ds_cache_find(struct ds_cache_set *cs, uint32_t id, const void **data, uint64_t *len,
                   struct ds_cache_ref **ref);
+/* The same, and *checked = 1 when the entry is VERIFIED (the service has
+ * checked its CRC: the caller need not), 0 when only READY. */
+int ds_cache_find_checked(struct ds_cache_set *cs, uint32_t id, const void **data, uint64_t *len,
+                          struct ds_cache_ref **ref, int *checked);
 void ds_cache_put(struct ds_cache_ref *ref);
+/* fn(fd, 1) right after the set opens an epoch file it keeps open (its read
+ * lock lives as long as the descriptor): returns the descriptor to keep
+ * (the shim moves it to a high number and marks it private: the program
+ * neither sees nor closes it); fn(fd, 0) before the set closes it. */
+void ds_cache_set_fd_hook(int (*fn)(int fd, int on));
 /* After fork, in the child: make the set consistent (darshan-style). */
 void ds_cache_set_atfork_child(struct ds_cache_set *cs);
 
@@ -71,15 +80,24 @@ void ds_cache_set_atfork_child(struct ds_cache_set *cs);
  * An entry's bytes are written first (memcpy or MPI_Get + flush), then its
  * state is set to READY with a release store; readers load it with acquire,
  * so a READY entry's bytes are always complete.  Retiring an epoch removes
- * it from ctl and unlinks its file: readers that still hold a ref keep a
- * valid mapping until ds_cache_put. */
+ * it from ctl and unlinks its file (or keeps it as the spare: see
+ * ds_cache_epoch_free): readers that still hold a ref keep a valid mapping
+ * until ds_cache_put, and a mapped file never changes under a reader. */
 #define DS_CACHE_MAGIC "DSCACHE1"
 #define DS_CACHE_CTL_MAGIC 0x314c544348434344ull /* "DCCHCTL1" */
-#define DS_CACHE_VERSION 1u
+#define DS_CACHE_VERSION 2u /* 2: readers hold an OFD read lock while they map */
 #define DS_CACHE_MAX_LIVE 4
 #define DS_CACHE_ALIGN 64u /* every entry's data starts on a cache line */
 
-enum ds_cache_state { DS_CACHE_PENDING = 0, DS_CACHE_READY = 1, DS_CACHE_FAILED = 2 };
+/* READY: the bytes are complete, a reader checks their CRC itself;
+ * VERIFIED: complete, and the service has checked them against the index's
+ * CRC-32C since (uncompressed entries only), so a reader need not. */
+enum ds_cache_state {
+	DS_CACHE_PENDING = 0,
+	DS_CACHE_READY = 1,
+	DS_CACHE_FAILED = 2,
+	DS_CACHE_VERIFIED = 3
+};
 
 struct ds_cache_hdr {
 	char magic[8];        /* DS_CACHE_MAGIC */
@@ -133,11 +151,25 @@ uint64_t ds_cache_epoch_number(const struct ds_cache_epoch *ep);
 void *ds_cache_epoch_slot(struct ds_cache_epoch *ep, size_t i, uint32_t *id, uint64_t *len);
 /* Mark the i-th distinct entry READY (ok != 0) or FAILED, with release order. */
 void ds_cache_epoch_mark(struct ds_cache_epoch *ep, size_t i, int ok);
+/* The i-th distinct entry, READY, has been checked: VERIFIED (ok != 0) or
+ * FAILED (a reader then fetches it again).  Release order.  An entry that is
+ * not READY stays as it is. */
+void ds_cache_epoch_checked(struct ds_cache_epoch *ep, size_t i, int ok);
+/* The i-th distinct entry's state (acquire). */
+uint32_t ds_cache_epoch_state(const struct ds_cache_epoch *ep, size_t i);
 /* Make it visible to readers (adds it to ctl).  -ENOSPC when DS_CACHE_MAX_LIVE
  * epochs are live already. */
 int ds_cache_epoch_publish(struct ds_cache_svc *svc, struct ds_cache_epoch *ep);
-/* Remove from ctl, unlink, unmap, free. */
+/* Remove from ctl, unlink, unmap, free.  With recycling (the default;
+ * DSTAGE_CACHE_RECYCLE=0: off), the last freed epoch's file and populated
+ * mapping are kept as a spare instead: the next ds_cache_epoch_new takes it
+ * over, renamed and rewritten, when it is big enough and no reader maps it
+ * (readers hold an OFD read lock on an epoch file for as long as they map
+ * it; the service rewrites a spare only under a write lock).  That skips
+ * the allocation and population of a fresh file. */
 void ds_cache_epoch_free(struct ds_cache_svc *svc, struct ds_cache_epoch *ep);
+/* 1 when ep took over a spare file. */
+int ds_cache_epoch_recycled(const struct ds_cache_epoch *ep);
 /* Upper bound of the bytes a cache of n entries of these lengths takes
  * (table + aligned data), for the --shuffle-buffer check. */
 uint64_t ds_cache_epoch_need(const uint64_t *lens, size_t n);

@@ -21,6 +21,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -30,10 +31,35 @@
 static struct ds_cache_set *cache;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 
+/* An epoch file the cache keeps open (its OFD read lock): out of the
+ * program's way, at a high number, private (io/offset.c parks its region
+ * the same way). */
+static int cache_fd(int fd, int on)
+{
+	if (!on) {
+		ds__fd_private(fd, 0);
+		return fd;
+	}
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur > 256) {
+		int hi = DS__REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 64));
+		if (hi >= 0) {
+			DS__REAL(close)(fd);
+			fd = hi;
+		}
+	}
+	ds__fd_private(fd, 1);
+	return fd;
+}
+
 static void cache_init(void)
 {
 	/* the cache opens its files: through libc, not through us */
 	ds__busy++;
+	/* the epoch files it keeps open (their read locks) are ours, not the
+	 * program's to close */
+	ds_cache_set_fd_hook(cache_fd);
 	cache = ds_cache_set_new(ds__g.nodedir);
 	ds__busy--;
 }
@@ -315,16 +341,19 @@ static int inflate_into(const void *z, uint64_t zlen, char *out, uint64_t size)
 
 /* Fetch or find the stored bytes of a remote entry.  *stored points at
  * them; *owned is set when they were malloc'd (else they belong to the cache
- * reference f->cref). */
-static int fetch_stored(struct ds__file *f, const struct ds_entry *e, const char **stored, char **owned)
+ * reference f->cref); *checked when the service has checked their CRC in
+ * the epoch cache already (VERIFIED). */
+static int fetch_stored(struct ds__file *f, const struct ds_entry *e, const char **stored,
+                        char **owned, int *checked)
 {
 	*owned = NULL;
+	*checked = 0;
 	pthread_once(&cache_once, cache_init);
 	if (cache) {
 		const void *data;
 		uint64_t len;
 		struct ds_cache_ref *ref;
-		int rc = ds_cache_find(cache, (uint32_t)f->id, &data, &len, &ref);
+		int rc = ds_cache_find_checked(cache, (uint32_t)f->id, &data, &len, &ref, checked);
 		if (rc == 1 && len == e->stored) {
 			f->cref = ref;
 			*stored = data;
@@ -332,8 +361,10 @@ static int fetch_stored(struct ds__file *f, const struct ds_entry *e, const char
 			DS__COUNT(cache_bytes, len);
 			return 0;
 		}
-		if (rc == 1)
+		if (rc == 1) {
+			*checked = 0;
 			ds_cache_put(ref);
+		}
 		if (rc == -EAGAIN)
 			DS__COUNT(stalls, 1); /* being fetched: the service will wait for it */
 	}
@@ -359,8 +390,9 @@ int ds__materialize(struct ds__file *f)
 	const struct ds_entry *e = &ds__g.ix.e[f->id];
 	const char *stored = NULL;
 	char *owned = NULL;
+	int checked = 0;
 	if (f->remote) {
-		rc = fetch_stored(f, e, &stored, &owned);
+		rc = fetch_stored(f, e, &stored, &owned, &checked);
 		if (rc)
 			goto out;
 	} else {
@@ -384,8 +416,10 @@ int ds__materialize(struct ds__file *f)
 		owned = out;
 		data = out;
 	}
-	/* bytes that crossed a socket or went through inflate: check them */
-	if (f->remote || e->codec != DS_CODEC_NONE) {
+	/* bytes that crossed a socket or went through inflate: check them
+	 * (an epoch cache entry the service has checked already is not
+	 * checked twice: exchange.c, verify_main) */
+	if ((f->remote && !checked) || e->codec != DS_CODEC_NONE) {
 		if (ds_crc32c(0, data, e->size) != e->crc) {
 			ds_warn("'%s': checksum mismatch in the bytes %s", ds__ename(f->id),
 			        f->remote ? "fetched" : "inflated");

@@ -23,6 +23,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,8 @@ struct xep {
 	struct ds__svc *svc;
 	pthread_t prep;
 	int prep_rc, prep_done; /* prep_done: atomic */
+	pthread_t verify;
+	int verifying, vstop; /* vstop: atomic */
 	/* the figures */
 	size_t share_n, local_n;
 	uint64_t share_bytes, local_bytes;
@@ -76,6 +79,7 @@ struct ds__exchange {
 	double exp_overlap;    /* L = 0: share / samples */
 	struct xep hist[HISTORY]; /* figures of finished epochs, for status */
 	int nhist;
+	int hold; /* atomic: this node fetches or a peer fetches from it */
 };
 
 static void xep_free(struct ds__svc *s, struct xep *x)
@@ -84,6 +88,10 @@ static void xep_free(struct ds__svc *s, struct xep *x)
 		return;
 	if (x->st == X_PREPARING)
 		pthread_join(x->prep, NULL);
+	if (x->verifying) {
+		__atomic_store_n(&x->vstop, 1, __ATOMIC_RELAXED);
+		pthread_join(x->verify, NULL);
+	}
 	if (x->ce)
 		ds_cache_epoch_free(s->x->cache, x->ce);
 	free(x->ids);
@@ -330,6 +338,95 @@ static void *prep_main(void *arg)
 	return NULL;
 }
 
+/* Once an epoch is fetched, a helper thread checks every uncompressed
+ * entry's bytes against the index's CRC-32C and marks it VERIFIED (or
+ * FAILED: readers then fetch it again), so that the readers need not
+ * check what they take from the cache (io/remote.c): the check runs once
+ * per node, in the background while the readers are still in the epoch
+ * before, instead of on every read on the readers' critical path.  A
+ * reader that comes before the check checks the bytes itself, as before.
+ * Measured (bench/eab.sh, row 5.3): see docs/performance.md.
+ * DSTAGE_SERVE_VERIFY=0: readers check every cached read (measurements). */
+static int verify_on(void)
+{
+	static int v = -1;
+	int m = __atomic_load_n(&v, __ATOMIC_RELAXED);
+	if (m < 0) {
+		const char *e = getenv("DSTAGE_SERVE_VERIFY");
+		m = !e || strcmp(e, "0");
+		__atomic_store_n(&v, m, __ATOMIC_RELAXED);
+	}
+	return m;
+}
+
+/* DSTAGE_SERVE_VERIFY_IDLE=0: the check runs at normal priority (measurements) */
+static int vidle_off(void)
+{
+	const char *e = getenv("DSTAGE_SERVE_VERIFY_IDLE");
+	return e && !strcmp(e, "0");
+}
+
+static void *verify_main(void *arg)
+{
+	struct xep *x = arg;
+	struct ds__svc *s = x->svc;
+	size_t m = ds_cache_epoch_count(x->ce), ok = 0, bad = 0;
+	double t0 = ds_now();
+	/* only on a core nobody else wants: the readers and the mains come
+	 * first, and a check not done in time costs only the readers' own
+	 * check of what they take before it */
+	struct sched_param sp = {0};
+	if (!vidle_off())
+		pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	/* tests: a byte of the first entry checked arrives flipped */
+	int flip = ds_fault("serve.verify", (int)s->node) != 0;
+	for (size_t i = 0; i < m && !__atomic_load_n(&x->vstop, __ATOMIC_RELAXED); i++) {
+		/* out of the way of any node's fetch: those need both cores
+		 * here (the gets are answered by the target's main) */
+		while (__atomic_load_n(&s->x->hold, __ATOMIC_RELAXED) &&
+		       !__atomic_load_n(&x->vstop, __ATOMIC_RELAXED))
+			usleep(1000);
+		if (ds_cache_epoch_state(x->ce, i) != DS_CACHE_READY)
+			continue;
+		uint32_t id;
+		uint64_t len;
+		unsigned char *p = ds_cache_epoch_slot(x->ce, i, &id, &len);
+		const struct ds_entry *e = &s->ix.e[id];
+		if (e->codec != DS_CODEC_NONE || len != e->size || !len)
+			continue; /* the reader inflates and checks */
+		if (flip) {
+			p[len / 2] ^= 0x5a;
+			flip = 0;
+		}
+		int good = ds_crc32c(0, p, len) == e->crc;
+		ds_cache_epoch_checked(x->ce, i, good);
+		if (good) {
+			ok++;
+		} else {
+			bad++;
+			ds_warn("node %u: epoch %llu: '%s': checksum mismatch in the fetched bytes "
+			        "(readers fetch it again)",
+			        s->node, (unsigned long long)x->epoch, ds_index_name(&s->ix, id));
+		}
+	}
+	ds_debug("node %u: epoch %llu: %zu cached entries checked in %.3f s, %zu bad", s->node,
+	         (unsigned long long)x->epoch, ok + bad, ds_now() - t0, bad);
+	return NULL;
+}
+
+static void start_verify(struct ds__svc *s, struct xep *x)
+{
+	if (!verify_on() || x->verifying || !x->ce)
+		return;
+	sigset_t all, prev;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &prev);
+	/* no thread: the readers check the bytes themselves, as before */
+	x->verifying = !pthread_create(&x->verify, NULL, verify_main, x);
+	pthread_sigmask(SIG_SETMASK, &prev, NULL);
+	(void)s;
+}
+
 /* Start preparing x's cache on the helper thread. */
 static int start(struct ds__svc *s, struct xep *x)
 {
@@ -462,6 +559,7 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 	X->inflight = NULL;
 	int err = follow(s);
 	struct xep *x = err ? NULL : current(s, &err);
+	__atomic_store_n(&X->hold, ds__exchange_busy(s) || ds__pw_wanted(s), __ATOMIC_RELAXED);
 	if (err) {
 		s->err = err;
 		return 0;
@@ -519,6 +617,7 @@ void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s)
 		x->t1 = ds_now();
 		report(s, x);
 		ds__status_write(s, "running");
+		start_verify(s, x);
 	}
 }
 

@@ -1,6 +1,7 @@
 /* test-cache.c: unit tests of the epoch cache (common/cache.c): publish,
  * pending/ready, duplicates, retire while held, a service restart, a reader
- * in another process racing the writer (every READY entry's bytes complete). */
+ * in another process racing the writer (every READY entry's bytes complete),
+ * recycling retired files (never under a reader's mapping). */
 #include "dscommon.h"
 #include "dsepoch.h"
 #include "tap.h"
@@ -201,6 +202,105 @@ static void test_enospc(void)
 	ok(stat(path, &st) < 0 && errno == ENOENT, "service gone: NODEDIR/epochs removed");
 }
 
+/* An epoch of n entries of len bytes, published, every entry filled with
+ * the pattern of (id + salt) and READY. */
+static struct ds_cache_epoch *filled(struct ds_cache_svc *svc, uint64_t e, uint32_t salt,
+                                     int publish)
+{
+	uint32_t ids[4] = {1, 2, 3, 4};
+	uint64_t lens[4] = {100000, 100000, 100000, 100000};
+	struct ds_cache_epoch *ep = NULL;
+	if (ds_cache_epoch_new(svc, e, ids, lens, 4, &ep))
+		return NULL;
+	if (publish)
+		ds_cache_epoch_publish(svc, ep);
+	for (size_t i = 0; i < 4; i++) {
+		uint32_t id;
+		uint64_t l;
+		unsigned char *p = ds_cache_epoch_slot(ep, i, &id, &l);
+		fill(p, id + salt, l);
+		ds_cache_epoch_mark(ep, i, 1);
+	}
+	return ep;
+}
+
+/* Recycling a retired epoch's file: never while any reader maps it (a held
+ * reference, a mapping kept until the next look-up, a forked child's copy),
+ * and a mapping held across the service's next epochs never changes. */
+static void test_recycle(void)
+{
+	struct ds_cache_svc *svc;
+	ds_cache_svc_new(nodedir, &svc);
+	struct ds_cache_set *cs = ds_cache_set_new(nodedir);
+	struct ds_cache_epoch *e10 = filled(svc, 10, 0, 1);
+	const void *d, *d2;
+	uint64_t len, len2;
+	struct ds_cache_ref *ref, *ref2;
+	ok(ds_cache_find(cs, 2, &d, &len, &ref) == 1 && check(d, 2, len),
+	   "epoch 10 read, reference held");
+	ds_cache_epoch_free(svc, e10);
+	struct ds_cache_epoch *e11 = filled(svc, 11, 1000, 1);
+	ok(e11 && !ds_cache_epoch_recycled(e11),
+	   "held by a reader: epoch 10's file is not recycled");
+	ok(check(d, 2, len), "the held bytes of epoch 10 did not change");
+	ds_cache_put(ref);
+	ok(ds_cache_find(cs, 3, &d2, &len2, &ref2) == 1 && check(d2, 3 + 1000, len2),
+	   "epoch 11 read (the reader lets epoch 10 go)");
+	ds_cache_put(ref2);
+	/* the reader still maps epoch 11 (no reference) until its next look-up */
+	ds_cache_epoch_free(svc, e11);
+	struct ds_cache_epoch *e12 = filled(svc, 12, 2000, 0);
+	ok(e12 && !ds_cache_epoch_recycled(e12), "still mapped without a reference: not recycled");
+	is(ds_cache_find(cs, 3, &d2, &len2, &ref2), 0,
+	   "epoch 11 retired: not found (its mapping dropped)");
+	ds_cache_epoch_free(svc, e12); /* never published, never mapped */
+	struct ds_cache_epoch *e13 = filled(svc, 13, 3000, 1);
+	ok(e13 && ds_cache_epoch_recycled(e13), "mapped by nobody: recycled");
+	ok(ds_cache_find(cs, 4, &d, &len, &ref) == 1 && check(d, 4 + 3000, len),
+	   "the recycled file reads as epoch 13");
+	/* a child made by fork shares the parent's read lock */
+	int pfd[2];
+	if (pipe(pfd) < 0)
+		abort();
+	pid_t pid = fork();
+	if (pid == 0) {
+		char c;
+		close(pfd[1]);
+		int good = check(d, 4 + 3000, len);
+		(void)!read(pfd[0], &c, 1); /* until the parent is done */
+		_exit(good && check(d, 4 + 3000, len) ? 0 : 1);
+	}
+	close(pfd[0]);
+	ds_cache_put(ref);
+	ds_cache_epoch_free(svc, e13);
+	is(ds_cache_find(cs, 4, &d2, &len2, &ref2), 0, "the parent lets epoch 13 go");
+	struct ds_cache_epoch *e14 = filled(svc, 14, 4000, 1);
+	ok(e14 && !ds_cache_epoch_recycled(e14),
+	   "a forked child still maps epoch 13: not recycled");
+	close(pfd[1]);
+	int st = -1;
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's bytes of epoch 13 never changed");
+	ds_cache_epoch_free(svc, e14);
+	is(ds_cache_find(cs, 1, &d2, &len2, &ref2), 0, "epoch 14 retired");
+	struct ds_cache_epoch *e15 = filled(svc, 15, 5000, 1);
+	ok(e15 && ds_cache_epoch_recycled(e15), "nobody maps epoch 14: recycled");
+	ok(ds_cache_find(cs, 1, &d, &len, &ref) == 1 && check(d, 1 + 5000, len),
+	   "epoch 15 reads right");
+	ds_cache_put(ref);
+	/* a bigger epoch does not fit the spare: a fresh file */
+	ds_cache_epoch_free(svc, e15);
+	uint32_t bid[1] = {9};
+	uint64_t blen[1] = {4u << 20};
+	struct ds_cache_epoch *big;
+	ds_cache_find(cs, 1, &d2, &len2, &ref2); /* drops epoch 15's mapping */
+	ok(!ds_cache_epoch_new(svc, 16, bid, blen, 1, &big) && !ds_cache_epoch_recycled(big),
+	   "a bigger epoch: a fresh file");
+	ds_cache_epoch_free(svc, big);
+	ds_cache_svc_free(svc);
+	ds_cache_set_free(cs);
+}
+
 int main(void)
 {
 	snprintf(nodedir, sizeof(nodedir), "/dev/shm/dstage-test-cache.%d", (int)getpid());
@@ -208,6 +308,7 @@ int main(void)
 		skip_all("cannot make a directory in /dev/shm");
 	test_basic();
 	test_race();
+	test_recycle();
 	test_enospc();
 	ds_rm_rf(nodedir);
 	return done_testing();
