@@ -385,15 +385,8 @@ layout:
 fail:
 	free(ia);
 	free(slot_of_at);
-	if (ep) {
-		if (ep->fd >= 0) {
-			unlink(ep->path);
-			close(ep->fd);
-		}
-		free(ep->path);
-		free(ep->order);
-		free(ep);
-	}
+	if (ep)
+		epoch_release(ep);
 	return rc;
 }
 

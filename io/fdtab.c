@@ -166,18 +166,24 @@ static int tmpl_make(void)
 		DS__REAL(close)(fd);
 		return -1;
 	}
+	fd = ds__fd_high(fd, 64);
+	ds__g.tmpl_dev = st.st_dev;
+	ds__g.tmpl_ino = st.st_ino;
+	ds__g.tmpl_fd = fd;
+	ds__fd_private(fd, 1);
+	return fd;
+}
+
+int ds__fd_high(int fd, int below)
+{
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 256) {
-		int hi = DS__REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 64));
+		int hi = DS__REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - (rlim_t)below));
 		if (hi >= 0) {
 			DS__REAL(close)(fd);
 			fd = hi;
 		}
 	}
-	ds__g.tmpl_dev = st.st_dev;
-	ds__g.tmpl_ino = st.st_ino;
-	ds__g.tmpl_fd = fd;
-	ds__fd_private(fd, 1);
 	return fd;
 }
 

@@ -21,7 +21,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 
 /* Sparse: the memfd's pages appear as cells are first used (lowest first). */
 #define CELLS (1u << 20)
@@ -49,14 +48,7 @@ static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Keep the region's descriptor high and private, like the template. */
 static int park(int fd)
 {
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 256) {
-		int hi = DS__REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 72));
-		if (hi >= 0) {
-			DS__REAL(close)(fd);
-			fd = hi;
-		}
-	}
+	fd = ds__fd_high(fd, 72);
 	ds__fd_private(fd, 1);
 	return fd;
 }

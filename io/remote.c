@@ -21,7 +21,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -40,15 +39,7 @@ static int cache_fd(int fd, int on)
 		ds__fd_private(fd, 0);
 		return fd;
 	}
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    rl.rlim_cur > 256) {
-		int hi = DS__REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 64));
-		if (hi >= 0) {
-			DS__REAL(close)(fd);
-			fd = hi;
-		}
-	}
+	fd = ds__fd_high(fd, 64);
 	ds__fd_private(fd, 1);
 	return fd;
 }

@@ -303,6 +303,10 @@ void ds__fdtab_atfork_child(void);
  * closing, closefrom/close_range close around it, dup2 onto it first moves
  * ours away.  Mark only a number the kernel has just given us. */
 void ds__fd_private(int fd, int on);
+/* fd moved up to RLIMIT_NOFILE - below or above, out of the numbers a
+ * program uses (when the limit is finite and over 256; else fd as it is),
+ * the old number closed: the descriptor to keep.  Callers mark it private. */
+int ds__fd_high(int fd, int below);
 /* Move private descriptor fd elsewhere (the program wants its number): the
  * template is re-made, a socket is forgotten (its thread reconnects). */
 void ds__fd_private_evict(int fd);

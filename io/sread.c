@@ -24,7 +24,6 @@
 #include "shim.h"
 
 #include <fcntl.h>
-#include <sys/resource.h>
 
 /* Below this, memcpy from the mapping (one fault per 64 KiB, shared with
  * neighbours) beats two system calls; chosen by bench/rab.sh. */
@@ -81,15 +80,7 @@ static int sfd_get(void)
 		if (fd < 0) {
 			atomic_store(&sfd_off, 1); /* replaced or gone: the mapping it is */
 		} else {
-			struct rlimit rl;
-			if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-			    rl.rlim_cur > 256) {
-				int hi = DS__REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 80));
-				if (hi >= 0) {
-					DS__REAL(close)(fd);
-					fd = hi;
-				}
-			}
+			fd = ds__fd_high(fd, 80);
 			if ((unsigned)fd < ds__fdtab_len) {
 				ds__fd_private(fd, 1);
 				atomic_store_explicit(&sfd, fd, memory_order_release);
