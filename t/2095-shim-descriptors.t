@@ -24,27 +24,7 @@ test_expect_success 'setup: 2 nodes, the service of node 0 (half the files are r
 # A system call that goes past libc's syscall() (which the shim wraps for
 # the file-system numbers it emulates, t/2082): what a static binary,
 # inline assembly or io_uring does.
-test_expect_success 'setup: raw system calls without libc (x86_64)' '
-	cat >raw.c <<-\EOF &&
-	#include <errno.h>
-	long sc(long n, long a, long b, long c, long d)
-	{
-	#if defined(__x86_64__)
-		long r;
-		register long r10 __asm__("r10") = d;
-		__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
-		                 : "rcx", "r11", "memory");
-		if (r < 0 && r > -4096) { errno = (int)-r; return -1; }
-		return r;
-	#else
-		(void)n; (void)a; (void)b; (void)c; (void)d;
-		errno = ENOSYS;
-		return -1;
-	#endif
-	}
-	EOF
-	${CC:-gcc} -shared -fPIC -O2 -o raw.so raw.c
-'
+test_expect_success 'setup: raw system calls without libc (x86_64)' 'make_raw_so raw.so'
 
 test_expect_success 'vfork: subprocess.run between open and read (CPython closes fds in a vfork child)' '
 	shim "$PY" -c "

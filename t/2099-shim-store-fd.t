@@ -19,27 +19,7 @@ test_expect_success 'setup: large and small files, one node' '
 	(cd src && find . -type f | sed "s,^\./,," | sort) >files
 '
 
-test_expect_success 'setup: raw system calls without libc (x86_64)' '
-	cat >raw.c <<-\EOF &&
-	#include <errno.h>
-	long sc(long n, long a, long b, long c, long d)
-	{
-	#if defined(__x86_64__)
-		long r;
-		register long r10 __asm__("r10") = d;
-		__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
-		                 : "rcx", "r11", "memory");
-		if (r < 0 && r > -4096) { errno = (int)-r; return -1; }
-		return r;
-	#else
-		(void)n; (void)a; (void)b; (void)c; (void)d;
-		errno = ENOSYS;
-		return -1;
-	#endif
-	}
-	EOF
-	${CC:-gcc} -shared -fPIC -O2 -o raw.so raw.c
-'
+test_expect_success 'setup: raw system calls without libc (x86_64)' 'make_raw_so raw.so'
 
 # common code of the Python checks: the store descriptor(s) of this process,
 # and every staged file compared with its source through read, pread, readv

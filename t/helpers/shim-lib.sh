@@ -98,3 +98,30 @@ a/b/c/../../../a/b/p4096
 PATHS
 	printf '%0300d\n' 0
 }
+
+# make_raw_so FILE: a shared object with one function, long sc(n, a, b, c,
+# d), that makes system call n with the syscall instruction, past libc and
+# so past the shim (what a static binary, inline assembly or io_uring does);
+# on other machines than x86_64 it fails every call with ENOSYS.  Python
+# loads it with ctypes.
+make_raw_so() {
+	cat >"$1.c" <<-\EOF &&
+	#include <errno.h>
+	long sc(long n, long a, long b, long c, long d)
+	{
+	#if defined(__x86_64__)
+		long r;
+		register long r10 __asm__("r10") = d;
+		__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
+		                 : "rcx", "r11", "memory");
+		if (r < 0 && r > -4096) { errno = (int)-r; return -1; }
+		return r;
+	#else
+		(void)n; (void)a; (void)b; (void)c; (void)d;
+		errno = ENOSYS;
+		return -1;
+	#endif
+	}
+	EOF
+	${CC:-gcc} -shared -fPIC -O2 -o "$1" "$1.c"
+}
