@@ -7,8 +7,9 @@
  * calls per staged file (about 6% of a 4 KiB read-once).  Such a child can
  * only come from these entry points, so they raise ds__forked_raw first,
  * and only from then on does ds__owner ask the kernel:
- *   vfork, __vfork  (x86_64: a stub with no frame of its own, which jumps
- *                    to libc's; the child returns through the same stack)
+ *   vfork, __vfork  (x86_64: a trampoline with no frame of its own, which
+ *                    jumps to libc's; the child returns through the same
+ *                    stack)
  *   clone, _Fork    (wrappers)
  *   syscall(SYS_clone, SYS_clone3, SYS_fork, SYS_vfork)  (syscall.c)
  * posix_spawn, system and popen make their child with libc's internal
@@ -20,12 +21,11 @@
  * getpid every time, as before. */
 #include "shim.h"
 
-#include <dlfcn.h>
 #include <sched.h>
 #include <stdarg.h>
 
 #if defined(__x86_64__) && !defined(DS_LINK_WRAP)
-#define DS__OWNER_STUBS 1
+#define DS__OWNER_HOOKS 1
 _Atomic int ds__forked_raw;
 #else
 _Atomic int ds__forked_raw = 1;
@@ -36,28 +36,24 @@ void ds__forked_raw_note(void)
 	atomic_store(&ds__forked_raw, 1);
 }
 
-#ifdef DS__OWNER_STUBS
-static void *real_fn(void *_Atomic *slot, const char *name, void *fallback)
+#ifdef DS__OWNER_HOOKS
+/* libc's vfork, clone and _Fork are not in DS__REAL_FUNCS (the test build
+ * that links the wrappers statically has no hooks here): looked up the same
+ * way, once, by init.c's ds__real_find (an ENOSYS function when missing). */
+static void (*real_vfork)(void), (*real_clone)(void), (*real_fork_raw)(void);
+
+static void (*real(void (**slot)(void), const char *name))(void)
 {
-	void *f = atomic_load_explicit(slot, memory_order_acquire);
-	if (!f) {
-		f = dlsym(RTLD_NEXT, name);
-		if (!f)
-			f = fallback;
-		atomic_store_explicit(slot, f, memory_order_release);
-	}
-	return f;
+	void (*f)(void) = __atomic_load_n(slot, __ATOMIC_RELAXED);
+	return f ? f : ds__real_find(slot, name);
 }
 
-static pid_t no_vfork(void) { return fork(); }
-
-/* Called by the vfork stub: raise the flag, return libc's vfork. */
+/* Called by the vfork trampoline: raise the flag, return libc's vfork. */
 __attribute__((used, visibility("hidden"))) void *ds__vfork_prep(void);
 void *ds__vfork_prep(void)
 {
-	static void *_Atomic real;
 	ds__forked_raw_note();
-	return real_fn(&real, "vfork", (void *)no_vfork);
+	return (void *)real(&real_vfork, "vfork");
 }
 
 /* vfork and __vfork: keep the stack exactly as the caller left it (the
@@ -84,17 +80,9 @@ __asm__(".text\n"
 
 typedef int (*clone_fn)(int (*)(void *), void *, int, void *, ...);
 
-static int no_clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
-{
-	(void)fn, (void)stack, (void)flags, (void)arg;
-	errno = ENOSYS;
-	return -1;
-}
-
 /* The child runs fn on its own stack and never returns through here. */
 DS__EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 {
-	static void *_Atomic real;
 	va_list ap;
 	va_start(ap, arg);
 	pid_t *ptid = va_arg(ap, pid_t *);
@@ -102,22 +90,15 @@ DS__EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 	pid_t *ctid = va_arg(ap, pid_t *);
 	va_end(ap);
 	ds__forked_raw_note();
-	clone_fn f = (clone_fn)real_fn(&real, "clone", (void *)no_clone);
+	clone_fn f = (clone_fn)real(&real_clone, "clone");
 	return f(fn, stack, flags, arg, ptid, tls, ctid);
-}
-
-static pid_t no_fork_(void)
-{
-	errno = ENOSYS;
-	return -1;
 }
 
 /* glibc 2.34's fork without the handlers: the child copies our memory. */
 DS__EXPORT pid_t _Fork(void)
 {
-	static void *_Atomic real;
 	ds__forked_raw_note();
-	pid_t (*f)(void) = (pid_t(*)(void))real_fn(&real, "_Fork", (void *)no_fork_);
+	pid_t (*f)(void) = (pid_t(*)(void))real(&real_fork_raw, "_Fork");
 	return f();
 }
 #endif
