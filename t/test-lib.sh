@@ -406,7 +406,8 @@ _test_std_prereqs() {
 	' "${FUZZ_CC:-clang} cannot link -fsanitize=fuzzer,address (apt-get install clang libclang-rt-14-dev)"
 	test_lazy_prereq ASAN '
 		[ -x "$SRCDIR/build-asan/bin/dstage" ] &&
-		! find "$SRCDIR"/common "$SRCDIR"/hdf5 "$SRCDIR"/stage "$SRCDIR"/shuffle -name "*.[ch]" \
+		! find "$SRCDIR"/common "$SRCDIR"/hdf5 "$SRCDIR"/stage "$SRCDIR"/shuffle "$SRCDIR"/cli \
+			"$SRCDIR"/mpi "$SRCDIR"/s3 -name "*.[ch]" \
 			-newer "$SRCDIR/build-asan/bin/dstage" | grep -q .
 	' "no current build-asan/bin/dstage (make fuzz builds it)"
 	test_lazy_prereq NETNS '
