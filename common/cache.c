@@ -75,13 +75,7 @@ struct ds_cache_epoch {
 static int recycle_on(void)
 {
 	static int v = -1;
-	int m = __atomic_load_n(&v, __ATOMIC_RELAXED);
-	if (m < 0) {
-		const char *e = getenv("DSTAGE_CACHE_RECYCLE");
-		m = !e || strcmp(e, "0");
-		__atomic_store_n(&v, m, __ATOMIC_RELAXED);
-	}
-	return m;
+	return ds_env_switch("DSTAGE_CACHE_RECYCLE", &v);
 }
 
 /* An OFD lock on all of fd: F_RDLCK, F_WRLCK or F_UNLCK; never waits. */

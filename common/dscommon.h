@@ -128,4 +128,9 @@ int ds_rm_rf(const char *path);
  * when an error is injected at `point` on `rank` (see common/fault.c). */
 int ds_fault(const char *point, int rank);
 
+/* A measurement switch (DSTAGE_SERVE_RGET, DSTAGE_SERVE_VERIFY, ...): 1
+ * unless the environment sets name to "0".  Read once into *cache, which
+ * starts at -1; threads racing at the first call store the same value. */
+int ds_env_switch(const char *name, int *cache);
+
 #endif

@@ -1,4 +1,5 @@
-/* fault.c: fault injection at named points, for the hardening tests.
+/* fault.c: fault injection at named points, for the hardening tests; and the
+ * switches measurements turn paths off with (ds_env_switch).
  *
  * DSTAGE_FAULT=POINT[:rank=N][:action=error|kill|exit|sleep][:secs=S][,POINT...]
  *   POINT   a name the code passes to ds_fault(), e.g. stage.after_bcast
@@ -16,6 +17,17 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+int ds_env_switch(const char *name, int *cache)
+{
+	int m = __atomic_load_n(cache, __ATOMIC_RELAXED);
+	if (m < 0) {
+		const char *e = getenv(name);
+		m = !e || strcmp(e, "0");
+		__atomic_store_n(cache, m, __ATOMIC_RELAXED);
+	}
+	return m;
+}
 
 int ds_fault(const char *point, int rank)
 {

@@ -350,20 +350,14 @@ static void *prep_main(void *arg)
 static int verify_on(void)
 {
 	static int v = -1;
-	int m = __atomic_load_n(&v, __ATOMIC_RELAXED);
-	if (m < 0) {
-		const char *e = getenv("DSTAGE_SERVE_VERIFY");
-		m = !e || strcmp(e, "0");
-		__atomic_store_n(&v, m, __ATOMIC_RELAXED);
-	}
-	return m;
+	return ds_env_switch("DSTAGE_SERVE_VERIFY", &v);
 }
 
 /* DSTAGE_SERVE_VERIFY_IDLE=0: the check runs at normal priority (measurements) */
 static int vidle_off(void)
 {
-	const char *e = getenv("DSTAGE_SERVE_VERIFY_IDLE");
-	return e && !strcmp(e, "0");
+	static int v = -1;
+	return !ds_env_switch("DSTAGE_SERVE_VERIFY_IDLE", &v);
 }
 
 static void *verify_main(void *arg)

@@ -221,16 +221,7 @@ static __thread MPI_Request *rq;
 static __thread MPI_Status *rst;
 static __thread size_t nrq, caprq;
 
-static int rget_on(void)
-{
-	int m = __atomic_load_n(&rget_mode, __ATOMIC_RELAXED);
-	if (m < 0) {
-		const char *e = getenv("DSTAGE_SERVE_RGET");
-		m = !e || strcmp(e, "0");
-		__atomic_store_n(&rget_mode, m, __ATOMIC_RELAXED);
-	}
-	return m;
-}
+static int rget_on(void) { return ds_env_switch("DSTAGE_SERVE_RGET", &rget_mode); }
 
 void ds__get_release(void)
 {
