@@ -162,6 +162,31 @@ bench_serve_stop() {
 	rm -f "$(jobdir "$W/st" "$1")"/*/serve.status
 }
 
+# bench_svc_cpu JOB: CPU seconds so far of every thread of the service of JOB
+# over $W/st (schedstat, ns).
+bench_svc_cpu() {
+	for _p in $(pgrep -f "$DSTAGE serve --to $W/st --job $1" || :); do
+		cat /proc/"$_p"/task/*/schedstat 2>/dev/null || :
+	done | awk '{ s += $1 } END { printf "%.6f\n", s / 1e9 }'
+}
+
+# bench_holders JOBDIR LIST: "PATH 0" for each path of LIST (relative to the
+# mount) that a reader on node 0 reads from its own store, "PATH 1" for one
+# held elsewhere (no service runs yet: the read fails at once).
+bench_holders() {
+	shim "$1" 0 "$(mount_prefix)" env DSTAGE_TIMEOUT=1 DSTAGE_LOG=error /usr/bin/python3 -c '
+import sys
+for l in open(sys.argv[1]):
+    p = l.strip()
+    try:
+        with open(sys.argv[2] + "/" + p, "rb") as f:
+            f.read()
+        print(p, 0)
+    except OSError:
+        print(p, 1)
+' "$2" "$(mount_prefix)"
+}
+
 # squashfs image of DIR mounted on MNT (remount MNT: fresh caches)
 sq_make() { mksquashfs "$1" "$2" -noI -noD -noF -quiet -no-progress >/dev/null; }
 sq_mount() {

@@ -41,28 +41,13 @@ MNT=$(mount_prefix)
 # who holds what: before any service runs, a reader on node 0 can read
 # exactly the files node 0 holds (the others fail with EIO at once)
 (cd "$W/src" && find s128k -type f) >"$W/all"
-shim "$JD" 0 "$MNT" env DSTAGE_TIMEOUT=1 DSTAGE_LOG=error /usr/bin/python3 -c '
-import sys
-for l in open(sys.argv[1]):
-    p = l.strip()
-    try:
-        with open(sys.argv[2] + "/" + p, "rb") as f:
-            f.read()
-        print(p, 0)
-    except OSError:
-        print(p, 1)
-' "$W/all" "$MNT" >"$W/holders"
+bench_holders "$JD" "$W/all" >"$W/holders"
 say "$NS samples of 128 KiB on 2 nodes; $ROUNDS rounds"
 
 serve_start() { bench_serve_start ex "$@"; }
 serve_stop() { bench_serve_stop ex; }
 sval() { sed -n "s/^$2=//p" "$JD/$1/serve.status"; }
-# CPU seconds of the service's ranks so far (every thread; schedstat: ns)
-svc_cpu() {
-	for p in $(pgrep -f "$DSTAGE serve --to $W/st --job ex" || :); do
-		cat /proc/"$p"/task/*/schedstat 2>/dev/null || :
-	done | awk '{ s += $1 } END { printf "%.6f\n", s / 1e9 }'
-}
+svc_cpu() { bench_svc_cpu ex; }
 # stats counters of node K (struct ds_stats, 8-byte words; see t/helpers/serve-lib.sh)
 stat_val() {
 	case $2 in remote_reads) w=7 ;; cache_reads) w=5 ;; stalls) w=9 ;; esac

@@ -25,17 +25,7 @@ stage_nodes "$WS/pack" "$W/st" rl 2 -q
 JD=$(jobdir "$W/st" rl)
 MNT=$(mount_prefix)
 (cd "$W/src" && find s -type f) >"$W/all"
-shim "$JD" 0 "$MNT" env DSTAGE_TIMEOUT=1 DSTAGE_LOG=error /usr/bin/python3 -c '
-import sys
-for l in open(sys.argv[1]):
-    p = l.strip()
-    try:
-        with open(sys.argv[2] + "/" + p, "rb") as f:
-            f.read()
-        print(p, 0)
-    except OSError:
-        print(p, 1)
-' "$W/all" "$MNT" >"$W/holders"
+bench_holders "$JD" "$W/all" >"$W/holders"
 awk '$2 == "1" && $1 ~ /s$/ { print $1 }' "$W/holders" >"$W/r4k"
 awk '$2 == "1" && $1 ~ /[0-9]$/ { print $1 }' "$W/holders" | head -256 >"$W/r128k"
 serve_start() { bench_serve_start rl "$@" --locality 1; }

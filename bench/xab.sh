@@ -22,11 +22,7 @@ MNT=$(mount_prefix)
 serve_start() { bench_serve_start xab "$@" --seed 11; }
 serve_stop() { bench_serve_stop xab; }
 sval() { sed -n "s/^$2=//p" "$JD/$1/serve.status"; }
-svc_cpu() {
-	for p in $(pgrep -f "$DSTAGE serve --to $W/st --job xab" || :); do
-		cat /proc/"$p"/task/*/schedstat 2>/dev/null || :
-	done | awk '{ s += $1 } END { printf "%.6f\n", s / 1e9 }'
-}
+svc_cpu() { bench_svc_cpu xab; }
 prefetched() {
 	pe=$(sval "$1" prefetch_epoch)
 	[ -n "$pe" ] || return 1
