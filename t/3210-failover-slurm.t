@@ -10,8 +10,8 @@
 # the survivors; the job exits 0 and leaves no store.  With write-once
 # outputs (DSTAGE_OUTPUTS): what the nodes wrote before the loss is
 # recovered to DSTAGE_DRAIN_TO before the restart (a new service refuses to
-# start over outputs not drained; DSTAGE_DRAIN_RATE=1 keeps them undrained
-# until the loss), each once although every survivor runs the recovery on
+# start over outputs not drained; DSTAGE_DRAIN_RATE=1 keeps them, 266 bytes,
+# undrained until the loss), each once although every survivor runs the recovery on
 # the stores they share here, what they write after it (through the shim,
 # before the restarted service listens) is drained at the end.
 . "$(dirname "$0")/test-lib.sh"
@@ -42,7 +42,9 @@ if [ "$r" = 0 ]; then
 		rm -rf "$DSTAGE_STORE/2"
 		exit 1
 	fi
-	echo "before $k" >"$m/out/before.$k" || exit 1
+	# 256 bytes more: at 1 byte/s its drain takes minutes, whatever the
+	# time the survivors take to notice the loss (20 s when MPI does not)
+	{ echo "before $k" && printf "%0256d\n" 0; } >"$m/out/before.$k" || exit 1
 	while :; do
 		for f in $(cd "$src" && find train -type f); do cat "$m/$f" >/dev/null; done
 	done
@@ -91,7 +93,8 @@ test_expect_success 'epoch 1 is dealt over the survivors: a permutation, equal s
 '
 test_expect_success 'outputs: written before the loss (recovered) and after it (drained), on the shared FS' '
 	for k in 0 1 3; do
-		test "$(cat drain/before.$k)" = "before $k" && test "$(cat drain/after.$k)" = "after $k" || exit 1
+		test "$(head -n 1 drain/before.$k)" = "before $k" && test "$(wc -c <drain/before.$k)" = 266 &&
+		test "$(cat drain/after.$k)" = "after $k" || exit 1
 	done &&
 	! test -e drain/before.2 && ! test -e drain/after.2 &&
 	for k in 0 1 3; do
