@@ -6,6 +6,8 @@
  *                                   REL ("" is ROOT itself): a fresh process
  *                                   (fork + exec of itself) makes the call
  *                                   on ROOT/REL; one line each on stdout
+ *   shim-first --run-rel ROOT REL...   the same with names relative to
+ *                                   ROOT's parent, from there: "base/REL"
  *   shim-first --call NAME ROOT PATH   the call itself (what --run execs)
  *
  * Each function is looked up by its name in the process (dlsym: the shim's
@@ -450,6 +452,9 @@ static void put_cwd(void)
 	char buf[PATH_MAX];
 	char *c = getcwd(buf, sizeof(buf));
 	printf(" cwd=");
+	/* where the process started is not the tree, and differs */
+	if (c && (strncmp(c, root, rootlen) || (c[rootlen] && c[rootlen] != '/')))
+		c = "outside";
 	put_text(c ? c : "?", strlen(c ? c : "?"));
 }
 PATHCALL(chdir)
@@ -1325,13 +1330,27 @@ int main(int argc, char **argv)
 		setvbuf(stdout, NULL, _IOFBF, 1 << 16);
 		return do_call(argv[2], argv[4]);
 	}
-	if (argc >= 3 && !strcmp(argv[1], "--run")) {
+	int rel = argc >= 3 && !strcmp(argv[1], "--run-rel");
+	if (argc >= 3 && (rel || !strcmp(argv[1], "--run"))) {
 		root = argv[2];
 		char self[PATH_MAX];
 		ssize_t k = readlink("/proc/self/exe", self, sizeof(self) - 1);
 		if (k <= 0)
 			return 3;
 		self[k] = 0;
+		/* --run-rel: the names relative to ROOT's parent, the cwd */
+		const char *base = root;
+		if (rel) {
+			char dir[PATH_MAX];
+			const char *slash = strrchr(root, '/');
+			if (!slash || (size_t)(slash - root) >= sizeof(dir))
+				return 3;
+			memcpy(dir, root, (size_t)(slash - root));
+			dir[slash - root] = 0;
+			if (chdir(dir[0] ? dir : "/") < 0)
+				return 3;
+			base = slash + 1;
+		}
 		char name[256];
 		while (fgets(name, sizeof(name), stdin)) {
 			name[strcspn(name, "\n")] = 0;
@@ -1339,13 +1358,14 @@ int main(int argc, char **argv)
 				continue;
 			for (int i = 3; i < argc; i++) {
 				char path[PATH_MAX];
-				snprintf(path, sizeof(path), "%s%s%s", root, argv[i][0] ? "/" : "",
+				snprintf(path, sizeof(path), "%s%s%s", base, argv[i][0] ? "/" : "",
 				         argv[i]);
 				run_one(self, name, argv[i], path);
 			}
 		}
 		return 0;
 	}
-	fprintf(stderr, "usage: shim-first --list | --run ROOT REL... | --call NAME ROOT PATH\n");
+	fprintf(stderr,
+	        "usage: shim-first --list | --run[-rel] ROOT REL... | --call NAME ROOT PATH\n");
 	return 2;
 }
