@@ -6,7 +6,7 @@
 # covered (or must be listed below with the reason it is not): each runs in
 # a fresh process (t/helpers/shim-first.c), on a file, a directory,
 # symlinks to both, the mount root and a missing name, by absolute and by
-# relative name, once through the shim and once on the same tree
+# relative name (from the cwd and from a real directory descriptor), once through the shim and once on the same tree
 # bind-mounted read-only (a private mount namespace): results and errno
 # must be the same.  The tree lives on the node store's file system
 # (/dev/shm), so st_blocks and pathconf are compared with what that file
@@ -79,8 +79,10 @@ test_expect_success 'every wrapper (io/wrap.h, exports) is called here or listed
 
 # run_first MODE OUT: every call in a fresh process on each name, natively
 # on the read-only twin (OUT.native) and through the shim (OUT.staged);
-# MODE --run (absolute names) or --run-rel (relative to the mount's
-# parent, from there: io/path.c's ds__rel_maybe).  Then the comparison.
+# MODE --run (absolute names), --run-rel (relative to the mount's parent,
+# from there: io/path.c's ds__rel_maybe) or --run-at (the same, and the
+# *at calls on a real descriptor of that parent: ds__at_maybe_ours).  Then
+# the comparison.
 rels='"" a/x.txt a/b links/tofile links/todir a/missing'
 run_first() {
 	comm -23 w not-called >calls &&
@@ -114,8 +116,12 @@ test_expect_success 'the same by relative names from the mount parent: as native
 	run_first --run-rel rel
 '
 
+test_expect_success 'the same with the *at calls on a real descriptor of the mount parent' '
+	run_first --run-at at
+'
+
 test_expect_success 'the runs covered each kind of name: file, directory, symlinks, root, missing' '
-	for f in abs.staged rel.staged; do
+	for f in abs.staged rel.staged at.staged; do
 		grep -q "^readlink '\''links/tofile'\'': rc=10\"../a/x.txt\"" $f &&
 		grep -q "^stat '\'''\'': rc=0 mode=40755" $f &&
 		grep -q "^open '\''a/missing'\'': rc=-1 err=ENOENT" $f &&

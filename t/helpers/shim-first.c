@@ -8,6 +8,8 @@
  *                                   on ROOT/REL; one line each on stdout
  *   shim-first --run-rel ROOT REL...   the same with names relative to
  *                                   ROOT's parent, from there: "base/REL"
+ *   shim-first --run-at ROOT REL...    as --run-rel, the *at calls with a
+ *                                   real descriptor of ROOT's parent
  *   shim-first --call NAME ROOT PATH   the call itself (what --run execs)
  *
  * Each function is looked up by its name in the process (dlsym: the shim's
@@ -41,6 +43,10 @@
 #include <unistd.h>
 
 static struct ds__real R;
+/* the directory descriptor of the *at calls: AT_FDCWD, or (--run-at) a real
+ * descriptor of the directory the names are relative to */
+static int dfd = AT_FDCWD;
+#define DFD dfd
 static const char *root;
 static size_t rootlen;
 
@@ -220,12 +226,12 @@ struct call {
 	}
 OPEN_CALL(open, R.open(p, O_RDONLY))
 OPEN_CALL(open64, R.open64(p, O_RDONLY))
-OPEN_CALL(openat, R.openat(AT_FDCWD, p, O_RDONLY))
-OPEN_CALL(openat64, R.openat64(AT_FDCWD, p, O_RDONLY))
+OPEN_CALL(openat, R.openat(DFD, p, O_RDONLY))
+OPEN_CALL(openat64, R.openat64(DFD, p, O_RDONLY))
 OPEN_CALL(__open_2, R.__open_2(p, O_RDONLY))
 OPEN_CALL(__open64_2, R.__open64_2(p, O_RDONLY))
-OPEN_CALL(__openat_2, R.__openat_2(AT_FDCWD, p, O_RDONLY))
-OPEN_CALL(__openat64_2, R.__openat64_2(AT_FDCWD, p, O_RDONLY))
+OPEN_CALL(__openat_2, R.__openat_2(DFD, p, O_RDONLY))
+OPEN_CALL(__openat64_2, R.__openat64_2(DFD, p, O_RDONLY))
 OPEN_CALL(creat, R.creat(p, 0644))
 OPEN_CALL(creat64, R.creat64(p, 0644))
 
@@ -249,14 +255,14 @@ STAT_CALL(stat, R.stat(p, &st))
 STAT_CALL(stat64, R.stat64(p, ST64))
 STAT_CALL(lstat, R.lstat(p, &st))
 STAT_CALL(lstat64, R.lstat64(p, ST64))
-STAT_CALL(fstatat, R.fstatat(AT_FDCWD, p, &st, 0))
-STAT_CALL(fstatat64, R.fstatat64(AT_FDCWD, p, ST64, AT_SYMLINK_NOFOLLOW))
+STAT_CALL(fstatat, R.fstatat(DFD, p, &st, 0))
+STAT_CALL(fstatat64, R.fstatat64(DFD, p, ST64, AT_SYMLINK_NOFOLLOW))
 STAT_CALL(__xstat, R.__xstat(1, p, &st))
 STAT_CALL(__xstat64, R.__xstat64(1, p, ST64))
 STAT_CALL(__lxstat, R.__lxstat(1, p, &st))
 STAT_CALL(__lxstat64, R.__lxstat64(1, p, ST64))
-STAT_CALL(__fxstatat, R.__fxstatat(1, AT_FDCWD, p, &st, 0))
-STAT_CALL(__fxstatat64, R.__fxstatat64(1, AT_FDCWD, p, ST64, AT_SYMLINK_NOFOLLOW))
+STAT_CALL(__fxstatat, R.__fxstatat(1, DFD, p, &st, 0))
+STAT_CALL(__fxstatat64, R.__fxstatat64(1, DFD, p, ST64, AT_SYMLINK_NOFOLLOW))
 STAT_CALL(fstat, R.fstat(fd, &st))
 STAT_CALL(fstat64, R.fstat64(fd, ST64))
 STAT_CALL(__fxstat, R.__fxstat(1, fd, &st))
@@ -268,7 +274,7 @@ PATHCALL(statx)
 	struct statx sx;
 	memset(&sx, 0, sizeof(sx));
 	errno = 0;
-	int r = R.statx(AT_FDCWD, p, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx);
+	int r = R.statx(DFD, p, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx);
 	printf(" rc=%d", r);
 	put_err(r, errno);
 	if (r == 0)
@@ -333,7 +339,7 @@ PATHCALL(access)
 PATHCALL(faccessat)
 {
 	UNUSED;
-	SAY_RC(R.faccessat(AT_FDCWD, p, X_OK, AT_SYMLINK_NOFOLLOW));
+	SAY_RC(R.faccessat(DFD, p, X_OK, AT_SYMLINK_NOFOLLOW));
 }
 PATHCALL(euidaccess)
 {
@@ -357,9 +363,9 @@ PATHCALL(eaccess)
 		put_buf(k_, errno, buf);                                                           \
 	}
 LINK_CALL(readlink, R.readlink(p, buf, sizeof(buf)))
-LINK_CALL(readlinkat, R.readlinkat(AT_FDCWD, p, buf, sizeof(buf)))
+LINK_CALL(readlinkat, R.readlinkat(DFD, p, buf, sizeof(buf)))
 LINK_CALL(__readlink_chk, R.__readlink_chk(p, buf, sizeof(buf), sizeof(buf)))
-LINK_CALL(__readlinkat_chk, R.__readlinkat_chk(AT_FDCWD, p, buf, sizeof(buf), sizeof(buf)))
+LINK_CALL(__readlinkat_chk, R.__readlinkat_chk(DFD, p, buf, sizeof(buf), sizeof(buf)))
 
 /* pathconf: every limit a program asks about a file */
 static const int pc_names[] = {_PC_LINK_MAX,          _PC_MAX_CANON,          _PC_MAX_INPUT,
@@ -623,7 +629,7 @@ PATHCALL(scandirat)
 	UNUSED;
 	struct dirent **v;
 	errno = 0;
-	int n = R.scandirat(AT_FDCWD, p, &v, all, alphasort);
+	int n = R.scandirat(DFD, p, &v, all, alphasort);
 	printf(" rc=%s", n < 0 ? "-1" : "ok");
 	put_err(n, errno);
 	if (n >= 0)
@@ -634,7 +640,7 @@ PATHCALL(scandirat64)
 	UNUSED;
 	struct dirent64 **v;
 	errno = 0;
-	int n = R.scandirat64(AT_FDCWD, p, &v, (int (*)(const struct dirent64 *))all, alphasort64);
+	int n = R.scandirat64(DFD, p, &v, (int (*)(const struct dirent64 *))all, alphasort64);
 	printf(" rc=%s", n < 0 ? "-1" : "ok");
 	put_err(n, errno);
 	if (n >= 0)
@@ -916,7 +922,7 @@ PATHCALL(mkdir)
 PATHCALL(mkdirat)
 {
 	UNUSED;
-	SAY_RC(R.mkdirat(AT_FDCWD, p, 0755));
+	SAY_RC(R.mkdirat(DFD, p, 0755));
 }
 PATHCALL(rmdir)
 {
@@ -931,7 +937,7 @@ PATHCALL(unlink)
 PATHCALL(unlinkat)
 {
 	UNUSED;
-	SAY_RC(R.unlinkat(AT_FDCWD, p, AT_REMOVEDIR));
+	SAY_RC(R.unlinkat(DFD, p, AT_REMOVEDIR));
 }
 PATHCALL(rename)
 {
@@ -941,12 +947,12 @@ PATHCALL(rename)
 PATHCALL(renameat)
 {
 	UNUSED;
-	SAY_RC(R.renameat(AT_FDCWD, second, AT_FDCWD, p));
+	SAY_RC(R.renameat(DFD, second, DFD, p));
 }
 PATHCALL(renameat2)
 {
 	UNUSED;
-	SAY_RC(R.renameat2(AT_FDCWD, p, AT_FDCWD, second, RENAME_NOREPLACE));
+	SAY_RC(R.renameat2(DFD, p, DFD, second, RENAME_NOREPLACE));
 }
 PATHCALL(link)
 {
@@ -956,7 +962,7 @@ PATHCALL(link)
 PATHCALL(linkat)
 {
 	UNUSED;
-	SAY_RC(R.linkat(AT_FDCWD, p, AT_FDCWD, second, 0));
+	SAY_RC(R.linkat(DFD, p, DFD, second, 0));
 }
 PATHCALL(symlink)
 {
@@ -966,7 +972,7 @@ PATHCALL(symlink)
 PATHCALL(symlinkat)
 {
 	UNUSED;
-	SAY_RC(R.symlinkat("target", AT_FDCWD, p));
+	SAY_RC(R.symlinkat("target", DFD, p));
 }
 PATHCALL(chmod)
 {
@@ -976,7 +982,7 @@ PATHCALL(chmod)
 PATHCALL(fchmodat)
 {
 	UNUSED;
-	SAY_RC(R.fchmodat(AT_FDCWD, p, 0600, 0));
+	SAY_RC(R.fchmodat(DFD, p, 0600, 0));
 }
 PATHCALL(chown)
 {
@@ -991,7 +997,7 @@ PATHCALL(lchown)
 PATHCALL(fchownat)
 {
 	UNUSED;
-	SAY_RC(R.fchownat(AT_FDCWD, p, getuid(), getgid(), AT_SYMLINK_NOFOLLOW));
+	SAY_RC(R.fchownat(DFD, p, getuid(), getgid(), AT_SYMLINK_NOFOLLOW));
 }
 PATHCALL(truncate)
 {
@@ -1021,12 +1027,12 @@ PATHCALL(lutimes)
 PATHCALL(utimensat)
 {
 	UNUSED;
-	SAY_RC(R.utimensat(AT_FDCWD, p, NULL, 0));
+	SAY_RC(R.utimensat(DFD, p, NULL, 0));
 }
 PATHCALL(futimesat)
 {
 	UNUSED;
-	SAY_RC(R.futimesat(AT_FDCWD, p, NULL));
+	SAY_RC(R.futimesat(DFD, p, NULL));
 }
 PATHCALL(mknod)
 {
@@ -1036,7 +1042,7 @@ PATHCALL(mknod)
 PATHCALL(mknodat)
 {
 	UNUSED;
-	SAY_RC(R.mknodat(AT_FDCWD, p, S_IFIFO | 0644, 0));
+	SAY_RC(R.mknodat(DFD, p, S_IFIFO | 0644, 0));
 }
 PATHCALL(setxattr)
 {
@@ -1066,7 +1072,7 @@ PATHCALL(mkfifo)
 PATHCALL(mkfifoat)
 {
 	UNUSED;
-	SAY_RC(R.mkfifoat(AT_FDCWD, p, 0644));
+	SAY_RC(R.mkfifoat(DFD, p, 0644));
 }
 /* mkstemp family: a template in the directory the path names */
 #define TMPL_CALL(n, expr, sfx)                                                                    \
@@ -1104,10 +1110,10 @@ PATHCALL(syscall)
 	char buf[PATH_MAX];
 	struct stat st;
 	errno = 0;
-	long k = R.syscall(SYS_readlinkat, AT_FDCWD, p, buf, sizeof(buf));
+	long k = R.syscall(SYS_readlinkat, DFD, p, buf, sizeof(buf));
 	put_buf(k, errno, buf);
 	errno = 0;
-	long r = R.syscall(SYS_newfstatat, AT_FDCWD, p, &st, AT_SYMLINK_NOFOLLOW);
+	long r = R.syscall(SYS_newfstatat, DFD, p, &st, AT_SYMLINK_NOFOLLOW);
 	printf(" rc=%ld", r);
 	put_err(r, errno);
 	if (r == 0)
@@ -1260,6 +1266,9 @@ static int do_call(const char *name, const char *path)
 	DIR *d = NULL;
 	FILE *fp = NULL;
 	snprintf(second, sizeof(second), "%s/new", root);
+	/* a real directory, not the tree: opening it starts nothing */
+	if (getenv("SHIM_FIRST_AT") && (dfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return 3;
 	/* nothing before the call names the tree, except what makes its object */
 	if (c->kind == K_FD)
 		fd = 3;
@@ -1330,7 +1339,10 @@ int main(int argc, char **argv)
 		setvbuf(stdout, NULL, _IOFBF, 1 << 16);
 		return do_call(argv[2], argv[4]);
 	}
-	int rel = argc >= 3 && !strcmp(argv[1], "--run-rel");
+	int at = argc >= 3 && !strcmp(argv[1], "--run-at");
+	int rel = at || (argc >= 3 && !strcmp(argv[1], "--run-rel"));
+	if (at && setenv("SHIM_FIRST_AT", "1", 1))
+		return 3;
 	if (argc >= 3 && (rel || !strcmp(argv[1], "--run"))) {
 		root = argv[2];
 		char self[PATH_MAX];
@@ -1366,6 +1378,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr,
-	        "usage: shim-first --list | --run[-rel] ROOT REL... | --call NAME ROOT PATH\n");
+	        "usage: shim-first --list | --run[-rel|-at] ROOT REL... | --call NAME ROOT PATH\n");
 	return 2;
 }
