@@ -17,7 +17,16 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-enum ro_how { RO_CREATE, RO_REMOVE, RO_CHANGE, RO_CHANGE_NOFOLLOW };
+/* RO_REMOVE: a rename's names; RO_UNLINK, RO_RMDIR: the two removals */
+enum ro_how {
+	RO_CREATE,
+	RO_REMOVE,
+	RO_UNLINK,
+	RO_RMDIR,
+	RO_CHANGE,
+	RO_CHANGE_NOFOLLOW,
+	RO_TRUNCATE
+};
 
 static int at_ours(int dirfd, const char *path)
 {
@@ -37,7 +46,7 @@ static int ro(int dirfd, const char *path, enum ro_how how, struct ds__res *r)
 	r->out = 0;
 	if (DS__LIKELY(!at_ours(dirfd, path)))
 		return 1;
-	int flags = how == RO_CHANGE ? DS__RES_FOLLOW : DS__RES_PARENT;
+	int flags = how == RO_CHANGE || how == RO_TRUNCATE ? DS__RES_FOLLOW : DS__RES_PARENT;
 	int rc = ds__resolve(dirfd, path, flags, r);
 	if (rc == 0 && !r->ours)
 		return 1;
@@ -47,8 +56,20 @@ static int ro(int dirfd, const char *path, enum ro_how how, struct ds__res *r)
 			return -EROFS;
 		return rc ? rc : -EEXIST;
 	case RO_REMOVE:
+	case RO_UNLINK:
+	case RO_RMDIR:
 		if (rc == -ENOENT && r->ours)
 			return -EROFS;
+		/* the mount point itself: its parent is not in the mount, and
+		 * the kernel says what it says of a mount point there: a
+		 * directory, busy, another mount */
+		if (rc == 0 && r->ours && r->id == 0 && r->v.kind == DS__V_NONE)
+			return how == RO_UNLINK ? -EISDIR : how == RO_RMDIR ? -EBUSY : -EXDEV;
+		return rc ? rc : -EROFS;
+	case RO_TRUNCATE: /* the kernel's order: a directory is EISDIR first */
+		if (rc == 0 && (r->v.kind == DS__V_NONE ? S_ISDIR(ds__g.ix.e[r->id].mode)
+		                                        : r->v.kind != DS__V_LIST))
+			return -EISDIR;
 		return rc ? rc : -EROFS;
 	default:
 		return rc ? rc : -EROFS;
@@ -91,12 +112,20 @@ DS__EXPORT int DS__WRAP(mknod)(const char *path, mode_t m, dev_t dev) { RO_CALL_
 DS__EXPORT int DS__WRAP(mknodat)(int fd, const char *path, mode_t m, dev_t dev) { RO_CALL_OUT(fd, path, RO_CREATE, DS__OUT_OP_DENY, 0, DS__REAL(mknodat)(d_, p_, m, dev)); }
 DS__EXPORT int DS__WRAP(symlink)(const char *target, const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_CREATE, DS__OUT_OP_DENY, 0, DS__REAL(symlink)(target, p_)); }
 DS__EXPORT int DS__WRAP(symlinkat)(const char *target, int fd, const char *path) { RO_CALL_OUT(fd, path, RO_CREATE, DS__OUT_OP_DENY, 0, DS__REAL(symlinkat)(target, d_, p_)); }
-DS__EXPORT int DS__WRAP(unlink)(const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_REMOVE, DS_OUT_UNLINK, 0, DS__REAL(unlink)(p_)); }
+DS__EXPORT int DS__WRAP(unlink)(const char *path)
+{
+	RO_CALL_OUT(AT_FDCWD, path, RO_UNLINK, DS_OUT_UNLINK, 0, DS__REAL(unlink)(p_));
+}
 DS__EXPORT int DS__WRAP(unlinkat)(int fd, const char *path, int fl)
 {
-	RO_CALL_OUT(fd, path, RO_REMOVE, (fl & AT_REMOVEDIR) ? DS_OUT_RMDIR : DS_OUT_UNLINK, 0, DS__REAL(unlinkat)(d_, p_, fl));
+	RO_CALL_OUT(fd, path, (fl & AT_REMOVEDIR) ? RO_RMDIR : RO_UNLINK,
+	            (fl & AT_REMOVEDIR) ? DS_OUT_RMDIR : DS_OUT_UNLINK, 0,
+	            DS__REAL(unlinkat)(d_, p_, fl));
 }
-DS__EXPORT int DS__WRAP(rmdir)(const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_REMOVE, DS_OUT_RMDIR, 0, DS__REAL(rmdir)(p_)); }
+DS__EXPORT int DS__WRAP(rmdir)(const char *path)
+{
+	RO_CALL_OUT(AT_FDCWD, path, RO_RMDIR, DS_OUT_RMDIR, 0, DS__REAL(rmdir)(p_));
+}
 DS__EXPORT int DS__WRAP(chmod)(const char *path, mode_t m) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS__REAL(chmod)(p_, m)); }
 DS__EXPORT int DS__WRAP(fchmodat)(int fd, const char *path, mode_t m, int fl)
 {
@@ -108,8 +137,14 @@ DS__EXPORT int DS__WRAP(fchownat)(int fd, const char *path, uid_t u, gid_t g, in
 {
 	RO_CALL(fd, path, (fl & AT_SYMLINK_NOFOLLOW) ? RO_CHANGE_NOFOLLOW : RO_CHANGE, DS__REAL(fchownat)(d_, p_, u, g, fl));
 }
-DS__EXPORT int DS__WRAP(truncate)(const char *path, off_t len) { RO_CALL_OUT(AT_FDCWD, path, RO_CHANGE, DS__OUT_OP_DENY, 0, DS__REAL(truncate)(p_, len)); }
-DS__EXPORT int DS__WRAP(truncate64)(const char *path, off64_t len) { RO_CALL_OUT(AT_FDCWD, path, RO_CHANGE, DS__OUT_OP_DENY, 0, DS__REAL(truncate64)(p_, len)); }
+DS__EXPORT int DS__WRAP(truncate)(const char *path, off_t len)
+{
+	RO_CALL_OUT(AT_FDCWD, path, RO_TRUNCATE, DS__OUT_OP_DENY, 0, DS__REAL(truncate)(p_, len));
+}
+DS__EXPORT int DS__WRAP(truncate64)(const char *path, off64_t len)
+{
+	RO_CALL_OUT(AT_FDCWD, path, RO_TRUNCATE, DS__OUT_OP_DENY, 0, DS__REAL(truncate64)(p_, len));
+}
 DS__EXPORT int DS__WRAP(utime)(const char *path, const struct utimbuf *t) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS__REAL(utime)(p_, t)); }
 DS__EXPORT int DS__WRAP(utimes)(const char *path, const struct timeval t[2]) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS__REAL(utimes)(p_, t)); }
 DS__EXPORT int DS__WRAP(lutimes)(const char *path, const struct timeval t[2]) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS__REAL(lutimes)(p_, t)); }
@@ -130,11 +165,13 @@ DS__EXPORT int DS__WRAP(removexattr)(const char *path, const char *n) { RO_CALL(
 DS__EXPORT int DS__WRAP(lremovexattr)(const char *path, const char *n) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS__REAL(lremovexattr)(p_, n)); }
 
 /* Two names: both outside -> libc; both inside -> the dataset's answer for
- * the new name (after the old one resolved); one of each -> EXDEV. */
+ * the new name (after the old one resolved); one of each -> EXDEV.  The old
+ * name of a rename may be missing (the kernel says EROFS before it looks);
+ * a link's must exist (it looks first: ENOENT). */
 static int two_names(int ofd, const char *op, int nfd, const char *np, enum ro_how how_new,
                      struct ds__res *ro_, struct ds__res *rn)
 {
-	int a = ro(ofd, op, RO_REMOVE, ro_);
+	int a = ro(ofd, op, how_new == RO_CREATE ? RO_CHANGE_NOFOLLOW : RO_REMOVE, ro_);
 	int b = ro(nfd, np, how_new, rn);
 	if (a == 1 && b == 1)
 		return 1;
