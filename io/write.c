@@ -482,6 +482,76 @@ static int placeholder(int fd)
 	       st.st_blocks == 0;
 }
 
+/* A write lock on one free byte of the lock range for the open file fd
+ * (dsout.h): each open file of a writer's holds its own.  0 or -errno. */
+static int lock_slot(int fd)
+{
+	for (int k = 0; k < DS_OUT_LOCK_SLOTS; k++) {
+		struct flock lk = {.l_type = F_WRLCK,
+		                   .l_whence = SEEK_SET,
+		                   .l_start = DS_OUT_LOCK_OFF + k,
+		                   .l_len = 1};
+		if (DS__REAL(fcntl)(fd, F_OFD_SETLK, &lk) == 0)
+			return 0;
+		if (errno != EAGAIN && errno != EACCES)
+			return -errno;
+	}
+	return -EMFILE; /* that many opens of one output at once */
+}
+
+/* r: rel in AREA/ns (the name every node sees), as ds__out_walk makes it. */
+static void ns_res(struct ds__res *r, const char *rel)
+{
+	size_t rl = strlen(rel);
+	memcpy(r->buf, oc.ns, oc.nslen);
+	r->buf[oc.nslen] = '/';
+	memcpy(r->buf + oc.nslen + 1, rel, rl + 1); /* fits: rel came from r->buf */
+	r->orel = r->buf + oc.nslen + 1;
+	r->ours = 0;
+	r->out = 1;
+	r->rdirfd = AT_FDCWD;
+	r->rpath = r->buf;
+}
+
+/* The writer opens its own output again, for writing, while it writes it
+ * (HDF5 does when a file it has open is opened again; a shell's `exec >f`
+ * then `>>f`; a library that reopens).  The same file, as on any file
+ * system, and it stays one output: the new open file takes a lock byte of
+ * its own and the output is published when the last descriptor of all of
+ * them goes, so no byte can change after the publish.  O_TRUNC truncates
+ * it (only once the service has said it is still being written).  The fd,
+ * -ESTALE when it was published meanwhile, or -errno. */
+static int own_reopen(const struct ds__res *r, const char *rel, int flags)
+{
+	const char *tk = strrchr(r->rpath, '/');
+	char *end;
+	uint64_t token = tk ? strtoull(tk + 1, &end, 16) : 0;
+	if (!tk || *end)
+		return -EIO;
+	int fl = (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_DIRECTORY | O_NOCTTY)) | O_NOFOLLOW;
+	if ((flags & O_ACCMODE) == O_RDONLY) /* O_RDONLY|O_TRUNC: the lock needs a writable file */
+		fl = (fl & ~O_ACCMODE) | O_RDWR;
+	int fd = DS__REAL(openat)(AT_FDCWD, r->rpath, fl, 0);
+	if (fd < 0)
+		return -errno;
+	int rc = lock_slot(fd);
+	/* the service checks, under the lock that orders it with the publish,
+	 * that the output is still being written */
+	if (!rc)
+		rc = simple(DS_OUT_WATCH, NULL, NULL, 0, 0, token, NULL);
+	if (!rc && (flags & O_TRUNC) && ftruncate(fd, 0) < 0)
+		rc = -errno;
+	if (!rc)
+		rc = w_add(fd, token, rel);
+	if (rc) {
+		DS__REAL(close)(fd);
+		if (rc == -ESTALE) /* let its publish end first */
+			simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
+		return rc == -ETIMEDOUT ? -EIO : rc;
+	}
+	return fd;
+}
+
 static int out_open(struct ds__res *r, int flags, mode_t mode)
 {
 	char rel[PATH_MAX];
@@ -495,6 +565,16 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 	if (r->out == 2) { /* our own output, still being written */
 		if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL))
 			return ds__fail(EEXIST);
+		if (writing && !(flags & O_PATH)) {
+			int fd = own_reopen(r, rel, flags);
+			if (fd != -ESTALE)
+				return fd < 0 ? ds__fail(-fd) : ds__fd_fresh(fd);
+			/* published meanwhile (its last other descriptor was
+			 * closed by another thread): open the published file,
+			 * a new version, as any writer would */
+			ns_res(r, rel);
+			return out_open(r, flags, mode);
+		}
 		int fd = DS__REAL(openat)(AT_FDCWD, r->rpath, flags & ~(O_CREAT | O_EXCL | O_TRUNC), 0);
 		return fd < 0 ? -1 : ds__fd_fresh(fd);
 	}
@@ -539,10 +619,14 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 	int fd = DS__REAL(openat)(AT_FDCWD, wp, fl, 0);
 	int e = errno;
 	if (fd >= 0) {
-		struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
-		if (DS__REAL(fcntl)(fd, F_OFD_SETLK, &lk) < 0 || w_add(fd, token, rel) ||
-		    simple(DS_OUT_WATCH, NULL, NULL, 0, 0, token, NULL)) {
-			e = errno ? errno : EIO;
+		int lrc = lock_slot(fd);
+		if (!lrc && (lrc = w_add(fd, token, rel)) == 0 &&
+		    (lrc = simple(DS_OUT_WATCH, NULL, NULL, 0, 0, token, NULL)) != 0) {
+			uint64_t t;
+			w_take(fd, &t);
+		}
+		if (lrc) {
+			e = lrc == -ESTALE || lrc == -ETIMEDOUT ? EIO : -lrc;
 			DS__REAL(close)(fd);
 			fd = -1;
 		}

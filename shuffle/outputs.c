@@ -90,6 +90,7 @@ struct opend {
 	int fd;         /* the service's own descriptor on w/<token> */
 	int committing; /* a thread publishes it */
 	int armed;      /* the writer has its lock (WATCH or CLOSE came) */
+	int watched;    /* a watcher thread waits for its locks */
 	double t0;
 	uint32_t mode;
 };
@@ -941,9 +942,14 @@ static int via_main(struct ds__out *o, struct omsg *m)
 	return q.status;
 }
 
+/* No open file of the writer's holds a byte of the lock range (each of its
+ * opens locks one, dsout.h). */
 static int lock_free(int fd)
 {
-	struct flock lk = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
+	struct flock lk = {.l_type = F_WRLCK,
+	                   .l_whence = SEEK_SET,
+	                   .l_start = DS_OUT_LOCK_OFF,
+	                   .l_len = DS_OUT_LOCK_SLOTS};
 	if (fcntl(fd, F_OFD_GETLK, &lk) < 0)
 		return 0;
 	return lk.l_type == F_UNLCK;
@@ -1039,12 +1045,27 @@ static void *watch_main(void *arg)
 {
 	struct watch_arg *w = arg;
 	struct ds__out *o = w->o;
-	struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
-	while (fcntl(w->fd, F_OFD_SETLKW, &lk) < 0 && errno == EINTR)
-		;
-	close(w->fd); /* our lock goes with it */
-	pthread_mutex_lock(&o->mu);
-	struct opend *p = o->quit ? NULL : pend_find(o, w->token);
+	struct opend *p;
+	for (;;) {
+		struct flock lk = {.l_type = F_WRLCK,
+		                   .l_whence = SEEK_SET,
+		                   .l_start = DS_OUT_LOCK_OFF,
+		                   .l_len = DS_OUT_LOCK_SLOTS};
+		if (fcntl(w->fd, F_OFD_SETLKW, &lk) < 0 && errno != EINTR)
+			usleep(1000); /* (not expected) the check below decides */
+		lk.l_type = F_UNLCK;
+		fcntl(w->fd, F_OFD_SETLK, &lk);
+		pthread_mutex_lock(&o->mu);
+		p = o->quit ? NULL : pend_find(o, w->token);
+		/* The writer may have opened its file again since (a byte of its
+		 * own, then WATCH, under mu: the check and the commit below are
+		 * one step for it): wait for that one too.  Publishing now would
+		 * let it change the bytes behind every node's back. */
+		if (!p || p->committing || lock_free(p->fd))
+			break;
+		pthread_mutex_unlock(&o->mu);
+	}
+	close(w->fd);
 	int did = p && !p->committing;
 	if (did)
 		commit(o, p);
@@ -1059,9 +1080,13 @@ static void *watch_main(void *arg)
 static int watch(struct ds__out *o, uint64_t token)
 {
 	struct opend *p = pend_find(o, token);
-	if (!p)
-		return 0;
+	/* published (or given up) while the writer took its lock: the open
+	 * that took it must not write to what every node now shows */
+	if (!p || p->committing)
+		return -ESTALE;
 	p->armed = 1;
+	if (p->watched)
+		return 0; /* one more open file of the writer's: the same watcher */
 	char wp[PATH_MAX];
 	pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)token);
 	struct watch_arg *w = ds_xmalloc(sizeof(*w));
@@ -1085,6 +1110,7 @@ static int watch(struct ds__out *o, uint64_t token)
 		return 0; /* the sweep publishes it */
 	}
 	o->nwatch++;
+	p->watched = 1;
 	return 0;
 }
 
