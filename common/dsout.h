@@ -57,6 +57,15 @@
 #define DS_OUT_LOCK_SLOTS 64
 /* the drain's temporary names: DIR/<path>.dstage-drain.<node>.<seq> */
 #define DS_OUT_DRAIN_TMP ".dstage-drain."
+/* The longest suffix the drain adds to an output's name for its temporary
+ * copy (DS_OUT_DRAIN_TMP "<node>.<seq>": 10 and 20 digits at most; a
+ * recovery's "recover.<pid>" is shorter), hence the longest name (last
+ * component) a file in the outputs may have, 210 bytes.  Longer names, and
+ * paths that would not fit PATH_MAX in every node's area or in the drain
+ * directory with that suffix, are ENAMETOOLONG at create, mkdir and rename
+ * (node 0 decides): a name is never cut on its way to the drain. */
+#define DS_OUT_DRAIN_SUFFIX_MAX (sizeof(DS_OUT_DRAIN_TMP) - 1 + 10 + 1 + 20)
+#define DS_OUT_FILE_NAME_MAX (NAME_MAX - DS_OUT_DRAIN_SUFFIX_MAX)
 
 enum ds_out_op {
 	DS_OUT_CREATE = 1,

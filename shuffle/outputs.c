@@ -178,6 +178,7 @@ struct ds__out {
 	struct ds__orec *recs;
 	pthread_cond_t fetched;       /* a fetch ended */
 	struct ds__drain *dr;
+	size_t rel_max;                 /* the longest relative name of an output (name_fits) */
 	struct osum *sums, **sums_tail; /* to the sum thread, oldest first */
 	struct odefer *fdefer;
 	pthread_t sthread;
@@ -421,6 +422,51 @@ static int apply(struct ds__out *o, const struct omsg *m)
 }
 
 /* ---- node 0: deciding ------------------------------------------------------ */
+/* The names every node and the drain can hold whole (dsout.h): a path that
+ * fits every node's AREA/ns and the drain's temporary name in DIR, a file
+ * name that leaves room for the drain's suffix.  Never cut later: refused
+ * now (ENAMETOOLONG). */
+static int name_fits(const struct ds__out *o, const char *rel, int file)
+{
+	size_t l = strlen(rel);
+	if (l > o->rel_max)
+		return -ENAMETOOLONG;
+	const char *base = strrchr(rel, '/');
+	base = base ? base + 1 : rel;
+	if (file && strlen(base) > DS_OUT_FILE_NAME_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* The longest name under directory dfd (closed here), relative to it with
+ * its leading '/' ("/a/b": 4); a file's name is counted with what the drain
+ * adds (the limit is then rel_max alone). */
+static size_t longest_under(int dfd, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return 0;
+	}
+	size_t best = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		size_t l = 1 + strlen(de->d_name);
+		if (de->d_type == DT_DIR && depth < PATH_MAX / 2) {
+			int sub = openat(dirfd(d), de->d_name,
+			                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0)
+				l += longest_under(sub, depth + 1);
+		}
+		if (l > best)
+			best = l;
+	}
+	closedir(d);
+	return best;
+}
+
 static struct owriting *writing_find(struct ds__out *o, const char *path)
 {
 	for (struct owriting *w = o->writing; w; w = w->next)
@@ -491,7 +537,7 @@ static int decide(struct ds__out *o, struct omsg *m)
 	int rc;
 	switch (m->op) {
 	case DS_OUT_CREATE:
-		if ((rc = parent_dir(o, m->path)))
+		if ((rc = name_fits(o, m->path, 1)) || (rc = parent_dir(o, m->path)))
 			return rc;
 		if (!ea && S_ISDIR(st.st_mode))
 			return -EISDIR;
@@ -522,10 +568,17 @@ static int decide(struct ds__out *o, struct omsg *m)
 			}
 		return -ESTALE;
 	case DS_OUT_RENAME:
+		if ((rc = name_fits(o, m->path2, !ea && !S_ISDIR(st.st_mode))))
+			return rc;
 		if (ea)
 			return ea;
-		if (S_ISDIR(st.st_mode))
+		if (S_ISDIR(st.st_mode)) {
+			/* every name under it gets the new prefix: all must fit */
+			int dfd = open(a, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (dfd >= 0 && strlen(m->path2) + longest_under(dfd, 0) > o->rel_max)
+				return -ENAMETOOLONG;
 			return decide_dir_rename(o, m, b);
+		}
 		if ((rc = parent_dir(o, m->path2)))
 			return rc;
 		if (lstat(b, &st2) == 0) {
@@ -544,7 +597,7 @@ static int decide(struct ds__out *o, struct omsg *m)
 			return ea;
 		return S_ISDIR(st.st_mode) ? -EISDIR : 0;
 	case DS_OUT_MKDIR:
-		if ((rc = parent_dir(o, m->path)))
+		if ((rc = name_fits(o, m->path, 0)) || (rc = parent_dir(o, m->path)))
 			return rc;
 		return ea ? 0 : -EEXIST;
 	case DS_OUT_RMDIR:
@@ -1593,6 +1646,17 @@ int ds__out_start(struct ds__svc *s)
 		rc = private_mkdir(o->w);
 	if (!rc)
 		rc = ds__drain_new(o, so, &o->dr);
+	if (!rc) {
+		/* The longest name of an output (name_fits), decided by the
+		 * node that orders the namespace: it must fit PATH_MAX in every
+		 * node's AREA/ns (each node's area differs from this one's by
+		 * its node number: up to 9 more digits) and in the drain
+		 * directory with the drain's suffix.  Same on every node. */
+		size_t ns = strlen(o->ns) + 9 + 1,
+		       dr = strlen(ds__drain_dir(o->dr)) + 1 + DS_OUT_DRAIN_SUFFIX_MAX;
+		size_t need = ns > dr ? ns : dr;
+		o->rel_max = need < PATH_MAX - 1 ? PATH_MAX - 1 - need : 0;
+	}
 	if (!rc) {
 		if (pthread_create(&o->sthread, NULL, sum_main, o))
 			rc = -EAGAIN;
