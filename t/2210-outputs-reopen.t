@@ -110,6 +110,32 @@ test_expect_success H5PY 'h5py opens a file it is writing again ("a", "r"): one 
 	test "$(shim_on 1 $PY h5r.py "$MOUNT/out/m.h5")" = "499500 45"
 '
 
+cat >race.py <<'EOF2'
+import sys, threading, time
+p = sys.argv[1]
+f = open(p, "w")
+f.write("one\n")
+f.flush()
+def later():
+    g = open(p, "a")    # held 1 s between its open and its lock (DSTAGE_FAULT)
+    g.write("two\n")
+    g.close()
+t = threading.Thread(target=later)
+t.start()
+time.sleep(0.3)
+f.close()               # the last descriptor: published while the reopen waits
+t.join()
+EOF2
+
+test_expect_success 'a reopen that comes while the output is published writes a new version' '
+	shim_on 0 env DSTAGE_FAULT=shim.out_reopen:action=sleep:secs=1 \
+		$PY race.py "$MOUNT/out/race.txt" 2>err &&
+	grep -q "fault injected at .shim.out_reopen" err &&
+	printf "one\ntwo\n" >want &&
+	shim_on 1 cat "$MOUNT/out/race.txt" >got1 && test_cmp want got1 &&
+	shim_on 0 cat "$MOUNT/out/race.txt" >got0 && test_cmp want got0
+'
+
 test_expect_success 'drain --wait: the drained copies are whole' '
 	"$DSTAGE" drain --wait --to "$SHM" --job "$JOB" &&
 	$PY -c "import sys; sys.stdout.write(\"A\" * 1000 + \"B\" * 1000)" >want &&
@@ -117,6 +143,7 @@ test_expect_success 'drain --wait: the drained copies are whole' '
 	shim_on 0 cat "$MOUNT/out/t.ckpt" | cmp - "$DR/t.ckpt" &&
 	test "$(cat "$DR/h.txt")" = xy &&
 	test_cmp real/log.txt "$DR/log.txt" &&
+	printf "one\ntwo\n" >want && test_cmp want "$DR/race.txt" &&
 	test_have_prereq H5PY || exit 0
 	shim_on 0 cat "$MOUNT/out/m.h5" | cmp - "$DR/m.h5"
 '
