@@ -389,8 +389,15 @@ static int apply(struct ds__out *o, const struct omsg *m)
 					continue;
 				char np[PATH_MAX];
 				if (pfmt(np, sizeof(np), "%s%s", m->path2, q->path + l) >=
-				    (int)sizeof(np))
-					continue; /* longer than a name can be: not in ns either */
+				    (int)sizeof(np)) {
+					/* node 0 refuses such a rename (name_fits): never
+					 * here, and never a cut name if it were */
+					ds_error(
+						"node %u: '%s' under '%s': its new name is too long",
+						me, q->path, m->path2);
+					rc = -ENAMETOOLONG;
+					continue;
+				}
 				if (q->holder == me)
 					ds__drain_rename(o->dr, q, np);
 				free(q->path);
