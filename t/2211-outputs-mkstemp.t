@@ -85,13 +85,30 @@ test_expect_success 'sed -i on one node: every node has the new bytes' '
 	shim_on 0 ls "$MOUNT/out" >ls0 && ! grep -q "^sed" ls0
 '
 
+test_expect_success 'sed -i by a relative name from a cwd in the outputs' '
+	shim_on 0 sh -c "cd $MOUNT/out && sed -i s/epochs=10/epochs=20/ conf.txt" &&
+	printf "lr=0.01\nepochs=20\n" >want &&
+	shim_on 1 cat "$MOUNT/out/conf.txt" >got1 && test_cmp want got1 &&
+	shim_on 1 ls "$MOUNT/out" >ls1 && ! grep -q "^sed" ls1
+'
+
+test_expect_success 'a program started from a cwd in the outputs creates through the service' '
+	cat >incwd.sh <<-\EOF2 &&
+	cd "$1" && cp ../out/conf.txt copy.txt && mkdir sub &&
+	"$2" -c "open(\"sub/p.txt\", \"w\").write(\"py\")"
+	EOF2
+	shim_on 0 sh incwd.sh "$MOUNT/out" "$PY" &&
+	shim_on 1 cat "$MOUNT/out/copy.txt" >got1 && test_cmp want got1 &&
+	test "$(shim_on 1 cat "$MOUNT/out/sub/p.txt")" = py
+'
+
 test_expect_success 'drain --wait: the files under their final names, nothing else' '
 	"$DSTAGE" drain --wait --to "$SHM" --job "$JOB" &&
 	shim_on 0 cat "$MOUNT/out/model.ckpt" | cmp - "$DR/model.ckpt" &&
-	printf "lr=0.01\nepochs=10\n" >want && test_cmp want "$DR/conf.txt" &&
+	printf "lr=0.01\nepochs=20\n" >want && test_cmp want "$DR/conf.txt" &&
 	test "$(cat "$DR/run/f")" = "in the temporary directory" &&
 	(cd "$DR" && find . -type f | sort) >files &&
-	printf "./conf.txt\n./log.txt\n./model.ckpt\n./run/f\n./shard.pt\n" >want &&
+	printf "./conf.txt\n./copy.txt\n./log.txt\n./model.ckpt\n./run/f\n./shard.pt\n./sub/p.txt\n" >want &&
 	test_cmp want files
 '
 serve_stop
