@@ -136,6 +136,30 @@ test_expect_success 'a reopen that comes while the output is published writes a 
 	shim_on 0 cat "$MOUNT/out/race.txt" >got0 && test_cmp want got0
 '
 
+cat >threads.py <<'EOF2'
+import sys, threading, errno
+p = sys.argv[1]
+errs = []
+def worker(k):
+    for i in range(30):
+        try:
+            with open(p, "a") as g:      # each thread opens, appends, closes
+                g.write("%d.%02d\n" % (k, i))
+        except OSError as e:
+            errs.append(errno.errorcode[e.errno])
+ts = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print("errors: %d %s" % (len(errs), sorted(set(errs))))
+EOF2
+
+test_expect_success 'threads of one writer open, append and close at once: every line kept' '
+	test "$(shim_on 0 $PY threads.py "$MOUNT/out/threads.txt")" = "errors: 0 []" &&
+	$PY -c "print(\"\\n\".join(\"%d.%02d\" % (k, i) for k in range(4) for i in range(30)))" >want &&
+	shim_on 1 sort "$MOUNT/out/threads.txt" >got1 && test_cmp want got1 &&
+	shim_on 0 sort "$MOUNT/out/threads.txt" >got0 && test_cmp want got0
+'
+
 test_expect_success 'drain --wait: the drained copies are whole' '
 	"$DSTAGE" drain --wait --to "$SHM" --job "$JOB" &&
 	$PY -c "import sys; sys.stdout.write(\"A\" * 1000 + \"B\" * 1000)" >want &&
@@ -144,6 +168,7 @@ test_expect_success 'drain --wait: the drained copies are whole' '
 	test "$(cat "$DR/h.txt")" = xy &&
 	test_cmp real/log.txt "$DR/log.txt" &&
 	printf "one\ntwo\n" >want && test_cmp want "$DR/race.txt" &&
+	shim_on 0 cat "$MOUNT/out/threads.txt" | cmp - "$DR/threads.txt" &&
 	test_have_prereq H5PY || exit 0
 	shim_on 0 cat "$MOUNT/out/m.h5" | cmp - "$DR/m.h5"
 '
