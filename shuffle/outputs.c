@@ -461,7 +461,12 @@ static size_t longest_under(int dfd, int depth)
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		size_t l = 1 + strlen(de->d_name);
-		if (de->d_type == DT_DIR && depth < PATH_MAX / 2) {
+		struct stat st;
+		int isdir = de->d_type == DT_DIR ||
+		            (de->d_type == DT_UNKNOWN &&
+		             fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		             S_ISDIR(st.st_mode));
+		if (isdir && depth < PATH_MAX / 2) {
 			int sub = openat(dirfd(d), de->d_name,
 			                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (sub >= 0)
