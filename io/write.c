@@ -364,6 +364,7 @@ struct wfd {
 	pid_t pid;
 	uint64_t token;
 	uint64_t serial;
+	int gone;  /* being closed, and published: its name is the published file */
 	char *rel; /* its name (the writer sees its own file by name) */
 };
 static uint64_t wserial;
@@ -394,7 +395,7 @@ static int w_add(int fd, uint64_t token, const char *rel)
 			break;
 		}
 	char *rc = rel ? strdup(rel) : w_rel_of(token);
-	wtab[wlen++] = (struct wfd){fd, getpid(), token, ++wserial, rc};
+	wtab[wlen++] = (struct wfd){fd, getpid(), token, ++wserial, 0, rc};
 	atomic_fetch_add(&ds__out_nw, 1);
 	pthread_mutex_unlock(&wlock);
 	return 0;
@@ -413,11 +414,24 @@ static char *w_rel_of(uint64_t token)
 static int w_own_locked(const char *rel, size_t rl, uint64_t *token)
 {
 	for (size_t i = 0; i < wlen; i++)
-		if (wtab[i].rel && strlen(wtab[i].rel) == rl && !memcmp(wtab[i].rel, rel, rl)) {
+		if (wtab[i].rel && !wtab[i].gone && strlen(wtab[i].rel) == rl &&
+		    !memcmp(wtab[i].rel, rel, rl)) {
 			*token = wtab[i].token;
 			return 1;
 		}
 	return 0;
+}
+
+/* token's output is published (its publish waited for): descriptors still
+ * being closed no longer lead its name to the writer's file. */
+static void w_published(uint64_t token)
+{
+	simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL); /* waits for the publish */
+	pthread_mutex_lock(&wlock);
+	for (size_t i = 0; i < wlen; i++)
+		if (wtab[i].token == token && wtab[i].fd < 0)
+			wtab[i].gone = 1;
+	pthread_mutex_unlock(&wlock);
 }
 
 /* This process writes rel: the name of its private file into buf (1). */
@@ -657,7 +671,7 @@ static int own_reopen(const struct ds__res *r, const char *rel, int flags)
 	if (fd < 0 && errno == ENOENT) {
 		/* published meanwhile (renamed into AREA/ns): let the publish
 		 * end, then it is the published file's turn */
-		simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
+		w_published(token);
 		return -ESTALE;
 	}
 	if (fd < 0)
@@ -687,7 +701,7 @@ static int own_reopen(const struct ds__res *r, const char *rel, int flags)
 		w_take(fd, &t);
 		DS__REAL(close)(fd);
 		if (rc == -ESTALE) /* let its publish end first */
-			simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
+			w_published(token);
 		return rc == -ETIMEDOUT ? -EIO : rc;
 	}
 	return fd;
@@ -722,7 +736,7 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 			/* published meanwhile: once it is, read the published file */
 			uint64_t token;
 			if (own_token(r, &token))
-				simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
+				w_published(token);
 			ns_res(r, rel);
 			return out_open(r, flags, mode);
 		}
