@@ -813,8 +813,11 @@ static int file_fcntl(int fd, struct ds__file *f, int cmd, void *arg)
 static int real_fcntl(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
 {
 	int rc = fn(fd, cmd, arg);
-	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
 		ds__fd_fresh(rc);
+		/* a writer's output (a shell saves `exec >f`'s descriptor so) */
+		ds__out_dupped(fd, rc);
+	}
 	return rc;
 }
 

@@ -13,6 +13,7 @@
 #include "dsout.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/time.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -243,12 +244,16 @@ DS__EXPORT int DS__WRAP(linkat)(int ofd, const char *o, int nfd, const char *n, 
  * glibc's mkstemp family, mkdtemp and mkfifo reach the kernel through its
  * internal aliases of open, mkdir and mknod, never through ours: after a
  * chdir into the mount their relative names would land in the cwd shadow
- * (cwd.c).  They are wrapped here: a name whose directory is in the mount is
- * EROFS (`sed -i`, `perl -i`, mktemp in a staged directory); a name that
- * leads out of the mount goes to libc, rewritten to the real directory. */
+ * (cwd.c), and a name in the outputs would be made by libc in this node's
+ * AREA/ns behind the service (on one node only, never drained).  They are
+ * wrapped here: a name whose directory is in the dataset is EROFS (`sed
+ * -i`, `perl -i`, mktemp in a staged directory); in the outputs the name is
+ * made here and created through our open/mkdir, O_EXCL, like any output
+ * (docs/outputs.md); a name that leads out of the mount goes to libc,
+ * rewritten to the real directory. */
 
 /* 1 with *use the template libc must fill (tmpl itself, or buf holding the
- * rewritten name), or -errno. */
+ * rewritten name), 2 when its directory is in the outputs, or -errno. */
 static int tmpl_check(char *tmpl, int suffixlen, char *buf, char **use)
 {
 	*use = tmpl;
@@ -261,6 +266,8 @@ static int tmpl_check(char *tmpl, int suffixlen, char *buf, char **use)
 		return -EINVAL;
 	struct ds__res r;
 	int rc = ds__resolve(AT_FDCWD, tmpl, DS__RES_PARENT, &r);
+	if (rc == 0 && r.out)
+		return 2;
 	if (rc == 0 && !r.ours) {
 		if (r.rpath != tmpl) {
 			size_t rl = strlen(r.rpath);
@@ -285,31 +292,95 @@ static void tmpl_back(char *tmpl, const char *use, int suffixlen)
 	memcpy(tmpl + tl - k, use + ul - k, k);
 }
 
-#define TMPL_CALL(tmpl, suffixlen, real_call)                                           \
-	do {                                                                            \
-		char buf_[PATH_MAX], *u_;                                               \
-		int rc_ = tmpl_check(tmpl, suffixlen, buf_, &u_);                       \
-		if (rc_ != 1)                                                           \
-			return ds__fail(-rc_);                                          \
-		int fd_ = real_call;                                                    \
-		if (fd_ >= 0)                                                           \
-			tmpl_back(tmpl, u_, suffixlen);                                 \
-		return fd_;                                                             \
+/* A temporary name in the outputs, made the way glibc's __gen_tempname
+ * makes it (62 letters and digits in the six Xs, tried until one is free,
+ * O_EXCL), created through our open or mkdir: the service takes it like any
+ * other create, so the file is seen by every node, drained, and renamed into
+ * place through the service (the checkpoint idiom, `sed -i`).  The fd (or 0
+ * for a directory), or -1 with errno. */
+static int tmpl_out(char *tmpl, int suffixlen, int flags, int dir)
+{
+	static const char letters[] =
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	static _Atomic uint64_t ctr;
+	char *x = tmpl + strlen(tmpl) - suffixlen - 6;
+	int e0 = errno;
+	for (unsigned tries = 0; tries < 62u * 62u * 62u; tries++) {
+		uint64_t v;
+		if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			v = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
+			    ((uint64_t)getpid() << 40) ^
+			    atomic_fetch_add(&ctr, 0x9e3779b97f4a7c15ull);
+			v *= 0xff51afd7ed558ccdull;
+			v ^= v >> 33;
+		}
+		for (int i = 0; i < 6; i++, v /= 62)
+			x[i] = letters[v % 62];
+		int rc, fl = (flags & ~O_ACCMODE) | O_RDWR | O_CREAT | O_EXCL;
+		if (dir)
+			rc = DS__WRAP(mkdir)(tmpl, 0700);
+		else
+			rc = DS__WRAP(open)(tmpl, fl, 0600);
+		if (rc >= 0) {
+			errno = e0;
+			return rc;
+		}
+		if (errno != EEXIST)
+			return -1;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
+#define TMPL_CALL(tmpl, suffixlen, real_call, flags)                                               \
+	do {                                                                                       \
+		char buf_[PATH_MAX], *u_;                                                          \
+		int rc_ = tmpl_check(tmpl, suffixlen, buf_, &u_);                                  \
+		if (rc_ == 2)                                                                      \
+			return tmpl_out(tmpl, suffixlen, flags, 0);                                \
+		if (rc_ != 1)                                                                      \
+			return ds__fail(-rc_);                                                     \
+		int fd_ = real_call;                                                               \
+		if (fd_ >= 0)                                                                      \
+			tmpl_back(tmpl, u_, suffixlen);                                            \
+		return fd_;                                                                        \
 	} while (0)
 
-DS__EXPORT int DS__WRAP(mkstemp)(char *t) { TMPL_CALL(t, 0, DS__REAL(mkstemp)(u_)); }
-DS__EXPORT int DS__WRAP(mkstemp64)(char *t) { TMPL_CALL(t, 0, DS__REAL(mkstemp64)(u_)); }
-DS__EXPORT int DS__WRAP(mkostemp)(char *t, int fl) { TMPL_CALL(t, 0, DS__REAL(mkostemp)(u_, fl)); }
-DS__EXPORT int DS__WRAP(mkostemp64)(char *t, int fl) { TMPL_CALL(t, 0, DS__REAL(mkostemp64)(u_, fl)); }
-DS__EXPORT int DS__WRAP(mkstemps)(char *t, int sl) { TMPL_CALL(t, sl, DS__REAL(mkstemps)(u_, sl)); }
-DS__EXPORT int DS__WRAP(mkstemps64)(char *t, int sl) { TMPL_CALL(t, sl, DS__REAL(mkstemps64)(u_, sl)); }
-DS__EXPORT int DS__WRAP(mkostemps)(char *t, int sl, int fl) { TMPL_CALL(t, sl, DS__REAL(mkostemps)(u_, sl, fl)); }
-DS__EXPORT int DS__WRAP(mkostemps64)(char *t, int sl, int fl) { TMPL_CALL(t, sl, DS__REAL(mkostemps64)(u_, sl, fl)); }
+DS__EXPORT int DS__WRAP(mkstemp)(char *t) { TMPL_CALL(t, 0, DS__REAL(mkstemp)(u_), 0); }
+DS__EXPORT int DS__WRAP(mkstemp64)(char *t) { TMPL_CALL(t, 0, DS__REAL(mkstemp64)(u_), 0); }
+DS__EXPORT int DS__WRAP(mkostemp)(char *t, int fl)
+{
+	TMPL_CALL(t, 0, DS__REAL(mkostemp)(u_, fl), fl);
+}
+DS__EXPORT int DS__WRAP(mkostemp64)(char *t, int fl)
+{
+	TMPL_CALL(t, 0, DS__REAL(mkostemp64)(u_, fl), fl);
+}
+DS__EXPORT int DS__WRAP(mkstemps)(char *t, int sl)
+{
+	TMPL_CALL(t, sl, DS__REAL(mkstemps)(u_, sl), 0);
+}
+DS__EXPORT int DS__WRAP(mkstemps64)(char *t, int sl)
+{
+	TMPL_CALL(t, sl, DS__REAL(mkstemps64)(u_, sl), 0);
+}
+DS__EXPORT int DS__WRAP(mkostemps)(char *t, int sl, int fl)
+{
+	TMPL_CALL(t, sl, DS__REAL(mkostemps)(u_, sl, fl), fl);
+}
+DS__EXPORT int DS__WRAP(mkostemps64)(char *t, int sl, int fl)
+{
+	TMPL_CALL(t, sl, DS__REAL(mkostemps64)(u_, sl, fl), fl);
+}
 
 DS__EXPORT char *DS__WRAP(mkdtemp)(char *t)
 {
 	char buf[PATH_MAX], *u;
 	int rc = tmpl_check(t, 0, buf, &u);
+	if (rc == 2)
+		return tmpl_out(t, 0, 0, 1) < 0 ? NULL : t;
 	if (rc != 1) {
 		errno = -rc;
 		return NULL;
