@@ -1854,6 +1854,13 @@ pthread_mutex_t *ds__out_mutex(struct ds__out *o) { return &o->mu; }
 const char *ds__out_ns(struct ds__out *o) { return o->ns; }
 uint32_t ds__out_node(struct ds__out *o) { return o->s->node; }
 struct ds__orepl *ds__out_repl(struct ds__out *o) { return o->repl; }
+struct ds__orec *ds__out_find_seq(struct ds__out *o, uint64_t seq)
+{
+	for (struct ds__orec *r = o->recs; r; r = r->next)
+		if (!r->gone && r->seq == seq)
+			return r;
+	return NULL;
+}
 const char *ds__out_wdir(struct ds__out *o) { return o->w; }
 
 /* ---- options -------------------------------------------------------------- */

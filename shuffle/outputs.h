@@ -46,6 +46,8 @@ pthread_mutex_t *ds__out_mutex(struct ds__out *o);
 const char *ds__out_ns(struct ds__out *o);
 uint32_t ds__out_node(struct ds__out *o);
 struct ds__orec *ds__out_find(struct ds__out *o, const char *path);
+/* the output published by change seq, whatever its name now (outrepl.c) */
+struct ds__orec *ds__out_find_seq(struct ds__out *o, uint64_t seq);
 int ds__out_fetch_locked(struct ds__out *o, const char *path);
 /* wake the service's main loop (it checks the drain waits) */
 void ds__out_wake(struct ds__out *o);

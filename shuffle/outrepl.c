@@ -451,8 +451,9 @@ int ds__repl_take(struct ds__orepl *rp, uint64_t token, const char *dst, uint32_
 
 static void drained_in(struct ds__orepl *rp, const struct rmsg *m)
 {
-	struct ds__orec *r = ds__out_find(rp->o, m->path);
-	if (r && r->seq == m->seq && !r->repl_drained) {
+	/* by the publish's number: a rename may have reached this node first */
+	struct ds__orec *r = ds__out_find_seq(rp->o, m->seq);
+	if (r && !r->repl_drained) {
 		r->repl_drained = 1;
 		ds__out_status_write_held(rp->o);
 	}
