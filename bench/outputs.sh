@@ -181,6 +181,10 @@ r1=$(col 1 "$W/rep1.t") r2=$(col 1 "$W/rep2.t") rc1=$(col 3 "$W/rep1.t") rc2=$(c
 pub2=$(sed -n 's/.*published in \([0-9.]*\) s (sum \([0-9.]*\) s, namespace \([0-9.]*\) s).*/\1 \2 \3/p' "$W/svc2.log")
 p2s=$(echo "$pub2" | awk 'NF { print $2 }' | median)
 p2n=$(echo "$pub2" | awk 'NF { print $3 }' | median)
+# ... and its parts (outrepl.c): the holder's sum, then the copy and the replica's check
+rep2=$(sed -n 's/.*replicated on [0-9]* other node(s) in [0-9.]* s (sum \([0-9.]*\) s, copy and check \([0-9.]*\) s).*/\1 \2/p' "$W/svc2.log")
+r2s=$(echo "$rep2" | awk 'NF { print $1 }' | median)
+r2c=$(echo "$rep2" | awk 'NF { print $2 }' | median)
 sums=$(sed -n 's/.*summed in [0-9.]* s, \([0-9.]*\) s after its close.*/\1/p' "$W/svc.log" | median)
 
 row "torch.save of $mib MiB, training blocked: shim vs /var/tmp + fsync (s)" "$s" "$d" "$(ratio3 "$s" "$d")" "<= 0.3" "#15"
@@ -209,7 +213,7 @@ note "outputs: bench/outputs.sh: torch.save of a $mib MiB state dict (64 tensors
 	echo "| --outputs-replicas 1 (the default) | $r1 | $rc1 | 1 |"
 	echo "| --outputs-replicas 2 (close waits for a CRC-checked copy on the other node) | $r2 | $rc2 | $(ratio3 "$rc2" "$rc1") |"
 	echo
-	echo "The replicated close as the service counts it (medians of $(echo "$pub2" | grep -c . || :) publishes): the CRC-32C and the copy to the other node (sent over MPI, written and summed there, acknowledged) $p2s s, then the namespace round trip $p2n s."
+	echo "The replicated close as the service counts it (medians of $(echo "$pub2" | grep -c . || :) publishes): the CRC-32C and the copy to the other node (sent over MPI, written and summed there, acknowledged) $p2s s (the holder's sum $r2s s, then the copy and the replica's check $r2c s), then the namespace round trip $p2n s."
 	echo
 	echo "The drain thread's own account (medians of $(echo "$dra" | grep -c . || :) files, at nice 19 / best-effort I/O 7): $dt s from the start of its copy to durable, of which copy with its CRC + fsync $dcp s, then waiting for the holder's sum $dsw s, rename + fsync of the directory $drn s; the rest of \"close to durable\" is the queue (the sum running meanwhile) and the round trip of drain --wait."
 	echo
