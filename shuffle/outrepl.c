@@ -231,6 +231,10 @@ int ds__repl_push(struct ds__orepl *rp, int fd, uint64_t size, uint64_t token, c
 	if (rc) {
 		ds_error("node %u: '%s': not replicated: %s", s->node, path, ds_strerror(rc));
 		ds__repl_abandon(rp, token, repl, k);
+		/* the writer's close gets an errno, not dstage's own codes
+		 * (DS_ECHECKSUM, ...) */
+		if (rc <= -DS_ECORRUPT)
+			rc = -EIO;
 	} else {
 		ds_debug("node %u: '%s' (%llu bytes) replicated on %u other node(s) in %.4f s (sum "
 		         "%.4f s, copy and check %.4f s)",
