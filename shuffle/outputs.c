@@ -986,7 +986,7 @@ static int commit(struct ds__out *o, struct opend *p)
 	 * for it: a fetch by another node, the drain (sum_main). */
 	struct stat st;
 	int rc = fstat(p->fd, &st) < 0 ? -errno : 0;
-	uint32_t crc = 0, repl[DS_OUT_MAX_REPL], nrepl = 0;
+	uint32_t crc = 0, repl[DS_OUT_MAX_REPL] = {0}, nrepl = 0;
 	pthread_mutex_lock(&o->mu);
 	/* --outputs-replicas: N-1 other nodes hold a checked copy before the
 	 * publish (outrepl.c); the sum is then taken here */
