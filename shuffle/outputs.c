@@ -370,8 +370,10 @@ static int apply(struct ds__out *o, const struct omsg *m)
 		memcpy(r->repl, m->repl, r->nrepl * sizeof(r->repl[0]));
 		r->next = o->recs;
 		o->recs = r;
-		if (replica) /* listed before the ack: recoverable here once the close returns */
+		if (replica) { /* listed before the ack: recoverable here once the close returns */
+			ds__repl_applied(o->repl, r);
 			ds__out_status_write_held(o);
+		}
 		if (r->local && m->holder == me) {
 			r->t_closed = ds_now();
 			if (!r->summed) { /* the sum thread's, then the drain's */

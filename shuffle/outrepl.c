@@ -90,6 +90,14 @@ struct rcopy {
 	char tmp[PATH_MAX];
 };
 
+/* a replica: R_DRAINED of a publish this node has not applied yet (the
+ * holder's drain may finish before node 0's APPLY reaches a replica: the
+ * two travel on different communicators) */
+struct rearly {
+	struct rearly *next;
+	uint64_t seq;
+};
+
 /* a control message for main to send (from another thread) */
 struct rnote {
 	struct rnote *next;
@@ -108,6 +116,7 @@ struct ds__orepl {
 	struct rcopy *copies;
 	struct rnote *notes;
 	struct rsend *sends;
+	struct rearly *early;
 	pthread_cond_t cv; /* a push ended */
 };
 
@@ -468,10 +477,33 @@ static void drained_in(struct ds__orepl *rp, const struct rmsg *m)
 {
 	/* by the publish's number: a rename may have reached this node first */
 	struct ds__orec *r = ds__out_find_seq(rp->o, m->seq);
-	if (r && !r->repl_drained) {
+	if (!r) { /* its publish is still on its way here */
+		ds_debug("node %u: '%s' drained by its holder before its publish reached this node",
+		         rp->s->node, m->path);
+		struct rearly *e = ds_xmalloc(sizeof(*e));
+		e->seq = m->seq;
+		e->next = rp->early;
+		rp->early = e;
+		return;
+	}
+	if (!r->repl_drained) {
 		r->repl_drained = 1;
 		ds__out_status_write_held(rp->o);
 	}
+}
+
+void ds__repl_applied(struct ds__orepl *rp, struct ds__orec *r)
+{
+	if (!rp)
+		return;
+	for (struct rearly **pp = &rp->early; *pp; pp = &(*pp)->next)
+		if ((*pp)->seq == r->seq) {
+			struct rearly *e = *pp;
+			*pp = e->next;
+			free(e);
+			r->repl_drained = 1; /* drained before its publish got here */
+			return;
+		}
 }
 
 /* ---- main ------------------------------------------------------------------ */
@@ -571,6 +603,11 @@ void ds__repl_free(struct ds__orepl *rp)
 		struct rnote *q = rp->notes;
 		rp->notes = q->next;
 		free(q);
+	}
+	while (rp->early) {
+		struct rearly *e = rp->early;
+		rp->early = e->next;
+		free(e);
 	}
 	pthread_cond_destroy(&rp->cv);
 	free(rp);

@@ -35,6 +35,8 @@ void ds__repl_abandon(struct ds__orepl *rp, uint64_t token, const uint32_t *repl
  * file dst (mode, mtime).  0 or -errno. */
 int ds__repl_take(struct ds__orepl *rp, uint64_t token, const char *dst, uint32_t mode,
                   int64_t mtime_ns);
+/* apply() made r a replica here: was it reported drained already? */
+void ds__repl_applied(struct ds__orepl *rp, struct ds__orec *r);
 /* The holder's drain made r durable: tell the replicas (they stop listing
  * it as not drained). */
 void ds__repl_drained(struct ds__out *o, struct ds__orec *r);
