@@ -61,6 +61,18 @@ test_expect_success 'node 2 writes: its replica is on node 0 (the next node)' '
 	test "$(cat "$JOBDIR/0/outputs/ns/two.txt")" = two &&
 	test "$(stat -c %b "$JOBDIR/1/outputs/ns/two.txt")" = 0
 '
+test_expect_success 'many closes at once on every node: each replicated, drained once' '
+	mkdir many && for k in 0 1 2; do for i in 1 2 3 4 5 6 7 8; do
+		head -c $((i * 70001)) /dev/urandom >many/n$k.$i || exit 1; done; done &&
+	pids= && for k in 0 1 2; do for i in 1 2 3 4 5 6 7 8; do
+		shim_on $k cp many/n$k.$i "$MOUNT/out/n$k.$i" & pids="$pids $!"; done; done &&
+	for p in $pids; do wait $p || exit 1; done &&
+	for k in 0 1 2; do for i in 1 2 3 4 5 6 7 8; do
+		cmp many/n$k.$i "$JOBDIR/$(( (k + 1) % 3 ))/outputs/ns/n$k.$i" || exit 1; done; done &&
+	"$DSTAGE" drain --wait --to "$SHM" --job "$JOB" &&
+	for k in 0 1 2; do for i in 1 2 3 4 5 6 7 8; do cmp many/n$k.$i "$DR/n$k.$i" || exit 1; done; done &&
+	wait_until 10 sh -c "! grep -q ^undrained= $JOBDIR/0/outputs.status $JOBDIR/1/outputs.status $JOBDIR/2/outputs.status"
+'
 serve_stop
 test_expect_success 'stopped cleanly; no replica listed as not drained' '
 	cat serve.log && test "$(cat serve.rc)" = 0 && test "$(cat stop.rc)" = 0 &&
