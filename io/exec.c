@@ -30,9 +30,11 @@
  * What fails, and how (docs/shim.md, docs/guarantees.md):
  *   - a next image without the shim (static binary, setuid, LD_PRELOAD
  *     cleared) reads EBADF from the reservation: loud, never empty;
- *   - glibc's posix_spawn, system and popen call the kernel's execve
- *     directly (not through these wrappers): no DSTAGE_FDS, so the child's
- *     staged descriptors are the bare reservation: EBADF, loud;
+ *   - glibc's posix_spawn and posix_spawnp call the kernel's execve in
+ *     their child, past these wrappers: spawn.c wraps them and passes
+ *     DSTAGE_FDS in the child's environment; system and popen use glibc's
+ *     internal spawn, past any wrapper: no DSTAGE_FDS, so the child's staged
+ *     descriptors are the bare reservation: EBADF, loud;
  *   - virtual files (epoch lists) and O_PATH descriptors are not passed:
  *     EBADF in the next image;
  *   - glibc reads its stdin FILE with an internal read that no preload
@@ -53,9 +55,9 @@
 
 #include "rawsys.h"
 
-#define FDS_NAME "DSTAGE_FDS"
-#define FDS_MAX 128 /* descriptors described; more are left to EBADF */
-#define FDS_BUF (FDS_MAX * 64 + 32)
+#define FDS_NAME DS__FDS_NAME
+#define FDS_MAX DS__FDS_MAX
+#define FDS_BUF DS__FDS_BUF
 
 extern char **environ;
 
@@ -126,31 +128,57 @@ static int unique_object(uint64_t *ino)
 
 /* The open files given an object by one describe. */
 struct made {
-	const struct ds__file *f;
+	struct ds__file *f;
 	int fd;
 	uint64_t ino;
 };
 
-/* The staged descriptors this exec keeps, into buf as "DSTAGE_FDS=...":
- * each number gets its open file's object (unique_object; one per open
- * file, so dup'ed numbers stay one file).  pidmark is 0 for an exec of this
- * process ("pid" is getpid()), or the spawning parent's pid for a child
- * made by posix_spawn ("pPID": the child checks getppid()).  1 when there
- * is at least one, 0 when none (or nothing can be said). */
-static int describe(char *buf, size_t size, int regfd, pid_t pidmark)
+/* One entry, ",fd:id:offset:flags:cell+1:ino" (no comma first), at p:
+ * its end, or NULL when it does not fit. */
+static char *put_entry(char *q, char *end, int comma, unsigned fd, const struct ds__file *f,
+                       int fl, int regfd, uint64_t ino)
+{
+	if (comma)
+		*q++ = ',';
+	q = put_u64(q, end, fd);
+	if (q)
+		*q++ = ':';
+	q = q ? put_u64(q, end, (uint64_t)f->id) : NULL;
+	if (q)
+		*q++ = ':';
+	q = q ? put_u64(q, end, (uint64_t)atomic_load(f->offp)) : NULL;
+	if (q)
+		*q++ = ':';
+	q = q ? put_u64(q, end, (uint32_t)fl) : NULL;
+	if (q)
+		*q++ = ':';
+	q = q ? put_u64(q, end, (uint64_t)(regfd >= 0 ? f->cell + 1 : 0)) : NULL;
+	if (q)
+		*q++ = ':';
+	q = q ? put_u64(q, end, ino) : NULL;
+	return q && q < end ? q : NULL;
+}
+
+/* The staged descriptors this exec (or spawn: all, dups; shim.h) keeps,
+ * into buf as "DSTAGE_FDS=...": each number gets its open file's object
+ * (unique_object; one per open file, so dup'ed numbers stay one file).
+ * 1 when there is at least one, 0 when none (or nothing can be said). */
+int ds__exec_describe(char *buf, size_t size, int regfd, const int (*dups)[2], int ndups,
+                      int all)
 {
 	char *p = buf, *end = buf + size;
-	int owner = ds__owner(), n = 0, nmade = 0;
+	int owner = ds__owner(), n = 0, nmade = 0, ndesc = 0;
 	struct made made[FDS_MAX];
+	struct {
+		int fd, m, fl;
+	} desc[FDS_MAX];
 	memcpy(p, FDS_NAME "=", sizeof(FDS_NAME));
 	p += sizeof(FDS_NAME);
-	if (pidmark)
-		*p++ = 'p';
-	p = put_u64(p, end, (uint64_t)(pidmark ? pidmark : getpid()));
+	p = put_u64(p, end, (uint64_t)getpid());
 	*p++ = ';';
 	p = put_u64(p, end, (uint64_t)(regfd + 1));
 	*p++ = ';';
-	*p++ = owner && !pidmark ? '0' : '1';
+	*p++ = owner ? '0' : '1';
 	*p++ = ';';
 	unsigned h = atomic_load(&ds__fd_hwm);
 	if (!owner && h < 4096) /* a vfork child may dup above the high mark */
@@ -174,7 +202,7 @@ static int describe(char *buf, size_t size, int regfd, pid_t pidmark)
 			continue;
 		/* the kernel's flag is the program's (vfork children included) */
 		int cl = DS__REAL(fcntl)((int)fd, F_GETFD);
-		if (cl < 0 || (cl & FD_CLOEXEC))
+		if (cl < 0 || ((cl & FD_CLOEXEC) && !all))
 			continue;
 		int m = 0;
 		while (m < nmade && made[m].f != f)
@@ -186,32 +214,29 @@ static int describe(char *buf, size_t size, int regfd, pid_t pidmark)
 				continue; /* left the reservation: EBADF in the next image */
 			made[nmade++] = (struct made){f, o, ino};
 		}
-		if (sys4(SYS_dup3, made[m].fd, (long)fd, 0, 0) < 0)
+		if (sys4(SYS_dup3, made[m].fd, (long)fd, (cl & FD_CLOEXEC) ? O_CLOEXEC : 0, 0) < 0)
 			continue;
-		char *q = p;
-		if (n)
-			*q++ = ',';
-		q = put_u64(q, end, fd);
-		if (q)
-			*q++ = ':';
-		q = q ? put_u64(q, end, (uint64_t)f->id) : NULL;
-		if (q)
-			*q++ = ':';
-		q = q ? put_u64(q, end, (uint64_t)atomic_load(f->offp)) : NULL;
-		if (q)
-			*q++ = ':';
-		q = q ? put_u64(q, end, (uint32_t)fl) : NULL;
-		if (q)
-			*q++ = ':';
-		q = q ? put_u64(q, end, (uint64_t)(regfd >= 0 ? f->cell + 1 : 0)) : NULL;
-		if (q)
-			*q++ = ':';
-		q = q ? put_u64(q, end, made[m].ino) : NULL;
-		if (!q || q >= end)
+		char *q = put_entry(p, end, n > 0, fd, f, fl, regfd, made[m].ino);
+		if (!q)
 			break;
 		p = q;
 		n++;
+		desc[ndesc++] = (typeof(desc[0])){(int)fd, m, fl};
 	}
+	/* the numbers a spawn's file actions dup2 staged ones onto: the same
+	 * open file listed under its new number too (a candidate to look at) */
+	for (int i = 0; i < ndups && n < FDS_MAX; i++)
+		for (int d = 0; d < ndesc; d++)
+			if (desc[d].fd == dups[i][0]) {
+				char *q = put_entry(p, end, n > 0, (unsigned)dups[i][1],
+				                    made[desc[d].m].f, desc[d].fl, regfd,
+				                    made[desc[d].m].ino);
+				if (q) {
+					p = q;
+					n++;
+				}
+				break;
+			}
 	for (int m = 0; m < nmade; m++)
 		sys4(SYS_close, made[m].fd, 0, 0, 0);
 	*p = 0;
@@ -249,7 +274,7 @@ static __attribute__((noinline)) int exec_described(enum how how, int dirfd, con
 {
 	char var[FDS_BUF];
 	int regfd = ds__offcell_exec_fd();
-	int have = describe(var, sizeof(var), regfd, 0);
+	int have = ds__exec_describe(var, sizeof(var), regfd, NULL, 0, 0);
 	char **ne = alloca((n + 2) * sizeof(char *));
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)

@@ -119,6 +119,18 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(int, aio_cancel64, (int, struct aiocb64 *))                                         \
 	X(int, lio_listio, (int, struct aiocb *const[], int, struct sigevent *))              \
 	X(int, lio_listio64, (int, struct aiocb64 *const[], int, struct sigevent *))          \
+	/* spawn.c: staged descriptors across posix_spawn */                                  \
+	X(int, posix_spawn, (pid_t *, const char *, const posix_spawn_file_actions_t *,       \
+	                     const posix_spawnattr_t *, char *const[], char *const[]))        \
+	X(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *,      \
+	                      const posix_spawnattr_t *, char *const[], char *const[]))       \
+	X(int, posix_spawn_file_actions_init, (posix_spawn_file_actions_t *))                 \
+	X(int, posix_spawn_file_actions_destroy, (posix_spawn_file_actions_t *))              \
+	X(int, posix_spawn_file_actions_adddup2, (posix_spawn_file_actions_t *, int, int))    \
+	X(int, posix_spawn_file_actions_addopen,                                              \
+	  (posix_spawn_file_actions_t *, int, const char *, int, mode_t))                     \
+	X(int, posix_spawn_file_actions_addchdir_np, (posix_spawn_file_actions_t *,           \
+	                                              const char *))                          \
 	/* fresh.c: other calls that hand the program a new descriptor */                     \
 	X(int, pipe, (int[2]))                                                                \
 	X(int, pipe2, (int[2], int))                                                          \

@@ -1,0 +1,241 @@
+/* spawn.c: staged descriptors across posix_spawn (issue 25 item 2).
+ *
+ * glibc's posix_spawn makes its child with clone(CLONE_VM|CLONE_VFORK) and
+ * does the file actions and the execve there with its internal calls: no
+ * wrapper of the shim runs in the child, and without DSTAGE_FDS the next
+ * image saw its staged descriptors as the bare reservation.  CPython's
+ * subprocess takes this path when close_fds=False and the program is
+ * named by a path (Rust's Command, Java's ProcessBuilder spawn the same
+ * way).  So posix_spawn and posix_spawnp are wrapped: the child is still
+ * glibc's (its attributes, signal mask and defaults, process group,
+ * setsid, scheduling, cgroup, the error of a failed exec, all libc's), and
+ * only the environment it gets is ours: DSTAGE_FDS describing every staged
+ * descriptor of the parent, close-on-exec ones too (a dup2 action may give
+ * one to the child), each open file given its object (exec.c).  The next
+ * image's shim takes over a number when it holds one of those objects, so
+ * whatever the actions did (dup2, close, closefrom) each number the child
+ * has is right or left alone (EBADF).  It looks at 0, 1, 2 and the numbers
+ * listed; the dup2 actions' targets are listed too: the file actions
+ * object is opaque, so posix_spawn_file_actions_adddup2 is wrapped to
+ * remember them (a table by object, reset by _init and _destroy).
+ *
+ * posix_spawn_file_actions_addopen of a staged path: the child's open would
+ * be the kernel's (ENOENT), so the shim opens the file in the parent at
+ * each spawn and the action becomes a dup2 of that descriptor (closed after
+ * the spawn; each child gets a fresh open file, offset 0, as its own open
+ * would).  A relative path after an addchdir_np is left to the kernel.
+ *
+ * What still fails, loudly: addchdir_np to a staged directory and
+ * addfchdir_np of a staged descriptor (the kernel's chdir in the child:
+ * the spawn fails ENOENT / ENOTDIR); more than 128 staged descriptors or
+ * 32 dup2 actions per object (the rest read EBADF in the child); a child
+ * whose image has no shim (EBADF).  system() and popen() use glibc's
+ * internal spawn, past this wrapper (EBADF in the child: docs/shim.md). */
+#include "shim.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+
+extern char **environ;
+
+#define FA_SLOTS 64
+#define FA_DUPS 32
+#define FA_OPENS 8
+
+/* What the shim remembers of one file actions object. */
+struct fa_rec {
+	const posix_spawn_file_actions_t *fa; /* NULL: a free slot */
+	int ndups, nopens, chdir;            /* chdir: an addchdir_np was added */
+	int dups[FA_DUPS][2];                /* adddup2 from, to */
+	struct fa_open {
+		int fd;     /* the descriptor the action dup2s from (ours, cloexec) */
+		int flags;  /* the open's flags */
+		char *path; /* the staged name, opened again at each spawn */
+	} opens[FA_OPENS];
+};
+
+static struct fa_rec fa_recs[FA_SLOTS];
+static pthread_mutex_t fa_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* fa's record, made when make (caller holds fa_lock); NULL when none. */
+static struct fa_rec *fa_find(const posix_spawn_file_actions_t *fa, int make)
+{
+	struct fa_rec *free_slot = NULL;
+	for (int i = 0; i < FA_SLOTS; i++) {
+		if (fa_recs[i].fa == fa)
+			return &fa_recs[i];
+		if (!fa_recs[i].fa && !free_slot)
+			free_slot = &fa_recs[i];
+	}
+	if (make && free_slot) {
+		memset(free_slot, 0, sizeof(*free_slot));
+		free_slot->fa = fa;
+	}
+	return make ? free_slot : NULL;
+}
+
+static void fa_forget(const posix_spawn_file_actions_t *fa)
+{
+	pthread_mutex_lock(&fa_lock);
+	struct fa_rec *r = fa_find(fa, 0);
+	if (r) {
+		for (int i = 0; i < r->nopens; i++) {
+			DS__WRAP(close)(r->opens[i].fd);
+			free(r->opens[i].path);
+		}
+		memset(r, 0, sizeof(*r));
+	}
+	pthread_mutex_unlock(&fa_lock);
+}
+
+DS__EXPORT int DS__WRAP(posix_spawn_file_actions_init)(posix_spawn_file_actions_t *fa)
+{
+	fa_forget(fa); /* an object reused after destroy, or on the stack again */
+	return DS__REAL(posix_spawn_file_actions_init)(fa);
+}
+
+DS__EXPORT int DS__WRAP(posix_spawn_file_actions_destroy)(posix_spawn_file_actions_t *fa)
+{
+	fa_forget(fa);
+	return DS__REAL(posix_spawn_file_actions_destroy)(fa);
+}
+
+DS__EXPORT int DS__WRAP(posix_spawn_file_actions_adddup2)(posix_spawn_file_actions_t *fa,
+                                                          int fd, int newfd)
+{
+	int rc = DS__REAL(posix_spawn_file_actions_adddup2)(fa, fd, newfd);
+	if (rc == 0 && ds__live()) {
+		pthread_mutex_lock(&fa_lock);
+		struct fa_rec *r = fa_find(fa, 1);
+		if (r && r->ndups < FA_DUPS) {
+			r->dups[r->ndups][0] = fd;
+			r->dups[r->ndups++][1] = newfd;
+		} else
+			ds_info("posix_spawn: too many dup2 actions to follow: %d -> %d may read "
+			        "EBADF in the child",
+			        fd, newfd);
+		pthread_mutex_unlock(&fa_lock);
+	}
+	return rc;
+}
+
+DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addchdir_np)(posix_spawn_file_actions_t *fa,
+                                                              const char *path)
+{
+	int rc = DS__REAL(posix_spawn_file_actions_addchdir_np)(fa, path);
+	if (rc == 0 && ds__live()) {
+		pthread_mutex_lock(&fa_lock);
+		struct fa_rec *r = fa_find(fa, 1);
+		if (r)
+			r->chdir = 1;
+		pthread_mutex_unlock(&fa_lock);
+	}
+	return rc;
+}
+
+DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addopen)(posix_spawn_file_actions_t *fa,
+                                                          int fd, const char *path, int flags,
+                                                          mode_t mode)
+{
+	ds__ensure_init();
+	if (DS__LIKELY(ds__null(path) || !ds__maybe_ours(path)) || fd < 0 || !ds__owner())
+		return DS__REAL(posix_spawn_file_actions_addopen)(fa, fd, path, flags, mode);
+	pthread_mutex_lock(&fa_lock);
+	struct fa_rec *r = fa_find(fa, 1);
+	int e = errno, rc = -1;
+	if (r && r->nopens < FA_OPENS && !(r->chdir && path[0] != '/')) {
+		int o = DS__WRAP(open)(path, flags | O_CLOEXEC, mode);
+		struct ds__file *f = o >= 0 ? ds__fd_get(o) : NULL;
+		char *copy = f ? strdup(path) : NULL;
+		if (f)
+			ds__file_put(f);
+		if (copy && (rc = DS__REAL(posix_spawn_file_actions_adddup2)(fa, o, fd)) == 0) {
+			r->opens[r->nopens++] = (struct fa_open){o, flags | O_CLOEXEC, copy};
+			if (r->ndups < FA_DUPS) {
+				r->dups[r->ndups][0] = o;
+				r->dups[r->ndups++][1] = fd;
+			}
+		} else {
+			free(copy);
+			if (o >= 0)
+				DS__WRAP(close)(o);
+			rc = -1;
+		}
+	}
+	pthread_mutex_unlock(&fa_lock);
+	errno = e;
+	if (rc < 0) /* not a staged file: the kernel's open in the child */
+		return DS__REAL(posix_spawn_file_actions_addopen)(fa, fd, path, flags, mode);
+	return 0;
+}
+
+typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                        const posix_spawnattr_t *, char *const[], char *const[]);
+
+static int spawn(spawn_fn real, pid_t *pid, const char *path,
+                 const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
+                 char *const argv[], char *const envp[])
+{
+	ds__ensure_init();
+	if (DS__LIKELY(!ds__fdtab || !atomic_load(&ds__fd_hwm)) || !ds__owner())
+		return real(pid, path, fa, attr, argv, envp);
+	int dups[FA_DUPS][2], ndups = 0;
+	if (fa) {
+		pthread_mutex_lock(&fa_lock);
+		struct fa_rec *r = fa_find(fa, 0);
+		if (r) {
+			ndups = r->ndups;
+			memcpy(dups, r->dups, sizeof(dups[0]) * (size_t)ndups);
+			/* a fresh open file for this child, on the number the action
+			 * dup2s from (the shim's dup2 replaces the old one) */
+			for (int i = 0; i < r->nopens; i++) {
+				int o = DS__WRAP(open)(r->opens[i].path, r->opens[i].flags, 0);
+				if (o >= 0) {
+					DS__WRAP(dup3)(o, r->opens[i].fd, O_CLOEXEC);
+					DS__WRAP(close)(o);
+				}
+			}
+		}
+		pthread_mutex_unlock(&fa_lock);
+	}
+	size_t n = 0;
+	while (envp && envp[n])
+		n++;
+	char *var = malloc(DS__FDS_BUF);
+	char **ne = malloc((n + 2) * sizeof(char *));
+	if (!var || !ne) {
+		free(var);
+		free(ne);
+		return ENOMEM;
+	}
+	int regfd = ds__offcell_exec_fd();
+	int have = ds__exec_describe(var, DS__FDS_BUF, regfd, (const int(*)[2])dups, ndups, 1);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(envp[i], DS__FDS_NAME "=", sizeof(DS__FDS_NAME)))
+			ne[k++] = envp[i];
+	if (have)
+		ne[k++] = var;
+	ne[k] = NULL;
+	int rc = real(pid, path, fa, attr, argv, ne);
+	ds__offcell_exec_failed(regfd); /* the parent's stays close-on-exec */
+	free(ne);
+	free(var);
+	return rc;
+}
+
+DS__EXPORT int DS__WRAP(posix_spawn)(pid_t *pid, const char *path,
+                                     const posix_spawn_file_actions_t *fa,
+                                     const posix_spawnattr_t *attr, char *const argv[],
+                                     char *const envp[])
+{
+	return spawn(DS__REAL(posix_spawn), pid, path, fa, attr, argv, envp);
+}
+
+DS__EXPORT int DS__WRAP(posix_spawnp)(pid_t *pid, const char *file,
+                                      const posix_spawn_file_actions_t *fa,
+                                      const posix_spawnattr_t *attr, char *const argv[],
+                                      char *const envp[])
+{
+	return spawn(DS__REAL(posix_spawnp), pid, file, fa, attr, argv, envp);
+}

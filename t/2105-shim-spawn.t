@@ -1,0 +1,97 @@
+#!/bin/sh
+# Staged descriptors across posix_spawn (issue 25 item 2): CPython's
+# subprocess spawns with posix_spawn when close_fds=False and the program is
+# a path; glibc does the dup2 and the exec in its child, past the exec
+# wrappers, and a staged stdin used to read as an empty input (perl -ne,
+# python3 -, bash read: exit 0 with nothing; diff - aborted).  Each case
+# runs on the staged tree and on the native copy: the same output.
+. "$(dirname "$0")/test-lib.sh"
+. "$SRCDIR/t/helpers/shim-lib.sh"
+
+test_lazy_prereq TOOLS 'command -v perl && command -v bash && command -v diff' \
+	'perl, bash or diff missing'
+test_require TOOLS
+
+test_expect_success 'setup: a list, a script, staged' '
+	mkdir -p src/d &&
+	seq 1 3000 | sed "s/^/line /" >src/d/list &&
+	printf "import sys\nprint(\"script\", sum(range(1000)))\n" >src/d/x.py &&
+	touch_root src &&
+	stage_tree "$TRASH/src"
+'
+
+cat >spawn.py <<'EOF2'
+import os, subprocess, sys
+root, native = sys.argv[1], sys.argv[2]
+assert subprocess._USE_POSIX_SPAWN, "this python does not spawn with posix_spawn"
+perl, py, bash, diff, cat = ("/usr/bin/perl", "/usr/bin/python3", "/bin/bash",
+                             "/usr/bin/diff", "/bin/cat")
+def run(what, args, path, **kw):
+    with open(os.path.join(root, path), "rb") as f:
+        r = subprocess.run(args, stdin=f, close_fds=False, capture_output=True, **kw)
+    print(what, r.returncode, r.stdout[-60:], r.stderr[-200:])
+run("perl -ne", [perl, "-ne", "END { print $. }"], "d/list")
+run("python3 -", [py, "-"], "d/x.py")
+run("bash read", [bash, "-c", "read a b; echo \"$b\"; read a b; echo \"$b\""], "d/list")
+run("diff -", [diff, "-", os.path.join(native, "d/list")], "d/list")
+run("cat", [cat], "d/list")
+# the offset: the parent read 100 bytes first
+with open(os.path.join(root, "d/list"), "rb", buffering=0) as f:
+    head = f.read(100)
+    r = subprocess.run([cat], stdin=f, close_fds=False, capture_output=True)
+    print("offset", len(head), len(r.stdout), r.stdout[:20], "parent after", f.read(10))
+
+# os.posix_spawn with file actions, and attributes glibc must still apply
+def spawn(what, args, actions, **kw):
+    rfd, wfd = os.pipe()
+    acts = actions + [(os.POSIX_SPAWN_DUP2, wfd, 1), (os.POSIX_SPAWN_CLOSE, rfd)]
+    pid = os.posix_spawn(args[0], args, os.environ, file_actions=acts, **kw)
+    os.close(wfd)
+    out = b""
+    while True:
+        b = os.read(rfd, 65536)
+        if not b:
+            break
+        out += b
+    os.close(rfd)
+    _, st = os.waitpid(pid, 0)
+    print(what, os.waitstatus_to_exitcode(st), out[-80:])
+fd = os.open(os.path.join(root, "d/list"), os.O_RDONLY)  # close-on-exec (PEP 446)
+spawn("dup2 to 0 from a cloexec fd", [cat], [(os.POSIX_SPAWN_DUP2, fd, 0)])
+os.lseek(fd, 0, 0)
+spawn("dup2 to 7", [perl, "-e", "open(F, \"<&=7\") or die; my $n = 0; $n++ while <F>; print $n"],
+      [(os.POSIX_SPAWN_DUP2, fd, 7)])
+os.lseek(fd, 0, 0)
+spawn("addopen on 0", [perl, "-ne", "END { print $. }"],
+      [(os.POSIX_SPAWN_OPEN, 0, os.path.join(root, "d/list"), os.O_RDONLY, 0)])
+spawn("addopen twice, fresh offsets", [bash, "-c", "head -c 30; cat <&11 | wc -c"],
+      [(os.POSIX_SPAWN_OPEN, 0, os.path.join(root, "d/list"), os.O_RDONLY, 0),
+       (os.POSIX_SPAWN_OPEN, 11, os.path.join(root, "d/list"), os.O_RDONLY, 0)])
+spawn("a swap, then close", [perl, "-e", "open(F, \"<&=0\") or die; print scalar <F>"],
+      [(os.POSIX_SPAWN_DUP2, fd, 9), (os.POSIX_SPAWN_DUP2, 9, 0), (os.POSIX_SPAWN_CLOSE, 9)])
+os.lseek(fd, 0, 0)
+spawn("setpgroup, setsigmask kept", [bash, "-c",
+      "test $(ps -o pgid= $$) = $$ && grep SigBlk /proc/self/status; head -n1"],
+      [(os.POSIX_SPAWN_DUP2, fd, 0)], setpgroup=0, setsigmask=[10])
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+os.lseek(fd, 0, 0)
+pid = os.posix_spawn(cat, [cat], env, file_actions=[
+    (os.POSIX_SPAWN_DUP2, fd, 0), (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
+    (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)])
+_, st = os.waitpid(pid, 0)
+print("no shim in the child: cat status", os.waitstatus_to_exitcode(st) != 0 or root == native)
+EOF2
+
+test_expect_success 'subprocess (posix_spawn) with a staged stdin: perl -ne, python3 -, bash read, diff -, cat; os.posix_spawn file actions and attributes' '
+	"$PY" spawn.py "$TRASH/src" "$TRASH/src" >native.out 2>native.err &&
+	shim "$PY" spawn.py "$MOUNT" "$TRASH/src" >staged.out 2>staged.err &&
+	test_cmp native.out staged.out &&
+	test_grep "^perl -ne 0 b.3000" staged.out &&
+	test_grep "^bash read 0 b.1.n2.n" staged.out &&
+	test_grep "^diff - 0 b.. b.." staged.out &&
+	test_grep "^dup2 to 7 0 b.3000" staged.out &&
+	test_grep "^addopen twice, fresh offsets 0 b.line 1.nline 2.nline 3.nline 4.nli28893" staged.out &&
+	test ! -s staged.err
+'
+
+test_done
