@@ -28,21 +28,45 @@
 
 static pthread_mutex_t cwd_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Enter directory id of the tree (caller checked it is one). */
-static int enter(int64_t id)
+/* The shadow of directory id (made when missing; caller holds cwd_lock)
+ * into buf: 0, or -errno. */
+static int shadow_make(int64_t id, char *buf, size_t size)
 {
-	char shadow[PATH_MAX + 32];
 	/* the shadow's name is a number, but getcwd will report the entry's
 	 * name: one a damaged index made unsafe ("..", "/") is EIO */
 	if (id && ds_name_check(ds__ename(id), ds__g.ix.e[id].name_len, NULL))
 		return -EIO;
-	int n = snprintf(shadow, sizeof(shadow), "%s/" SHADOW, ds__g.jobdir);
-	pthread_mutex_lock(&cwd_lock);
+	int n = snprintf(buf, size, "%s/" SHADOW, ds__g.jobdir);
+	if (n < 0 || (size_t)n + 24 > size)
+		return -ENAMETOOLONG;
 	ds__busy++; /* mkdir and stat of the shadow: libc's, not ours */
-	int rc = ds_mkdir_p(shadow, 0700);
-	snprintf(shadow + n, sizeof(shadow) - n, "/%lld", (long long)id);
-	if (rc == 0 && DS__REAL(mkdir)(shadow, 0500) < 0 && errno != EEXIST)
+	int rc = ds_mkdir_p(buf, 0700);
+	snprintf(buf + n, size - (size_t)n, "/%lld", (long long)id);
+	if (rc == 0 && DS__REAL(mkdir)(buf, 0500) < 0 && errno != EEXIST)
 		rc = -errno;
+	ds__busy--;
+	return rc;
+}
+
+int ds__cwd_shadow(int64_t id, char *buf, size_t size)
+{
+	pthread_mutex_lock(&cwd_lock);
+	int rc = shadow_make(id, buf, size);
+	pthread_mutex_unlock(&cwd_lock);
+	return rc;
+}
+
+/* Enter directory id of the tree (caller checked it is one). */
+static int enter(int64_t id)
+{
+	char shadow[PATH_MAX + 32];
+	pthread_mutex_lock(&cwd_lock);
+	int rc = shadow_make(id, shadow, sizeof(shadow));
+	if (rc == -EIO) {
+		pthread_mutex_unlock(&cwd_lock);
+		return rc;
+	}
+	ds__busy++;
 	if (rc == 0 && DS__REAL(chdir)(shadow) < 0)
 		rc = -errno;
 	if (rc && DS__REAL(chdir)("/") == 0)

@@ -344,6 +344,9 @@ int ds__vfork_lookup(int fd, uintptr_t *v); /* 1 found, 0 not, -1 unknown (overf
 /* exec.c: take over the staged descriptors a previous image passed in
  * DSTAGE_FDS (at init). */
 void ds__exec_inherit(void);
+/* cwd.c: the shadow directory of staged directory id (made when missing)
+ * into buf, for a child's cwd (spawn.c): 0 or -errno. */
+int ds__cwd_shadow(int64_t id, char *buf, size_t size);
 /* exec.c: "DSTAGE_FDS=..." into buf (DS__FDS_BUF bytes) for an exec, or for
  * a posix_spawn (spawn.c: all = 1 describes close-on-exec ones too, the
  * sources of the ndups pairs {from, to} of its dup2 actions, each listed

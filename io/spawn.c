@@ -25,11 +25,15 @@
  * the spawn; each child gets a fresh open file, offset 0, as its own open
  * would).  A relative path after an addchdir_np is left to the kernel.
  *
- * What still fails, loudly: addchdir_np to a staged directory and
- * addfchdir_np of a staged descriptor (the kernel's chdir in the child:
- * the spawn fails ENOENT / ENOTDIR); more than 128 staged descriptors or
- * 32 dup2 actions per object (the rest read EBADF in the child); a child
- * whose image has no shim (EBADF).  system() and popen() use glibc's
+ * addchdir_np to a staged directory and addfchdir_np of a staged directory
+ * descriptor become an addchdir_np to the directory's shadow (cwd.c), the
+ * real directory a chdir into the mount moves the kernel's cwd to, which
+ * the child's shim takes as that directory, as across exec.
+ *
+ * What still fails, loudly: a relative addopen or addchdir_np after an
+ * addchdir_np (the kernel's, in the shadow: ENOENT); more than 128 staged
+ * descriptors or 32 dup2 actions per object (the rest read EBADF in the
+ * child); a child whose image has no shim (EBADF).  system() and popen() use glibc's
  * internal spawn, past this wrapper (EBADF in the child: docs/shim.md). */
 #include "shim.h"
 
@@ -119,17 +123,82 @@ DS__EXPORT int DS__WRAP(posix_spawn_file_actions_adddup2)(posix_spawn_file_actio
 	return rc;
 }
 
+/* The shadow directory (cwd.c) of a staged directory r into buf: 0, or -1
+ * when r is not one a process can live in (then the kernel's chdir in the
+ * child fails, loudly). */
+static int shadow_of(const struct ds__res *r, char *buf, size_t size)
+{
+	struct stat st;
+	if (!r->ours || r->v.kind != DS__V_NONE || ds__stat_res(r, &st) || !S_ISDIR(st.st_mode) ||
+	    ds__perm(&st, X_OK))
+		return -1;
+	return ds__cwd_shadow(r->id, buf, size) ? -1 : 0;
+}
+
+/* Remember that fa changes the child's cwd (a relative addopen after it is
+ * left to the kernel). */
+static void note_chdir(posix_spawn_file_actions_t *fa)
+{
+	pthread_mutex_lock(&fa_lock);
+	struct fa_rec *r = fa_find(fa, 1);
+	if (r)
+		r->chdir = 1;
+	pthread_mutex_unlock(&fa_lock);
+}
+
+/* A chdir into a staged directory: the child's kernel cwd becomes the
+ * directory's shadow, which its shim takes as that directory
+ * (ds__cwd_inherit), as a chdir in the parent would. */
 DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addchdir_np)(posix_spawn_file_actions_t *fa,
                                                               const char *path)
 {
-	int rc = DS__REAL(posix_spawn_file_actions_addchdir_np)(fa, path);
-	if (rc == 0 && ds__live()) {
-		pthread_mutex_lock(&fa_lock);
-		struct fa_rec *r = fa_find(fa, 1);
-		if (r)
-			r->chdir = 1;
-		pthread_mutex_unlock(&fa_lock);
+	char shadow[PATH_MAX + 32];
+	struct ds__res r;
+	int rc = -1, e = errno;
+	ds__ensure_init();
+	if (!ds__null(path) && ds__maybe_ours(path) && ds__owner()) {
+		int relative_after_chdir = 0;
+		if (path[0] != '/') {
+			pthread_mutex_lock(&fa_lock);
+			struct fa_rec *fr = fa_find(fa, 0);
+			relative_after_chdir = fr && fr->chdir;
+			pthread_mutex_unlock(&fa_lock);
+		}
+		if (!relative_after_chdir && ds__resolve(AT_FDCWD, path, DS__RES_FOLLOW, &r) == 0 &&
+		    shadow_of(&r, shadow, sizeof(shadow)) == 0)
+			rc = DS__REAL(posix_spawn_file_actions_addchdir_np)(fa, shadow);
+		errno = e;
 	}
+	if (rc < 0)
+		rc = DS__REAL(posix_spawn_file_actions_addchdir_np)(fa, path);
+	if (rc == 0 && ds__live())
+		note_chdir(fa);
+	return rc;
+}
+
+/* fchdir to a staged directory's descriptor: the same, by its entry. */
+DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addfchdir_np)(posix_spawn_file_actions_t *fa,
+                                                               int fd)
+{
+	char shadow[PATH_MAX + 32];
+	int rc = -1, e = errno;
+	ds__ensure_init();
+	struct ds__file *f = ds__fd_get(fd);
+	if (f) {
+		struct ds__res r;
+		memset(&r, 0, sizeof(r));
+		r.ours = 1;
+		r.id = f->id;
+		r.v = f->v;
+		if (f->id >= 0 && ds__owner() && shadow_of(&r, shadow, sizeof(shadow)) == 0)
+			rc = DS__REAL(posix_spawn_file_actions_addchdir_np)(fa, shadow);
+		ds__file_put(f);
+		errno = e;
+	}
+	if (rc < 0)
+		rc = DS__REAL(posix_spawn_file_actions_addfchdir_np)(fa, fd);
+	if (rc == 0 && ds__live())
+		note_chdir(fa);
 	return rc;
 }
 

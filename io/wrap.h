@@ -131,6 +131,7 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	  (posix_spawn_file_actions_t *, int, const char *, int, mode_t))                     \
 	X(int, posix_spawn_file_actions_addchdir_np, (posix_spawn_file_actions_t *,           \
 	                                              const char *))                          \
+	X(int, posix_spawn_file_actions_addfchdir_np, (posix_spawn_file_actions_t *, int))    \
 	/* fresh.c: other calls that hand the program a new descriptor */                     \
 	X(int, pipe, (int[2]))                                                                \
 	X(int, pipe2, (int[2], int))                                                          \

@@ -94,4 +94,25 @@ test_expect_success 'subprocess (posix_spawn) with a staged stdin: perl -ne, pyt
 	test ! -s staged.err
 '
 
+# in DIR (relative to src or the mount) by a spawn file action: the child
+# (a shell with the shim) lists it and reads a file by a relative name
+same_spawn_cwd() {
+	how=$1 dir=$2
+	shift 2
+	(cd "$TRASH" && "$T/shim-spawn" $how "src/$dir" "$@") >native.out 2>&1
+	echo $? >>native.out
+	(cd "$TRASH" && shim "$T/shim-spawn" $how "$MOUNT/$dir" "$@") >staged.out 2>&1
+	echo $? >>staged.out
+	test_cmp native.out staged.out
+}
+
+test_expect_success 'posix_spawn_file_actions_addchdir_np, addfchdir_np into a staged directory; posix_spawnp' '
+	same_spawn_cwd -c d /bin/sh -c "ls; wc -l <list; cat x.py; basename \$(pwd)" &&
+	test_grep "^3000$" staged.out &&
+	same_spawn_cwd -f d /bin/sh -c "ls -a; wc -c list" &&
+	same_spawn_cwd "-p -c" d sh -c "sort -r list | head -n 2" &&
+	same_spawn_cwd -c d/missing /bin/true &&
+	test_grep "No such file or directory" staged.out
+'
+
 test_done
