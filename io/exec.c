@@ -204,6 +204,13 @@ int ds__exec_describe(char *buf, size_t size, int regfd, const int (*dups)[2], i
 		int cl = DS__REAL(fcntl)((int)fd, F_GETFD);
 		if (cl < 0 || ((cl & FD_CLOEXEC) && !all))
 			continue;
+		/* the number must still hold something inert of ours (the
+		 * reservation or an earlier object: O_PATH) when it is replaced:
+		 * another thread may have closed it and opened its own file there
+		 * since the table was read (a window of two system calls is left) */
+		long gl = sys4(SYS_fcntl, (long)fd, F_GETFL, 0, 0);
+		if (gl < 0 || !(gl & O_PATH))
+			continue;
 		int m = 0;
 		while (m < nmade && made[m].f != f)
 			m++;
