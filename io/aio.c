@@ -83,15 +83,22 @@ static void notify(const struct sigevent *sev)
 		}
 		t->fn = sev->sigev_notify_function;
 		t->v = sev->sigev_value;
+		int detached = 0;
 		if (!ap) {
 			pthread_attr_init(&a);
+			pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 			ap = &a;
-		}
-		pthread_attr_setdetachstate(ap, PTHREAD_CREATE_DETACHED);
+		} else if (pthread_attr_getdetachstate(ap, &detached) || /* the caller's: */
+		           detached != PTHREAD_CREATE_DETACHED)             /* not changed */
+			detached = 0;
 		int rc = pthread_create(&th, ap, notify_run, t);
 		if (ap == &a)
 			pthread_attr_destroy(&a);
-		if (rc) { /* as glibc: the function still runs, in this thread */
+		else if (rc == 0 && !detached)
+			pthread_detach(th);
+		if (rc) { /* the function still runs, in this thread */
+			ds_warn("aio: cannot start a SIGEV_THREAD notification: %s: run inline",
+			        strerror(rc));
 			free(t);
 			sev->sigev_notify_function(sev->sigev_value);
 		}

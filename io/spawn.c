@@ -20,21 +20,25 @@
  * remember them (a table by object, reset by _init and _destroy).
  *
  * posix_spawn_file_actions_addopen of a staged path: the child's open would
- * be the kernel's (ENOENT), so the shim opens the file in the parent at
- * each spawn and the action becomes a dup2 of that descriptor (closed after
- * the spawn; each child gets a fresh open file, offset 0, as its own open
- * would).  A relative path after an addchdir_np is left to the kernel.
+ * be the kernel's (ENOENT), so the shim opens the file in the parent (a
+ * close-on-exec descriptor kept until the object is destroyed) and the
+ * action becomes a dup2 of it; each spawn opens the file again onto that
+ * number, so each child gets a fresh open file, offset 0, as its own open
+ * would.  A relative path after an addchdir_np into a staged directory is
+ * taken relative to it (the shim follows the child's cwd through the
+ * actions); after a chdir to a real directory it is left to the kernel.
  *
  * addchdir_np to a staged directory and addfchdir_np of a staged directory
  * descriptor become an addchdir_np to the directory's shadow (cwd.c), the
  * real directory a chdir into the mount moves the kernel's cwd to, which
  * the child's shim takes as that directory, as across exec.
  *
- * What still fails, loudly: a relative addopen or addchdir_np after an
- * addchdir_np (the kernel's, in the shadow: ENOENT); more than 128 staged
- * descriptors or 32 dup2 actions per object (the rest read EBADF in the
- * child); a child whose image has no shim (EBADF).  system() and popen() use glibc's
- * internal spawn, past this wrapper (EBADF in the child: docs/shim.md). */
+ * What still fails, loudly: past 64 objects with actions at once, 8 staged
+ * addopen or 32 dup2 actions per object, the rest are the kernel's (ENOENT
+ * for an open, EBADF for a dup2's target in the child); past 128 staged
+ * descriptors, EBADF in the child; a child whose image has no shim, EBADF.
+ * system() and popen() use glibc's internal spawn, past this wrapper (EBADF
+ * in the child: docs/shim.md). */
 #include "shim.h"
 
 #include <fcntl.h>
@@ -50,6 +54,7 @@ extern char **environ;
 struct fa_rec {
 	const posix_spawn_file_actions_t *fa; /* NULL: a free slot */
 	int ndups, nopens, chdir;            /* chdir: an addchdir_np was added */
+	char *cwd;                           /* the child's cwd then (note_chdir) */
 	int dups[FA_DUPS][2];                /* adddup2 from, to */
 	struct fa_open {
 		int fd;     /* the descriptor the action dup2s from (ours, cloexec) */
@@ -87,6 +92,7 @@ static void fa_forget(const posix_spawn_file_actions_t *fa)
 			DS__WRAP(close)(r->opens[i].fd);
 			free(r->opens[i].path);
 		}
+		free(r->cwd);
 		memset(r, 0, sizeof(*r));
 	}
 	pthread_mutex_unlock(&fa_lock);
@@ -135,15 +141,47 @@ static int shadow_of(const struct ds__res *r, char *buf, size_t size)
 	return ds__cwd_shadow(r->id, buf, size) ? -1 : 0;
 }
 
-/* Remember that fa changes the child's cwd (a relative addopen after it is
- * left to the kernel). */
-static void note_chdir(posix_spawn_file_actions_t *fa)
+/* After an addchdir_np or addfchdir_np: the child's cwd, cwd (malloc'd,
+ * absolute, a staged directory's name under the mount) or NULL when it is
+ * not one (a real directory, or unknown: relative names go to the kernel). */
+static void note_chdir(posix_spawn_file_actions_t *fa, char *cwd)
 {
 	pthread_mutex_lock(&fa_lock);
 	struct fa_rec *r = fa_find(fa, 1);
-	if (r)
+	if (r) {
 		r->chdir = 1;
+		free(r->cwd);
+		r->cwd = cwd;
+		cwd = NULL;
+	}
 	pthread_mutex_unlock(&fa_lock);
+	free(cwd);
+}
+
+/* The name a relative path of an action has in the child: joined to the
+ * staged cwd an earlier action gave it (malloc'd, *full), or path itself
+ * (*full NULL).  -1 when the child's cwd is not known to the shim (a real
+ * directory): the kernel's name, relative. */
+static int child_name(const posix_spawn_file_actions_t *fa, const char *path, char **full)
+{
+	int rc = 0;
+	*full = NULL;
+	if (path[0] == '/')
+		return 0;
+	pthread_mutex_lock(&fa_lock);
+	struct fa_rec *r = fa_find(fa, 0);
+	if (r && r->chdir) {
+		size_t a = r->cwd ? strlen(r->cwd) : 0, b = strlen(path);
+		if (!r->cwd || !(*full = malloc(a + b + 2)))
+			rc = -1;
+		else {
+			memcpy(*full, r->cwd, a);
+			(*full)[a] = '/';
+			memcpy(*full + a + 1, path, b + 1);
+		}
+	}
+	pthread_mutex_unlock(&fa_lock);
+	return rc;
 }
 
 /* A chdir into a staged directory: the child's kernel cwd becomes the
@@ -154,25 +192,26 @@ DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addchdir_np)(posix_spawn_file_a
 {
 	char shadow[PATH_MAX + 32];
 	struct ds__res r;
+	char *full = NULL, *cwd = NULL;
 	int rc = -1, e = errno;
 	ds__ensure_init();
-	if (!ds__null(path) && ds__maybe_ours(path) && ds__owner()) {
-		int relative_after_chdir = 0;
-		if (path[0] != '/') {
-			pthread_mutex_lock(&fa_lock);
-			struct fa_rec *fr = fa_find(fa, 0);
-			relative_after_chdir = fr && fr->chdir;
-			pthread_mutex_unlock(&fa_lock);
-		}
-		if (!relative_after_chdir && ds__resolve(AT_FDCWD, path, DS__RES_FOLLOW, &r) == 0 &&
-		    shadow_of(&r, shadow, sizeof(shadow)) == 0)
+	if (!ds__null(path) && ds__live() && ds__owner() && child_name(fa, path, &full) == 0) {
+		const char *name = full ? full : path;
+		if (ds__maybe_ours(name) && ds__resolve(AT_FDCWD, name, DS__RES_FOLLOW, &r) == 0 &&
+		    shadow_of(&r, shadow, sizeof(shadow)) == 0) {
 			rc = DS__REAL(posix_spawn_file_actions_addchdir_np)(fa, shadow);
+			cwd = rc == 0 ? DS__WRAP(realpath)(name, NULL) : NULL;
+		} else if (full) /* a real name relative to a staged cwd */
+			rc = DS__REAL(posix_spawn_file_actions_addchdir_np)(fa, full);
+		free(full);
 		errno = e;
 	}
 	if (rc < 0)
 		rc = DS__REAL(posix_spawn_file_actions_addchdir_np)(fa, path);
 	if (rc == 0 && ds__live())
-		note_chdir(fa);
+		note_chdir(fa, cwd);
+	else
+		free(cwd);
 	return rc;
 }
 
@@ -180,7 +219,8 @@ DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addchdir_np)(posix_spawn_file_a
 DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addfchdir_np)(posix_spawn_file_actions_t *fa,
                                                                int fd)
 {
-	char shadow[PATH_MAX + 32];
+	char shadow[PATH_MAX + 32], link[40], name[PATH_MAX];
+	char *cwd = NULL;
 	int rc = -1, e = errno;
 	ds__ensure_init();
 	struct ds__file *f = ds__fd_get(fd);
@@ -190,15 +230,24 @@ DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addfchdir_np)(posix_spawn_file_
 		r.ours = 1;
 		r.id = f->id;
 		r.v = f->v;
-		if (f->id >= 0 && ds__owner() && shadow_of(&r, shadow, sizeof(shadow)) == 0)
-			rc = DS__REAL(posix_spawn_file_actions_addchdir_np)(fa, shadow);
+		if (f->id >= 0 && ds__owner() && shadow_of(&r, shadow, sizeof(shadow)) == 0 &&
+		    (rc = DS__REAL(posix_spawn_file_actions_addchdir_np)(fa, shadow)) == 0) {
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+			ssize_t n = DS__WRAP(readlink)(link, name, sizeof(name) - 1);
+			if (n > 0 && name[0] == '/') {
+				name[n] = 0;
+				cwd = strdup(name);
+			}
+		}
 		ds__file_put(f);
 		errno = e;
 	}
 	if (rc < 0)
 		rc = DS__REAL(posix_spawn_file_actions_addfchdir_np)(fa, fd);
 	if (rc == 0 && ds__live())
-		note_chdir(fa);
+		note_chdir(fa, cwd);
+	else
+		free(cwd);
 	return rc;
 }
 
@@ -206,16 +255,24 @@ DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addopen)(posix_spawn_file_actio
                                                           int fd, const char *path, int flags,
                                                           mode_t mode)
 {
+	char *full = NULL;
 	ds__ensure_init();
-	if (DS__LIKELY(ds__null(path) || !ds__maybe_ours(path)) || fd < 0 || !ds__owner())
+	if (DS__LIKELY(ds__null(path) || !ds__live()) || fd < 0 || !ds__owner() ||
+	    child_name(fa, path, &full) < 0)
 		return DS__REAL(posix_spawn_file_actions_addopen)(fa, fd, path, flags, mode);
+	const char *name = full ? full : path;
+	if (!ds__maybe_ours(name)) {
+		int rc = DS__REAL(posix_spawn_file_actions_addopen)(fa, fd, name, flags, mode);
+		free(full);
+		return rc;
+	}
 	pthread_mutex_lock(&fa_lock);
 	struct fa_rec *r = fa_find(fa, 1);
 	int e = errno, rc = -1;
-	if (r && r->nopens < FA_OPENS && !(r->chdir && path[0] != '/')) {
-		int o = DS__WRAP(open)(path, flags | O_CLOEXEC, mode);
+	if (r && r->nopens < FA_OPENS) {
+		int o = DS__WRAP(open)(name, flags | O_CLOEXEC, mode);
 		struct ds__file *f = o >= 0 ? ds__fd_get(o) : NULL;
-		char *copy = f ? strdup(path) : NULL;
+		char *copy = f ? strdup(name) : NULL;
 		if (f)
 			ds__file_put(f);
 		if (copy && (rc = DS__REAL(posix_spawn_file_actions_adddup2)(fa, o, fd)) == 0) {
@@ -234,8 +291,9 @@ DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addopen)(posix_spawn_file_actio
 	pthread_mutex_unlock(&fa_lock);
 	errno = e;
 	if (rc < 0) /* not a staged file: the kernel's open in the child */
-		return DS__REAL(posix_spawn_file_actions_addopen)(fa, fd, path, flags, mode);
-	return 0;
+		rc = DS__REAL(posix_spawn_file_actions_addopen)(fa, fd, name, flags, mode);
+	free(full);
+	return rc;
 }
 
 typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,

@@ -115,4 +115,27 @@ test_expect_success 'posix_spawn_file_actions_addchdir_np, addfchdir_np into a s
 	test_grep "No such file or directory" staged.out
 '
 
+# same_spawn 'ARGS': shim-spawn ARGS (eval'd with $R the root: src, or the
+# mount) natively and under the shim: the same output and status
+same_spawn() {
+	(R="$TRASH/src" && cd "$TRASH" && eval "\"\$T/shim-spawn\" $1") >native.out 2>&1
+	echo $? >>native.out
+	(R="$MOUNT" && cd "$TRASH" && eval "shim \"\$T/shim-spawn\" $1") >staged.out 2>&1
+	echo $? >>staged.out
+	test_cmp native.out staged.out
+}
+
+test_expect_success 'posix_spawn file actions: addopen, adddup2 (onto itself too), addclose, addclosefrom_np, relative addopen after addchdir_np' '
+	same_spawn "-o 0:\$R/d/list -o 8:\$R/d/x.py -C 3 /bin/sh -c \"wc -l; cat <&8\"" &&
+	test_grep "^3000$" staged.out &&
+	same_spawn "-O 7:\$R/d/list -d 7:7 /bin/sh -c \"head -n 2 <&7\"" &&
+	test_grep "^line 2$" staged.out &&
+	same_spawn "-O 7:\$R/d/list -d 7:9 -x 7 /bin/sh -c \"tail -n 1 <&9; test -e /dev/fd/7 || echo 7 closed\"" &&
+	test_grep "^line 3000$" staged.out && test_grep "^7 closed$" staged.out &&
+	same_spawn "-c \$R -c d -o 0:list -o 5:../d/x.py /bin/sh -c \"wc -l; wc -c <&5\"" &&
+	test_grep "^3000$" staged.out &&
+	same_spawn "-f \$R/d -o 0:./list /bin/sh -c \"wc -l\"" &&
+	test_grep "^3000$" staged.out
+'
+
 test_done
