@@ -202,8 +202,15 @@ int ds__exec_describe(char *buf, size_t size, int regfd, const int (*dups)[2], i
 			continue;
 		/* the kernel's flag is the program's (vfork children included) */
 		int cl = DS__REAL(fcntl)((int)fd, F_GETFD);
-		if (cl < 0 || ((cl & FD_CLOEXEC) && !all))
+		if (cl < 0)
 			continue;
+		if (cl & FD_CLOEXEC) { /* a spawn's dup2 source only */
+			int src = 0;
+			for (int i = 0; all && i < ndups && !src; i++)
+				src = dups[i][0] == (int)fd;
+			if (!src)
+				continue;
+		}
 		/* the number must still hold something inert of ours (the
 		 * reservation or an earlier object: O_PATH) when it is replaced:
 		 * another thread may have closed it and opened its own file there

@@ -348,9 +348,9 @@ void ds__exec_inherit(void);
  * into buf, for a child's cwd (spawn.c): 0 or -errno. */
 int ds__cwd_shadow(int64_t id, char *buf, size_t size);
 /* exec.c: "DSTAGE_FDS=..." into buf (DS__FDS_BUF bytes) for an exec, or for
- * a posix_spawn (spawn.c: all = 1 describes close-on-exec ones too, the
- * sources of the ndups pairs {from, to} of its dup2 actions, each listed
- * under its new number as well).  Gives each open file its own object
+ * a posix_spawn (spawn.c: all = 1 describes the close-on-exec ones that
+ * are sources of the ndups pairs {from, to} of its dup2 actions too; each
+ * source is listed under its new number as well).  Gives each open file its own object
  * (dup'ed onto its numbers).  1 when something was described. */
 #define DS__FDS_NAME "DSTAGE_FDS"
 #define DS__FDS_MAX 128 /* descriptors described; more are left to EBADF */

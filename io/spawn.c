@@ -10,8 +10,8 @@
  * glibc's (its attributes, signal mask and defaults, process group,
  * setsid, scheduling, cgroup, the error of a failed exec, all libc's), and
  * only the environment it gets is ours: DSTAGE_FDS describing every staged
- * descriptor of the parent, close-on-exec ones too (a dup2 action may give
- * one to the child), each open file given its object (exec.c).  The next
+ * descriptor the child inherits, and the close-on-exec ones a dup2 action
+ * gives it, each open file given its object (exec.c).  The next
  * image's shim takes over a number when it holds one of those objects, so
  * whatever the actions did (dup2, close, closefrom) each number the child
  * has is right or left alone (EBADF).  It looks at 0, 1, 2 and the numbers
