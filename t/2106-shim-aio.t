@@ -27,7 +27,9 @@ test_expect_success 'aio_read, aio_suspend, aio_error, aio_return, lio_listio, S
 	test_grep "signal SIGRTMIN+1, value 4242" staged.out &&
 	test_grep "thread value 99" staged.out &&
 	test_grep "list signal value 17" staged.out &&
-	test_grep "aio_write: error Bad file descriptor" staged.out
+	test_grep "aio_write: error Bad file descriptor" staged.out &&
+	test_grep "^aio_read64: error 0 return 1234" staged.out &&
+	test_grep "^lio_listio64: 0 return 1234" staged.out
 '
 
 test_expect_success 'MPI_File_iread_at and MPI_File_iread through ROMIO on 2 ranks: the same bytes, no hang' '

@@ -100,6 +100,30 @@ int main(int argc, char **argv)
 	if (aio_read(&whole) == 0)
 		finish("aio_read whole", &whole, big);
 
+	/* the 64 names (one layout on 64-bit, separate symbols) */
+	struct aiocb64 w64, *l64[1] = {&w64};
+	memset(&w64, 0, sizeof(w64));
+	w64.aio_fildes = fd;
+	w64.aio_buf = buf;
+	w64.aio_nbytes = 1234;
+	w64.aio_offset = 5;
+	if (aio_read64(&w64) < 0)
+		printf("aio_read64: %s\n", strerror(errno));
+	else {
+		const struct aiocb64 *cl64[1] = {&w64};
+		while (aio_error64(&w64) == EINPROGRESS)
+			aio_suspend64(cl64, 1, NULL);
+		ssize_t r64 = aio_return64(&w64);
+		printf("aio_read64: error %d return %zd crc %08lx\n", aio_error64(&w64), r64,
+		       r64 > 0 ? crc32(0, (const unsigned char *)buf, (unsigned)r64) : 0ul);
+	}
+	w64.aio_lio_opcode = LIO_READ;
+	w64.aio_offset = 77;
+	printf("lio_listio64: %d", lio_listio64(LIO_WAIT, l64, 1, NULL));
+	printf(" return %zd crc %08lx\n", aio_return64(&w64),
+	       crc32(0, (const unsigned char *)buf, 1234));
+	printf("aio_cancel64: %d\n", aio_cancel64(fd, &w64) == AIO_ALLDONE);
+
 	/* a signal with its value */
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
