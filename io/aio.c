@@ -89,7 +89,7 @@ static void notify(const struct sigevent *sev)
 			pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 			ap = &a;
 		} else if (pthread_attr_getdetachstate(ap, &detached) || /* the caller's: */
-		           detached != PTHREAD_CREATE_DETACHED)             /* not changed */
+		           detached != PTHREAD_CREATE_DETACHED)          /* not changed */
 			detached = 0;
 		int rc = pthread_create(&th, ap, notify_run, t);
 		if (ap == &a)
@@ -111,9 +111,9 @@ static void complete(struct aiocb *cb, struct ds__file *f, int op)
 {
 	ssize_t r;
 	if (op == LIO_READ)
-		r = cb->aio_offset < 0 ? -EINVAL
-		                       : ds__file_read(f, (void *)cb->aio_buf, cb->aio_nbytes,
-		                                       cb->aio_offset);
+		r = cb->aio_offset < 0
+		            ? -EINVAL
+		            : ds__file_read(f, (void *)cb->aio_buf, cb->aio_nbytes, cb->aio_offset);
 	else if (op == LIO_WRITE) {
 		/* what write(2) gives on a staged descriptor: the kernel's */
 		r = pwrite(cb->aio_fildes, (const void *)cb->aio_buf, cb->aio_nbytes,
@@ -191,7 +191,8 @@ DS__EXPORT int DS__WRAP(aio_fsync)(int op, struct aiocb *cb)
 
 DS__EXPORT int DS__WRAP(aio_fsync64)(int op, struct aiocb64 *cb)
 {
-	return fsync_one(op, (struct aiocb *)cb, (int (*)(int, struct aiocb *))DS__REAL(aio_fsync64));
+	return fsync_one(op, (struct aiocb *)cb,
+	                 (int (*)(int, struct aiocb *))DS__REAL(aio_fsync64));
 }
 
 static int cancel(int fd, struct aiocb *cb, int (*real)(int, struct aiocb *))
@@ -288,5 +289,5 @@ DS__EXPORT int DS__WRAP(lio_listio64)(int mode, struct aiocb64 *const list[], in
 {
 	return listio(mode, (struct aiocb *const *)list, n, sev,
 	              (int (*)(int, struct aiocb *const[], int, struct sigevent *))DS__REAL(
-	                  lio_listio64));
+			      lio_listio64));
 }

@@ -135,8 +135,8 @@ struct made {
 
 /* One entry, ",fd:id:offset:flags:cell+1:ino" (no comma first), at p:
  * its end, or NULL when it does not fit. */
-static char *put_entry(char *q, char *end, int comma, unsigned fd, const struct ds__file *f,
-                       int fl, int regfd, uint64_t ino)
+static char *put_entry(char *q, char *end, int comma, unsigned fd, const struct ds__file *f, int fl,
+                       int regfd, uint64_t ino)
 {
 	if (comma)
 		*q++ = ',';
@@ -163,8 +163,7 @@ static char *put_entry(char *q, char *end, int comma, unsigned fd, const struct 
  * into buf as "DSTAGE_FDS=...": each number gets its open file's object
  * (unique_object; one per open file, so dup'ed numbers stay one file).
  * 1 when there is at least one, 0 when none (or nothing can be said). */
-int ds__exec_describe(char *buf, size_t size, int regfd, const int (*dups)[2], int ndups,
-                      int all)
+int ds__exec_describe(char *buf, size_t size, int regfd, const int (*dups)[2], int ndups, int all)
 {
 	char *p = buf, *end = buf + size;
 	int owner = ds__owner(), n = 0, nmade = 0, ndesc = 0;
@@ -536,7 +535,7 @@ void ds__exec_inherit(void)
 		struct ds__file *old = ds__fd_bind(fd, f, (cl & FD_CLOEXEC) != 0);
 		if (old)
 			ds__file_put(old);
-		files[k] = f; /* the table's reference keeps it */
+		files[k] = f;    /* the table's reference keeps it */
 		ds__file_put(f); /* bind took its own reference */
 		if (fd == 0)
 			stdin_ours = 1;

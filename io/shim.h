@@ -355,8 +355,7 @@ int ds__cwd_shadow(int64_t id, char *buf, size_t size);
 #define DS__FDS_NAME "DSTAGE_FDS"
 #define DS__FDS_MAX 128 /* descriptors described; more are left to EBADF */
 #define DS__FDS_BUF (DS__FDS_MAX * 84 + 32)
-int ds__exec_describe(char *buf, size_t size, int regfd, const int (*dups)[2], int ndups,
-                      int all);
+int ds__exec_describe(char *buf, size_t size, int regfd, const int (*dups)[2], int ndups, int all);
 /* exec.c: look up the real exec calls now (before a fork). */
 void ds__exec_resolve(void);
 /* offset.c: offsets shared across fork and exec, like the kernel's.  Give

@@ -53,9 +53,9 @@ extern char **environ;
 /* What the shim remembers of one file actions object. */
 struct fa_rec {
 	const posix_spawn_file_actions_t *fa; /* NULL: a free slot */
-	int ndups, nopens, chdir;            /* chdir: an addchdir_np was added */
-	char *cwd;                           /* the child's cwd then (note_chdir) */
-	int dups[FA_DUPS][2];                /* adddup2 from, to */
+	int ndups, nopens, chdir;             /* chdir: an addchdir_np was added */
+	char *cwd;                            /* the child's cwd then (note_chdir) */
+	int dups[FA_DUPS][2];                 /* adddup2 from, to */
 	struct fa_open {
 		int fd;     /* the descriptor the action dup2s from (ours, cloexec) */
 		int flags;  /* the open's flags */
@@ -110,8 +110,8 @@ DS__EXPORT int DS__WRAP(posix_spawn_file_actions_destroy)(posix_spawn_file_actio
 	return DS__REAL(posix_spawn_file_actions_destroy)(fa);
 }
 
-DS__EXPORT int DS__WRAP(posix_spawn_file_actions_adddup2)(posix_spawn_file_actions_t *fa,
-                                                          int fd, int newfd)
+DS__EXPORT int DS__WRAP(posix_spawn_file_actions_adddup2)(posix_spawn_file_actions_t *fa, int fd,
+                                                          int newfd)
 {
 	int rc = DS__REAL(posix_spawn_file_actions_adddup2)(fa, fd, newfd);
 	if (rc == 0 && ds__live()) {
@@ -251,9 +251,8 @@ DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addfchdir_np)(posix_spawn_file_
 	return rc;
 }
 
-DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addopen)(posix_spawn_file_actions_t *fa,
-                                                          int fd, const char *path, int flags,
-                                                          mode_t mode)
+DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addopen)(posix_spawn_file_actions_t *fa, int fd,
+                                                          const char *path, int flags, mode_t mode)
 {
 	char *full = NULL;
 	ds__ensure_init();
@@ -299,9 +298,8 @@ DS__EXPORT int DS__WRAP(posix_spawn_file_actions_addopen)(posix_spawn_file_actio
 typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
                         const posix_spawnattr_t *, char *const[], char *const[]);
 
-static int spawn(spawn_fn real, pid_t *pid, const char *path,
-                 const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
-                 char *const argv[], char *const envp[])
+static int spawn(spawn_fn real, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	ds__ensure_init();
 	if (DS__LIKELY(!ds__fdtab || !atomic_load(&ds__fd_hwm)) || !ds__owner())

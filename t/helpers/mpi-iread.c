@@ -89,7 +89,8 @@ int main(int argc, char **argv)
 			MPI_Get_count(&st, MPI_BYTE, &got);
 			int n = snprintf(line, sizeof(line), "rank %d iread: %d bytes crc %08lx\n",
 			                 rank, got,
-			                 crc32(0, (unsigned char *)buf, got > 0 ? (unsigned)got : 0));
+			                 crc32(0, (unsigned char *)buf,
+			                       got > 0 ? (unsigned)got : 0));
 			if (len + (size_t)n + 1 > cap)
 				out = realloc(out, cap *= 2);
 			memcpy(out + len, line, (size_t)n);

@@ -209,8 +209,8 @@ int main(int argc, char **argv)
 	else
 		finish("aio_fsync", &fs, 0);
 	rc = aio_cancel(fd, NULL);
-	printf("aio_cancel: %s\n", rc == AIO_ALLDONE     ? "AIO_ALLDONE"
-	                           : rc == AIO_CANCELED  ? "AIO_CANCELED"
+	printf("aio_cancel: %s\n", rc == AIO_ALLDONE       ? "AIO_ALLDONE"
+	                           : rc == AIO_CANCELED    ? "AIO_CANCELED"
 	                           : rc == AIO_NOTCANCELED ? "AIO_NOTCANCELED"
 	                                                   : strerror(errno));
 	struct aiocb bad;

@@ -30,11 +30,14 @@ int main(int argc, char **argv)
 		int a = optarg ? atoi(optarg) : 0, b = colon ? atoi(colon + 1) : 0;
 		rc = 0;
 		switch (opt) {
-		case 'o': rc = posix_spawn_file_actions_addopen(&fa, a, colon + 1, O_RDONLY, 0); break;
+		case 'o':
+			rc = posix_spawn_file_actions_addopen(&fa, a, colon + 1, O_RDONLY, 0);
+			break;
 		case 'O': {
 			int fd = open(colon + 1, O_RDONLY | O_CLOEXEC);
 			if (fd < 0 || dup3(fd, a, O_CLOEXEC) < 0) {
-				fprintf(stderr, "shim-spawn: '%s': %s\n", colon + 1, strerror(errno));
+				fprintf(stderr, "shim-spawn: '%s': %s\n", colon + 1,
+				        strerror(errno));
 				return 1;
 			}
 			close(fd);
@@ -44,7 +47,8 @@ int main(int argc, char **argv)
 		case 'x': rc = posix_spawn_file_actions_addclose(&fa, a); break;
 		case 'C': rc = posix_spawn_file_actions_addclosefrom_np(&fa, a); break;
 		case 'p': usep = 1; break;
-		case 'c': rc = posix_spawn_file_actions_addchdir_np(&fa, optarg);
+		case 'c':
+			rc = posix_spawn_file_actions_addchdir_np(&fa, optarg);
 			if (rc) {
 				fprintf(stderr, "shim-spawn: addchdir_np: %s\n", strerror(rc));
 				return 1;
@@ -64,8 +68,9 @@ int main(int argc, char **argv)
 			break;
 		}
 		default:
-			fprintf(stderr, "usage: shim-spawn [-p] [-c DIR] [-f DIR] [-o FD:PATH] "
-			                "[-O FD:PATH] [-d FROM:TO] [-x FD] [-C FROM] PROG ARG...\n");
+			fprintf(stderr,
+			        "usage: shim-spawn [-p] [-c DIR] [-f DIR] [-o FD:PATH] "
+			        "[-O FD:PATH] [-d FROM:TO] [-x FD] [-C FROM] PROG ARG...\n");
 			return 2;
 		}
 		if (rc) {
@@ -74,8 +79,9 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "usage: shim-spawn [-p] [-c DIR] [-f DIR] [-o FD:PATH] [-O FD:PATH] "
-		                "[-d FROM:TO] [-x FD] [-C FROM] PROG ARG...\n");
+		fprintf(stderr,
+		        "usage: shim-spawn [-p] [-c DIR] [-f DIR] [-o FD:PATH] [-O FD:PATH] "
+		        "[-d FROM:TO] [-x FD] [-C FROM] PROG ARG...\n");
 		return 2;
 	}
 	pid_t pid;
