@@ -127,7 +127,10 @@ test_expect_success 'a stale DSTAGE_FDS naming a program file is ignored' '
 	shim env DSTAGE_FDS=1:0:1:0:32768 cat <mine >out &&
 	test_cmp mine out &&
 	shim sh -c "exec 4<\"$MOUNT/d1/list\"; exec env DSTAGE_FDS=1\;4:1:0:32768 cat <&4" >out &&
-	test_cmp src/d1/list out
+	test_cmp src/d1/list out &&
+	ino=$(stat -c %i mine) &&
+	shim sh -c "exec env DSTAGE_FDS=\"\$\$;0;0;0:1:0:0:0:$ino\" cat" <mine >out &&
+	test_cmp mine out
 '
 
 test_done
