@@ -33,16 +33,21 @@
  * real directory a chdir into the mount moves the kernel's cwd to, which
  * the child's shim takes as that directory, as across exec.
  *
+ * system() is done here through the same wrapper when the process has
+ * staged descriptors (glibc's spawns with its internal posix_spawn).
+ *
  * What still fails, loudly: past 64 objects with actions at once, 8 staged
  * addopen or 32 dup2 actions per object, the rest are the kernel's (ENOENT
  * for an open, EBADF for a dup2's target in the child); past 128 staged
  * descriptors, EBADF in the child; a child whose image has no shim, EBADF.
- * system() and popen() use glibc's internal spawn, past this wrapper (EBADF
- * in the child: docs/shim.md). */
+ * popen() uses glibc's internal spawn, past this wrapper (EBADF in the
+ * child: docs/shim.md). */
 #include "shim.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/wait.h>
 
 extern char **environ;
 
@@ -363,4 +368,58 @@ DS__EXPORT int DS__WRAP(posix_spawnp)(pid_t *pid, const char *file,
                                       char *const envp[])
 {
 	return spawn(DS__REAL(posix_spawnp), pid, file, fa, attr, argv, envp);
+}
+
+/* system(3): glibc's spawns its shell with its internal posix_spawn, past
+ * the wrapper above.  With staged descriptors in the process, the same
+ * steps are done here through it (SIGINT and SIGQUIT ignored and SIGCHLD
+ * blocked while the command runs, the child given back the caller's mask
+ * and the default actions of the signals the caller did not ignore,
+ * "sh -c CMD", 127 when the shell cannot run); without any, glibc's.  (Not
+ * done here: glibc's count of concurrent system() calls that restores
+ * SIGINT and SIGQUIT only when the last one returns.) */
+DS__EXPORT int DS__WRAP(system)(const char *cmd)
+{
+	ds__ensure_init();
+	if (DS__LIKELY(!ds__fdtab || !atomic_load(&ds__fd_hwm)) || !cmd || !ds__owner())
+		return DS__REAL(system)(cmd);
+	struct sigaction ign, intr, quit;
+	sigset_t chld, omask, def;
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGINT, &ign, &intr);
+	sigaction(SIGQUIT, &ign, &quit);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &omask);
+	sigemptyset(&def);
+	if (intr.sa_handler != SIG_IGN)
+		sigaddset(&def, SIGINT);
+	if (quit.sa_handler != SIG_IGN)
+		sigaddset(&def, SIGQUIT);
+	posix_spawnattr_t attr;
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &omask);
+	posix_spawnattr_setsigdefault(&attr, &def);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+	char *argv[] = {"sh", "-c", (char *)cmd, NULL};
+	pid_t pid;
+	int status = 0;
+	int rc = spawn(DS__REAL(posix_spawn), &pid, "/bin/sh", NULL, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
+	if (rc == 0) {
+		while (waitpid(pid, &status, 0) < 0)
+			if (errno != EINTR) {
+				status = -1;
+				break;
+			}
+	} else
+		status = W_EXITCODE(127, 0);
+	int e = errno;
+	sigaction(SIGINT, &intr, NULL);
+	sigaction(SIGQUIT, &quit, NULL);
+	sigprocmask(SIG_SETMASK, &omask, NULL);
+	errno = e;
+	return status;
 }

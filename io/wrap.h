@@ -132,6 +132,7 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(int, posix_spawn_file_actions_addchdir_np, (posix_spawn_file_actions_t *,           \
 	                                              const char *))                          \
 	X(int, posix_spawn_file_actions_addfchdir_np, (posix_spawn_file_actions_t *, int))    \
+	X(int, system, (const char *))                                                        \
 	/* fresh.c: other calls that hand the program a new descriptor */                     \
 	X(int, pipe, (int[2]))                                                                \
 	X(int, pipe2, (int[2], int))                                                          \

@@ -104,9 +104,9 @@ test_expect_success 'without a shim in the next image: EBADF, never an empty std
 	grep -q "Bad file descriptor" err
 '
 
-test_expect_success 'system execs past the wrappers: loud EBADF, never empty; posix_spawn reads the file (t/2105)' '
+test_expect_success 'popen execs past the wrappers: loud EBADF, never empty; posix_spawn and system read the file (t/2105)' '
 	shim "$PY" -c "
-import os, sys
+import ctypes, os, sys
 fd = os.open(sys.argv[1] + \"/d1/list\", os.O_RDONLY)
 os.set_inheritable(fd, True)
 r, w = os.pipe()
@@ -117,8 +117,14 @@ with os.fdopen(r, \"rb\") as f:
     sys.stdout.buffer.write(f.read())
 assert os.waitpid(pid, 0)[1] == 0
 os.lseek(fd, 0, 0)
-assert os.system(\"cat <&%d >/dev/null\" % fd) != 0
-" "$MOUNT" >out 2>err && test_cmp src/d1/list out &&
+sys.stdout.flush()
+assert os.system(\"cat <&%d\" % fd) == 0
+os.lseek(fd, 0, 0)
+libc = ctypes.CDLL(None)
+libc.popen.restype = ctypes.c_void_p
+p = libc.popen(b\"cat <&%d >/dev/null\" % fd, b\"r\")
+assert p and libc.pclose(ctypes.c_void_p(p)) != 0
+" "$MOUNT" >out 2>err && cat src/d1/list src/d1/list >expect && test_cmp expect out &&
 	test "$(grep -c "Bad file descriptor" err)" = 1
 '
 

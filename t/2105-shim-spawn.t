@@ -73,6 +73,13 @@ os.lseek(fd, 0, 0)
 spawn("setpgroup, setsigmask kept", [bash, "-c",
       "test $(ps -o pgid= $$) = $$ && grep SigBlk /proc/self/status; head -n1"],
       [(os.POSIX_SPAWN_DUP2, fd, 0)], setpgroup=0, setsigmask=[10])
+# system(): sh -c with an inherited staged descriptor, its status
+fd2 = os.open(os.path.join(root, "d/list"), os.O_RDONLY)
+os.set_inheritable(fd2, True)
+sys.stdout.flush()
+st = os.system("wc -l <&%d; head -n 1 <&%d; exit 3" % (fd2, fd2))
+print("system status", os.waitstatus_to_exitcode(st))
+os.close(fd2)
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 os.lseek(fd, 0, 0)
 pid = os.posix_spawn(cat, [cat], env, file_actions=[
@@ -82,7 +89,7 @@ _, st = os.waitpid(pid, 0)
 print("no shim in the child: cat status", os.waitstatus_to_exitcode(st) != 0 or root == native)
 EOF2
 
-test_expect_success 'subprocess (posix_spawn) with a staged stdin: perl -ne, python3 -, bash read, diff -, cat; os.posix_spawn file actions and attributes' '
+test_expect_success 'subprocess (posix_spawn) with a staged stdin: perl -ne, python3 -, bash read, diff -, cat; os.posix_spawn file actions and attributes; system()' '
 	"$PY" spawn.py "$TRASH/src" "$TRASH/src" >native.out 2>native.err &&
 	shim "$PY" spawn.py "$MOUNT" "$TRASH/src" >staged.out 2>staged.err &&
 	test_cmp native.out staged.out &&
@@ -90,6 +97,7 @@ test_expect_success 'subprocess (posix_spawn) with a staged stdin: perl -ne, pyt
 	test_grep "^bash read 0 b.1.n2.n" staged.out &&
 	test_grep "^diff - 0 b.. b.." staged.out &&
 	test_grep "^dup2 to 7 0 b.3000" staged.out &&
+	test_grep "^system status 3" staged.out && test_grep "^3000$" staged.out &&
 	test_grep "^addopen twice, fresh offsets 0 b.line 1.nline 2.nline 3.nline 4.nli28893" staged.out &&
 	test ! -s staged.err
 '
