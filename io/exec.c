@@ -32,9 +32,8 @@
  *     cleared) reads EBADF from the reservation: loud, never empty;
  *   - glibc's posix_spawn and posix_spawnp call the kernel's execve in
  *     their child, past these wrappers: spawn.c wraps them and passes
- *     DSTAGE_FDS in the child's environment, and does system through them;
- *     popen uses glibc's internal spawn, past any wrapper: no DSTAGE_FDS, so
- *     the child's staged descriptors are the bare reservation: EBADF, loud;
+ *     DSTAGE_FDS in the child's environment, and does system and popen
+ *     through them (glibc's use its internal spawn, past any wrapper);
  *   - virtual files (epoch lists) and O_PATH descriptors are not passed:
  *     EBADF in the next image;
  *   - glibc reads its stdin FILE with an internal read that no preload

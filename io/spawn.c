@@ -33,15 +33,12 @@
  * real directory a chdir into the mount moves the kernel's cwd to, which
  * the child's shim takes as that directory, as across exec.
  *
- * system() is done here through the same wrapper when the process has
- * staged descriptors (glibc's spawns with its internal posix_spawn).
- *
  * What still fails, loudly: past 64 objects with actions at once, 8 staged
  * addopen or 32 dup2 actions per object, the rest are the kernel's (ENOENT
  * for an open, EBADF for a dup2's target in the child); past 128 staged
  * descriptors, EBADF in the child; a child whose image has no shim, EBADF.
- * popen() uses glibc's internal spawn, past this wrapper (EBADF in the
- * child: docs/shim.md). */
+ * system() and popen() are done here (below) when the process has staged
+ * descriptors: glibc's spawn with its internal posix_spawn. */
 #include "shim.h"
 
 #include <fcntl.h>
@@ -421,5 +418,93 @@ DS__EXPORT int DS__WRAP(system)(const char *cmd)
 	sigaction(SIGQUIT, &quit, NULL);
 	sigprocmask(SIG_SETMASK, &omask, NULL);
 	errno = e;
+	return status;
+}
+
+/* popen(3) and pclose(3): glibc's popen spawns with its internal
+ * posix_spawn too.  With staged descriptors in the process, popen is done
+ * here through spawn() as glibc does it (a close-on-exec pipe, the child's
+ * end dup2'ed onto its stdin or stdout, the streams of earlier popen calls
+ * closed in the child, "sh -c CMD"; "e" in the mode keeps the parent's end
+ * close-on-exec), and pclose knows these streams apart from glibc's. */
+struct popen_rec {
+	FILE *f;
+	pid_t pid;
+	struct popen_rec *next;
+};
+static struct popen_rec *popens;
+static pthread_mutex_t popen_lock = PTHREAD_MUTEX_INITIALIZER;
+
+DS__EXPORT FILE *DS__WRAP(popen)(const char *cmd, const char *mode)
+{
+	ds__ensure_init();
+	if (DS__LIKELY(!ds__fdtab || !atomic_load(&ds__fd_hwm)) || !ds__owner() || ds__null(cmd) ||
+	    ds__null(mode) || (mode[0] != 'r' && mode[0] != 'w'))
+		return DS__REAL(popen)(cmd, mode);
+	int rd = mode[0] == 'r', cloexec = strchr(mode + 1, 'e') != NULL;
+	struct popen_rec *rec = malloc(sizeof(*rec));
+	int p[2];
+	if (!rec)
+		return NULL;
+	if (DS__WRAP(pipe2)(p, O_CLOEXEC) < 0) {
+		free(rec);
+		return NULL;
+	}
+	int child = rd ? p[1] : p[0], parent = rd ? p[0] : p[1], target = rd ? 1 : 0;
+	posix_spawn_file_actions_t fa;
+	int rc = DS__WRAP(posix_spawn_file_actions_init)(&fa);
+	if (!rc) /* onto itself when child == target: clears its close-on-exec */
+		rc = DS__WRAP(posix_spawn_file_actions_adddup2)(&fa, child, target);
+	pthread_mutex_lock(&popen_lock);
+	for (struct popen_rec *o = popens; o && !rc; o = o->next) {
+		int ofd = DS__WRAP(fileno)(o->f);
+		if (ofd >= 0 && ofd != target)
+			rc = posix_spawn_file_actions_addclose(&fa, ofd); /* libc's */
+	}
+	pthread_mutex_unlock(&popen_lock);
+	char *argv[] = {"sh", "-c", (char *)cmd, NULL};
+	if (!rc)
+		rc = spawn(DS__REAL(posix_spawn), &rec->pid, "/bin/sh", &fa, NULL, argv, environ);
+	DS__WRAP(posix_spawn_file_actions_destroy)(&fa);
+	DS__WRAP(close)(child);
+	FILE *f = NULL;
+	if (!rc && !cloexec)
+		DS__REAL(fcntl)(parent, F_SETFD, 0);
+	if (!rc && !(f = DS__WRAP(fdopen)(parent, rd ? "r" : "w")))
+		rc = errno;
+	if (rc) {
+		DS__WRAP(close)(parent);
+		free(rec);
+		errno = rc;
+		return NULL;
+	}
+	rec->f = f;
+	pthread_mutex_lock(&popen_lock);
+	rec->next = popens;
+	popens = rec;
+	pthread_mutex_unlock(&popen_lock);
+	return f;
+}
+
+DS__EXPORT int DS__WRAP(pclose)(FILE *f)
+{
+	struct popen_rec *rec = NULL, **pp;
+	pthread_mutex_lock(&popen_lock);
+	for (pp = &popens; *pp; pp = &(*pp)->next)
+		if ((*pp)->f == f) {
+			rec = *pp;
+			*pp = rec->next;
+			break;
+		}
+	pthread_mutex_unlock(&popen_lock);
+	if (!rec)
+		return DS__REAL(pclose)(f);
+	pid_t pid = rec->pid;
+	free(rec);
+	DS__WRAP(fclose)(f);
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
 	return status;
 }

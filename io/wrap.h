@@ -133,6 +133,8 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	                                              const char *))                          \
 	X(int, posix_spawn_file_actions_addfchdir_np, (posix_spawn_file_actions_t *, int))    \
 	X(int, system, (const char *))                                                        \
+	X(FILE *, popen, (const char *, const char *))                                        \
+	X(int, pclose, (FILE *))                                                              \
 	/* fresh.c: other calls that hand the program a new descriptor */                     \
 	X(int, pipe, (int[2]))                                                                \
 	X(int, pipe2, (int[2], int))                                                          \

@@ -104,7 +104,7 @@ test_expect_success 'without a shim in the next image: EBADF, never an empty std
 	grep -q "Bad file descriptor" err
 '
 
-test_expect_success 'popen execs past the wrappers: loud EBADF, never empty; posix_spawn and system read the file (t/2105)' '
+test_expect_success 'posix_spawn, system and popen (glibc spawns past the exec wrappers) read the file (t/2105)' '
 	shim "$PY" -c "
 import ctypes, os, sys
 fd = os.open(sys.argv[1] + \"/d1/list\", os.O_RDONLY)
@@ -122,10 +122,16 @@ assert os.system(\"cat <&%d\" % fd) == 0
 os.lseek(fd, 0, 0)
 libc = ctypes.CDLL(None)
 libc.popen.restype = ctypes.c_void_p
-p = libc.popen(b\"cat <&%d >/dev/null\" % fd, b\"r\")
-assert p and libc.pclose(ctypes.c_void_p(p)) != 0
-" "$MOUNT" >out 2>err && cat src/d1/list src/d1/list >expect && test_cmp expect out &&
-	test "$(grep -c "Bad file descriptor" err)" = 1
+libc.popen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.pclose.argtypes = [ctypes.c_void_p]
+libc.fread.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+p = libc.popen(b\"cat <&%d\" % fd, b\"r\")
+buf = ctypes.create_string_buffer(1 << 20)
+n = libc.fread(buf, 1, 1 << 20, p)
+sys.stdout.buffer.write(buf.raw[:n])
+assert libc.pclose(p) == 0
+" "$MOUNT" >out 2>err && cat src/d1/list src/d1/list src/d1/list >expect && test_cmp expect out &&
+	test ! -s err
 '
 
 test_expect_success 'a stale DSTAGE_FDS naming a program file is ignored' '

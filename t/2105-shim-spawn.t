@@ -79,6 +79,24 @@ os.set_inheritable(fd2, True)
 sys.stdout.flush()
 st = os.system("wc -l <&%d; head -n 1 <&%d; exit 3" % (fd2, fd2))
 print("system status", os.waitstatus_to_exitcode(st))
+# popen(): "r" from a command reading the staged descriptor, "w" into one
+import ctypes
+libc = ctypes.CDLL(None)
+libc.popen.restype = ctypes.c_void_p
+libc.popen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.pclose.argtypes = [ctypes.c_void_p]
+libc.fread.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+libc.fwrite.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+os.lseek(fd2, 0, 0)
+p = libc.popen(b"tail -n 2 <&%d; exit 4" % fd2, b"r")
+buf = ctypes.create_string_buffer(65536)
+n = libc.fread(buf, 1, 65536, p)
+print("popen r", buf.raw[:n], os.waitstatus_to_exitcode(libc.pclose(p)))
+os.lseek(fd2, 0, 0)
+sys.stdout.flush()
+p = libc.popen(b"cat - <&0; head -c 20 <&%d; echo" % fd2, b"we")
+libc.fwrite(b"written\n", 1, 8, p)
+print("popen w", os.waitstatus_to_exitcode(libc.pclose(p)), flush=True)
 os.close(fd2)
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 os.lseek(fd, 0, 0)
@@ -98,6 +116,8 @@ test_expect_success 'subprocess (posix_spawn) with a staged stdin: perl -ne, pyt
 	test_grep "^diff - 0 b.. b.." staged.out &&
 	test_grep "^dup2 to 7 0 b.3000" staged.out &&
 	test_grep "^system status 3" staged.out && test_grep "^3000$" staged.out &&
+	test_grep "^popen r b.line 2999.nline 3000.n. 4" staged.out &&
+	test_grep "^written$" staged.out && test_grep "^popen w 0$" staged.out &&
 	test_grep "^addopen twice, fresh offsets 0 b.line 1.nline 2.nline 3.nline 4.nli28893" staged.out &&
 	test ! -s staged.err
 '
