@@ -279,7 +279,8 @@ static int exec_real(enum how how, int dirfd, const char *path, char *const argv
 /* The exec of a process with a descriptor table: the environment passed,
  * less any stale DSTAGE_FDS, plus this process's.  Apart from exec_with_fds
  * so that a process that never named a staged path (a spawner's fork child)
- * does not carry this frame (8 KiB: a fresh stack page, a fault per child). */
+ * does not carry this frame (16 KiB with ds__exec_describe's: fresh stack
+ * pages, faults per child). */
 static __attribute__((noinline)) int exec_described(enum how how, int dirfd, const char *path,
                                                     char *const argv[], char *const envp[],
                                                     size_t n, int atflags)
