@@ -28,30 +28,23 @@
 
 static pthread_mutex_t cwd_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The shadow of directory id (made when missing; caller holds cwd_lock)
- * into buf: 0, or -errno. */
-static int shadow_make(int64_t id, char *buf, size_t size)
+/* Make the shadow of directory id (under cwd_lock): its name in shadow. */
+static int make_shadow(int64_t id, char *shadow, size_t size)
 {
-	/* the shadow's name is a number, but getcwd will report the entry's
-	 * name: one a damaged index made unsafe ("..", "/") is EIO */
-	if (id && ds_name_check(ds__ename(id), ds__g.ix.e[id].name_len, NULL))
-		return -EIO;
-	int n = snprintf(buf, size, "%s/" SHADOW, ds__g.jobdir);
-	if (n < 0 || (size_t)n + 24 > size)
-		return -ENAMETOOLONG;
-	ds__busy++; /* mkdir and stat of the shadow: libc's, not ours */
-	int rc = ds_mkdir_p(buf, 0700);
-	snprintf(buf + n, size - (size_t)n, "/%lld", (long long)id);
-	if (rc == 0 && DS__REAL(mkdir)(buf, 0500) < 0 && errno != EEXIST)
+	int n = snprintf(shadow, size, "%s/" SHADOW, ds__g.jobdir);
+	ds__busy++; /* mkdir of the shadow: libc's, not ours */
+	int rc = ds_mkdir_p(shadow, 0700);
+	snprintf(shadow + n, size - n, "/%lld", (long long)id);
+	if (rc == 0 && DS__REAL(mkdir)(shadow, 0500) < 0 && errno != EEXIST)
 		rc = -errno;
 	ds__busy--;
 	return rc;
 }
 
-int ds__cwd_shadow(int64_t id, char *buf, size_t size)
+int ds__cwd_shadow(int64_t id, char *shadow, size_t size)
 {
 	pthread_mutex_lock(&cwd_lock);
-	int rc = shadow_make(id, buf, size);
+	int rc = make_shadow(id, shadow, size);
 	pthread_mutex_unlock(&cwd_lock);
 	return rc;
 }
@@ -60,13 +53,13 @@ int ds__cwd_shadow(int64_t id, char *buf, size_t size)
 static int enter(int64_t id)
 {
 	char shadow[PATH_MAX + 32];
+	/* the shadow's name is a number, but getcwd will report the entry's
+	 * name: one a damaged index made unsafe ("..", "/") is EIO */
+	if (id && ds_name_check(ds__ename(id), ds__g.ix.e[id].name_len, NULL))
+		return -EIO;
 	pthread_mutex_lock(&cwd_lock);
-	int rc = shadow_make(id, shadow, sizeof(shadow));
-	if (rc == -EIO) {
-		pthread_mutex_unlock(&cwd_lock);
-		return rc;
-	}
-	ds__busy++;
+	int rc = make_shadow(id, shadow, sizeof(shadow));
+	ds__busy++; /* chdir of the shadow: libc's, not ours */
 	if (rc == 0 && DS__REAL(chdir)(shadow) < 0)
 		rc = -errno;
 	if (rc && DS__REAL(chdir)("/") == 0)

@@ -131,6 +131,9 @@ extern _Atomic int64_t ds__cwd;
 /* At start: a real cwd inside the shadow tree means an emulated cwd was
  * inherited across exec (cwd.c). */
 void ds__cwd_inherit(void);
+/* The shadow of staged directory id (cwd.c: empty, 0500), made if missing:
+ * its real name in shadow.  0 or -errno. */
+int ds__cwd_shadow(int64_t id, char *shadow, size_t size);
 
 /* Virtual entries (the .dstage tree) carry ids above every real entry. */
 enum ds__virt {
@@ -344,15 +347,14 @@ int ds__vfork_lookup(int fd, uintptr_t *v); /* 1 found, 0 not, -1 unknown (overf
 /* exec.c: take over the staged descriptors a previous image passed in
  * DSTAGE_FDS (at init). */
 void ds__exec_inherit(void);
-/* cwd.c: the shadow directory of staged directory id (made when missing)
- * into buf, for a child's cwd (spawn.c): 0 or -errno. */
-int ds__cwd_shadow(int64_t id, char *buf, size_t size);
 /* exec.c: "DSTAGE_FDS=..." into buf (DS__FDS_BUF bytes) for an exec, or for
  * a posix_spawn (spawn.c: all = 1 describes the close-on-exec ones that
  * are sources of the ndups pairs {from, to} of its dup2 actions too; each
  * source is listed under its new number as well).  Gives each open file its own object
  * (dup'ed onto its numbers).  1 when something was described. */
 #define DS__FDS_NAME "DSTAGE_FDS"
+/* exec.c and spawn.c: the cwd is in the outputs (write.c) */
+#define DS__OUT_CWD_NAME "DSTAGE_OUT_CWD"
 #define DS__FDS_MAX 128 /* descriptors described; more are left to EBADF */
 #define DS__FDS_BUF (DS__FDS_MAX * 84 + 32)
 int ds__exec_describe(char *buf, size_t size, int regfd, const int (*dups)[2], int ndups, int all);

@@ -329,7 +329,7 @@ static int spawn(spawn_fn real, pid_t *pid, const char *path, const posix_spawn_
 	while (envp && envp[n])
 		n++;
 	char *var = malloc(DS__FDS_BUF);
-	char **ne = malloc((n + 2) * sizeof(char *));
+	char **ne = malloc((n + 3) * sizeof(char *));
 	if (!var || !ne) {
 		free(var);
 		free(ne);
@@ -339,10 +339,15 @@ static int spawn(spawn_fn real, pid_t *pid, const char *path, const posix_spawn_
 	int have = ds__exec_describe(var, DS__FDS_BUF, regfd, (const int(*)[2])dups, ndups, 1);
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
-		if (strncmp(envp[i], DS__FDS_NAME "=", sizeof(DS__FDS_NAME)))
+		if (strncmp(envp[i], DS__FDS_NAME "=", sizeof(DS__FDS_NAME)) &&
+		    strncmp(envp[i], DS__OUT_CWD_NAME "=", sizeof(DS__OUT_CWD_NAME)))
 			ne[k++] = envp[i];
 	if (have)
 		ne[k++] = var;
+	char work[PATH_MAX]; /* a cwd in the outputs, as exec.c passes it */
+	if (atomic_load_explicit(&ds__out_cwd, memory_order_relaxed) &&
+	    ds__out_rel(AT_FDCWD, ".", work))
+		ne[k++] = (char *)DS__OUT_CWD_NAME "=1";
 	ne[k] = NULL;
 	int rc = real(pid, path, fa, attr, argv, ne);
 	ds__offcell_exec_failed(regfd); /* the parent's stays close-on-exec */

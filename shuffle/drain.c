@@ -104,6 +104,8 @@ void ds__drain_rename(struct ds__drain *d, struct ds__orec *r, const char *newpa
 
 uint64_t ds__drain_mark(struct ds__drain *d) { return d->queued; }
 
+const char *ds__drain_dir(const struct ds__drain *d) { return d->dir; }
+
 int ds__drain_reached(struct ds__drain *d, uint64_t mark, int *status)
 {
 	*status = d->failed ? -EIO : 0;
@@ -257,18 +259,23 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 	if (r->dstate != DS_D_QUEUED || r->gone)
 		return; /* replaced or unlinked before its turn */
 	char src[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
-	pfmt(src, sizeof(src), "%s/%s", ds__out_ns(d->o), r->path);
-	int sfd = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* a name that does not fit is a failure, never a cut name in DIR
+	 * (node 0 refuses such names at create: ENAMETOOLONG) */
+	int sfd = -1, e = ENAMETOOLONG;
+	if (pfmt(src, sizeof(src), "%s/%s", ds__out_ns(d->o), r->path) < (int)sizeof(src) &&
+	    pfmt(tmp, sizeof(tmp), "%s/%s" DS_OUT_DRAIN_TMP "%u.%llu", d->dir, r->path, node,
+	         (unsigned long long)r->seq) < (int)sizeof(tmp)) {
+		sfd = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		e = errno;
+	}
 	if (sfd < 0) {
-		ds_error("node %u: drain: '%s': %s", node, r->path, ds_strerror(errno));
+		ds_error("node %u: drain: '%s': %s", node, r->path, ds_strerror(e));
 		r->dstate = DS_D_FAILED;
 		d->failed++;
 		d->pending_bytes -= r->size;
 		return;
 	}
 	r->dstate = DS_D_DRAINING;
-	pfmt(tmp, sizeof(tmp), "%s/%s" DS_OUT_DRAIN_TMP "%u.%llu", d->dir, r->path, node,
-	         (unsigned long long)r->seq);
 	pfmt(d->tmp, sizeof(d->tmp), "%s", tmp);
 	d->cur = r;
 	pthread_mutex_unlock(mu);
@@ -295,8 +302,11 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 		rc = -DS_ECHECKSUM;
 	if (!rc && !r->gone) {
 		/* the output may have been renamed meanwhile: its name now */
-		pfmt(dst, sizeof(dst), "%s/%s", d->dir, r->path);
-		rc = mkparent(dst);
+		rc = pfmt(dst, sizeof(dst), "%s/%s", d->dir, r->path) < (int)sizeof(dst)
+		             ? 0
+		             : -ENAMETOOLONG;
+		if (!rc)
+			rc = mkparent(dst);
 		if (!rc && rename(tmp, dst) < 0)
 			rc = -errno;
 		if (!rc)
@@ -366,17 +376,20 @@ static void *drain_main(void *arg)
 			drain_one(d, q, mu);
 			break;
 		case A_RENAME:
-			pfmt(a, sizeof(a), "%s/%s", d->dir, q->a);
-			pfmt(b, sizeof(b), "%s/%s", d->dir, q->b);
-			rc = mkparent(b);
+			if (pfmt(a, sizeof(a), "%s/%s", d->dir, q->a) >= (int)sizeof(a) ||
+			    pfmt(b, sizeof(b), "%s/%s", d->dir, q->b) >= (int)sizeof(b))
+				rc = -ENAMETOOLONG;
+			if (!rc)
+				rc = mkparent(b);
 			if (!rc && rename(a, b) < 0)
 				rc = -errno;
 			if (!rc)
 				rc = fsync_dir_of(b);
 			break;
 		case A_UNLINK:
-			pfmt(a, sizeof(a), "%s/%s", d->dir, q->a);
-			if (unlink(a) < 0 && errno != ENOENT)
+			if (pfmt(a, sizeof(a), "%s/%s", d->dir, q->a) >= (int)sizeof(a))
+				rc = -ENAMETOOLONG;
+			else if (unlink(a) < 0 && errno != ENOENT)
 				rc = -errno;
 			else
 				rc = fsync_dir_of(a);
