@@ -32,7 +32,11 @@ for set in 0-3 0-1,3 1,3 2; do
 	for loc in 0 0.5 1; do
 		for drop in 0 1; do
 			test_expect_success "set $set, locality $loc, drop_last $drop: permutations, equal shares" '
-				conf 7 '$loc' '$drop' && nodes_file 2 '$set' &&
+				conf 7 '$loc' '$drop' && rm -f "$JOBDIR/nodes" &&
+				for e in 0 1; do
+					for k in 0 1 2 3; do ep --node $k $e >pre.$e.$k || exit 1; done
+				done &&
+				nodes_file 2 '$set' &&
 				ks=$(echo '$set' | awk -F, "{ for (i = 1; i <= NF; i++) { n = split(\$i, r, \"-\"); if (n == 1) r[2] = r[1]; for (j = r[1]; j <= r[2]; j++) printf \"%d \", j } }") &&
 				nk=$(echo $ks | wc -w) && n=$(wc -l <train.sorted) &&
 				if [ '$drop' = 1 ]; then s=$((n / nk)); else s=$(((n + nk - 1) / nk)); fi &&
@@ -49,7 +53,10 @@ for set in 0-3 0-1,3 1,3 2; do
 						test_cmp train.sorted u.$e
 					fi || exit 1
 				done &&
-				for e in 0 1; do ep --node 0 $e | cmp - full.0 >/dev/null; done; :
+				# before the change (from=2): the full set, as if no node was lost
+				for e in 0 1; do
+					for k in 0 1 2 3; do ep --node $k $e | cmp - pre.$e.$k || exit 1; done
+				done
 			'
 		done
 	done
