@@ -367,9 +367,10 @@ test_grep() {
 # kill_ranks SIG PID...: send SIG to every PID, e.g. several ranks of one
 # MPI step.  Each must be running when it is called (an empty or gone PID
 # fails: the step was not what the test thought).  Once one rank is killed,
-# mpiexec.hydra takes the rest of the step down by itself, often before the
-# next kill(2) of the same command (under load nearly always): a PID that is
-# gone by its turn is therefore not an error, one that still runs and
+# mpiexec.hydra takes the rest of the step down by itself: here the second
+# rank was gone by the next shell command every time, and even between the
+# two kill(2) of one `kill -9 A B` in 1 of 4 runs under load.  A PID that
+# is gone by its turn is therefore not an error, one that still runs and
 # cannot be signalled is.
 kill_ranks() {
 	_sig=$1
