@@ -82,10 +82,16 @@ s3_proxy() {
 		2>"$TRASH/proxy.log" &
 	S3_PROXY_PID=$!
 	test_bg "$S3_PROXY_PID"
+	# its port file is written once it listens; a proxy that exits is
+	# seen at once, 60 s is the bound of one that hangs (was 5 s: Python
+	# starting on 2 loaded cores could reach it)
 	i=0
 	while [ ! -s "$TRASH/proxy.port" ]; do
 		i=$((i + 1))
-		[ $i -gt 100 ] && { echo "fault proxy did not start"; return 1; }
+		if [ $i -gt 1200 ] || ! proc_running "$S3_PROXY_PID"; then
+			echo "fault proxy did not start: $(cat "$TRASH/proxy.log")"
+			return 1
+		fi
 		sleep 0.05
 	done
 	S3_PROXY_URL="http://127.0.0.1:$(cat "$TRASH/proxy.port")"
