@@ -1,6 +1,5 @@
-#!/bin/sh
-# t/stress.sh: the suite under load, from fresh clones (t/README.md,
-# "A suite that never flakes").  Clones HEAD of this checkout into a
+# t/stress.sh: the suite under load, from fresh clones (t/README.md says
+# when and how to run it).  Clones HEAD of this checkout into a
 # temporary directory, starts two busy loops (one per core of the 2-core CI
 # machine), then, N times (default 5): a fresh clone, `make -j2`, `make
 # check` (TEST_JOBS as usual), each run's log kept; stops the loops and
@@ -28,7 +27,7 @@ while [ $# -gt 0 ]; do
 	-l) loops=$2; shift 2 ;;
 	-k) keep=1; shift ;;
 	--) shift; break ;;
-	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '1,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "usage: sh t/stress.sh [-n RUNS] [-l BUSY_LOOPS] [-k] [-- PROVE_ARGS...]" >&2; exit 2 ;;
 	esac
 done
