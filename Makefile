@@ -244,7 +244,13 @@ fuzz: all
 soak: all
 	DSTAGE_SOAK=1 prove -v t/99[0-9][0-9]-*.t
 
+# `make check` STRESS_RUNS times, each from a fresh clone of HEAD, beside two
+# busy loops (t/stress.sh, t/README.md)
+STRESS_RUNS ?= 5
+stress:
+	sh t/stress.sh -n $(STRESS_RUNS)
+
 clean:
 	rm -rf $(O)
 
-.PHONY: npm-s3 demo-s3 all deps deps-build deps-bench test check demo bench install style clean fuzz soak
+.PHONY: npm-s3 demo-s3 all deps deps-build deps-bench test check demo bench install style clean fuzz soak stress

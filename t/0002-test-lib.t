@@ -172,4 +172,16 @@ test_expect_success TMPFS 'a mount left under the scratch directory is undone, n
 test_expect_success 'nothing of the cases is left' '
 	ls -A tmp >left && test_cmp /dev/null left
 '
+test_expect_success 'kill_ranks: each pid must run when called; wait_gone: an exited child is gone' '
+	sleep 100 &
+	a=$!
+	sleep 100 &
+	b=$!
+	! kill_ranks KILL "" && ! kill_ranks KILL x && ! kill_ranks KILL &&
+	kill_ranks KILL $a $b &&
+	wait_gone 30 $a $b &&
+	! proc_running $a && ! kill_ranks KILL $a $b &&
+	{ wait $a $b || :; } # exit 137: killed, as meant
+'
+
 test_done

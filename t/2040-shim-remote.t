@@ -7,23 +7,14 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/shim-lib.sh"
 
-start_service() {
-	"$T/fake-service" "$@" "$JOBDIR" 0 >svc.out 2>&1 &
-	svc=$!
-	test_bg $svc
-	echo $svc >svc.pid
-	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-		grep -q ready svc.out 2>/dev/null && return 0
-		sleep 0.1
-	done
-	return 1
-}
+start_service() { fake_service_start "$@"; }
+# The service was started by another test's body: not a child here (`wait`
+# cannot reap it), so wait until it has exited before the next one starts.
 stop_service() {
 	kill -9 $(cat svc.pid) 2>/dev/null
 	kill -CONT $(cat svc.pid) 2>/dev/null
-	wait $(cat svc.pid) 2>/dev/null
+	wait_gone 30 $(cat svc.pid) &&
 	rm -f "$JOBDIR/0/sock"
-	true
 }
 sums() {
 	(cd "$1" && find . -type f | sort | while read -r f; do
@@ -117,7 +108,7 @@ test_expect_success 'a service stopped (SIGSTOP), then killed: EIO, no hang' '
 	! DSTAGE_TIMEOUT=1.5 shim cat "$MOUNT/$f" >/dev/null 2>err &&
 	end=$(date +%s%N) && grep -q "Input/output error" err &&
 	test $(( (end - start) / 1000000 )) -lt 5000 &&
-	kill -9 $(cat svc.pid) && kill -CONT $(cat svc.pid) 2>/dev/null; sleep 0.2;
+	kill -9 $(cat svc.pid) && wait_gone 30 $(cat svc.pid) &&
 	start=$(date +%s%N) &&
 	! DSTAGE_TIMEOUT=30 shim cat "$MOUNT/$f" >/dev/null 2>err &&
 	end=$(date +%s%N) && grep -q "Input/output error" err &&

@@ -54,7 +54,8 @@ test_expect_success 'a template that leads out of the mount makes a real file th
 test_expect_success 'mkfifo(1), sed -i, perl -pi, Python tempfile in a staged cwd: EROFS' '
 	! in_mount a "mkfifo ff" 2>e1 && test_grep "Read-only file system" e1 &&
 	! in_mount a "sed -i s/hello/bye/ x.txt" 2>e2 && test_grep "Read-only file system" e2 &&
-	in_mount a "perl -pi -e s/hello/bye/ x.txt" 2>e3; test_grep "Read-only file system" e3 &&
+	# perl -i warns and goes on (exit 0) when it cannot make its temporary
+	{ in_mount a "perl -pi -e s/hello/bye/ x.txt" 2>e3 || :; } && test_grep "Read-only file system" e3 &&
 	! in_mount a "\"$PY\" -c \"import tempfile; tempfile.mkstemp(dir=\\\".\\\")\"" 2>e4 &&
 	test_grep "Read-only file system" e4 &&
 	! in_mount a "\"$PY\" -c \"import tempfile; tempfile.NamedTemporaryFile(dir=\\\"b\\\")\"" 2>e5 &&

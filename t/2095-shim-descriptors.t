@@ -12,12 +12,7 @@
 test_expect_success 'setup: 2 nodes, the service of node 0 (half the files are remote)' '
 	make_tree "$TRASH/src" &&
 	stage_tree "$TRASH/src" -N 2 -R 1 -p 4 &&
-	"$T/fake-service" --log "$TRASH/svc.log" "$JOBDIR" 0 >svc.out 2>&1 &
-	echo $! >svc.pid && test_bg $(cat svc.pid) &&
-	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-		grep -q ready svc.out 2>/dev/null && break; sleep 0.1
-	done &&
-	grep -q ready svc.out &&
+	fake_service_start --log "$TRASH/svc.log" &&
 	(cd src && find . -type f ! -name m000 | sed "s,^\./,," | sort) >files
 '
 

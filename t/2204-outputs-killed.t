@@ -28,7 +28,7 @@ test_expect_success 'a small output drains; two 3 MiB ones are queued behind it'
 	cat "$JOBDIR/0/outputs.status"
 '
 test_expect_success 'the service is killed while it copies' '
-	kill -9 $(node_pid 0) $(node_pid 1) &&
+	kill_ranks KILL "$(node_pid 0)" "$(node_pid 1)" &&
 	wait_until 20 sh -c "! kill -0 $SERVE_PID 2>/dev/null" &&
 	ls -la "$DR" && find "$DR" -name "*.dstage-drain.*" >tmp.list && test -s tmp.list
 '

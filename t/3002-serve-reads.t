@@ -55,9 +55,26 @@ test_expect_success 'nonsense gets an error, never bytes' '
 	"$T/serve-read" -q 0:0:0:2 "$JOBDIR" 0 >out && grep -q "status=0 len=0" out
 '
 
-test_expect_success SETPRIV 'a reader of another user cannot connect' '
-	! setpriv --reuid=65534 --regid=65534 --clear-groups "$T/serve-read" -a "$JOBDIR" 0 >out 2>&1 &&
-	cat out
+# as_nobody CMD...: CMD as uid/gid 65534, no supplementary groups
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+cat >"$TRASH/connect.py" <<'EOF'
+import errno, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+    print("connect: connected")
+except OSError as e:
+    print("connect: %s" % errno.errorcode.get(e.errno, e.errno))
+EOF
+test_expect_success SETPRIV,PYTHON 'a reader of another user cannot connect: the 0700 node directory keeps it out' '
+	# the helpers run as that user (a usage error: exit 2, not 126 or 127)
+	{ as_nobody "$T/serve-read"; test $? = 2; } &&
+	{ as_nobody "$PY" -c "pass"; test $? = 0; } &&
+	# the reader is refused the node directory: its index, and the socket
+	{ as_nobody "$T/serve-read" -a "$JOBDIR" 0 >out 2>&1; rc=$?; cat out; test $rc = 1; } &&
+	test_grep "^serve-read: .$JOBDIR/0/index.: Permission denied" out &&
+	{ as_nobody "$PY" "$TRASH/connect.py" "$JOBDIR/0/sock" >conn 2>&1; cat conn; } &&
+	test_grep -x "connect: EACCES" conn
 '
 
 serve_stop

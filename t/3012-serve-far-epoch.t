@@ -51,7 +51,7 @@ for e in 1 2 3; do
 	'
 done
 test_expect_success "the far epoch's caches are released" '
-	ls "$JOBDIR/0/epochs" "$JOBDIR/1/epochs" >caches; cat caches;
+	ls "$JOBDIR/0/epochs" "$JOBDIR/1/epochs" >caches && cat caches &&
 	! grep -q "^$FAR" caches && ! grep -q "^$((FAR + 1))" caches
 '
 test_expect_success 'one epoch back (a straggler) does not move the prefetch back' '

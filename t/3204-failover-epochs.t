@@ -32,7 +32,11 @@ for set in 0-3 0-1,3 1,3 2; do
 	for loc in 0 0.5 1; do
 		for drop in 0 1; do
 			test_expect_success "set $set, locality $loc, drop_last $drop: permutations, equal shares" '
-				conf 7 '$loc' '$drop' && nodes_file 2 '$set' &&
+				conf 7 '$loc' '$drop' && rm -f "$JOBDIR/nodes" &&
+				for e in 0 1; do
+					for k in 0 1 2 3; do ep --node $k $e >pre.$e.$k || exit 1; done
+				done &&
+				nodes_file 2 '$set' &&
 				ks=$(echo '$set' | awk -F, "{ for (i = 1; i <= NF; i++) { n = split(\$i, r, \"-\"); if (n == 1) r[2] = r[1]; for (j = r[1]; j <= r[2]; j++) printf \"%d \", j } }") &&
 				nk=$(echo $ks | wc -w) && n=$(wc -l <train.sorted) &&
 				if [ '$drop' = 1 ]; then s=$((n / nk)); else s=$(((n + nk - 1) / nk)); fi &&
@@ -49,7 +53,10 @@ for set in 0-3 0-1,3 1,3 2; do
 						test_cmp train.sorted u.$e
 					fi || exit 1
 				done &&
-				for e in 0 1; do ep --node 0 $e | cmp - full.0 >/dev/null; done; :
+				# before the change (from=2): the full set, as if no node was lost
+				for e in 0 1; do
+					for k in 0 1 2 3; do ep --node $k $e | cmp - pre.$e.$k || exit 1; done
+				done
 			'
 		done
 	done
@@ -80,10 +87,12 @@ test_expect_success 'locality 1 over the survivors 0,1,3: most samples on a node
 test_expect_success 'the shim gives the lists dstage epoch gives, for the set' '
 	conf 7 0.5 0 && nodes_file 1 0-1,3 &&
 	for k in 0 1 3; do
-		shim_on $k cat "$MOUNT/.dstage/epochs/4/all" | cmp - "$(ep --node $k 4 >x.$k; echo x.$k)" || exit 1
-		shim_on $k cat "$MOUNT/.dstage/epochs/4/1-of-2" | cmp - "$(ep --node $k 4 1-of-2 >y.$k; echo y.$k)" || exit 1
+		ep --node $k 4 >x.$k && test -s x.$k && ep --node $k 4 1-of-2 >y.$k && test -s y.$k &&
+		shim_on $k cat "$MOUNT/.dstage/epochs/4/all" | cmp - x.$k &&
+		shim_on $k cat "$MOUNT/.dstage/epochs/4/1-of-2" | cmp - y.$k || exit 1
 	done &&
-	! shim_on 2 cat "$MOUNT/.dstage/epochs/4/all" 2>err && cat err
+	! shim_on 2 cat "$MOUNT/.dstage/epochs/4/all" 2>err && cat err &&
+	test_grep "epochs/4/all: No such file or directory" err
 '
 test_expect_success 'the set of an epoch: dstage epoch --nodes-of' '
 	test "$(ep --nodes-of 0)" = "0-3 of 4" && test "$(ep --nodes-of 1)" = "0-1,3 of 4" &&

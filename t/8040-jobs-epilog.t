@@ -75,7 +75,8 @@ job_of() { sed -n 's/^Submitted batch job //p' "$1"; }
 # epilog_ran JOB: wait until the Epilog ran on the four nodes for JOB
 epilog_ran() {
 	i=0
-	while [ "$(grep -c " $1 0$" epilog.ran 2>/dev/null)" != 4 ] && [ $i -lt 100 ]; do
+	# 60 s: the bound of an Epilog that never runs, not of a slow one
+	while [ "$(grep -c " $1 0$" epilog.ran 2>/dev/null)" != 4 ] && [ $i -lt 300 ]; do
 		sleep 0.2
 		i=$((i + 1))
 	done

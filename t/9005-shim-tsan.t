@@ -71,10 +71,7 @@ test_expect_success 't/2050 shim-mt (threads, a shared descriptor, fork, a signa
 
 test_expect_success 'setup: two nodes, raw, a stand-in service for node 0' '
 	stage_tree "$TRASH/src" -N 2 -R 1 -p 4 &&
-	"$T/fake-service" --log svc.log "$JOBDIR" 0 >svc.out 2>&1 &
-	echo $! >svc.pid && test_bg $(cat svc.pid) &&
-	for i in $(seq 1 50); do grep -q ready svc.out && break; sleep 0.1; done &&
-	grep -q ready svc.out
+	fake_service_start --log svc.log
 '
 test_bg "$(cat "$TRASH/svc.pid" 2>/dev/null)"
 

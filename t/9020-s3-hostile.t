@@ -46,27 +46,39 @@ test_expect_success 'the debug log names where credentials came from, not what t
 	test_grep "credentials from the environment" err && ! grep -q S3RVER err
 '
 
+# Only a key the server stores as it is sent tests anything: a server that
+# resolves the dot segments stores another name (a skip, with the reason).
 for key in "p/../../etc/passwd" "p/a/../../x" "p/./x" "p/x/." "p/.dstage/epochs/0/all"; do
-	test_expect_code 1 "a key escaping or shadowing the tree is refused: $key" '
-		"$S3TOOL" rm s3://bad && "$S3TOOL" put src/b/f1 "s3://bad/'"$key"'" &&
-		"$DSTAGE" pack s3://bad/p out 2>err; rc=$?; cat err &&
-		test_grep -F "'"'s3://bad/$key'"'" err && ! test -e out && exit $rc
+	"$S3TOOL" rm s3://bad
+	if ! "$S3TOOL" put src/b/f1 "s3://bad/$key" 2>/dev/null ||
+		! "$S3TOOL" ls s3://bad 2>/dev/null | cut -d" " -f1 | grep -qxF "$key"; then
+		test_skip "a key escaping or shadowing the tree is refused: $key" \
+			"the server cannot store such a key (refused, or stored under another name)"
+		continue
+	fi
+	test_expect_success "a key escaping or shadowing the tree is refused: $key" '
+		"$DSTAGE" pack s3://bad/p nopk 2>err; rc=$?; cat err &&
+		test_grep -F "'"'s3://bad/$key'"'" err && ! test -e nopk && test $rc = 1
 	'
 done
 
-test_expect_code 1 'a key that is also a directory: refused, named' '
+test_expect_success 'a key that is also a directory: refused, named' '
 	"$S3TOOL" rm s3://bad && "$S3TOOL" put src/b/f1 s3://bad/p/x &&
 	"$S3TOOL" put src/b/f1 s3://bad/p/x/y &&
-	"$DSTAGE" pack s3://bad/p out 2>err; rc=$?; cat err &&
+	"$DSTAGE" pack s3://bad/p nopk 2>err; rc=$?; cat err &&
 	test_grep "s3://bad/p/x.: a key that is also a directory of other keys" err &&
-	! test -e out && exit $rc
+	! test -e nopk && test $rc = 1
 '
 
-test_expect_code 1 'a folder marker with data in it is refused' '
-	"$S3TOOL" rm s3://bad && printf x >x && "$S3TOOL" put x s3://bad/p/d/ &&
-	"$DSTAGE" pack s3://bad/p out 2>err; rc=$?; cat err &&
-	test_grep "s3://bad/p/d/.: key ends with ./. but has data" err && ! test -e out && exit $rc
-'
+"$S3TOOL" rm s3://bad && printf x >x && "$S3TOOL" put x s3://bad/p/d/
+if "$S3TOOL" ls s3://bad/p | grep -q "^p/d/ "; then
+	test_expect_success 'a folder marker with data in it is refused' '
+		"$DSTAGE" pack s3://bad/p nopk 2>err; rc=$?; cat err &&
+		test_grep "s3://bad/p/d/.: key ends with ./. but has data" err && ! test -e nopk && test $rc = 1
+	'
+else
+	test_skip 'a folder marker with data in it is refused' 's3rver drops the trailing slash of a key'
+fi
 
 "$S3TOOL" rm s3://bad && : >e && "$S3TOOL" put e s3://bad/p/d/ && "$S3TOOL" put src/b/f1 s3://bad/p/f
 if "$S3TOOL" ls s3://bad/p | grep -q "^p/d/ "; then
@@ -78,15 +90,15 @@ else
 	test_skip 'an empty folder marker is a directory' 's3rver drops the trailing slash of a key'
 fi
 
-test_expect_code 1 'stage: a truncated partition in the bucket, no store left' '
+test_expect_success 'stage: a truncated partition in the bucket, no store left' '
 	head -c 5000 pack/part-00001.h5 >short.h5 && "$S3TOOL" put-tree pack s3://bad/pk &&
 	"$S3TOOL" put short.h5 s3://bad/pk/part-00001.h5 &&
 	mpirun_n 2 "$DSTAGE" stage s3://bad/pk --to "$SHM" --node-per-rank --job tr 2>err;
 	rc=$?; cat err && test_grep "s3://bad/pk/part-00001.h5.: truncated" err &&
-	nostore tr && exit $rc
+	nostore tr && test $rc = 1
 '
 
-test_expect_code 1 'stage: a bit flipped in a payload in the bucket, named, no store left' '
+test_expect_success 'stage: a bit flipped in a payload in the bucket, named, no store left' '
 	cp pack/part-00000.h5 flip.h5 &&
 	off=$("$DSTAGE" ls -l pack >/dev/null; "$PY" -c "
 import struct,sys; h=open(\"flip.h5\",\"rb\").read(128); print(struct.unpack(\"<Q\",h[96:104])[0]+10)") &&
@@ -94,14 +106,14 @@ import struct,sys; h=open(\"flip.h5\",\"rb\").read(128); print(struct.unpack(\"<
 	"$S3TOOL" put-tree pack s3://bad/pf && "$S3TOOL" put flip.h5 s3://bad/pf/part-00000.h5 &&
 	mpirun_n 2 "$DSTAGE" stage s3://bad/pf --to "$SHM" --node-per-rank --job fl 2>err;
 	rc=$?; cat err && test_grep "part-00000.h5.: checksum mismatch in" err &&
-	nostore fl && exit $rc
+	nostore fl && test $rc = 1
 '
 
-test_expect_code 1 'stage: a tampered index.h5 in the bucket is refused' '
+test_expect_success 'stage: a tampered index.h5 in the bucket is refused' '
 	head -c 3000 pack/index.h5 >idx && "$S3TOOL" put-tree pack s3://bad/pi &&
 	"$S3TOOL" put idx s3://bad/pi/index.h5 &&
 	mpirun_n 2 "$DSTAGE" stage s3://bad/pi --to "$SHM" --node-per-rank --job ix 2>err;
-	rc=$?; cat err && test_grep "s3://bad/pi/index.h5.: truncated" err && nostore ix && exit $rc
+	rc=$?; cat err && test_grep "s3://bad/pi/index.h5.: truncated" err && nostore ix && test $rc = 1
 '
 
 test_expect_code 2 'a malformed s3:// URL for pack is a usage error' '

@@ -38,7 +38,8 @@ test_expect_success 'the dataset stays read-only, outputs or not' '
 
 test_expect_success 'rename between the outputs and the dataset: EXDEV, the dataset unchanged' '
 	shim_on 0 sh -c "echo o >$MOUNT/out/o.txt" &&
-	! shim_on 0 mv -T --no-copy "$MOUNT/out/o.txt" "$MOUNT/val/o.txt" 2>err; cat err &&
+	! shim_on 0 mv -T "$MOUNT/out/o.txt" "$MOUNT/val/o.txt" 2>err && cat err &&
+	test_grep "val/o.txt.*Read-only file system" err && test "$(shim_on 0 cat "$MOUNT/out/o.txt")" = o &&
 	cat >ren.py <<-\EOF2 &&
 	# ren.py MOUNT A B [A B ...]: rename MOUNT/A to MOUNT/B for each pair
 	import os, sys, errno

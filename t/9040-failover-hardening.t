@@ -6,9 +6,13 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/serve-lib.sh"
 
-running() {
+running() { running_in "$JOBDIR" "$@"; }
+# running_in JOBDIR K...: the service of every node K serves
+running_in() {
+	d=$1
+	shift
 	for i in "$@"; do
-		grep -qs ^state=running "$JOBDIR/$i/serve.status" && test -S "$JOBDIR/$i/sock" || return 1
+		grep -qs ^state=running "$d/$i/serve.status" && test -S "$d/$i/sock" || return 1
 	done
 }
 ep() { "$DSTAGE" epoch --to "$SHM" --job "$JOB" "$@"; }
@@ -106,7 +110,8 @@ if test_have_prereq TMPFS; then
 	S2=$!
 	test_bg $S2
 	test_expect_success 'served; node 2 lost; the disk filled up to 64 KiB' '
-		wait_until 60 test -S "$J2/3/sock" && kill -KILL "$(sed -n "s/^pid=//p" "$J2/2/serve.status")" &&
+		wait_until 60 running_in "$J2" 0 1 2 3 &&
+		kill_ranks KILL "$(sed -n "s/^pid=//p" "$J2/2/serve.status")" &&
 		{ wait $S2 || :; } &&
 		free=$(df -B1 --output=avail "$SMALL" | tail -1) &&
 		head -c $((free - 65536)) /dev/zero >"$SMALL/filler"

@@ -44,7 +44,9 @@ s3_start() {
 	export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_REGION AWS_ENDPOINT_URL_S3
 	# a free port can be taken before s3rver binds it (scripts run in
-	# parallel): three tries on fresh ports, then the script fails
+	# parallel): three tries on fresh ports, then the script fails.  An
+	# s3rver that cannot bind exits (seen at once); 60 s is the bound of
+	# one that hangs, not of node.js starting on 2 loaded cores
 	for _s3_try in 1 2 3; do
 		S3_PORT=$(s3_free_port) || continue
 		# its continuation tokens use a cipher OpenSSL 3 keeps in the legacy provider
@@ -56,7 +58,7 @@ s3_start() {
 		i=0
 		while ! "$S3TOOL" ls "s3://${S3_BUCKETS%% *}" >/dev/null 2>&1; do
 			i=$((i + 1))
-			if [ $i -gt 150 ] || ! kill -0 "$S3_PID" 2>/dev/null; then
+			if [ $i -gt 600 ] || ! proc_running "$S3_PID"; then
 				echo "# s3rver did not start on 127.0.0.1:$S3_PORT ($(tail -n 3 "$TRASH/s3rver.log" | tr '\n' ' '))"
 				s3_stop
 				break
@@ -80,10 +82,16 @@ s3_proxy() {
 		2>"$TRASH/proxy.log" &
 	S3_PROXY_PID=$!
 	test_bg "$S3_PROXY_PID"
+	# its port file is written once it listens; a proxy that exits is
+	# seen at once, 60 s is the bound of one that hangs (was 5 s: Python
+	# starting on 2 loaded cores could reach it)
 	i=0
 	while [ ! -s "$TRASH/proxy.port" ]; do
 		i=$((i + 1))
-		[ $i -gt 100 ] && { echo "fault proxy did not start"; return 1; }
+		if [ $i -gt 1200 ] || ! proc_running "$S3_PROXY_PID"; then
+			echo "fault proxy did not start: $(cat "$TRASH/proxy.log")"
+			return 1
+		fi
 		sleep 0.05
 	done
 	S3_PROXY_URL="http://127.0.0.1:$(cat "$TRASH/proxy.port")"

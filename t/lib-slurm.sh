@@ -464,11 +464,17 @@ slurm_stop() {
 }
 
 # Wait (at most $1 s, default 30) until no job is left in the queue.
+# A squeue that fails (slurmctld busy, the 5 s timeout) is asked again: its
+# empty output is no answer, never "idle".  What is left at the end is shown.
 slurm_wait_idle() {
 	_i=0
-	while [ -n "$(timeout 5 squeue -h -o %i 2>/dev/null)" ]; do
+	while :; do
+		_q=$(timeout 5 squeue -h -o "%i %T %R" 2>&1) && [ -z "$_q" ] && return 0
 		_i=$((_i + 1))
-		[ $_i -lt $((${1:-30} * 2)) ] || return 1
+		if [ $_i -ge $((${1:-30} * 2)) ]; then
+			echo "slurm_wait_idle: after ${1:-30} s: ${_q:-no answer from squeue}"
+			return 1
+		fi
 		sleep 0.5
 	done
 }

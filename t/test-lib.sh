@@ -46,6 +46,10 @@
 #   test_skip 'title' why   one skipped test, with its reason
 #   test_cmp A B  diff -u, failing when they differ
 #   test_grep ... grep that shows the file when it does not match
+#   kill_ranks SIG PID...  signal the live processes of one step (below)
+#   proc_running PID   PID exists and has not exited (a zombie has)
+#   wait_gone SECS PID...  wait until none of PIDS runs (any process, not
+#                 only this shell's children: `wait` reaps only those)
 #   have_py_module M   $PY can import M
 
 SRCDIR=$(cd "$(dirname "$0")/.." && pwd)
@@ -358,6 +362,54 @@ test_grep() {
 		cat "$last"
 		return 1
 	fi
+}
+
+# kill_ranks SIG PID...: send SIG to every PID, e.g. several ranks of one
+# MPI step.  Each must be running when it is called (an empty or gone PID
+# fails: the step was not what the test thought).  Once one rank is killed,
+# mpiexec.hydra takes the rest of the step down by itself: here the second
+# rank was gone by the next shell command every time, and even between the
+# two kill(2) of one `kill -9 A B` in 1 of 4 runs under load.  A PID that
+# is gone by its turn is therefore not an error, one that still runs and
+# cannot be signalled is.
+kill_ranks() {
+	_sig=$1
+	shift
+	[ $# -gt 0 ] || { echo "kill_ranks: no pid"; return 1; }
+	for _p in "$@"; do
+		case $_p in
+		"" | *[!0-9]*) echo "kill_ranks: '$_p' is not a pid"; return 1 ;;
+		esac
+		proc_running "$_p" || { echo "kill_ranks: $_p is not running"; return 1; }
+	done
+	for _p in "$@"; do
+		kill -"$_sig" "$_p" 2>/dev/null && continue
+		if [ -e "/proc/$_p" ]; then
+			echo "kill_ranks: cannot send SIG$_sig to $_p"
+			return 1
+		fi
+	done
+	return 0
+}
+
+proc_running() {
+	_st=$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null)
+	[ -n "$_st" ] && [ "$_st" != Z ] && [ "$_st" != X ]
+}
+
+# wait_gone SECS PID...: 0 once no PID runs; 1 (naming them) after SECS,
+# a bound that only a process that does not die reaches
+wait_gone() {
+	_k=$(($1 * 10))
+	shift
+	while :; do
+		_alive=
+		for _p in "$@"; do proc_running "$_p" && _alive="$_alive $_p"; done
+		[ -n "$_alive" ] || return 0
+		[ $_k -gt 0 ] || { echo "still running:$_alive"; return 1; }
+		sleep 0.1
+		_k=$((_k - 1))
+	done
 }
 
 # mpiexec with settings for a shared 2-core machine.

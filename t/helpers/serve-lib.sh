@@ -56,6 +56,9 @@ serve_start() {
 	n=$1
 	shift
 	rm -f serve.rc stop.rc "$JOBDIR"/*/serve.status # a killed service leaves "running"
+	# the shell truncates serve.log in the child, after the `&`: serve_up
+	# must not find the "error" of the previous service there meanwhile
+	rm -f serve.log
 	timeout -k 5 "${DSTAGE_TEST_MPI_TIMEOUT:-120}" mpiexec.mpich -n "$n" \
 		"$DSTAGE" serve --to "$SHM" --job "$JOB" --node-per-rank "$@" >serve.log 2>&1 &
 	SERVE_PID=$!

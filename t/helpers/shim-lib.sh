@@ -11,6 +11,10 @@
 #                        exist on disk: interception is then the only way in)
 #   shim CMD...          run CMD with the shim preloaded on node $NODE (0)
 #   tree_paths SRC       every relative path of SRC plus tricky names
+#   fake_service_start [fake-service options]
+#                        (in a test) the stand-in node service of node 0
+#                        (t/helpers/fake-service.c) in the background, pid
+#                        in svc.pid, output in svc.out; returns once it listens
 
 MOUNT=/dstage-test-$$
 NODE=${NODE:-0}
@@ -126,4 +130,27 @@ make_raw_so() {
 	}
 	EOF
 	${CC:-gcc} -shared -fPIC -O2 -o "$1" "$1.c"
+}
+
+# The service's "ready" (printed once it listens) is looked for in an
+# svc.out of its own: the shell truncates the file in the child, after the
+# `&`, so a poll right away could read the "ready" of the previous service
+# and a reader then find no socket.  An exit fails at once; 60 s is a bound
+# for a start that hangs, never reached by a slow one.
+fake_service_start() {
+	rm -f svc.out svc.pid
+	"$T/fake-service" "$@" "$JOBDIR" 0 >svc.out 2>&1 &
+	_fs=$!
+	test_bg $_fs
+	echo $_fs >svc.pid
+	_fk=0
+	until grep -q '^ready$' svc.out 2>/dev/null; do
+		if ! proc_running $_fs || [ $_fk -ge 600 ]; then
+			echo "fake-service did not start:"
+			cat svc.out
+			return 1
+		fi
+		sleep 0.1
+		_fk=$((_fk + 1))
+	done
 }
