@@ -158,6 +158,7 @@ struct ds__out {
 	           * (origin, holder); after a failover rank != node, so a
 	           * node is sent to at ds__rank_of() */
 	pthread_mutex_t mu;
+	pthread_mutex_t status_mu; /* NODEDIR/outputs.status: one writer (before mu) */
 	char area[PATH_MAX], ns[PATH_MAX], w[PATH_MAX], sock[PATH_MAX];
 	int lfd;
 	pthread_t athread;
@@ -1499,6 +1500,7 @@ int ds__out_start(struct ds__svc *s)
 	o->lfd = -1;
 	o->qtail = &o->queue;
 	pthread_mutex_init(&o->mu, NULL);
+	pthread_mutex_init(&o->status_mu, NULL);
 	pthread_cond_init(&o->fetched, NULL);
 	pthread_cond_init(&o->threads_cv, NULL);
 	pthread_cond_init(&o->sum_cv, NULL);
@@ -1528,24 +1530,28 @@ int ds__out_start(struct ds__svc *s)
 	 * of this job left undrained are not thrown away: refused until
 	 * `dstage drain --wait` has recovered them */
 	if (!rc) {
-		char st[PATH_MAX], text[1 << 16];
+		char st[PATH_MAX], *text;
 		pfmt(st, sizeof(st), "%s/" DS_OUT_STATUS, s->nodedir);
-		int fd = open(st, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
-		if (fd >= 0)
-			close(fd);
-		unsigned left = 0, inst = 0;
+		/* all of it (one line per output not drained, any number): the
+		 * area is wiped below only when no line lists one */
+		ssize_t n = ds__out_read_text(st, &text);
+		unsigned long left = 0, inst = 0;
 		if (n > 0) {
-			text[n] = 0;
 			for (const char *q = text; (q = strstr(q, "undrained=")); q++)
 				left += q == text || q[-1] == '\n';
 			const char *q = strstr(text, "\ninstance=");
 			if (q)
 				inst = (unsigned)strtoul(q + 10, NULL, 10);
 		}
+		free(text);
 		o->inst = (inst + 1) & 0xffff ? (inst + 1) & 0xffff : 1;
-		if (left) {
-			ds_error("node %u: %u output(s) of an earlier service of this job were not drained "
+		if (n < 0 && n != -ENOENT) {
+			ds_error("node %u: '%s': %s (it may list outputs not drained: the output area "
+			         "is not wiped)",
+			         s->node, st, ds_strerror((int)n));
+			rc = (int)n;
+		} else if (left) {
+			ds_error("node %u: %lu output(s) of an earlier service of this job were not drained "
 			         "(%s): run 'dstage drain --wait --to %s%s%s' first to recover them",
 			         s->node, left, st, so->to, so->job ? " --job " : "", so->job ? so->job : "");
 			rc = -EEXIST;
@@ -1744,6 +1750,11 @@ void ds__out_status_write(struct ds__out *o)
 		return;
 	struct ds_buf b = {0};
 	char line[PATH_MAX + 64];
+	/* one writer at a time, from the snapshot to the rename: threads
+	 * sharing the temporary name would rename each other's half-written
+	 * file (a torn crash record), and an older snapshot must never land
+	 * after a newer one */
+	pthread_mutex_lock(&o->status_mu);
 	pthread_mutex_lock(&o->mu);
 	unsigned writing = 0;
 	for (struct opend *p = o->pend; p; p = p->next)
@@ -1754,7 +1765,11 @@ void ds__out_status_write(struct ds__out *o)
 	pthread_mutex_unlock(&o->mu);
 	char p[PATH_MAX];
 	pfmt(p, sizeof(p), "%s/" DS_OUT_STATUS, o->s->nodedir);
-	ds_write_file_atomic(p, b.data ? b.data : "", b.len, 0600);
+	int rc = ds_write_file_atomic(p, b.data ? b.data : "", b.len, 0600);
+	if (rc) /* the crash record is behind: said, every time */
+		ds_error("node %u: '%s' not updated (a recovery after a crash reads it): %s",
+		         o->s->node, p, ds_strerror(rc));
+	pthread_mutex_unlock(&o->status_mu);
 	ds_buf_release(&b);
 }
 

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct ds__out;
 struct ds__drain;
@@ -70,5 +71,13 @@ void ds__drain_status(struct ds__drain *d, struct ds_buf *b);
 /* Stop the thread (mutex not held); report and count what is not drained. */
 int ds__drain_end(struct ds__drain *d);
 void ds__drain_free(struct ds__drain *d);
+/* The directory of rel (relative to the drain directory dfd) by descriptor,
+ * component by component with O_NOFOLLOW, made (and made durable) when
+ * missing with create; the descriptor or -errno, *base rel's last name. */
+int ds__drain_dirat(int dfd, const char *rel, int create, const char **base);
+/* Read a whole store file (outputs.status: one line per output, any
+ * number of them): its length with *text (malloc'd, NUL-terminated), or
+ * -errno (-ENOENT: none). */
+ssize_t ds__out_read_text(const char *path, char **text);
 
 #endif
