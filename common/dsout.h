@@ -27,6 +27,10 @@
  *           bytes when neither O_TRUNC nor a new file) and puts an OFD read
  *           lock on byte DS_OUT_LOCK_OFF of it.  The lock lives as long as
  *           any descriptor on that open file: across dup, fork and exec.
+ *           Then, on the same connection, WATCH with the token (no answer):
+ *           the confirmation.  The create takes effect only with it: the
+ *           connection closed without it (a writer that gave up at its
+ *           timeout, or failed or died in its open) rolls it back.
  *   CLOSE   token: the writer closed a descriptor; when no descriptor holds
  *           the lock any more the output is complete: published to every
  *           node before the answer (visible at close).
@@ -62,8 +66,9 @@ enum ds_out_op {
 	DS_OUT_RMDIR,
 	DS_OUT_DRAIN,
 	DS_OUT_PING,
-	DS_OUT_WATCH, /* token: the writer holds its lock; publish when it goes */
-	DS_OUT_ABORT, /* token: the shim could not open or lock it: drop it */
+	DS_OUT_WATCH, /* token: the writer holds its lock; publish when it goes
+	               * (sent on the CREATE's connection: its confirmation) */
+	DS_OUT_ABORT, /* token: drop it (the shim closes the CREATE's connection instead) */
 };
 
 struct ds_out_req {

@@ -284,8 +284,10 @@ static int out_rel(int dirfd, const char *path, char *work)
 }
 
 /* ---- the service ------------------------------------------------------- */
-/* One request, one answer.  0 with *resp, or -errno (-EIO: no service). */
-static int ask(struct ds_out_req *q, struct ds_out_resp *a)
+/* One request, one answer.  0 with *resp, or -errno (-EIO: no service).
+ * keep: the connection is left open in *keep (a CREATE: its writer's
+ * confirmation goes on it, confirm()). */
+static int ask(struct ds_out_req *q, struct ds_out_resp *a, int *keep)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	if (strlen(oc.sock) >= sizeof(sa.sun_path))
@@ -328,13 +330,39 @@ static int ask(struct ds_out_req *q, struct ds_out_resp *a)
 		rc = rc == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 	else if (a->magic != DS_OUT_MAGIC)
 		rc = -EIO;
+	if (keep && !rc && !a->status) {
+		*keep = fd;
+		return 0;
+	}
 	ds__fd_private(fd, 0);
 	DS__REAL(close)(fd);
 	return rc;
 }
 
-static int simple(enum ds_out_op op, const char *rel, const char *rel2, int flags, unsigned mode,
-                  uint64_t token, uint64_t *tok_out)
+/* The second half of a create, on its connection: the writer has its file
+ * and its lock.  One way, no answer to wait for: the service takes these
+ * bytes as the confirmation (they reach it even if the writer closes at
+ * once); a connection closed without them, a writer that gave up (its
+ * DSTAGE_TIMEOUT passed) or died, rolls the create back (docs/outputs.md:
+ * an open that failed never publishes anything).  0 or -EIO. */
+static int confirm(int fd, uint64_t token)
+{
+	struct ds_out_req *q = calloc(1, sizeof(*q));
+	int rc = q ? 0 : -ENOMEM;
+	if (q) {
+		q->magic = DS_OUT_MAGIC;
+		q->op = DS_OUT_WATCH;
+		q->token = token;
+		rc = ds_sock_xfer(fd, q, sizeof(*q), 1, ds_now() + ds__g.timeout_ms / 1000.0) ? -EIO : 0;
+		free(q);
+	}
+	ds__fd_private(fd, 0);
+	DS__REAL(close)(fd);
+	return rc;
+}
+
+static int simple_keep(enum ds_out_op op, const char *rel, const char *rel2, int flags,
+                       unsigned mode, uint64_t token, uint64_t *tok_out, int *keep)
 {
 	struct ds_out_req *q = malloc(sizeof(*q));
 	if (!q)
@@ -349,13 +377,19 @@ static int simple(enum ds_out_op op, const char *rel, const char *rel2, int flag
 	if (rel2)
 		snprintf(q->path2, sizeof(q->path2), "%s", rel2);
 	struct ds_out_resp a;
-	int rc = ask(q, &a);
+	int rc = ask(q, &a, keep);
 	free(q);
-	if (rc)
-		return rc;
+	if (rc) /* no answer within DSTAGE_TIMEOUT: EIO, as for reads */
+		return rc == -ETIMEDOUT ? -EIO : rc;
 	if (tok_out)
 		*tok_out = a.token;
 	return a.status;
+}
+
+static int simple(enum ds_out_op op, const char *rel, const char *rel2, int flags, unsigned mode,
+                  uint64_t token, uint64_t *tok_out)
+{
+	return simple_keep(op, rel, rel2, flags, mode, token, tok_out, NULL);
 }
 
 /* ---- the writers' descriptors ------------------------------------------ */
@@ -527,12 +561,16 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 	if (r->rpath[strlen(r->rpath) - 1] == '/')
 		return ds__fail(EISDIR);
 	uint64_t token = 0;
-	rc = simple(DS_OUT_CREATE, rel, NULL, flags, mode & 07777 & ~cur_umask(), 0, &token);
+	int cfd = -1; /* the create's connection: closed without confirm(), it is rolled back */
+	rc = simple_keep(DS_OUT_CREATE, rel, NULL, flags, mode & 07777 & ~cur_umask(), 0, &token, &cfd);
 	if (rc)
 		return ds__fail(-rc);
 	char wp[PATH_MAX];
-	if (snprintf(wp, sizeof(wp), "%s/%016llx", oc.w, (unsigned long long)token) >= (int)sizeof(wp))
+	if (snprintf(wp, sizeof(wp), "%s/%016llx", oc.w, (unsigned long long)token) >= (int)sizeof(wp)) {
+		ds__fd_private(cfd, 0);
+		DS__REAL(close)(cfd);
 		return ds__fail(ENAMETOOLONG);
+	}
 	int fl = (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_DIRECTORY | O_NOFOLLOW | O_NOCTTY)) | O_NOFOLLOW;
 	if (acc == O_RDONLY) /* O_RDONLY|O_TRUNC: the lock needs a writable file */
 		fl = (fl & ~O_ACCMODE) | O_RDWR;
@@ -540,16 +578,28 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 	int e = errno;
 	if (fd >= 0) {
 		struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
-		if (DS__REAL(fcntl)(fd, F_OFD_SETLK, &lk) < 0 || w_add(fd, token, rel) ||
-		    simple(DS_OUT_WATCH, NULL, NULL, 0, 0, token, NULL)) {
+		uint64_t t;
+		if (DS__REAL(fcntl)(fd, F_OFD_SETLK, &lk) < 0 || w_add(fd, token, rel)) {
 			e = errno ? errno : EIO;
 			DS__REAL(close)(fd);
 			fd = -1;
+		} else if (confirm(cfd, token)) {
+			cfd = -1;
+			e = EIO;
+			w_take(fd, &t);
+			DS__REAL(close)(fd);
+			fd = -1;
+		} else {
+			cfd = -1;
 		}
 	}
 	if (fd < 0) {
-		/* give the path back, publish nothing */
-		simple(DS_OUT_ABORT, NULL, NULL, 0, 0, token, NULL);
+		/* give the path back, publish nothing: the connection closed
+		 * without the confirmation */
+		if (cfd >= 0) {
+			ds__fd_private(cfd, 0);
+			DS__REAL(close)(cfd);
+		}
 		return ds__fail(e);
 	}
 	return ds__fd_fresh(fd);

@@ -1018,9 +1018,10 @@ static void sweep(struct ds__out *o)
 	for (int again = 1; again;) {
 		again = 0;
 		for (struct opend *p = o->pend; p; p = p->next)
-			/* not before the writer has its lock (or plainly died
-			 * before it took it) */
-			if (!p->committing && (p->armed || ds_now() - p->t0 > 10) && lock_free(p->fd)) {
+			/* not before the writer has confirmed its create (it
+			 * has its lock then); one that never does is rolled
+			 * back by confirm_wait, never published */
+			if (!p->committing && p->armed && lock_free(p->fd)) {
 				commit(o, p);
 				again = 1; /* the list changed */
 				break;
@@ -1087,6 +1088,77 @@ static int watch(struct ds__out *o, uint64_t token)
 	}
 	o->nwatch++;
 	return 0;
+}
+
+/* Drop pending output p, publish nothing: its path is given back (node 0)
+ * and its file removed; what the path held before stays (mu held). */
+static void rollback(struct ds__out *o, struct opend *p)
+{
+	p->committing = 1;
+	if (!__atomic_load_n(&o->quit, __ATOMIC_RELAXED)) { /* stopping: main polls no more */
+		struct omsg m;
+		memset(&m, 0, sizeof(m));
+		m.op = OP_ABORT;
+		m.token = p->token;
+		pfmt(m.path, sizeof(m.path), "%s", p->path);
+		via_main(o, &m);
+	}
+	char wp[PATH_MAX];
+	pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)p->token);
+	unlink(wp);
+	for (struct opend **pp = &o->pend; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	close(p->fd);
+	free(p->path);
+	free(p);
+	pthread_cond_broadcast(&o->fetched);
+}
+
+/* A create takes effect only once its writer confirms it, on the create's
+ * own connection (the shim's confirm(): a WATCH with the token, sent when
+ * the writer has opened its file and taken its lock, so that its open
+ * returns a descriptor).  A connection that closes without it is a writer
+ * that gave up (DSTAGE_TIMEOUT passed while node 0 decided: its open
+ * failed with EIO) or died in its open: the create is rolled back, never
+ * published (an empty file over a good checkpoint, issue 24).  Not
+ * bounded in time: a writer stopped in its open holds its path as one
+ * stopped in its write does.  mu NOT held. */
+static void confirm_wait(struct ds__out *o, int fd, uint64_t token)
+{
+	struct ds_out_req *q = ds_xmalloc(sizeof(*q));
+	size_t got = 0;
+	while (got < sizeof(*q) && !__atomic_load_n(&o->quit, __ATOMIC_RELAXED)) {
+		struct pollfd pf = {fd, POLLIN, 0};
+		int n = poll(&pf, 1, 100);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n <= 0)
+			continue;
+		ssize_t k = recv(fd, (char *)q + got, sizeof(*q) - got, 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	int ok = got == sizeof(*q) && q->magic == DS_OUT_MAGIC && q->op == DS_OUT_WATCH &&
+	         q->token == token;
+	free(q);
+	pthread_mutex_lock(&o->mu);
+	struct opend *p = pend_find(o, token);
+	if (p && ok) {
+		watch(o, token); /* armed; without a watcher the sweep publishes it */
+	} else if (p && !p->armed && !p->committing) {
+		ds_warn("node %u: '%s/%s': its writer gave up its open before it had the file: "
+		        "nothing published",
+		        o->s->node, o->s->o.outputs, p->path);
+		rollback(o, p);
+	}
+	pthread_cond_broadcast(&o->fetched);
+	pthread_mutex_unlock(&o->mu);
 }
 
 static int copy_fd(int from, int to)
@@ -1217,26 +1289,8 @@ static int handle(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 		return watch(o, q->token);
 	case DS_OUT_ABORT: {
 		struct opend *p = pend_find(o, q->token);
-		if (!p || p->committing)
-			return 0;
-		p->committing = 1;
-		memset(&m, 0, sizeof(m));
-		m.op = OP_ABORT;
-		m.token = p->token;
-		pfmt(m.path, sizeof(m.path), "%s", p->path);
-		via_main(o, &m);
-		char wp[PATH_MAX];
-		pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)p->token);
-		unlink(wp);
-		for (struct opend **pp = &o->pend; *pp; pp = &(*pp)->next)
-			if (*pp == p) {
-				*pp = p->next;
-				break;
-			}
-		close(p->fd);
-		free(p->path);
-		free(p);
-		pthread_cond_broadcast(&o->fetched);
+		if (p && !p->committing)
+			rollback(o, p);
 		return 0;
 	}
 	case DS_OUT_CREATE:
@@ -1253,7 +1307,14 @@ static int handle(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 					pthread_cond_wait(&o->fetched, &o->mu);
 				return 0;
 			}
-			p->armed = 1;
+			if (!p->armed) {
+				/* its confirmation is on the create's connection,
+				 * sent before this close: wait for it to be read
+				 * (or the create rolled back) */
+				pthread_cond_wait(&o->fetched, &o->mu);
+				i--;
+				continue;
+			}
 			if (lock_free(p->fd))
 				return commit(o, p);
 			if (i == 10)
@@ -1322,6 +1383,10 @@ static void *conn_main(void *arg)
 		    q->op == DS_OUT_UNLINK)
 			ds__out_status_write(o);
 		(void)!send(c->fd, &a, sizeof(a), MSG_NOSIGNAL);
+		if (q->op == DS_OUT_CREATE && !a.status) {
+			confirm_wait(o, c->fd, a.token);
+			ds__out_status_write(o);
+		}
 	}
 	close(c->fd);
 	free(q);
