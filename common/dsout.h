@@ -85,6 +85,7 @@ struct ds_out_resp {
 	uint32_t magic;
 	int32_t status; /* 0 or -errno */
 	uint64_t token;
+	uint64_t dev, ino; /* CREATE: AREA/w/<token>'s: the writer checks it opened that file */
 };
 
 #endif

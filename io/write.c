@@ -353,7 +353,8 @@ static int confirm(int fd, uint64_t token)
 		q->magic = DS_OUT_MAGIC;
 		q->op = DS_OUT_WATCH;
 		q->token = token;
-		rc = ds_sock_xfer(fd, q, sizeof(*q), 1, ds_now() + ds__g.timeout_ms / 1000.0) ? -EIO : 0;
+		rc = ds_sock_xfer(fd, q, sizeof(*q), 1, ds_now() + ds__g.timeout_ms / 1000.0) ? -EIO
+		                                                                              : 0;
 		free(q);
 	}
 	ds__fd_private(fd, 0);
@@ -362,7 +363,8 @@ static int confirm(int fd, uint64_t token)
 }
 
 static int simple_keep(enum ds_out_op op, const char *rel, const char *rel2, int flags,
-                       unsigned mode, uint64_t token, uint64_t *tok_out, int *keep)
+                       unsigned mode, uint64_t token, uint64_t *tok_out, int *keep,
+                       struct ds_out_resp *resp)
 {
 	struct ds_out_req *q = malloc(sizeof(*q));
 	if (!q)
@@ -383,13 +385,15 @@ static int simple_keep(enum ds_out_op op, const char *rel, const char *rel2, int
 		return rc == -ETIMEDOUT ? -EIO : rc;
 	if (tok_out)
 		*tok_out = a.token;
+	if (resp)
+		*resp = a;
 	return a.status;
 }
 
 static int simple(enum ds_out_op op, const char *rel, const char *rel2, int flags, unsigned mode,
                   uint64_t token, uint64_t *tok_out)
 {
-	return simple_keep(op, rel, rel2, flags, mode, token, tok_out, NULL);
+	return simple_keep(op, rel, rel2, flags, mode, token, tok_out, NULL, NULL);
 }
 
 /* ---- the writers' descriptors ------------------------------------------ */
@@ -549,6 +553,12 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 			return ds__fail(EIO);
 		}
 		struct stat st;
+		if (DS__REAL(fstat)(fd, &st) < 0 || st.st_uid != geteuid()) {
+			/* only the service (this user) makes files in the area:
+			 * another user's is a directory swapped on the way */
+			DS__REAL(close)(fd);
+			return ds__fail(EIO);
+		}
 		if ((flags & O_DIRECTORY) || (DS__REAL(fstat)(fd, &st) == 0 && S_ISDIR(st.st_mode)))
 			dfd_mark(fd, 1);
 		return ds__fd_fresh(fd);
@@ -562,11 +572,14 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 		return ds__fail(EISDIR);
 	uint64_t token = 0;
 	int cfd = -1; /* the create's connection: closed without confirm(), it is rolled back */
-	rc = simple_keep(DS_OUT_CREATE, rel, NULL, flags, mode & 07777 & ~cur_umask(), 0, &token, &cfd);
+	struct ds_out_resp ra;
+	rc = simple_keep(DS_OUT_CREATE, rel, NULL, flags, mode & 07777 & ~cur_umask(), 0, &token,
+	                 &cfd, &ra);
 	if (rc)
 		return ds__fail(-rc);
 	char wp[PATH_MAX];
-	if (snprintf(wp, sizeof(wp), "%s/%016llx", oc.w, (unsigned long long)token) >= (int)sizeof(wp)) {
+	if (snprintf(wp, sizeof(wp), "%s/%016llx", oc.w, (unsigned long long)token) >=
+	    (int)sizeof(wp)) {
 		ds__fd_private(cfd, 0);
 		DS__REAL(close)(cfd);
 		return ds__fail(ENAMETOOLONG);
@@ -575,11 +588,20 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 	if (acc == O_RDONLY) /* O_RDONLY|O_TRUNC: the lock needs a writable file */
 		fl = (fl & ~O_ACCMODE) | O_RDWR;
 	int fd = DS__REAL(openat)(AT_FDCWD, wp, fl, 0);
-	int e = errno;
+	int e = errno == ENOENT ? EIO : errno; /* not the service's file: never "no such file" */
 	if (fd >= 0) {
 		struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
 		uint64_t t;
-		if (DS__REAL(fcntl)(fd, F_OFD_SETLK, &lk) < 0 || w_add(fd, token, rel)) {
+		struct stat ws;
+		if (DS__REAL(fstat)(fd, &ws) < 0 || (uint64_t)ws.st_dev != ra.dev ||
+		    (uint64_t)ws.st_ino != ra.ino) {
+			/* not the file the service made (it uses its area by
+			 * descriptor; this path went through a directory
+			 * swapped meanwhile): not a byte into it */
+			e = EIO;
+			DS__REAL(close)(fd);
+			fd = -1;
+		} else if (DS__REAL(fcntl)(fd, F_OFD_SETLK, &lk) < 0 || w_add(fd, token, rel)) {
 			e = errno ? errno : EIO;
 			DS__REAL(close)(fd);
 			fd = -1;

@@ -182,7 +182,8 @@ int ds__drain_dirat(int dfd, const char *rel, int create, const char **base)
 			else if (errno != EEXIST)
 				rc = -errno;
 			if (!rc)
-				nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				nfd = openat(fd, c,
+				             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		}
 		if (!rc && nfd < 0) /* a symlink where a directory should be: ELOOP */
 			rc = errno == ELOOP ? -ENOTDIR : -errno;
@@ -278,9 +279,8 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 	uint32_t node = ds__out_node(d->o);
 	if (r->dstate != DS_D_QUEUED || r->gone)
 		return; /* replaced or unlinked before its turn */
-	char src[PATH_MAX], tmp[PATH_MAX];
-	pfmt(src, sizeof(src), "%s/%s", ds__out_ns(d->o), r->path);
-	int sfd = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	char tmp[PATH_MAX];
+	int sfd = openat(ds__out_nsfd(d->o), r->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (sfd < 0) {
 		ds_error("node %u: drain: '%s': %s", node, r->path, ds_strerror(errno));
 		r->dstate = DS_D_FAILED;
@@ -521,7 +521,8 @@ int ds__drain_new(struct ds__out *o, const struct ds__serve_opts *so, struct ds_
 	d->dfd = open(d->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d->dfd < 0) {
 		rc = -errno;
-		ds_error("node %u: --drain-to '%s': %s", ds__out_node(o), so->drain_to, ds_strerror(rc));
+		ds_error("node %u: --drain-to '%s': %s", ds__out_node(o), so->drain_to,
+		         ds_strerror(rc));
 		return rc;
 	}
 	if (pthread_create(&d->t, NULL, drain_main, d))

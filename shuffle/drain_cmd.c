@@ -127,16 +127,15 @@ ssize_t ds__out_read_text(const char *path, char **text)
 
 /* Copy AREA/ns/NAME to DIR/NAME the drain's way (temporary name, CRC
  * check, mode and mtime, fsync, rename, fsync of the directory). */
-static int recover(const char *area, int dfd, const char *name, uint64_t size, int have_crc,
-                   uint32_t crc)
+static int recover(int afd, int dfd, const char *name, uint64_t size, int have_crc, uint32_t crc)
 {
 	const char *why, *base;
 	char src[PATH_MAX], tmp[PATH_MAX];
-	if (!area[0] || dfd < 0 || ds_name_check(name, strlen(name), &why))
+	if (afd < 0 || dfd < 0 || ds_name_check(name, strlen(name), &why))
 		return -EINVAL;
-	if (snprintf(src, sizeof(src), "%s/" DS_OUT_NS "/%s", area, name) >= (int)sizeof(src))
+	if (snprintf(src, sizeof(src), DS_OUT_NS "/%s", name) >= (int)sizeof(src))
 		return -ENAMETOOLONG;
-	int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int in = openat(afd, src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (in < 0)
 		return -errno;
 	struct stat st;
@@ -151,8 +150,9 @@ static int recover(const char *area, int dfd, const char *name, uint64_t size, i
 	if (!rc && snprintf(tmp, sizeof(tmp), "%s" DS_OUT_DRAIN_TMP "recover.%ld", base,
 	                    (long)getpid()) >= (int)sizeof(tmp))
 		rc = -ENAMETOOLONG;
-	int out = rc ? -1
-	             : openat(pdir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int out =
+		rc ? -1
+		   : openat(pdir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (!rc && out < 0)
 		rc = -errno;
 	char *buf = rc || !size ? NULL : malloc(size < (8u << 20) ? size : (8u << 20));
@@ -312,6 +312,20 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 		/* the drain directory, by descriptor for the whole recovery */
 		int dfd = cleanup && dir[0] ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 		int dfd_err = dfd < 0 ? (dir[0] ? -errno : -EINVAL) : 0;
+		/* the output area too (it may be in a shared --outputs-to DIR):
+		 * ours and private, checked on the descriptor it is read from */
+		int afd = cleanup && area[0]
+		                  ? open(area, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+		                  : -1;
+		struct stat ast;
+		if (afd >= 0 &&
+		    (fstat(afd, &ast) < 0 || ast.st_uid != geteuid() || (ast.st_mode & 077))) {
+			close(afd);
+			afd = -1;
+			errno = EPERM;
+		}
+		if (afd < 0 && !dfd_err)
+			dfd_err = area[0] ? -errno : -EINVAL;
 		int any = 0, lost = 0;
 		/* what is left to recover: the lines of the outputs not recovered */
 		struct ds_buf left = {0};
@@ -326,8 +340,8 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 			any = 1;
 			if (sscanf(q + 10, "%llu %8s %n", &size, cs, &off) < 2 || !off) {
 				/* never skipped in silence: named, and kept */
-				ds_error("node %s: '%.*s': a status line that cannot be read", de->d_name,
-				         (int)(ll < 200 ? ll : 200), q);
+				ds_error("node %s: '%.*s': a status line that cannot be read",
+				         de->d_name, (int)(ll < 200 ? ll : 200), q);
 				ds_buf_add(&left, q, ll);
 				ds_buf_add(&left, "\n", 1);
 				bad = lost = 1;
@@ -346,8 +360,10 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 			         q + 10 + off);
 			/* the service is gone, its bytes are here: copy them now */
 			if (!rc)
-				rc = !cleanup ? -EAGAIN : dfd < 0 ? dfd_err
-				                                   : recover(area, dfd, name, size, have_crc, crc);
+				rc = !cleanup ? -EAGAIN
+				     : dfd < 0 || afd < 0
+				             ? dfd_err
+				             : recover(afd, dfd, name, size, have_crc, crc);
 			if (!rc) {
 				ds_warn("node %s: '%s': recovered from the node's output area into '%s' (the "
 				        "service had not drained it)",
@@ -355,14 +371,16 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 				continue;
 			}
 			ds_error("node %s: '%.*s': closed but not drained to '%s'%s%s", de->d_name,
-			         (int)(nl < 1024 ? nl : 1024), q + 10 + off, dir, rc == -EAGAIN ? "" : ": ",
-			         rc == -EAGAIN ? "" : ds_strerror(rc));
+			         (int)(nl < 1024 ? nl : 1024), q + 10 + off, dir,
+			         rc == -EAGAIN ? "" : ": ", rc == -EAGAIN ? "" : ds_strerror(rc));
 			ds_buf_add(&left, q, ll);
 			ds_buf_add(&left, "\n", 1);
 			bad = lost = 1;
 		}
 		if (dfd >= 0)
 			close(dfd);
+		if (afd >= 0)
+			close(afd);
 		int failed = atoi(kv(text, "failed", v, sizeof(v)));
 		if (!any && failed > 0) {
 			ds_error("node %s: %s drain operation(s) to '%s' failed", de->d_name, v, dir);

@@ -159,7 +159,9 @@ struct ds__out {
 	           * node is sent to at ds__rank_of() */
 	pthread_mutex_t mu;
 	pthread_mutex_t status_mu; /* NODEDIR/outputs.status: one writer (before mu) */
-	char area[PATH_MAX], ns[PATH_MAX], w[PATH_MAX], sock[PATH_MAX];
+	int areafd, nsfd, wfd;     /* AREA, AREA/ns, AREA/w: every name in the area is
+	                            * used from these (nspath), never by path */
+	char area[PATH_MAX], sock[PATH_MAX];
 	int lfd;
 	pthread_t athread;
 	int athread_on, quit;
@@ -188,9 +190,14 @@ struct ds__out {
 };
 
 /* ---- small helpers ------------------------------------------------------ */
+/* rel's name relative to AREA/ns, for the *at() calls on o->nsfd: every
+ * name in the area is used from the descriptors the service opened and
+ * checked at its start, never by a path through --outputs-to DIR (another
+ * user can rename things there: docs/outputs.md "Privacy") */
 static int nspath(struct ds__out *o, const char *rel, char *buf)
 {
-	int n = pfmt(buf, PATH_MAX, "%s%s%s", o->ns, *rel ? "/" : "", rel);
+	(void)o;
+	int n = pfmt(buf, PATH_MAX, "%s", *rel ? rel : ".");
 	return n < PATH_MAX ? 0 : -ENAMETOOLONG;
 }
 
@@ -218,7 +225,7 @@ static int parent_dir(struct ds__out *o, const char *rel)
 	if (nspath(o, p, b))
 		return -ENAMETOOLONG;
 	struct stat st;
-	if (stat(b, &st) < 0)
+	if (fstatat(o->nsfd, b, &st, 0) < 0)
 		return -errno;
 	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
@@ -297,8 +304,8 @@ static void rec_drop(struct ds__out *o, struct ds__orec *r, int unlinked)
 static int placeholder(struct ds__out *o, const struct omsg *m, const char *dst)
 {
 	char tmp[PATH_MAX];
-	pfmt(tmp, sizeof(tmp), "%s/ph.%llu", o->w, (unsigned long long)m->seq);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	pfmt(tmp, sizeof(tmp), "ph.%llu", (unsigned long long)m->seq);
+	int fd = openat(o->wfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
 	int rc = 0;
@@ -308,10 +315,10 @@ static int placeholder(struct ds__out *o, const struct omsg *m, const char *dst)
 	    futimens(fd, ts) < 0)
 		rc = -errno;
 	close(fd);
-	if (!rc && rename(tmp, dst) < 0)
+	if (!rc && renameat(o->wfd, tmp, o->nsfd, dst) < 0)
 		rc = -errno;
 	if (rc)
-		unlink(tmp);
+		unlinkat(o->wfd, tmp, 0);
 	return rc;
 }
 
@@ -327,8 +334,9 @@ static int apply(struct ds__out *o, const struct omsg *m)
 		struct ds__orec *old = ds__out_find(o, m->path);
 		if (m->holder == me) {
 			char wp[PATH_MAX];
-			pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)m->token);
-			if (chmod(wp, m->mode & 07777) < 0 || rename(wp, a) < 0)
+			pfmt(wp, sizeof(wp), "%016llx", (unsigned long long)m->token);
+			if (fchmodat(o->wfd, wp, m->mode & 07777, 0) < 0 ||
+			    renameat(o->wfd, wp, o->nsfd, a) < 0)
 				rc = -errno;
 		} else {
 			rc = placeholder(o, m, a);
@@ -366,7 +374,7 @@ static int apply(struct ds__out *o, const struct omsg *m)
 	}
 	case DS_OUT_RENAME: {
 		struct ds__orec *r = ds__out_find(o, m->path), *old = ds__out_find(o, m->path2);
-		if (rename(a, b) < 0) {
+		if (renameat(o->nsfd, a, o->nsfd, b) < 0) {
 			rc = -errno;
 			ds_error("node %u: rename '%s' -> '%s': %s", me, m->path, m->path2, ds_strerror(rc));
 			break;
@@ -380,7 +388,8 @@ static int apply(struct ds__out *o, const struct omsg *m)
 			r->path = ds_xstrdup(m->path2);
 		}
 		struct stat st;
-		if (!r && lstat(b, &st) == 0 && S_ISDIR(st.st_mode)) {
+		if (!r && fstatat(o->nsfd, b, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISDIR(st.st_mode)) {
 			/* a directory: every output under it has a new name */
 			size_t l = strlen(m->path);
 			for (struct ds__orec *q = o->recs; q; q = q->next) {
@@ -400,18 +409,18 @@ static int apply(struct ds__out *o, const struct omsg *m)
 	}
 	case DS_OUT_UNLINK: {
 		struct ds__orec *r = ds__out_find(o, m->path);
-		if (unlink(a) < 0)
+		if (unlinkat(o->nsfd, a, 0) < 0)
 			rc = -errno;
 		if (r)
 			rec_drop(o, r, 1);
 		break;
 	}
 	case DS_OUT_MKDIR:
-		if (mkdir(a, (m->mode & 0777) | 0700) < 0 && errno != EEXIST)
+		if (mkdirat(o->nsfd, a, (m->mode & 0777) | 0700) < 0 && errno != EEXIST)
 			rc = -errno;
 		break;
 	case DS_OUT_RMDIR:
-		if (rmdir(a) < 0)
+		if (unlinkat(o->nsfd, a, AT_REMOVEDIR) < 0)
 			rc = -errno;
 		break;
 	case DS_OUT_DRAIN:
@@ -438,11 +447,16 @@ static int writing_under(struct ds__out *o, const char *dir)
 	return 0;
 }
 
-static int dir_empty(const char *p)
+static int dir_empty(struct ds__out *o, const char *p)
 {
-	DIR *d = opendir(p);
-	if (!d)
-		return -errno;
+	int fd = openat(o->nsfd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		int e = -errno;
+		if (fd >= 0)
+			close(fd);
+		return e;
+	}
 	struct dirent *de;
 	int empty = 1;
 	while ((de = readdir(d)))
@@ -466,12 +480,12 @@ static int decide_dir_rename(struct ds__out *o, const struct omsg *m, const char
 	if (rc)
 		return rc;
 	struct stat st;
-	if (lstat(b, &st) == 0) {
+	if (fstatat(o->nsfd, b, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (!S_ISDIR(st.st_mode))
 			return -ENOTDIR;
 		if (m->flags & RENAME_NOREPLACE)
 			return -EEXIST;
-		if (dir_empty(b) != 1 || writing_under(o, m->path2))
+		if (dir_empty(o, b) != 1 || writing_under(o, m->path2))
 			return -ENOTEMPTY;
 	}
 	if (writing_under(o, m->path))
@@ -487,7 +501,7 @@ static int decide(struct ds__out *o, struct omsg *m)
 	struct stat st, st2;
 	if (nspath(o, m->path, a) || nspath(o, m->path2, b))
 		return -ENAMETOOLONG;
-	int ea = lstat(a, &st) == 0 ? 0 : -errno;
+	int ea = fstatat(o->nsfd, a, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
 	int rc;
 	switch (m->op) {
 	case DS_OUT_CREATE:
@@ -528,7 +542,7 @@ static int decide(struct ds__out *o, struct omsg *m)
 			return decide_dir_rename(o, m, b);
 		if ((rc = parent_dir(o, m->path2)))
 			return rc;
-		if (lstat(b, &st2) == 0) {
+		if (fstatat(o->nsfd, b, &st2, AT_SYMLINK_NOFOLLOW) == 0) {
 			if (S_ISDIR(st2.st_mode))
 				return -EISDIR;
 			if (m->flags & RENAME_NOREPLACE)
@@ -552,7 +566,7 @@ static int decide(struct ds__out *o, struct omsg *m)
 			return ea;
 		if (!S_ISDIR(st.st_mode))
 			return -ENOTDIR;
-		if (dir_empty(a) != 1 || writing_under(o, m->path))
+		if (dir_empty(o, a) != 1 || writing_under(o, m->path))
 			return -ENOTEMPTY;
 		return 0;
 	case DS_OUT_DRAIN:
@@ -681,7 +695,7 @@ static void fetch_serve(struct ds__out *o, const struct omsg *m, int peer)
 	} else if (r->sum_err) {
 		h.status = r->sum_err;
 	} else {
-		x->fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		x->fd = openat(o->nsfd, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		struct stat st;
 		if (x->fd < 0 || fstat(x->fd, &st) < 0 || (uint64_t)st.st_size != r->size)
 			h.status = -EIO;
@@ -741,8 +755,8 @@ static void fetch_header(struct ds__out *o, const struct omsg *h, int peer)
 	x->seq = h->seq;
 	x->mode = h->mode;
 	x->mtime_ns = h->mtime_ns;
-	pfmt(x->tmp, sizeof(x->tmp), "%s/f.%d", o->w, h->xfer);
-	x->fd = open(x->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	pfmt(x->tmp, sizeof(x->tmp), "f.%d", h->xfer);
+	x->fd = openat(o->wfd, x->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	int rc = x->fd < 0 ? -errno : 0;
 	if (!rc && h->size && (rc = -posix_fallocate(x->fd, 0, (off_t)h->size)) == 0 &&
 	    (x->map = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd, 0)) == MAP_FAILED) {
@@ -761,7 +775,7 @@ static void fetch_header(struct ds__out *o, const struct omsg *h, int peer)
 			MPI_Recv(junk, (int)len, MPI_BYTE, peer, h->xfer, o->dc, MPI_STATUS_IGNORE);
 		}
 		free(junk);
-		unlink(x->tmp);
+		unlinkat(o->wfd, x->tmp, 0);
 		xfer_free(x);
 		fetch_end(o, r, rc);
 		return;
@@ -788,10 +802,10 @@ static void fetch_complete(struct ds__out *o, struct oxfer *x)
 		rc = -errno;
 	if (!rc && (!r || r->seq != x->seq))
 		rc = -ESTALE; /* replaced or removed meanwhile */
-	if (!rc && (nspath(o, x->path, p) || rename(x->tmp, p) < 0))
+	if (!rc && (nspath(o, x->path, p) || renameat(o->wfd, x->tmp, o->nsfd, p) < 0))
 		rc = -EIO;
 	if (rc) {
-		unlink(x->tmp);
+		unlinkat(o->wfd, x->tmp, 0);
 		if (rc != -ESTALE)
 			ds_error("node %u: '%s' from node %d: %s", o->s->node, x->path, x->peer, ds_strerror(rc));
 	} else {
@@ -988,8 +1002,8 @@ static int commit(struct ds__out *o, struct opend *p)
 			ds_now() - t1);
 	if (rc) {
 		char wp[PATH_MAX];
-		pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)p->token);
-		unlink(wp);
+		pfmt(wp, sizeof(wp), "%016llx", (unsigned long long)p->token);
+		unlinkat(o->wfd, wp, 0);
 		ds_error("node %u: '%s': closed but not kept: %s", o->s->node, p->path, ds_strerror(rc));
 	}
 	for (struct opend **pp = &o->pend; *pp; pp = &(*pp)->next)
@@ -1065,11 +1079,11 @@ static int watch(struct ds__out *o, uint64_t token)
 		return 0;
 	p->armed = 1;
 	char wp[PATH_MAX];
-	pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)token);
+	pfmt(wp, sizeof(wp), "%016llx", (unsigned long long)token);
 	struct watch_arg *w = ds_xmalloc(sizeof(*w));
 	w->o = o;
 	w->token = token;
-	w->fd = open(wp, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	w->fd = openat(o->wfd, wp, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (w->fd < 0) {
 		free(w);
 		return -errno;
@@ -1104,8 +1118,8 @@ static void rollback(struct ds__out *o, struct opend *p)
 		via_main(o, &m);
 	}
 	char wp[PATH_MAX];
-	pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)p->token);
-	unlink(wp);
+	pfmt(wp, sizeof(wp), "%016llx", (unsigned long long)p->token);
+	unlinkat(o->wfd, wp, 0);
 	for (struct opend **pp = &o->pend; *pp; pp = &(*pp)->next)
 		if (*pp == p) {
 			*pp = p->next;
@@ -1130,10 +1144,14 @@ static void confirm_wait(struct ds__out *o, int fd, uint64_t token)
 {
 	struct ds_out_req *q = ds_xmalloc(sizeof(*q));
 	size_t got = 0;
-	while (got < sizeof(*q) && !__atomic_load_n(&o->quit, __ATOMIC_RELAXED)) {
+	while (got < sizeof(*q)) {
 		struct pollfd pf = {fd, POLLIN, 0};
 		int n = poll(&pf, 1, 100);
 		if (n < 0 && errno != EINTR)
+			break;
+		/* the service stopping: a confirmation already sent is
+		 * still taken (its writer has a descriptor and will close) */
+		if (n <= 0 && __atomic_load_n(&o->quit, __ATOMIC_RELAXED))
 			break;
 		if (n <= 0)
 			continue;
@@ -1175,7 +1193,7 @@ static int copy_fd(int from, int to)
 	}
 }
 
-static int do_create(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
+static int do_create(struct ds__out *o, struct ds_out_req *q, struct ds_out_resp *a_out)
 {
 	char a[PATH_MAX], wp[PATH_MAX];
 	int rc = rel_ok(q->path, 0);
@@ -1185,7 +1203,7 @@ static int do_create(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 	/* the capacity check: a store with less than OUT_MIN_FREE left takes
 	 * no new output (ENOSPC at open, not half a file later) */
 	struct statvfs sv;
-	if (statvfs(o->w, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < OUT_MIN_FREE)
+	if (fstatvfs(o->wfd, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < OUT_MIN_FREE)
 		return -ENOSPC;
 	struct ds__orec *r = ds__out_find(o, q->path);
 	if (keep && r && !r->local) {
@@ -1203,11 +1221,11 @@ static int do_create(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 	rc = via_main(o, &m);
 	if (rc)
 		return rc;
-	pfmt(wp, sizeof(wp), "%s/%016llx", o->w, (unsigned long long)m.token);
-	int fd = open(wp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	pfmt(wp, sizeof(wp), "%016llx", (unsigned long long)m.token);
+	int fd = openat(o->wfd, wp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	rc = fd < 0 ? -errno : 0;
 	if (!rc && keep) {
-		int old = open(a, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		int old = openat(o->nsfd, a, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (old >= 0) {
 			pthread_mutex_unlock(&o->mu);
 			rc = copy_fd(old, fd);
@@ -1218,7 +1236,7 @@ static int do_create(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 	if (rc) {
 		if (fd >= 0) {
 			close(fd);
-			unlink(wp);
+			unlinkat(o->wfd, wp, 0);
 		}
 		m.op = OP_ABORT;
 		via_main(o, &m);
@@ -1232,7 +1250,14 @@ static int do_create(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 	p->t0 = ds_now();
 	p->next = o->pend;
 	o->pend = p;
-	*token = m.token;
+	a_out->token = m.token;
+	/* the writer opens AREA/w/<token> by its path: it checks that it got
+	 * this very file (a directory swapped on the way cannot take a byte) */
+	struct stat st;
+	if (fstat(fd, &st) == 0) {
+		a_out->dev = (uint64_t)st.st_dev;
+		a_out->ino = (uint64_t)st.st_ino;
+	}
 	return 0;
 }
 
@@ -1276,7 +1301,7 @@ static int token_stale(struct ds__out *o, uint64_t token)
 	return 1;
 }
 
-static int handle(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
+static int handle(struct ds__out *o, struct ds_out_req *q, struct ds_out_resp *a)
 {
 	struct omsg m;
 	int rc;
@@ -1293,8 +1318,7 @@ static int handle(struct ds__out *o, struct ds_out_req *q, uint64_t *token)
 			rollback(o, p);
 		return 0;
 	}
-	case DS_OUT_CREATE:
-		return do_create(o, q, token);
+	case DS_OUT_CREATE: return do_create(o, q, a);
 	case DS_OUT_CLOSE:
 		/* the lock may look held for an instant by its watcher, which
 		 * takes it to learn that the writers are gone: look again */
@@ -1363,7 +1387,7 @@ static void *conn_main(void *arg)
 	struct conn_arg *c = arg;
 	struct ds__out *o = c->o;
 	struct ds_out_req *q = ds_xmalloc(sizeof(*q));
-	struct ds_out_resp a = {DS_OUT_MAGIC, -EINVAL, 0};
+	struct ds_out_resp a = {.magic = DS_OUT_MAGIC, .status = -EINVAL};
 	size_t got = 0;
 	while (got < sizeof(*q)) {
 		ssize_t n = recv(c->fd, (char *)q + got, sizeof(*q) - got, 0);
@@ -1377,7 +1401,7 @@ static void *conn_main(void *arg)
 	if (got == sizeof(*q) && q->magic == DS_OUT_MAGIC) {
 		q->path[PATH_MAX - 1] = q->path2[PATH_MAX - 1] = 0;
 		pthread_mutex_lock(&o->mu);
-		a.status = handle(o, q, &a.token);
+		a.status = handle(o, q, &a);
 		pthread_mutex_unlock(&o->mu);
 		if (q->op == DS_OUT_CREATE || q->op == DS_OUT_CLOSE || q->op == DS_OUT_RENAME ||
 		    q->op == DS_OUT_UNLINK)
@@ -1473,7 +1497,9 @@ static void *sum_main(void *arg)
 		if (r->summed || r->gone)
 			continue; /* nobody can ask for it any more */
 		char p[PATH_MAX];
-		int fd = nspath(o, r->path, p) ? -1 : open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		int fd = nspath(o, r->path, p)
+		                 ? -1
+		                 : openat(o->nsfd, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		int rc = fd < 0 ? -errno : 0;
 		uint64_t size = r->size;
 		double t0 = ds_now();
@@ -1540,18 +1566,54 @@ const char *ds__out_crc_str(const struct ds__orec *r, char buf[9])
 }
 
 /* ---- setup and end -------------------------------------------------------- */
-static int private_mkdir(const char *p)
+/* dfd/name made 0700 when missing, opened without following a symlink and
+ * checked on the descriptor (a directory of ours, 0700): the descriptor,
+ * from which everything under it is used, or -errno.  Checked once and
+ * then used by path, a directory in a shared --outputs-to DIR could be
+ * swapped by another user for one of theirs, and the next outputs written
+ * there (issue 24). */
+static int private_dirat(int dfd, const char *name)
 {
-	if (mkdir(p, 0700) < 0 && errno != EEXIST)
+	if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
 		return -errno;
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ELOOP || errno == ENOTDIR ? -EPERM : -errno; /* planted */
 	struct stat st;
-	if (lstat(p, &st) < 0)
-		return -errno;
-	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-		return -EPERM; /* planted: a symlink or another user's */
-	if ((st.st_mode & 07777) != 0700 && chmod(p, 0700) < 0)
-		return -errno;
-	return 0;
+	int rc = fstat(fd, &st) < 0 ? -errno : 0;
+	if (!rc && (!S_ISDIR(st.st_mode) || st.st_uid != geteuid()))
+		rc = -EPERM; /* planted: another user's */
+	if (!rc && (st.st_mode & 07777) != 0700 && fchmod(fd, 0700) < 0)
+		rc = -errno;
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* rm -rf dfd/name, by descriptor, never following a symlink */
+static void rm_rf_at(int dfd, const char *name, int depth)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		unlinkat(dfd, name, 0);
+		return;
+	}
+	DIR *d = depth < 512 ? fdopendir(fd) : NULL;
+	if (!d) {
+		close(fd);
+		return;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) < 0 && (errno == EISDIR || errno == EPERM))
+			rm_rf_at(dirfd(d), de->d_name, depth + 1);
+	}
+	closedir(d);
+	unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
 int ds__out_start(struct ds__svc *s)
@@ -1575,12 +1637,25 @@ int ds__out_start(struct ds__svc *s)
 	MPI_Comm_dup(s->comm, &o->oc);
 	MPI_Comm_rank(o->oc, &o->rank);
 	MPI_Comm_dup(s->comm, &o->dc);
-	int rc = 0;
+	int rc = 0, jdfd = AT_FDCWD;
+	o->areafd = o->nsfd = o->wfd = -1;
 	if (so->outputs_to) {
+		/* DIR may be a scratch directory others can write: DIR opened
+		 * once, dstage.<uid>.<job> and <node>.out made and checked from
+		 * it by descriptor, and only ever used from there */
 		char *jd = ds_store_jobdir(so->outputs_to, s->o.job && *s->o.job ? s->o.job : ds_store_default_job());
 		rc = ds_mkdir_p(so->outputs_to, 0700);
-		if (!rc)
-			rc = private_mkdir(jd);
+		int top = rc ? -1 : open(so->outputs_to, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (!rc && top < 0)
+			rc = -errno;
+		if (!rc) {
+			const char *jb = strrchr(jd, '/');
+			jdfd = private_dirat(top, jb ? jb + 1 : jd);
+			if (jdfd < 0)
+				rc = jdfd;
+		}
+		if (top >= 0)
+			close(top);
 		if ((size_t)pfmt(o->area, sizeof(o->area), "%s/%u.out", jd, s->node) >= sizeof(o->area))
 			rc = -ENAMETOOLONG;
 		free(jd);
@@ -1588,8 +1663,6 @@ int ds__out_start(struct ds__svc *s)
 	           sizeof(o->area)) {
 		rc = -ENAMETOOLONG;
 	}
-	pfmt(o->ns, sizeof(o->ns), "%s/" DS_OUT_NS, o->area);
-	pfmt(o->w, sizeof(o->w), "%s/" DS_OUT_W, o->area);
 	pfmt(o->sock, sizeof(o->sock), "%s/" DS_OUT_SOCK, s->nodedir);
 	/* a new service starts from an empty namespace; outputs an earlier one
 	 * of this job left undrained are not thrown away: refused until
@@ -1611,31 +1684,45 @@ int ds__out_start(struct ds__svc *s)
 		free(text);
 		o->inst = (inst + 1) & 0xffff ? (inst + 1) & 0xffff : 1;
 		if (n < 0 && n != -ENOENT) {
-			ds_error("node %u: '%s': %s (it may list outputs not drained: the output area "
-			         "is not wiped)",
-			         s->node, st, ds_strerror((int)n));
+			ds_error(
+				"node %u: '%s': %s (it may list outputs not drained: the output area "
+				"is not wiped)",
+				s->node, st, ds_strerror((int)n));
 			rc = (int)n;
 		} else if (left) {
-			ds_error("node %u: %lu output(s) of an earlier service of this job were not drained "
-			         "(%s): run 'dstage drain --wait --to %s%s%s' first to recover them",
-			         s->node, left, st, so->to, so->job ? " --job " : "", so->job ? so->job : "");
+			ds_error(
+				"node %u: %lu output(s) of an earlier service of this job were not drained "
+				"(%s): run 'dstage drain --wait --to %s%s%s' first to recover them",
+				s->node, left, st, so->to, so->job ? " --job " : "",
+				so->job ? so->job : "");
 			rc = -EEXIST;
 		}
 	}
-	if (!rc)
-		rc = private_mkdir(o->area);
 	if (!rc) {
-		char stale[PATH_MAX];
-		pfmt(stale, sizeof(stale), "%s/old.%ld", o->area, (long)getpid());
-		if (rename(o->ns, stale) == 0)
-			ds_rm_rf(stale);
-		pfmt(stale, sizeof(stale), "%s/oldw.%ld", o->area, (long)getpid());
-		if (rename(o->w, stale) == 0)
-			ds_rm_rf(stale);
-		rc = private_mkdir(o->ns);
+		const char *an = strrchr(o->area, '/') + 1;
+		o->areafd = private_dirat(jdfd, jdfd == AT_FDCWD ? o->area : an);
+		if (o->areafd < 0)
+			rc = o->areafd;
 	}
-	if (!rc)
-		rc = private_mkdir(o->w);
+	if (jdfd >= 0)
+		close(jdfd);
+	if (!rc) {
+		char stale[64];
+		pfmt(stale, sizeof(stale), "old.%ld", (long)getpid());
+		if (renameat(o->areafd, DS_OUT_NS, o->areafd, stale) == 0)
+			rm_rf_at(o->areafd, stale, 0);
+		pfmt(stale, sizeof(stale), "oldw.%ld", (long)getpid());
+		if (renameat(o->areafd, DS_OUT_W, o->areafd, stale) == 0)
+			rm_rf_at(o->areafd, stale, 0);
+		o->nsfd = private_dirat(o->areafd, DS_OUT_NS);
+		if (o->nsfd < 0)
+			rc = o->nsfd;
+	}
+	if (!rc) {
+		o->wfd = private_dirat(o->areafd, DS_OUT_W);
+		if (o->wfd < 0)
+			rc = o->wfd;
+	}
 	if (!rc)
 		rc = ds__drain_new(o, so, &o->dr);
 	if (!rc) {
@@ -1805,6 +1892,12 @@ void ds__out_free(struct ds__svc *s)
 		free(w->path);
 		free(w);
 	}
+	if (o->areafd >= 0)
+		close(o->areafd);
+	if (o->nsfd >= 0)
+		close(o->nsfd);
+	if (o->wfd >= 0)
+		close(o->wfd);
 	free(o);
 }
 
@@ -1839,7 +1932,7 @@ void ds__out_status_write(struct ds__out *o)
 }
 
 pthread_mutex_t *ds__out_mutex(struct ds__out *o) { return &o->mu; }
-const char *ds__out_ns(struct ds__out *o) { return o->ns; }
+int ds__out_nsfd(struct ds__out *o) { return o->nsfd; }
 uint32_t ds__out_node(struct ds__out *o) { return o->s->node; }
 
 /* ---- options -------------------------------------------------------------- */

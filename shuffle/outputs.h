@@ -39,7 +39,7 @@ int ds__out_pfmt(char *buf, size_t n, const char *fmt, ...) __attribute__((forma
 
 /* outputs.c, for drain.c (the state's mutex is held where it says so) */
 pthread_mutex_t *ds__out_mutex(struct ds__out *o);
-const char *ds__out_ns(struct ds__out *o);
+int ds__out_nsfd(struct ds__out *o); /* AREA/ns, by descriptor */
 uint32_t ds__out_node(struct ds__out *o);
 struct ds__orec *ds__out_find(struct ds__out *o, const char *path);
 int ds__out_fetch_locked(struct ds__out *o, const char *path);
