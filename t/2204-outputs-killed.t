@@ -27,8 +27,11 @@ test_expect_success 'a small output drains; two 3 MiB ones are queued behind it'
 	wait_until 10 grep -q "^draining_tmp=/" "$JOBDIR/0/outputs.status" &&
 	cat "$JOBDIR/0/outputs.status"
 '
+# (kill may find the second service gone already: killing the first makes
+# mpiexec end the step, and on a loaded machine it can win that race; what
+# counts is that the step is gone)
 test_expect_success 'the service is killed while it copies' '
-	kill -9 $(node_pid 0) $(node_pid 1) &&
+	{ kill -9 $(node_pid 0) $(node_pid 1) 2>/dev/null; true; } &&
 	wait_until 20 sh -c "! kill -0 $SERVE_PID 2>/dev/null" &&
 	ls -la "$DR" && find "$DR" -name "*.dstage-drain.*" >tmp.list && test -s tmp.list
 '
