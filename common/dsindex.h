@@ -156,6 +156,20 @@ static inline const char *ds_index_name(const struct ds_index *ix, uint32_t id)
 int ds_index_part_on(const struct ds_index *ix, uint32_t part, uint32_t node, uint64_t *base);
 /* Inode number readers see for entry id (stable for a pack). */
 #define DS_INO(id) ((uint64_t)(id) + 16)
+/* st_blocks of an entry as a copy on a native file system with 4 KiB blocks
+ * (ext4, xfs, tmpfs: du agrees with them): a file takes whole blocks; a
+ * directory the blocks its source size says when that is a multiple of 4 KiB
+ * (ext4), else none (tmpfs, btrfs, xfs keep small ones in the inode); a
+ * symlink of under 60 bytes lives in its inode (ext4's fast symlink). */
+static inline int64_t ds_stat_blocks(uint32_t mode, uint64_t size)
+{
+	uint64_t b = (size + 4095) / 4096 * 8;
+	if (S_ISDIR(mode))
+		return size % 4096 ? 0 : (int64_t)b;
+	if (S_ISLNK(mode))
+		return size < 60 ? 0 : (int64_t)b;
+	return (int64_t)b;
+}
 /* Fill a struct stat for entry id as readers see it. */
 void ds_index_stat(const struct ds_index *ix, uint32_t id, struct stat *st);
 uint64_t ds_hash_path(const char *p, size_t len);

@@ -24,11 +24,16 @@
  *           path for this writer (EEXIST when another writer of the job
  *           holds it, or O_EXCL and it exists); answer token: the shim
  *           opens AREA/w/<token> (made by the service, 0600, holding the old
- *           bytes when neither O_TRUNC nor a new file) and puts an OFD read
- *           lock on byte DS_OUT_LOCK_OFF of it.  The lock lives as long as
- *           any descriptor on that open file: across dup, fork and exec.
- *           Then, on the same connection, WATCH with the token (no answer):
- *           the confirmation.  The create takes effect only with it: the
+ *           bytes when neither O_TRUNC nor a new file) and puts an OFD write
+ *           lock on one free byte of the DS_OUT_LOCK_SLOTS at
+ *           DS_OUT_LOCK_OFF.  The lock lives as long as any descriptor on
+ *           that open file: across dup, fork and exec.  The writer may open
+ *           its file again while it writes it (HDF5 does): each open file
+ *           takes a byte of its own, then says WATCH again.  The answer
+ *           also carries the device and inode of AREA/w/<token>: the writer
+ *           checks it opened that very file.  The create's first WATCH goes
+ *           on the CREATE's own connection, with no answer: the
+ *           confirmation.  The create takes effect only with it: the
  *           connection closed without it (a writer that gave up at its
  *           timeout, or failed or died in its open) rolls it back.
  *   CLOSE   token: the writer closed a descriptor; when no descriptor holds
@@ -51,10 +56,22 @@
 #include <stdint.h>
 
 #define DS_OUT_MAGIC 0x44534f31u /* "DSO1" */
-/* the byte a writer's OFD read lock covers: far past any real file */
-#define DS_OUT_LOCK_OFF ((int64_t)0x7ffffffffffffff0ll)
+/* the bytes a writer's OFD write locks cover, far past any real file: one
+ * per open file of the output (a writer that opens its own file again takes
+ * the next free one); it is published when the whole range is free */
+#define DS_OUT_LOCK_OFF ((int64_t)0x7fffffffffffffc0ll)
+#define DS_OUT_LOCK_SLOTS 64
 /* the drain's temporary names: DIR/<path>.dstage-drain.<node>.<seq> */
 #define DS_OUT_DRAIN_TMP ".dstage-drain."
+/* The longest suffix the drain adds to an output's name for its temporary
+ * copy (DS_OUT_DRAIN_TMP "<node>.<seq>": 10 and 20 digits at most; a
+ * recovery's "recover.<pid>" is shorter), hence the longest name (last
+ * component) a file in the outputs may have, 210 bytes.  Longer names, and
+ * paths that would not fit PATH_MAX in every node's area or in the drain
+ * directory with that suffix, are ENAMETOOLONG at create, mkdir and rename
+ * (node 0 decides): a name is never cut on its way to the drain. */
+#define DS_OUT_DRAIN_SUFFIX_MAX (sizeof(DS_OUT_DRAIN_TMP) - 1 + 10 + 1 + 20)
+#define DS_OUT_FILE_NAME_MAX (NAME_MAX - DS_OUT_DRAIN_SUFFIX_MAX)
 
 enum ds_out_op {
 	DS_OUT_CREATE = 1,
@@ -66,8 +83,12 @@ enum ds_out_op {
 	DS_OUT_RMDIR,
 	DS_OUT_DRAIN,
 	DS_OUT_PING,
-	DS_OUT_WATCH, /* token: the writer holds its lock; publish when it goes
-	               * (sent on the CREATE's connection: its confirmation) */
+	DS_OUT_WATCH, /* token: the writer holds its lock; publish when every
+	               * one of the range goes.  -ESTALE when the output is no
+	               * longer being written (published meanwhile): the open
+	               * that took that lock must not write it.  A create's
+	               * first one is its confirmation, on the CREATE's
+	               * connection, unanswered */
 	DS_OUT_ABORT, /* token: drop it (the shim closes the CREATE's connection instead) */
 };
 

@@ -300,7 +300,7 @@ void ds_index_stat(const struct ds_index *ix, uint32_t id, struct stat *st)
 	st->st_gid = ix->h->gid;
 	st->st_size = e->size;
 	st->st_blksize = 4096;
-	st->st_blocks = (e->size + 511) / 512;
+	st->st_blocks = ds_stat_blocks(e->mode, e->size);
 	st->st_mtim.tv_sec = e->mtime_ns / 1000000000;
 	st->st_mtim.tv_nsec = e->mtime_ns % 1000000000;
 	if (st->st_mtim.tv_nsec < 0) {
@@ -502,7 +502,14 @@ int ds_index_build(struct ds_index_builder *b, void **out, size_t *len)
 	int rc, have_root = 0;
 	for (size_t i = 0; i < b->n && !have_root; i++)
 		have_root = !b->v[i].path[0];
-	if (!have_root && (rc = ds_index_add_dir(b, "", 0755, 0, 4096)))
+	/* A pack records no entry for its root: the mount root's mtime is the
+	 * newest of the dataset's (when its content last changed, as S3
+	 * listings give a prefix), the same on every node, not 1970. */
+	int64_t newest = 0;
+	for (size_t i = 0; i < b->n; i++)
+		if (b->v[i].e.mtime_ns > newest)
+			newest = b->v[i].e.mtime_ns;
+	if (!have_root && (rc = ds_index_add_dir(b, "", 0755, newest, 4096)))
 		return rc;
 	/* sort; add missing parent directories (0755) until none is missing */
 	for (;;) {

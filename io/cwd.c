@@ -28,6 +28,27 @@
 
 static pthread_mutex_t cwd_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Make the shadow of directory id (under cwd_lock): its name in shadow. */
+static int make_shadow(int64_t id, char *shadow, size_t size)
+{
+	int n = snprintf(shadow, size, "%s/" SHADOW, ds__g.jobdir);
+	ds__busy++; /* mkdir of the shadow: libc's, not ours */
+	int rc = ds_mkdir_p(shadow, 0700);
+	snprintf(shadow + n, size - n, "/%lld", (long long)id);
+	if (rc == 0 && DS__REAL(mkdir)(shadow, 0500) < 0 && errno != EEXIST)
+		rc = -errno;
+	ds__busy--;
+	return rc;
+}
+
+int ds__cwd_shadow(int64_t id, char *shadow, size_t size)
+{
+	pthread_mutex_lock(&cwd_lock);
+	int rc = make_shadow(id, shadow, size);
+	pthread_mutex_unlock(&cwd_lock);
+	return rc;
+}
+
 /* Enter directory id of the tree (caller checked it is one). */
 static int enter(int64_t id)
 {
@@ -36,13 +57,9 @@ static int enter(int64_t id)
 	 * name: one a damaged index made unsafe ("..", "/") is EIO */
 	if (id && ds_name_check(ds__ename(id), ds__g.ix.e[id].name_len, NULL))
 		return -EIO;
-	int n = snprintf(shadow, sizeof(shadow), "%s/" SHADOW, ds__g.jobdir);
 	pthread_mutex_lock(&cwd_lock);
-	ds__busy++; /* mkdir and stat of the shadow: libc's, not ours */
-	int rc = ds_mkdir_p(shadow, 0700);
-	snprintf(shadow + n, sizeof(shadow) - n, "/%lld", (long long)id);
-	if (rc == 0 && DS__REAL(mkdir)(shadow, 0500) < 0 && errno != EEXIST)
-		rc = -errno;
+	int rc = make_shadow(id, shadow, sizeof(shadow));
+	ds__busy++; /* chdir of the shadow: libc's, not ours */
 	if (rc == 0 && DS__REAL(chdir)(shadow) < 0)
 		rc = -errno;
 	if (rc && DS__REAL(chdir)("/") == 0)

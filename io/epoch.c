@@ -175,7 +175,8 @@ void ds__virt_stat(const struct ds__vent *v, struct stat *st)
 	st->st_uid = h->uid;
 	st->st_gid = h->gid;
 	st->st_blksize = 4096;
-	st->st_mtim.tv_sec = ds__g.ix.e[0].mtime_ns / 1000000000;
+	st->st_mtim.tv_sec = ds__g.ix.e[0].mtime_ns / 1000000000; /* the mount root's */
+	st->st_mtim.tv_nsec = ds__g.ix.e[0].mtime_ns % 1000000000;
 	st->st_atim = st->st_ctim = st->st_mtim;
 	if (v->kind == DS__V_LIST) {
 		char *data;
@@ -185,11 +186,12 @@ void ds__virt_stat(const struct ds__vent *v, struct stat *st)
 		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;
 		st->st_size = len;
-		st->st_blocks = (len + 511) / 512;
+		st->st_blocks = ds_stat_blocks(S_IFREG, len);
 	} else {
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = v->kind == DS__V_EPOCH ? 2 : 3;
 		st->st_size = 4096;
+		st->st_blocks = ds_stat_blocks(S_IFDIR, 4096);
 	}
 }
 

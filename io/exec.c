@@ -43,6 +43,9 @@
 #include <stdio.h>
 
 #define FDS_NAME "DSTAGE_FDS"
+/* the cwd is a directory of the outputs (write.c): relative names in the
+ * next image are the outputs' too (`cd MOUNT/out && sed -i f`) */
+#define OUT_CWD_NAME "DSTAGE_OUT_CWD"
 #define FDS_MAX 128 /* descriptors described; more are left to EBADF */
 #define FDS_BUF (FDS_MAX * 64 + 32)
 
@@ -126,7 +129,8 @@ static int describe(char *buf, size_t size, int regfd)
 
 static int is_fds_var(const char *e)
 {
-	return !strncmp(e, FDS_NAME "=", sizeof(FDS_NAME));
+	return !strncmp(e, FDS_NAME "=", sizeof(FDS_NAME)) ||
+	       !strncmp(e, OUT_CWD_NAME "=", sizeof(OUT_CWD_NAME));
 }
 
 enum how { H_EXECVE, H_EXECVPE, H_FEXECVE, H_EXECVEAT };
@@ -156,13 +160,17 @@ static __attribute__((noinline)) int exec_described(enum how how, int dirfd, con
 	char var[FDS_BUF];
 	int regfd = ds__offcell_exec_fd();
 	int have = describe(var, sizeof(var), regfd);
-	char **ne = alloca((n + 2) * sizeof(char *));
+	char **ne = alloca((n + 3) * sizeof(char *));
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
 		if (!is_fds_var(envp[i]))
 			ne[k++] = envp[i];
 	if (have)
 		ne[k++] = var;
+	char work[PATH_MAX];
+	if (atomic_load_explicit(&ds__out_cwd, memory_order_relaxed) &&
+	    ds__out_rel(AT_FDCWD, ".", work))
+		ne[k++] = (char *)OUT_CWD_NAME "=1";
 	ne[k] = NULL;
 	int rc = exec_real(how, dirfd, path, argv, ne, atflags);
 	int e = errno;

@@ -813,8 +813,11 @@ static int file_fcntl(int fd, struct ds__file *f, int cmd, void *arg)
 static int real_fcntl(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
 {
 	int rc = fn(fd, cmd, arg);
-	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
 		ds__fd_fresh(rc);
+		/* a writer's output (a shell saves `exec >f`'s descriptor so) */
+		ds__out_dupped(fd, rc);
+	}
 	return rc;
 }
 
@@ -1053,7 +1056,10 @@ DS__EXPORT ssize_t DS__WRAP(sendfile)(int out, int in, off_t *off, size_t n)
 	struct ds__file *f = ds__fd_get(in);
 	if (DS__LIKELY(!f))
 		return DS__REAL(sendfile)(out, in, off, n);
-	ssize_t r = (off && o < 0) ? -EINVAL : copy_out(f, off ? &o : NULL, out, NULL, n);
+	/* a directory is not a file sendfile can read: EINVAL, as the kernel */
+	ssize_t r = (off && o < 0) || f->kind == DS__F_DIR || f->kind == DS__F_VDIR
+	                    ? -EINVAL
+	                    : copy_out(f, off ? &o : NULL, out, NULL, n);
 	ds__file_put(f);
 	if (r < 0)
 		return ds__fail((int)-r);

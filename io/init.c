@@ -295,6 +295,10 @@ static void setup(void)
 	char *cwd = nodedir + slen(nodedir) + 1;
 	size_t cl = (size_t)(ds__paths + sizeof(ds__paths) - 1 - cwd);
 	int eager = env("DSTAGE_FDS") != NULL;
+	/* the exec that started this image was made from a cwd in the
+	 * outputs (exec.c): relative names may be outputs (write.c) */
+	if (env("DSTAGE_OUT_CWD"))
+		ds__out_chdir();
 	if (!eager && ds__raw_getcwd(cwd, cl)) {
 		const char *c = cwd, *j = jobdir;
 		while (*j && *c == *j)

@@ -13,11 +13,21 @@
 #include "dsout.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/time.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
-enum ro_how { RO_CREATE, RO_REMOVE, RO_CHANGE, RO_CHANGE_NOFOLLOW };
+/* RO_REMOVE: a rename's names; RO_UNLINK, RO_RMDIR: the two removals */
+enum ro_how {
+	RO_CREATE,
+	RO_REMOVE,
+	RO_UNLINK,
+	RO_RMDIR,
+	RO_CHANGE,
+	RO_CHANGE_NOFOLLOW,
+	RO_TRUNCATE
+};
 
 static int at_ours(int dirfd, const char *path)
 {
@@ -37,7 +47,7 @@ static int ro(int dirfd, const char *path, enum ro_how how, struct ds__res *r)
 	r->out = 0;
 	if (DS__LIKELY(!at_ours(dirfd, path)))
 		return 1;
-	int flags = how == RO_CHANGE ? DS__RES_FOLLOW : DS__RES_PARENT;
+	int flags = how == RO_CHANGE || how == RO_TRUNCATE ? DS__RES_FOLLOW : DS__RES_PARENT;
 	int rc = ds__resolve(dirfd, path, flags, r);
 	if (rc == 0 && !r->ours)
 		return 1;
@@ -47,8 +57,20 @@ static int ro(int dirfd, const char *path, enum ro_how how, struct ds__res *r)
 			return -EROFS;
 		return rc ? rc : -EEXIST;
 	case RO_REMOVE:
+	case RO_UNLINK:
+	case RO_RMDIR:
 		if (rc == -ENOENT && r->ours)
 			return -EROFS;
+		/* the mount point itself: its parent is not in the mount, and
+		 * the kernel says what it says of a mount point there: a
+		 * directory, busy, another mount */
+		if (rc == 0 && r->ours && r->id == 0 && r->v.kind == DS__V_NONE)
+			return how == RO_UNLINK ? -EISDIR : how == RO_RMDIR ? -EBUSY : -EXDEV;
+		return rc ? rc : -EROFS;
+	case RO_TRUNCATE: /* the kernel's order: a directory is EISDIR first */
+		if (rc == 0 && (r->v.kind == DS__V_NONE ? S_ISDIR(ds__g.ix.e[r->id].mode)
+		                                        : r->v.kind != DS__V_LIST))
+			return -EISDIR;
 		return rc ? rc : -EROFS;
 	default:
 		return rc ? rc : -EROFS;
@@ -91,12 +113,20 @@ DS__EXPORT int DS__WRAP(mknod)(const char *path, mode_t m, dev_t dev) { RO_CALL_
 DS__EXPORT int DS__WRAP(mknodat)(int fd, const char *path, mode_t m, dev_t dev) { RO_CALL_OUT(fd, path, RO_CREATE, DS__OUT_OP_DENY, 0, DS__REAL(mknodat)(d_, p_, m, dev)); }
 DS__EXPORT int DS__WRAP(symlink)(const char *target, const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_CREATE, DS__OUT_OP_DENY, 0, DS__REAL(symlink)(target, p_)); }
 DS__EXPORT int DS__WRAP(symlinkat)(const char *target, int fd, const char *path) { RO_CALL_OUT(fd, path, RO_CREATE, DS__OUT_OP_DENY, 0, DS__REAL(symlinkat)(target, d_, p_)); }
-DS__EXPORT int DS__WRAP(unlink)(const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_REMOVE, DS_OUT_UNLINK, 0, DS__REAL(unlink)(p_)); }
+DS__EXPORT int DS__WRAP(unlink)(const char *path)
+{
+	RO_CALL_OUT(AT_FDCWD, path, RO_UNLINK, DS_OUT_UNLINK, 0, DS__REAL(unlink)(p_));
+}
 DS__EXPORT int DS__WRAP(unlinkat)(int fd, const char *path, int fl)
 {
-	RO_CALL_OUT(fd, path, RO_REMOVE, (fl & AT_REMOVEDIR) ? DS_OUT_RMDIR : DS_OUT_UNLINK, 0, DS__REAL(unlinkat)(d_, p_, fl));
+	RO_CALL_OUT(fd, path, (fl & AT_REMOVEDIR) ? RO_RMDIR : RO_UNLINK,
+	            (fl & AT_REMOVEDIR) ? DS_OUT_RMDIR : DS_OUT_UNLINK, 0,
+	            DS__REAL(unlinkat)(d_, p_, fl));
 }
-DS__EXPORT int DS__WRAP(rmdir)(const char *path) { RO_CALL_OUT(AT_FDCWD, path, RO_REMOVE, DS_OUT_RMDIR, 0, DS__REAL(rmdir)(p_)); }
+DS__EXPORT int DS__WRAP(rmdir)(const char *path)
+{
+	RO_CALL_OUT(AT_FDCWD, path, RO_RMDIR, DS_OUT_RMDIR, 0, DS__REAL(rmdir)(p_));
+}
 DS__EXPORT int DS__WRAP(chmod)(const char *path, mode_t m) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS__REAL(chmod)(p_, m)); }
 DS__EXPORT int DS__WRAP(fchmodat)(int fd, const char *path, mode_t m, int fl)
 {
@@ -108,8 +138,14 @@ DS__EXPORT int DS__WRAP(fchownat)(int fd, const char *path, uid_t u, gid_t g, in
 {
 	RO_CALL(fd, path, (fl & AT_SYMLINK_NOFOLLOW) ? RO_CHANGE_NOFOLLOW : RO_CHANGE, DS__REAL(fchownat)(d_, p_, u, g, fl));
 }
-DS__EXPORT int DS__WRAP(truncate)(const char *path, off_t len) { RO_CALL_OUT(AT_FDCWD, path, RO_CHANGE, DS__OUT_OP_DENY, 0, DS__REAL(truncate)(p_, len)); }
-DS__EXPORT int DS__WRAP(truncate64)(const char *path, off64_t len) { RO_CALL_OUT(AT_FDCWD, path, RO_CHANGE, DS__OUT_OP_DENY, 0, DS__REAL(truncate64)(p_, len)); }
+DS__EXPORT int DS__WRAP(truncate)(const char *path, off_t len)
+{
+	RO_CALL_OUT(AT_FDCWD, path, RO_TRUNCATE, DS__OUT_OP_DENY, 0, DS__REAL(truncate)(p_, len));
+}
+DS__EXPORT int DS__WRAP(truncate64)(const char *path, off64_t len)
+{
+	RO_CALL_OUT(AT_FDCWD, path, RO_TRUNCATE, DS__OUT_OP_DENY, 0, DS__REAL(truncate64)(p_, len));
+}
 DS__EXPORT int DS__WRAP(utime)(const char *path, const struct utimbuf *t) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS__REAL(utime)(p_, t)); }
 DS__EXPORT int DS__WRAP(utimes)(const char *path, const struct timeval t[2]) { RO_CALL(AT_FDCWD, path, RO_CHANGE, DS__REAL(utimes)(p_, t)); }
 DS__EXPORT int DS__WRAP(lutimes)(const char *path, const struct timeval t[2]) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS__REAL(lutimes)(p_, t)); }
@@ -130,11 +166,13 @@ DS__EXPORT int DS__WRAP(removexattr)(const char *path, const char *n) { RO_CALL(
 DS__EXPORT int DS__WRAP(lremovexattr)(const char *path, const char *n) { RO_CALL(AT_FDCWD, path, RO_CHANGE_NOFOLLOW, DS__REAL(lremovexattr)(p_, n)); }
 
 /* Two names: both outside -> libc; both inside -> the dataset's answer for
- * the new name (after the old one resolved); one of each -> EXDEV. */
+ * the new name (after the old one resolved); one of each -> EXDEV.  The old
+ * name of a rename may be missing (the kernel says EROFS before it looks);
+ * a link's must exist (it looks first: ENOENT). */
 static int two_names(int ofd, const char *op, int nfd, const char *np, enum ro_how how_new,
                      struct ds__res *ro_, struct ds__res *rn)
 {
-	int a = ro(ofd, op, RO_REMOVE, ro_);
+	int a = ro(ofd, op, how_new == RO_CREATE ? RO_CHANGE_NOFOLLOW : RO_REMOVE, ro_);
 	int b = ro(nfd, np, how_new, rn);
 	if (a == 1 && b == 1)
 		return 1;
@@ -206,12 +244,16 @@ DS__EXPORT int DS__WRAP(linkat)(int ofd, const char *o, int nfd, const char *n, 
  * glibc's mkstemp family, mkdtemp and mkfifo reach the kernel through its
  * internal aliases of open, mkdir and mknod, never through ours: after a
  * chdir into the mount their relative names would land in the cwd shadow
- * (cwd.c).  They are wrapped here: a name whose directory is in the mount is
- * EROFS (`sed -i`, `perl -i`, mktemp in a staged directory); a name that
- * leads out of the mount goes to libc, rewritten to the real directory. */
+ * (cwd.c), and a name in the outputs would be made by libc in this node's
+ * AREA/ns behind the service (on one node only, never drained).  They are
+ * wrapped here: a name whose directory is in the dataset is EROFS (`sed
+ * -i`, `perl -i`, mktemp in a staged directory); in the outputs the name is
+ * made here and created through our open/mkdir, O_EXCL, like any output
+ * (docs/outputs.md); a name that leads out of the mount goes to libc,
+ * rewritten to the real directory. */
 
 /* 1 with *use the template libc must fill (tmpl itself, or buf holding the
- * rewritten name), or -errno. */
+ * rewritten name), 2 when its directory is in the outputs, or -errno. */
 static int tmpl_check(char *tmpl, int suffixlen, char *buf, char **use)
 {
 	*use = tmpl;
@@ -224,6 +266,8 @@ static int tmpl_check(char *tmpl, int suffixlen, char *buf, char **use)
 		return -EINVAL;
 	struct ds__res r;
 	int rc = ds__resolve(AT_FDCWD, tmpl, DS__RES_PARENT, &r);
+	if (rc == 0 && r.out)
+		return 2;
 	if (rc == 0 && !r.ours) {
 		if (r.rpath != tmpl) {
 			size_t rl = strlen(r.rpath);
@@ -248,31 +292,95 @@ static void tmpl_back(char *tmpl, const char *use, int suffixlen)
 	memcpy(tmpl + tl - k, use + ul - k, k);
 }
 
-#define TMPL_CALL(tmpl, suffixlen, real_call)                                           \
-	do {                                                                            \
-		char buf_[PATH_MAX], *u_;                                               \
-		int rc_ = tmpl_check(tmpl, suffixlen, buf_, &u_);                       \
-		if (rc_ != 1)                                                           \
-			return ds__fail(-rc_);                                          \
-		int fd_ = real_call;                                                    \
-		if (fd_ >= 0)                                                           \
-			tmpl_back(tmpl, u_, suffixlen);                                 \
-		return fd_;                                                             \
+/* A temporary name in the outputs, made the way glibc's __gen_tempname
+ * makes it (62 letters and digits in the six Xs, tried until one is free,
+ * O_EXCL), created through our open or mkdir: the service takes it like any
+ * other create, so the file is seen by every node, drained, and renamed into
+ * place through the service (the checkpoint idiom, `sed -i`).  The fd (or 0
+ * for a directory), or -1 with errno. */
+static int tmpl_out(char *tmpl, int suffixlen, int flags, int dir)
+{
+	static const char letters[] =
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	static _Atomic uint64_t ctr;
+	char *x = tmpl + strlen(tmpl) - suffixlen - 6;
+	int e0 = errno;
+	for (unsigned tries = 0; tries < 62u * 62u * 62u; tries++) {
+		uint64_t v;
+		if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			v = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
+			    ((uint64_t)getpid() << 40) ^
+			    atomic_fetch_add(&ctr, 0x9e3779b97f4a7c15ull);
+			v *= 0xff51afd7ed558ccdull;
+			v ^= v >> 33;
+		}
+		for (int i = 0; i < 6; i++, v /= 62)
+			x[i] = letters[v % 62];
+		int rc, fl = (flags & ~O_ACCMODE) | O_RDWR | O_CREAT | O_EXCL;
+		if (dir)
+			rc = DS__WRAP(mkdir)(tmpl, 0700);
+		else
+			rc = DS__WRAP(open)(tmpl, fl, 0600);
+		if (rc >= 0) {
+			errno = e0;
+			return rc;
+		}
+		if (errno != EEXIST)
+			return -1;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
+#define TMPL_CALL(tmpl, suffixlen, real_call, flags)                                               \
+	do {                                                                                       \
+		char buf_[PATH_MAX], *u_;                                                          \
+		int rc_ = tmpl_check(tmpl, suffixlen, buf_, &u_);                                  \
+		if (rc_ == 2)                                                                      \
+			return tmpl_out(tmpl, suffixlen, flags, 0);                                \
+		if (rc_ != 1)                                                                      \
+			return ds__fail(-rc_);                                                     \
+		int fd_ = real_call;                                                               \
+		if (fd_ >= 0)                                                                      \
+			tmpl_back(tmpl, u_, suffixlen);                                            \
+		return fd_;                                                                        \
 	} while (0)
 
-DS__EXPORT int DS__WRAP(mkstemp)(char *t) { TMPL_CALL(t, 0, DS__REAL(mkstemp)(u_)); }
-DS__EXPORT int DS__WRAP(mkstemp64)(char *t) { TMPL_CALL(t, 0, DS__REAL(mkstemp64)(u_)); }
-DS__EXPORT int DS__WRAP(mkostemp)(char *t, int fl) { TMPL_CALL(t, 0, DS__REAL(mkostemp)(u_, fl)); }
-DS__EXPORT int DS__WRAP(mkostemp64)(char *t, int fl) { TMPL_CALL(t, 0, DS__REAL(mkostemp64)(u_, fl)); }
-DS__EXPORT int DS__WRAP(mkstemps)(char *t, int sl) { TMPL_CALL(t, sl, DS__REAL(mkstemps)(u_, sl)); }
-DS__EXPORT int DS__WRAP(mkstemps64)(char *t, int sl) { TMPL_CALL(t, sl, DS__REAL(mkstemps64)(u_, sl)); }
-DS__EXPORT int DS__WRAP(mkostemps)(char *t, int sl, int fl) { TMPL_CALL(t, sl, DS__REAL(mkostemps)(u_, sl, fl)); }
-DS__EXPORT int DS__WRAP(mkostemps64)(char *t, int sl, int fl) { TMPL_CALL(t, sl, DS__REAL(mkostemps64)(u_, sl, fl)); }
+DS__EXPORT int DS__WRAP(mkstemp)(char *t) { TMPL_CALL(t, 0, DS__REAL(mkstemp)(u_), 0); }
+DS__EXPORT int DS__WRAP(mkstemp64)(char *t) { TMPL_CALL(t, 0, DS__REAL(mkstemp64)(u_), 0); }
+DS__EXPORT int DS__WRAP(mkostemp)(char *t, int fl)
+{
+	TMPL_CALL(t, 0, DS__REAL(mkostemp)(u_, fl), fl);
+}
+DS__EXPORT int DS__WRAP(mkostemp64)(char *t, int fl)
+{
+	TMPL_CALL(t, 0, DS__REAL(mkostemp64)(u_, fl), fl);
+}
+DS__EXPORT int DS__WRAP(mkstemps)(char *t, int sl)
+{
+	TMPL_CALL(t, sl, DS__REAL(mkstemps)(u_, sl), 0);
+}
+DS__EXPORT int DS__WRAP(mkstemps64)(char *t, int sl)
+{
+	TMPL_CALL(t, sl, DS__REAL(mkstemps64)(u_, sl), 0);
+}
+DS__EXPORT int DS__WRAP(mkostemps)(char *t, int sl, int fl)
+{
+	TMPL_CALL(t, sl, DS__REAL(mkostemps)(u_, sl, fl), fl);
+}
+DS__EXPORT int DS__WRAP(mkostemps64)(char *t, int sl, int fl)
+{
+	TMPL_CALL(t, sl, DS__REAL(mkostemps64)(u_, sl, fl), fl);
+}
 
 DS__EXPORT char *DS__WRAP(mkdtemp)(char *t)
 {
 	char buf[PATH_MAX], *u;
 	int rc = tmpl_check(t, 0, buf, &u);
+	if (rc == 2)
+		return tmpl_out(t, 0, 0, 1) < 0 ? NULL : t;
 	if (rc != 1) {
 		errno = -rc;
 		return NULL;

@@ -131,6 +131,9 @@ extern _Atomic int64_t ds__cwd;
 /* At start: a real cwd inside the shadow tree means an emulated cwd was
  * inherited across exec (cwd.c). */
 void ds__cwd_inherit(void);
+/* The shadow of staged directory id (cwd.c: empty, 0500), made if missing:
+ * its real name in shadow.  0 or -errno. */
+int ds__cwd_shadow(int64_t id, char *shadow, size_t size);
 
 /* Virtual entries (the .dstage tree) carry ids above every real entry. */
 enum ds__virt {

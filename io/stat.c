@@ -31,7 +31,7 @@ int ds__stat_file(const struct ds__file *f, struct stat *st)
 	if (f->kind == DS__F_VIRT || f->kind == DS__F_VDIR) {
 		ds__virt_stat(&f->v, st);
 		if (f->kind == DS__F_VIRT && f->own)
-			st->st_size = f->size, st->st_blocks = (f->size + 511) / 512;
+			st->st_size = f->size, st->st_blocks = ds_stat_blocks(S_IFREG, f->size);
 	} else {
 		ds_index_stat(&ds__g.ix, (uint32_t)f->id, st);
 	}
@@ -383,10 +383,17 @@ static ssize_t proc_fd_link(const char *path, char *buf, size_t n)
 	return (ssize_t)k;
 }
 
+/* May path be /proc/.../fd/N or /dev/fd/N of a staged descriptor?  None
+ * exists before the store is mapped (the table is made then). */
+static int procfd_maybe(const char *path)
+{
+	return ds__fdtab && path && path[0] == '/' && (path[1] == 'p' || path[1] == 'd');
+}
+
 static ssize_t readlink_at(int dirfd, const char *path, char *buf, size_t n)
 {
 	ssize_t k;
-	if (ds__fdtab && path && path[0] == '/' && (path[1] == 'p' || path[1] == 'd') && (k = proc_fd_link(path, buf, n)) != 1)
+	if (procfd_maybe(path) && (k = proc_fd_link(path, buf, n)) != 1)
 		return k < 0 ? ds__fail((int)-k) : k;
 	if (DS__LIKELY(!at_ours(dirfd, path, 0)))
 		return DS__REAL(readlinkat)(dirfd, path, buf, n);
@@ -402,8 +409,10 @@ static ssize_t readlink_at(int dirfd, const char *path, char *buf, size_t n)
 
 DS__EXPORT ssize_t DS__WRAP(readlink)(const char *path, char *buf, size_t n)
 {
-	ds__ensure_init();
-	if (DS__LIKELY(!ds__fdtab || ds__null(path) || (path[1] != 'p' && path[1] != 'd' && !ds__maybe_ours(path))))
+	/* ds__maybe_ours first, whatever else this asks: it is what maps the
+	 * store at the first name under the mount (a readlink can be a
+	 * process's first call there: readlink -f, realpath) */
+	if (DS__LIKELY(!ds__maybe_ours(path) && !procfd_maybe(path)))
 		return DS__REAL(readlink)(path, buf, n);
 	return readlink_at(AT_FDCWD, path, buf, n);
 }
@@ -426,6 +435,56 @@ DS__EXPORT ssize_t DS__WRAP(__readlinkat_chk)(int dirfd, const char *path, char 
 	if (n > buflen)
 		return DS__REAL(__readlinkat_chk)(dirfd, path, buf, n, buflen);
 	return readlink_at(dirfd, path, buf, n);
+}
+
+/* ---- pathconf: the limits of the store's own file system ------------------- */
+/* glibc's pathconf and fpathconf ask statfs by internal calls no preload
+ * sees (a staged name was ENOENT).  A staged entry answers as a copy of it
+ * on the node store's file system would: the same question of the node
+ * directory.  errno as libc leaves it (-1 with errno untouched: no limit). */
+static long store_conf(int name, int reg)
+{
+	/* glibc: asynchronous I/O on regular files (and block devices) only */
+	if (name == _PC_ASYNC_IO)
+		return reg ? 1 : -1;
+	return DS__REAL(pathconf)(ds__g.nodedir, name);
+}
+
+DS__EXPORT long DS__WRAP(pathconf)(const char *path, int name)
+{
+	if (DS__LIKELY(!ds__maybe_ours(path)))
+		return DS__REAL(pathconf)(path, name);
+	struct ds__res r;
+	int rc = ds__resolve(AT_FDCWD, path, DS__RES_FOLLOW, &r);
+	if (rc) {
+		/* as libc: a limit it knows without looking at the file comes
+		 * back all the same; one it must look for fails with rc's errno */
+		int saved = errno;
+		errno = 0;
+		long v = DS__REAL(pathconf)("/proc/self/fd/-1", name); /* ENOENT */
+		if (v == -1 && errno == ENOENT)
+			return ds__fail(-rc);
+		if (errno == 0)
+			errno = saved;
+		return v;
+	}
+	if (!r.ours)
+		return DS__REAL(pathconf)(r.rpath, name);
+	struct stat st;
+	ds__stat_res(&r, &st);
+	return store_conf(name, S_ISREG(st.st_mode));
+}
+
+DS__EXPORT long DS__WRAP(fpathconf)(int fd, int name)
+{
+	ds__ensure_init();
+	struct ds__file *f = ds__fd_get(fd);
+	if (DS__LIKELY(!f))
+		return DS__REAL(fpathconf)(fd, name);
+	struct stat st;
+	ds__stat_file(f, &st);
+	ds__file_put(f);
+	return store_conf(name, S_ISREG(st.st_mode));
 }
 
 /* ---- extended attributes: a staged entry has none --------------------------- */

@@ -218,6 +218,16 @@ static FILE *reopen(const char *path, const char *mode, FILE *fp,
 		return real(r.rpath, mode, fp);
 	if (rc == -ENOENT && r.ours && (flags & O_CREAT))
 		rc = -EROFS;
+	if (rc == 0 && r.v.kind == DS__V_NONE && S_ISDIR(ds__g.ix.e[r.id].mode) &&
+	    (flags & O_ACCMODE) == O_RDONLY) {
+		/* a directory: the stream is made as the kernel makes it, and its
+		 * reads fail with EISDIR; on the directory's empty shadow (cwd.c).
+		 * Without one (a read-only job directory) it fails with EISDIR
+		 * below, as before. */
+		char shadow[PATH_MAX + 32];
+		if (ds__cwd_shadow(r.id, shadow, sizeof(shadow)) == 0)
+			return real(shadow, mode, fp);
+	}
 	int fd = rc ? rc : ds__open_res(&r, flags, 0666);
 	if (fd < 0) {
 		fclose(fp);

@@ -150,6 +150,8 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(ssize_t, readlinkat, (int, const char *, char *, size_t))                           \
 	X(ssize_t, __readlink_chk, (const char *, char *, size_t, size_t))                    \
 	X(ssize_t, __readlinkat_chk, (int, const char *, char *, size_t, size_t))             \
+	X(long, pathconf, (const char *, int))                                                \
+	X(long, fpathconf, (int, int))                                                        \
 	X(ssize_t, getxattr, (const char *, const char *, void *, size_t))                    \
 	X(ssize_t, lgetxattr, (const char *, const char *, void *, size_t))                   \
 	X(ssize_t, fgetxattr, (int, const char *, void *, size_t))                            \

@@ -398,11 +398,14 @@ static int simple(enum ds_out_op op, const char *rel, const char *rel2, int flag
 
 /* ---- the writers' descriptors ------------------------------------------ */
 struct wfd {
-	int fd;
+	int fd; /* -1: being closed (its close waits for the publish) */
 	pid_t pid;
 	uint64_t token;
+	uint64_t serial;
+	int gone;  /* being closed, and published: its name is the published file */
 	char *rel; /* its name (the writer sees its own file by name) */
 };
+static uint64_t wserial;
 static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
 static struct wfd *wtab;
 static size_t wlen, wcap;
@@ -430,7 +433,7 @@ static int w_add(int fd, uint64_t token, const char *rel)
 			break;
 		}
 	char *rc = rel ? strdup(rel) : w_rel_of(token);
-	wtab[wlen++] = (struct wfd){fd, getpid(), token, rc};
+	wtab[wlen++] = (struct wfd){fd, getpid(), token, ++wserial, 0, rc};
 	atomic_fetch_add(&ds__out_nw, 1);
 	pthread_mutex_unlock(&wlock);
 	return 0;
@@ -445,19 +448,92 @@ static char *w_rel_of(uint64_t token)
 	return NULL;
 }
 
+/* (wlock held) This process writes rel: 1 and its token. */
+static int w_own_locked(const char *rel, size_t rl, uint64_t *token)
+{
+	for (size_t i = 0; i < wlen; i++)
+		if (wtab[i].rel && !wtab[i].gone && strlen(wtab[i].rel) == rl &&
+		    !memcmp(wtab[i].rel, rel, rl)) {
+			*token = wtab[i].token;
+			return 1;
+		}
+	return 0;
+}
+
+/* token's output is published (its publish waited for): descriptors still
+ * being closed no longer lead its name to the writer's file. */
+static void w_published(uint64_t token)
+{
+	simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL); /* waits for the publish */
+	pthread_mutex_lock(&wlock);
+	for (size_t i = 0; i < wlen; i++)
+		if (wtab[i].token == token && wtab[i].fd < 0)
+			wtab[i].gone = 1;
+	pthread_mutex_unlock(&wlock);
+}
+
 /* This process writes rel: the name of its private file into buf (1). */
 static int w_own(const char *rel, size_t rl, char *buf, size_t size)
 {
-	int found = 0;
+	uint64_t token;
 	pthread_mutex_lock(&wlock);
-	for (size_t i = 0; i < wlen; i++)
-		if (wtab[i].rel && strlen(wtab[i].rel) == rl && !memcmp(wtab[i].rel, rel, rl)) {
-			found = snprintf(buf, size, "%s/%016llx", oc.w, (unsigned long long)wtab[i].token) <
-			        (int)size;
+	int found = w_own_locked(rel, rl, &token);
+	pthread_mutex_unlock(&wlock);
+	return found &&
+	       snprintf(buf, size, "%s/%016llx", oc.w, (unsigned long long)token) < (int)size;
+}
+
+/* Creates of one name by threads of this process go one at a time: a
+ * thread that opens a name another thread of this process is creating
+ * waits for that create, then opens the file as the writer's own
+ * (own_reopen) instead of getting a second writer's EEXIST.  One writer per
+ * path is one process (docs/outputs.md). */
+struct wcre {
+	struct wcre *next;
+	const char *rel;
+};
+static struct wcre *wcreating;
+static pthread_cond_t wcond = PTHREAD_COND_INITIALIZER;
+
+static void own_res(struct ds__res *r, const char *rel, uint64_t token);
+static void ns_res(struct ds__res *r, const char *rel);
+
+/* 1: rel is this process's output now (r names its file, out == 2); 0:
+ * this thread creates it (me marks it until create_done). */
+static int create_turn(struct ds__res *r, const char *rel, struct wcre *me)
+{
+	uint64_t token;
+	pthread_mutex_lock(&wlock);
+	for (;;) {
+		struct wcre *c = wcreating;
+		while (c && strcmp(c->rel, rel))
+			c = c->next;
+		if (!c)
+			break;
+		pthread_cond_wait(&wcond, &wlock);
+	}
+	int own = w_own_locked(rel, strlen(rel), &token);
+	if (!own) {
+		me->rel = rel;
+		me->next = wcreating;
+		wcreating = me;
+	}
+	pthread_mutex_unlock(&wlock);
+	if (own)
+		own_res(r, rel, token);
+	return own;
+}
+
+static void create_done(struct wcre *me)
+{
+	pthread_mutex_lock(&wlock);
+	for (struct wcre **pp = &wcreating; *pp; pp = &(*pp)->next)
+		if (*pp == me) {
+			*pp = me->next;
 			break;
 		}
+	pthread_cond_broadcast(&wcond);
 	pthread_mutex_unlock(&wlock);
-	return found;
 }
 
 static int w_token(int fd, uint64_t *token)
@@ -492,6 +568,39 @@ static int w_take(int fd, uint64_t *token)
 	return found;
 }
 
+/* The program closes fd, a writer's: while its close (and the publish it
+ * may make) is under way the name still leads to the writer's own file, so
+ * that another thread's open of it in the meantime is the writer's own
+ * (own_reopen), not a second writer's EEXIST.  The entry's serial (0: not a
+ * writer's) and *token. */
+static uint64_t w_close_begin(int fd, uint64_t *token)
+{
+	uint64_t serial = 0;
+	pthread_mutex_lock(&wlock);
+	for (size_t i = 0; i < wlen; i++)
+		if (wtab[i].fd == fd) {
+			*token = wtab[i].token;
+			serial = wtab[i].serial;
+			wtab[i].fd = -1;
+			break;
+		}
+	pthread_mutex_unlock(&wlock);
+	return serial;
+}
+
+static void w_close_end(uint64_t serial)
+{
+	pthread_mutex_lock(&wlock);
+	for (size_t i = 0; i < wlen; i++)
+		if (wtab[i].serial == serial) {
+			free(wtab[i].rel);
+			wtab[i] = wtab[--wlen];
+			atomic_fetch_sub(&ds__out_nw, 1);
+			break;
+		}
+	pthread_mutex_unlock(&wlock);
+}
+
 static mode_t cur_umask(void)
 {
 	/* umask(2) is a set: read it from /proc instead (no race with threads) */
@@ -520,6 +629,123 @@ static int placeholder(int fd)
 	       st.st_blocks == 0;
 }
 
+/* A write lock on one free byte of the lock range for the open file fd
+ * (dsout.h): each open file of a writer's holds its own.  0 or -errno. */
+static int lock_slot(int fd)
+{
+	for (int k = 0; k < DS_OUT_LOCK_SLOTS; k++) {
+		struct flock lk = {.l_type = F_WRLCK,
+		                   .l_whence = SEEK_SET,
+		                   .l_start = DS_OUT_LOCK_OFF + k,
+		                   .l_len = 1};
+		if (DS__REAL(fcntl)(fd, F_OFD_SETLK, &lk) == 0)
+			return 0;
+		if (errno != EAGAIN && errno != EACCES)
+			return -errno;
+	}
+	return -EMFILE; /* that many opens of one output at once */
+}
+
+/* The token of the writer's own file r names (AREA/w/<token>): 1. */
+static int own_token(const struct ds__res *r, uint64_t *token)
+{
+	const char *tk = strrchr(r->rpath, '/');
+	char *end;
+	if (!tk)
+		return 0;
+	*token = strtoull(tk + 1, &end, 16);
+	return !*end && end != tk + 1;
+}
+
+/* r: the writer's own file of rel, as ds__out_walk makes it (out == 2). */
+static void own_res(struct ds__res *r, const char *rel, uint64_t token)
+{
+	int n = snprintf(r->buf, sizeof(r->buf), "%s/%016llx", oc.w, (unsigned long long)token);
+	size_t rl = strlen(rel);
+	/* fits: rel came from r->buf after AREA/ns, longer than AREA/w/<token> less 16 */
+	if (n < 0 || (size_t)n + 1 + rl + 1 > sizeof(r->buf)) {
+		ns_res(r, rel);
+		return;
+	}
+	memcpy(r->buf + n + 1, rel, rl + 1);
+	r->orel = r->buf + n + 1;
+	r->ours = 0;
+	r->out = 2;
+	r->rdirfd = AT_FDCWD;
+	r->rpath = r->buf;
+}
+
+/* r: rel in AREA/ns (the name every node sees), as ds__out_walk makes it. */
+static void ns_res(struct ds__res *r, const char *rel)
+{
+	size_t rl = strlen(rel);
+	memcpy(r->buf, oc.ns, oc.nslen);
+	r->buf[oc.nslen] = '/';
+	memcpy(r->buf + oc.nslen + 1, rel, rl + 1); /* fits: rel came from r->buf */
+	r->orel = r->buf + oc.nslen + 1;
+	r->ours = 0;
+	r->out = 1;
+	r->rdirfd = AT_FDCWD;
+	r->rpath = r->buf;
+}
+
+/* The writer opens its own output again, for writing, while it writes it
+ * (HDF5 does when a file it has open is opened again; a shell's `exec >f`
+ * then `>>f`; a library that reopens).  The same file, as on any file
+ * system, and it stays one output: the new open file takes a lock byte of
+ * its own and the output is published when the last descriptor of all of
+ * them goes, so no byte can change after the publish.  O_TRUNC truncates
+ * it (only once the service has said it is still being written).  The fd,
+ * -ESTALE when it was published meanwhile, or -errno. */
+static int own_reopen(const struct ds__res *r, const char *rel, int flags)
+{
+	uint64_t token;
+	if (!own_token(r, &token))
+		return -EIO;
+	int fl = (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_DIRECTORY | O_NOCTTY)) | O_NOFOLLOW;
+	if ((flags & O_ACCMODE) == O_RDONLY) /* O_RDONLY|O_TRUNC: the lock needs a writable file */
+		fl = (fl & ~O_ACCMODE) | O_RDWR;
+	int fd = DS__REAL(openat)(AT_FDCWD, r->rpath, fl, 0);
+	if (fd < 0 && errno == ENOENT) {
+		/* published meanwhile (renamed into AREA/ns): let the publish
+		 * end, then it is the published file's turn */
+		w_published(token);
+		return -ESTALE;
+	}
+	if (fd < 0)
+		return -errno;
+	/* known to this process's other threads before the lock that lets a
+	 * last close of another descriptor go by without publishing */
+	int rc = w_add(fd, token, rel);
+	/* tests: the output published between this open and its lock (t/2210) */
+	ds_fault("shim.out_reopen", (int)ds__g.node);
+	if (!rc)
+		rc = lock_slot(fd);
+	/* every byte taken: 64 opens at once, or the service's watcher holding
+	 * the range for an instant (the last other descriptor was just
+	 * closed by another thread): ask again a few times */
+	for (int i = 0; rc == -EMFILE && i < 20; i++) {
+		usleep(1000);
+		rc = lock_slot(fd);
+	}
+	/* the service checks, under the lock that orders it with the publish,
+	 * that the output is still being written */
+	if (!rc)
+		rc = simple(DS_OUT_WATCH, NULL, NULL, 0, 0, token, NULL);
+	if (!rc && (flags & O_TRUNC) && ftruncate(fd, 0) < 0)
+		rc = -errno;
+	if (rc) {
+		uint64_t t;
+		w_take(fd, &t);
+		DS__REAL(close)(fd);
+		if (rc == -ESTALE) /* let its publish end first */
+			w_published(token);
+		return rc == -ETIMEDOUT ? -EIO : rc;
+	}
+	return fd;
+}
+
+static int out_create(const char *rel, int flags, mode_t mode);
 static int out_open(struct ds__res *r, int flags, mode_t mode)
 {
 	char rel[PATH_MAX];
@@ -533,7 +759,25 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 	if (r->out == 2) { /* our own output, still being written */
 		if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL))
 			return ds__fail(EEXIST);
+		if (writing && !(flags & O_PATH)) {
+			int fd = own_reopen(r, rel, flags);
+			if (fd != -ESTALE)
+				return fd < 0 ? ds__fail(-fd) : ds__fd_fresh(fd);
+			/* published meanwhile (its last other descriptor was
+			 * closed by another thread): open the published file,
+			 * a new version, as any writer would */
+			ns_res(r, rel);
+			return out_open(r, flags, mode);
+		}
 		int fd = DS__REAL(openat)(AT_FDCWD, r->rpath, flags & ~(O_CREAT | O_EXCL | O_TRUNC), 0);
+		if (fd < 0 && errno == ENOENT) {
+			/* published meanwhile: once it is, read the published file */
+			uint64_t token;
+			if (own_token(r, &token))
+				w_published(token);
+			ns_res(r, rel);
+			return out_open(r, flags, mode);
+		}
 		return fd < 0 ? -1 : ds__fd_fresh(fd);
 	}
 	if (!writing || (flags & O_PATH)) {
@@ -570,6 +814,18 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 		return ds__fail(EISDIR);
 	if (r->rpath[strlen(r->rpath) - 1] == '/')
 		return ds__fail(EISDIR);
+	struct wcre me;
+	if (create_turn(r, rel, &me))
+		return out_open(r, flags, mode); /* this process's own file now */
+	int fd = out_create(rel, flags, mode);
+	create_done(&me);
+	return fd;
+}
+
+/* The create itself (out_open): the fd, or -1 with errno. */
+static int out_create(const char *rel, int flags, mode_t mode)
+{
+	int rc, acc = flags & O_ACCMODE;
 	uint64_t token = 0;
 	int cfd = -1; /* the create's connection: closed without confirm(), it is rolled back */
 	struct ds_out_resp ra;
@@ -590,19 +846,19 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 	int fd = DS__REAL(openat)(AT_FDCWD, wp, fl, 0);
 	int e = errno == ENOENT ? EIO : errno; /* not the service's file: never "no such file" */
 	if (fd >= 0) {
-		struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
 		uint64_t t;
 		struct stat ws;
+		int lrc = 0;
 		if (DS__REAL(fstat)(fd, &ws) < 0 || (uint64_t)ws.st_dev != ra.dev ||
-		    (uint64_t)ws.st_ino != ra.ino) {
+		    (uint64_t)ws.st_ino != ra.ino)
 			/* not the file the service made (it uses its area by
 			 * descriptor; this path went through a directory
 			 * swapped meanwhile): not a byte into it */
-			e = EIO;
-			DS__REAL(close)(fd);
-			fd = -1;
-		} else if (DS__REAL(fcntl)(fd, F_OFD_SETLK, &lk) < 0 || w_add(fd, token, rel)) {
-			e = errno ? errno : EIO;
+			lrc = -EIO;
+		else if (!(lrc = lock_slot(fd)))
+			lrc = w_add(fd, token, rel);
+		if (lrc) {
+			e = lrc == -ESTALE || lrc == -ETIMEDOUT ? EIO : -lrc;
 			DS__REAL(close)(fd);
 			fd = -1;
 		} else if (confirm(cfd, token)) {
@@ -631,14 +887,15 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 int ds__out_close(int fd)
 {
 	int e0 = errno;
-	uint64_t token;
-	if (!w_take(fd, &token)) {
+	uint64_t token, serial = w_close_begin(fd, &token);
+	if (!serial) {
 		dfd_mark(fd, 0);
 		return DS__REAL(close)(fd);
 	}
 	int rc = DS__REAL(close)(fd);
 	int e = errno;
 	int src = simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
+	w_close_end(serial);
 	if (src && rc == 0) {
 		/* the close worked but the output could not be kept (no space,
 		 * a failed publish, the service gone): the writer must know, as
@@ -788,14 +1045,15 @@ DS__EXPORT int DS__WRAP(fclose)(FILE *fp)
 		return DS__REAL(fclose)(fp);
 	int e0 = errno;
 	int fd = DS__REAL(fileno)(fp);
-	uint64_t token;
-	if (fd < 0 || !w_take(fd, &token)) {
+	uint64_t token, serial = fd < 0 ? 0 : w_close_begin(fd, &token);
+	if (!serial) {
 		errno = e0;
 		return DS__REAL(fclose)(fp);
 	}
 	int rc = DS__REAL(fclose)(fp);
 	int e = rc == 0 ? e0 : errno;
 	int src = simple(DS_OUT_CLOSE, NULL, NULL, 0, 0, token, NULL);
+	w_close_end(serial);
 	if (src && rc == 0) {
 		errno = src == -ETIMEDOUT ? EIO : -src;
 		return EOF;
@@ -862,8 +1120,19 @@ void ds__out_chdir(void) { atomic_store(&ds__out_cwd, 1); }
 static void out_atfork_child(void)
 {
 	/* the child's entries name the same open files: keep them (its close
-	 * tells the service, which sees the parent's lock) */
+	 * tells the service, which sees the parent's lock); not those another
+	 * thread of the parent was closing */
 	pthread_mutex_init(&wlock, NULL);
+	pthread_cond_init(&wcond, NULL);
+	wcreating = NULL; /* other threads' creates: not in the child */
+	for (size_t i = 0; i < wlen;)
+		if (wtab[i].fd < 0) {
+			free(wtab[i].rel);
+			wtab[i] = wtab[--wlen];
+			atomic_fetch_sub(&ds__out_nw, 1);
+		} else {
+			i++;
+		}
 }
 
 /* The calls above leave errno untouched when they succeed (docs/design.md section 5): the

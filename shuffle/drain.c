@@ -104,6 +104,8 @@ void ds__drain_rename(struct ds__drain *d, struct ds__orec *r, const char *newpa
 
 uint64_t ds__drain_mark(struct ds__drain *d) { return d->queued; }
 
+const char *ds__drain_dir(const struct ds__drain *d) { return d->dir; }
+
 int ds__drain_reached(struct ds__drain *d, uint64_t mark, int *status)
 {
 	*status = d->failed ? -EIO : 0;
@@ -279,18 +281,24 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 	uint32_t node = ds__out_node(d->o);
 	if (r->dstate != DS_D_QUEUED || r->gone)
 		return; /* replaced or unlinked before its turn */
-	char tmp[PATH_MAX];
-	int sfd = openat(ds__out_nsfd(d->o), r->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	char tmp[PATH_MAX], full[PATH_MAX];
+	/* a name that does not fit is a failure, never a cut name in DIR
+	 * (node 0 refuses such names at create: ENAMETOOLONG) */
+	int sfd = -1, e = ENAMETOOLONG;
+	if (pfmt(full, sizeof(full), "%s/%s" DS_OUT_DRAIN_TMP "%u.%llu", d->dir, r->path, node,
+	         (unsigned long long)r->seq) < (int)sizeof(full)) {
+		sfd = openat(ds__out_nsfd(d->o), r->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		e = errno;
+	}
 	if (sfd < 0) {
-		ds_error("node %u: drain: '%s': %s", node, r->path, ds_strerror(errno));
+		ds_error("node %u: drain: '%s': %s", node, r->path, ds_strerror(e));
 		r->dstate = DS_D_FAILED;
 		d->failed++;
 		d->pending_bytes -= r->size;
 		return;
 	}
 	r->dstate = DS_D_DRAINING;
-	pfmt(d->tmp, sizeof(d->tmp), "%s/%s" DS_OUT_DRAIN_TMP "%u.%llu", d->dir, r->path, node,
-	     (unsigned long long)r->seq);
+	pfmt(d->tmp, sizeof(d->tmp), "%s", full);
 	d->cur = r;
 	char *rpath = ds_xstrdup(r->path);
 	pthread_mutex_unlock(mu);

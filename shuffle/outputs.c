@@ -90,6 +90,7 @@ struct opend {
 	int fd;         /* the service's own descriptor on w/<token> */
 	int committing; /* a thread publishes it */
 	int armed;      /* the writer has its lock (WATCH or CLOSE came) */
+	int watched;    /* a watcher thread waits for its locks */
 	double t0;
 	uint32_t mode;
 };
@@ -180,6 +181,7 @@ struct ds__out {
 	struct ds__orec *recs;
 	pthread_cond_t fetched;       /* a fetch ended */
 	struct ds__drain *dr;
+	size_t rel_max;                 /* the longest relative name of an output (name_fits) */
 	struct osum *sums, **sums_tail; /* to the sum thread, oldest first */
 	struct odefer *fdefer;
 	pthread_t sthread;
@@ -397,8 +399,15 @@ static int apply(struct ds__out *o, const struct omsg *m)
 					continue;
 				char np[PATH_MAX];
 				if (pfmt(np, sizeof(np), "%s%s", m->path2, q->path + l) >=
-				    (int)sizeof(np))
-					continue; /* longer than a name can be: not in ns either */
+				    (int)sizeof(np)) {
+					/* node 0 refuses such a rename (name_fits): never
+					 * here, and never a cut name if it were */
+					ds_error(
+						"node %u: '%s' under '%s': its new name is too long",
+						me, q->path, m->path2);
+					rc = -ENAMETOOLONG;
+					continue;
+				}
 				if (q->holder == me)
 					ds__drain_rename(o->dr, q, np);
 				free(q->path);
@@ -430,6 +439,56 @@ static int apply(struct ds__out *o, const struct omsg *m)
 }
 
 /* ---- node 0: deciding ------------------------------------------------------ */
+/* The names every node and the drain can hold whole (dsout.h): a path that
+ * fits every node's AREA/ns and the drain's temporary name in DIR, a file
+ * name that leaves room for the drain's suffix.  Never cut later: refused
+ * now (ENAMETOOLONG). */
+static int name_fits(const struct ds__out *o, const char *rel, int file)
+{
+	size_t l = strlen(rel);
+	if (l > o->rel_max)
+		return -ENAMETOOLONG;
+	const char *base = strrchr(rel, '/');
+	base = base ? base + 1 : rel;
+	if (file && strlen(base) > DS_OUT_FILE_NAME_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* The longest name under directory dfd (closed here), relative to it with
+ * its leading '/' ("/a/b": 4); a file's name is counted with what the drain
+ * adds (the limit is then rel_max alone). */
+static size_t longest_under(int dfd, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return 0;
+	}
+	size_t best = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		size_t l = 1 + strlen(de->d_name);
+		struct stat st;
+		int isdir = de->d_type == DT_DIR ||
+		            (de->d_type == DT_UNKNOWN &&
+		             fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		             S_ISDIR(st.st_mode));
+		if (isdir && depth < PATH_MAX / 2) {
+			int sub = openat(dirfd(d), de->d_name,
+			                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0)
+				l += longest_under(sub, depth + 1);
+		}
+		if (l > best)
+			best = l;
+	}
+	closedir(d);
+	return best;
+}
+
 static struct owriting *writing_find(struct ds__out *o, const char *path)
 {
 	for (struct owriting *w = o->writing; w; w = w->next)
@@ -505,7 +564,7 @@ static int decide(struct ds__out *o, struct omsg *m)
 	int rc;
 	switch (m->op) {
 	case DS_OUT_CREATE:
-		if ((rc = parent_dir(o, m->path)))
+		if ((rc = name_fits(o, m->path, 1)) || (rc = parent_dir(o, m->path)))
 			return rc;
 		if (!ea && S_ISDIR(st.st_mode))
 			return -EISDIR;
@@ -536,10 +595,18 @@ static int decide(struct ds__out *o, struct omsg *m)
 			}
 		return -ESTALE;
 	case DS_OUT_RENAME:
+		if ((rc = name_fits(o, m->path2, !ea && !S_ISDIR(st.st_mode))))
+			return rc;
 		if (ea)
 			return ea;
-		if (S_ISDIR(st.st_mode))
+		if (S_ISDIR(st.st_mode)) {
+			/* every name under it gets the new prefix: all must fit */
+			int dfd =
+				openat(o->nsfd, a, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (dfd >= 0 && strlen(m->path2) + longest_under(dfd, 0) > o->rel_max)
+				return -ENAMETOOLONG;
 			return decide_dir_rename(o, m, b);
+		}
 		if ((rc = parent_dir(o, m->path2)))
 			return rc;
 		if (fstatat(o->nsfd, b, &st2, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -558,7 +625,7 @@ static int decide(struct ds__out *o, struct omsg *m)
 			return ea;
 		return S_ISDIR(st.st_mode) ? -EISDIR : 0;
 	case DS_OUT_MKDIR:
-		if ((rc = parent_dir(o, m->path)))
+		if ((rc = name_fits(o, m->path, 0)) || (rc = parent_dir(o, m->path)))
 			return rc;
 		return ea ? 0 : -EEXIST;
 	case DS_OUT_RMDIR:
@@ -956,9 +1023,14 @@ static int via_main(struct ds__out *o, struct omsg *m)
 	return q.status;
 }
 
+/* No open file of the writer's holds a byte of the lock range (each of its
+ * opens locks one, dsout.h). */
 static int lock_free(int fd)
 {
-	struct flock lk = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
+	struct flock lk = {.l_type = F_WRLCK,
+	                   .l_whence = SEEK_SET,
+	                   .l_start = DS_OUT_LOCK_OFF,
+	                   .l_len = DS_OUT_LOCK_SLOTS};
 	if (fcntl(fd, F_OFD_GETLK, &lk) < 0)
 		return 0;
 	return lk.l_type == F_UNLCK;
@@ -1055,12 +1127,27 @@ static void *watch_main(void *arg)
 {
 	struct watch_arg *w = arg;
 	struct ds__out *o = w->o;
-	struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = DS_OUT_LOCK_OFF, .l_len = 1};
-	while (fcntl(w->fd, F_OFD_SETLKW, &lk) < 0 && errno == EINTR)
-		;
-	close(w->fd); /* our lock goes with it */
-	pthread_mutex_lock(&o->mu);
-	struct opend *p = o->quit ? NULL : pend_find(o, w->token);
+	struct opend *p;
+	for (;;) {
+		struct flock lk = {.l_type = F_WRLCK,
+		                   .l_whence = SEEK_SET,
+		                   .l_start = DS_OUT_LOCK_OFF,
+		                   .l_len = DS_OUT_LOCK_SLOTS};
+		if (fcntl(w->fd, F_OFD_SETLKW, &lk) < 0 && errno != EINTR)
+			usleep(1000); /* (not expected) the check below decides */
+		lk.l_type = F_UNLCK;
+		fcntl(w->fd, F_OFD_SETLK, &lk);
+		pthread_mutex_lock(&o->mu);
+		p = o->quit ? NULL : pend_find(o, w->token);
+		/* The writer may have opened its file again since (a byte of its
+		 * own, then WATCH, under mu: the check and the commit below are
+		 * one step for it): wait for that one too.  Publishing now would
+		 * let it change the bytes behind every node's back. */
+		if (!p || p->committing || lock_free(p->fd))
+			break;
+		pthread_mutex_unlock(&o->mu);
+	}
+	close(w->fd);
 	int did = p && !p->committing;
 	if (did)
 		commit(o, p);
@@ -1075,9 +1162,13 @@ static void *watch_main(void *arg)
 static int watch(struct ds__out *o, uint64_t token)
 {
 	struct opend *p = pend_find(o, token);
-	if (!p)
-		return 0;
+	/* published (or given up) while the writer took its lock: the open
+	 * that took it must not write to what every node now shows */
+	if (!p || p->committing)
+		return -ESTALE;
 	p->armed = 1;
+	if (p->watched)
+		return 0; /* one more open file of the writer's: the same watcher */
 	char wp[PATH_MAX];
 	pfmt(wp, sizeof(wp), "%016llx", (unsigned long long)token);
 	struct watch_arg *w = ds_xmalloc(sizeof(*w));
@@ -1101,6 +1192,7 @@ static int watch(struct ds__out *o, uint64_t token)
 		return 0; /* the sweep publishes it */
 	}
 	o->nwatch++;
+	p->watched = 1;
 	return 0;
 }
 
@@ -1725,6 +1817,17 @@ int ds__out_start(struct ds__svc *s)
 	}
 	if (!rc)
 		rc = ds__drain_new(o, so, &o->dr);
+	if (!rc) {
+		/* The longest name of an output (name_fits), decided by the
+		 * node that orders the namespace: it must fit PATH_MAX in every
+		 * node's AREA/ns (each node's area differs from this one's by
+		 * its node number: up to 9 more digits) and in the drain
+		 * directory with the drain's suffix.  Same on every node. */
+		size_t ns = strlen(o->area) + 1 + strlen(DS_OUT_NS) + 9 + 1,
+		       dr = strlen(ds__drain_dir(o->dr)) + 1 + DS_OUT_DRAIN_SUFFIX_MAX;
+		size_t need = ns > dr ? ns : dr;
+		o->rel_max = need < PATH_MAX - 1 ? PATH_MAX - 1 - need : 0;
+	}
 	if (!rc) {
 		if (pthread_create(&o->sthread, NULL, sum_main, o))
 			rc = -EAGAIN;

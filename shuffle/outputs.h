@@ -57,6 +57,8 @@ void ds__out_status_write(struct ds__out *o);
  * durable (temporary name, fsync, rename, fsync of the directory) before it
  * counts as drained.  All but new/end/free with the outputs mutex held. */
 int ds__drain_new(struct ds__out *o, const struct ds__serve_opts *so, struct ds__drain **out);
+/* the drain directory (its real path) */
+const char *ds__drain_dir(const struct ds__drain *d);
 void ds__drain_add(struct ds__drain *d, struct ds__orec *r);
 /* r was replaced (unlink_copy 0: its drained copy stays until the new one
  * replaces it) or unlinked (1: its drained copy goes too). */

@@ -48,10 +48,12 @@ make_tree() {
 	touch_root "$d"
 }
 
-# The node store records no mtime for the mount point itself (it is 0):
-# give the source root the same, after every change to its entries.
+# The node store gives the mount point itself the newest mtime of the
+# dataset (a pack records none for its root: common/index.c): give the
+# source root the same, after every change to its entries.
 touch_root() {
-	touch -d @0 "$1"
+	_t=$(find "$1" -mindepth 1 -printf '%T@\n' | sort -n | tail -n 1) &&
+	touch -d "@${_t:-0}" "$1"
 }
 
 JOBDIR="$SHM/dstage.$(id -u).0"
