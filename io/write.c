@@ -714,6 +714,13 @@ static int own_reopen(const struct ds__res *r, const char *rel, int flags)
 	}
 	if (fd < 0)
 		return -errno;
+	struct stat ws;
+	if (DS__REAL(fstat)(fd, &ws) < 0 || ws.st_uid != geteuid()) {
+		/* only the service makes files in the area: another user's is
+		 * a directory swapped on the way (docs/outputs.md "Privacy") */
+		DS__REAL(close)(fd);
+		return -EIO;
+	}
 	/* known to this process's other threads before the lock that lets a
 	 * last close of another descriptor go by without publishing */
 	int rc = w_add(fd, token, rel);
@@ -770,6 +777,11 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 			return out_open(r, flags, mode);
 		}
 		int fd = DS__REAL(openat)(AT_FDCWD, r->rpath, flags & ~(O_CREAT | O_EXCL | O_TRUNC), 0);
+		struct stat ws;
+		if (fd >= 0 && (DS__REAL(fstat)(fd, &ws) < 0 || ws.st_uid != geteuid())) {
+			DS__REAL(close)(fd); /* not the service's: see own_reopen */
+			return ds__fail(EIO);
+		}
 		if (fd < 0 && errno == ENOENT) {
 			/* published meanwhile: once it is, read the published file */
 			uint64_t token;

@@ -37,6 +37,9 @@ cat >writer.py <<'PY'
 import errno, os, sys, time
 m, k = sys.argv[1], sys.argv[2]
 os.listdir(m + "/out")  # the outputs are set up in this process
+held = open(m + "/out/held-" + k + ".txt", "w")  # being written across the swap
+held.write("held-" + k)
+held.flush()
 open("ready-" + k, "w").close()
 while not os.path.exists("go"):
     time.sleep(0.05)
@@ -51,6 +54,13 @@ try:
     res.append("read " + open(m + "/out/first.txt").read().strip())
 except OSError as e:
     res.append("read " + errno.errorcode[e.errno])
+try:  # a writer reopening its own output (HDF5 does)
+    with open(m + "/out/held-" + k + ".txt", "a") as f:
+        f.write("secret-reopen-" + k)
+    res.append("reopen ok")
+except OSError as e:
+    res.append("reopen " + errno.errorcode[e.errno])
+held.close()
 open("result-" + k, "w").write("\n".join(res) + "\n")
 PY
 shim_on 0 $PY writer.py "$MOUNT" 0 >w0.log 2>&1 &
@@ -62,8 +72,10 @@ test_bg $W1
 test_expect_success 'another user swaps the job directory for one of theirs' '
 	wait_until 20 test -e ready-0 && wait_until 20 test -e ready-1 &&
 	JD=$(ls -d "$SCR"/dstage.*) &&
+	T0=$(ls "$JD/0.out/w") && T1=$(ls "$JD/1.out/w") && echo "tokens $T0 $T1" &&
 	as_other sh -c "mv \"$JD\" \"$SCR/moved\" && mkdir -p \"$JD\" &&
 		for n in 0 1; do mkdir -p \"$JD/\$n.out/ns\" \"$JD/\$n.out/w\"; done &&
+		: >\"$JD/0.out/w/$T0\" && : >\"$JD/1.out/w/$T1\" &&
 		echo forged >\"$JD/0.out/ns/first.txt\" && echo forged >\"$JD/1.out/ns/first.txt\" &&
 		chmod -R 0777 \"$JD\"" &&
 	ls -ln "$JD" "$JD/0.out"
