@@ -15,6 +15,11 @@
 #               and copied once; nothing is summed or published).
 #     Each is split into torch.save's own writes and the close (for the
 #     shim: the publish to every node; the service's log gives its parts).
+#   replicas: the same torch.save through the shim to a second service
+#     started with --outputs-replicas 2 (outrepl.c: the close returns once
+#     the other node holds a CRC-checked copy) vs the first one (1 holder),
+#     interleaved (alternating which goes first), ROUNDS rounds, medians of
+#     the close and of the whole save.
 #   drain: from the close (the writer's clock) to `dstage drain --wait`
 #     returning (the copy to
 #     --drain-to with CRC check, fsync, rename, fsync of the directory) vs
@@ -44,7 +49,16 @@ stop_svc() {
 	wait "$svc" || :
 	svc=
 }
-trap 'stop_svc; bench_cleanup' EXIT
+svc2=
+stop_svc2() {
+	[ -n "$svc2" ] || return 0
+	"$DSTAGE" stop --to "$ST" --job "$JOB2" >/dev/null 2>&1 || :
+	wait "$svc2" || :
+	svc2=
+}
+JOB2=br$$
+JD2=$(jobdir "$ST" "$JOB2")
+trap 'stop_svc; stop_svc2; bench_cleanup' EXIT
 on() {
 	k=$1
 	shift
@@ -121,6 +135,29 @@ while [ $r -lt "$ROUNDS" ]; do
 	done
 	r=$((r + 1))
 done
+# replicas: a second job, its service with --outputs-replicas 2, next to
+# the first (idle services sleep); A B / B A rounds
+stage_nodes "$WS/pack" "$ST" "$JOB2" 2 -q
+DSTAGE_LOG=debug mpiexec.mpich -n 2 "$DSTAGE" serve --to "$ST" --job "$JOB2" --node-per-rank \
+	--outputs out --drain-to "$WS/drain2" --drain-rate 0 --outputs-replicas 2 >"$W/svc2.log" 2>&1 &
+svc2=$!
+k=0
+until [ -S "$JD2/1/osock" ] && [ -S "$JD2/0/osock" ] || [ $k -ge 300 ]; do sleep 0.1; k=$((k + 1)); done
+: >"$W/rep1.t"; : >"$W/rep2.t"
+r=0
+while [ $r -lt "$ROUNDS" ]; do
+	if [ $((r % 2)) = 0 ]; then order="1 2"; else order="2 1"; fi
+	for n in $order; do
+		if [ "$n" = 1 ]; then jd=$JD job=$JOB; else jd=$JD2 job=$JOB2; fi
+		env LD_PRELOAD="$PRELOAD" DSTAGE_STORE="$jd" DSTAGE_NODE=0 DSTAGE_MOUNT="$MOUNT" DSTAGE_LOG=error \
+			"$PY" "$W/save.py" "$mib" "$MOUNT/out/rp$r.pt" nofsync >>"$W/rep$n.t"
+		"$DSTAGE" drain --wait --to "$ST" --job "$job" >/dev/null
+		env LD_PRELOAD="$PRELOAD" DSTAGE_STORE="$jd" DSTAGE_NODE=1 DSTAGE_MOUNT="$MOUNT" rm "$MOUNT/out/rp$r.pt"
+		rm -f "$WS/drain/rp$r.pt" "$WS/drain2/rp$r.pt"
+	done
+	r=$((r + 1))
+done
+stop_svc2
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 col() { awk -v c="$1" '{ print $c }' "$2" | median; }
 s=$(col 1 "$W/shim.t") d=$(col 1 "$W/direct.t") f=$(col 1 "$W/tmpfs.t")
@@ -139,14 +176,25 @@ dt=$(echo "$dra" | awk 'NF { print $1 }' | median)
 dcp=$(echo "$dra" | awk 'NF { print $2 }' | median)
 dsw=$(echo "$dra" | awk 'NF { print $3 }' | median)
 drn=$(echo "$dra" | awk 'NF { print $4 }' | median)
+r1=$(col 1 "$W/rep1.t") r2=$(col 1 "$W/rep2.t") rc1=$(col 3 "$W/rep1.t") rc2=$(col 3 "$W/rep2.t")
+# the replicated service's publishes: sum + copy to the replica, namespace
+pub2=$(sed -n 's/.*published in \([0-9.]*\) s (sum \([0-9.]*\) s, namespace \([0-9.]*\) s).*/\1 \2 \3/p' "$W/svc2.log")
+p2s=$(echo "$pub2" | awk 'NF { print $2 }' | median)
+p2n=$(echo "$pub2" | awk 'NF { print $3 }' | median)
+# ... and its parts (outrepl.c): the holder's sum, then the copy and the replica's check
+rep2=$(sed -n 's/.*replicated on [0-9]* other node(s) in [0-9.]* s (sum \([0-9.]*\) s, copy and check \([0-9.]*\) s).*/\1 \2/p' "$W/svc2.log")
+r2s=$(echo "$rep2" | awk 'NF { print $1 }' | median)
+r2c=$(echo "$rep2" | awk 'NF { print $2 }' | median)
 sums=$(sed -n 's/.*summed in [0-9.]* s, \([0-9.]*\) s after its close.*/\1/p' "$W/svc.log" | median)
 
 row "torch.save of $mib MiB, training blocked: shim vs /var/tmp + fsync (s)" "$s" "$d" "$(ratio3 "$s" "$d")" "<= 0.3" "#15"
 row "torch.save of $mib MiB, floor: /dev/shm without the shim vs /var/tmp + fsync (s)" "$f" "$d" "$(ratio3 "$f" "$d")" "-"
 row "torch.save of $mib MiB, shim vs /dev/shm without the shim (s)" "$s" "$f" "$(ratio3 "$s" "$f")" "-"
+row "torch.save of $mib MiB, close with --outputs-replicas 2 vs 1 (s)" "$rc2" "$rc1" "$(ratio3 "$rc2" "$rc1")" "-"
+row "torch.save of $mib MiB, training blocked with --outputs-replicas 2 vs 1 (s)" "$r2" "$r1" "$(ratio3 "$r2" "$r1")" "-"
 row "drain of $mib MiB after close vs cp + sync (s)" "$dr" "$c" "$(ratio3 "$dr" "$c")" "-"
 row "drain of $mib MiB after close vs cp + sync at the drain's priority (s)" "$dr" "$cl" "$(ratio3 "$dr" "$cl")" "-"
-note "outputs: bench/outputs.sh: torch.save of a $mib MiB state dict (64 tensors) through the shim to MOUNT/out, to /var/tmp with flush + fsync, and to /dev/shm without the shim (the floor); rotated order, $ROUNDS rounds, medians; 2 simulated nodes; load $load0 at the start, $load1 at the end."
+note "outputs: bench/outputs.sh: torch.save of a $mib MiB state dict (64 tensors) through the shim to MOUNT/out, to /var/tmp with flush + fsync, and to /dev/shm without the shim (the floor); rotated order; the close through a second service with --outputs-replicas 2 vs the first (1 holder), interleaved A B / B A; $ROUNDS rounds, medians; 2 simulated nodes; load $load0 at the start, $load1 at the end."
 {
 	echo "# Write-once outputs: torch.save of a $mib MiB state dict ($(date -u '+%Y-%m-%d %H:%M UTC'), $ROUNDS rounds, rotated order, medians)"
 	echo
@@ -160,6 +208,13 @@ note "outputs: bench/outputs.sh: torch.save of a $mib MiB state dict (64 tensors
 	echo
 	echo "The shim's close as the service counts it (medians of $(echo "$pub" | grep -c . || :) publishes): $pt s, of which summing the bytes $ps s and the namespace round trip (node 0 orders it, every node applies it) $pn s.  CRC-32C taken after the close: $crc files, median $sums s after the close."
 	echo
+	echo "| replicated outputs (interleaved, $ROUNDS rounds) | total | close | close vs 1 holder |"
+	echo "| --- | --- | --- | --- |"
+	echo "| --outputs-replicas 1 (the default) | $r1 | $rc1 | 1 |"
+	echo "| --outputs-replicas 2 (close waits for a CRC-checked copy on the other node) | $r2 | $rc2 | $(ratio3 "$rc2" "$rc1") |"
+	echo
+	echo "The replicated close as the service counts it (medians of $(echo "$pub2" | grep -c . || :) publishes): the CRC-32C and the copy to the other node (sent over MPI, written and summed there, acknowledged) $p2s s (the holder's sum $r2s s, then the copy and the replica's check $r2c s), then the namespace round trip $p2n s."
+	echo
 	echo "The drain thread's own account (medians of $(echo "$dra" | grep -c . || :) files, at nice 19 / best-effort I/O 7): $dt s from the start of its copy to durable, of which copy with its CRC + fsync $dcp s, then waiting for the holder's sum $dsw s, rename + fsync of the directory $drn s; the rest of \"close to durable\" is the queue (the sum running meanwhile) and the round trip of drain --wait."
 	echo
 	echo "| drain | dstage | cp + sync | ratio | cp + sync, nice 19 + ionice 7 (the drain's priority) | ratio |"
@@ -167,6 +222,6 @@ note "outputs: bench/outputs.sh: torch.save of a $mib MiB state dict (64 tensors
 	echo "| close to durable on /var/tmp (s) | $dr | $c | $(ratio3 "$dr" "$c") | $cl | $(ratio3 "$dr" "$cl") |"
 	echo "| throughput (MiB/s) | $(awk -v m="$mib" -v t="$dr" 'BEGIN { printf "%.0f", m / t }') | $(awk -v m="$mib" -v t="$c" 'BEGIN { printf "%.0f", m / t }') | | $(awk -v m="$mib" -v t="$cl" 'BEGIN { printf "%.0f", m / t }') | |"
 	echo
-	echo "raw (total, writes, close in s; the close's end, epoch s): shim $(tr '\n' ';' <"$W/shim.t") direct $(tr '\n' ';' <"$W/direct.t") tmpfs $(tr '\n' ';' <"$W/tmpfs.t") drain $(tr '\n' ' ' <"$W/drain.t"); cp $(tr '\n' ' ' <"$W/cp.t"); cp at low priority $(tr '\n' ' ' <"$W/cplow.t")"
+	echo "raw (total, writes, close in s; the close's end, epoch s): shim $(tr '\n' ';' <"$W/shim.t") direct $(tr '\n' ';' <"$W/direct.t") replicas 1 $(tr '\n' ';' <"$W/rep1.t") replicas 2 $(tr '\n' ';' <"$W/rep2.t") tmpfs $(tr '\n' ';' <"$W/tmpfs.t") drain $(tr '\n' ' ' <"$W/drain.t"); cp $(tr '\n' ' ' <"$W/cp.t"); cp at low priority $(tr '\n' ' ' <"$W/cplow.t")"
 } >"$RES/outputs.md"
 cat "$RES/outputs.md"

@@ -22,7 +22,7 @@ static const char *run_usage =
 	"  serve:  --seed S, --locality L, --drop-last, --shuffle-buffer SIZE, --timeout SECS,\n"
 	"          --clean\n"
 	"  outputs: --outputs SUBDIR, --drain-to DIR, --outputs-to DIR, --drain-rate SIZE,\n"
-	"          --drain-timeout SECS (docs/outputs.md)\n"
+	"          --drain-timeout SECS, --outputs-replicas N (docs/outputs.md)\n"
 	"  both:   --to DIR, --job ID, --node-per-rank, -q/--quiet, -v/--verbose, -h/--help\n"
 	"  (see 'dstage stage --help' and 'dstage serve --help')\n";
 

@@ -86,7 +86,8 @@
  *   outputs/       DS_OUT_AREA_NAME    serve --outputs -> shim, drain: the
  *                                      default output area (docs/outputs.md):
  *                                      ns/ (DS_OUT_NS), w/ (DS_OUT_W) and the
- *                                      temporaries of shuffle/outputs.c;
+ *                                      temporaries of shuffle/outputs.c and
+ *                                      outrepl.c (w/r.<token>: a replica);
  *                                      until drained and clean
  *
  * Temporaries: ds_write_file_atomic writes PATH.tmp.<pid>; serve.status and

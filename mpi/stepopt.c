@@ -48,6 +48,7 @@ static const struct stepopt {
 	{"drain-to", required_argument, 'D', 0, SV | RN},
 	{"drain-rate", required_argument, 'Y', 0, SV | RN},
 	{"drain-timeout", required_argument, 'X', 0, SV | RN},
+	{"outputs-replicas", required_argument, 'K', 0, SV | RN}, /* shuffle/outrepl.c */
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) < DS_STEP_MAXOPTS,

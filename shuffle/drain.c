@@ -16,6 +16,7 @@
  * Directories are made as files need them (empty ones are not drained). */
 #include "dsout.h"
 #include "outputs.h"
+#include "outrepl.h"
 #include "svc.h"
 
 #include <fcntl.h>
@@ -375,6 +376,7 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 		r->dpath = ds_xstrdup(r->path);
 		d->drained_files++;
 		d->drained_bytes += r->size;
+		ds__repl_drained(d->o, r); /* outrepl.c: the replicas stop listing it */
 		pfmt(d->last, sizeof(d->last), "%s", r->path);
 		ds_info("node %u: drained '%s' (%llu bytes) in %.4f s (copy and fsync %.4f s, then "
 		        "waiting for its sum %.4f s, rename %.4f s)",

@@ -26,6 +26,7 @@
  * mutex guards the state below. */
 #include "dsout.h"
 #include "outputs.h"
+#include "outrepl.h"
 #include "svc.h"
 
 #include <dirent.h>
@@ -72,6 +73,7 @@ struct omsg {
 	int32_t flags, xfer;
 	char path[PATH_MAX];
 	char path2[PATH_MAX];
+	uint32_t nrepl, repl[DS_OUT_MAX_REPL]; /* OP_PUBLISH: the replica nodes (outrepl.c) */
 };
 
 /* a request waiting for main (from a connection thread) */
@@ -93,6 +95,15 @@ struct opend {
 	int watched;    /* a watcher thread waits for its locks */
 	double t0;
 	uint32_t mode;
+};
+
+/* a publish that failed, until the writer's CLOSE asks: the watcher or
+ * the sweep often publishes before the CLOSE arrives, and the close must
+ * still say that its file was not kept (a replica that failed: outrepl.c) */
+struct ofail {
+	struct ofail *next;
+	uint64_t token;
+	int rc;
 };
 
 /* node 0: a path taken by a writer */
@@ -159,8 +170,9 @@ struct ds__out {
 	           * (origin, holder); after a failover rank != node, so a
 	           * node is sent to at ds__rank_of() */
 	pthread_mutex_t mu;
-	pthread_mutex_t status_mu; /* NODEDIR/outputs.status: one writer (before mu) */
-	int areafd, nsfd, wfd;     /* AREA, AREA/ns, AREA/w: every name in the area is
+	pthread_mutex_t status_mu;       /* NODEDIR/outputs.status: one writer (after mu) */
+	uint64_t status_gen, status_put; /* snapshots taken, and the newest written */
+	int areafd, nsfd, wfd;           /* AREA, AREA/ns, AREA/w: every name in the area is
 	                            * used from these (nspath), never by path */
 	char area[PATH_MAX], sock[PATH_MAX];
 	int lfd;
@@ -189,6 +201,8 @@ struct ds__out {
 	pthread_cond_t sum_cv, summed;
 	int nthreads, nwatch;
 	pthread_cond_t threads_cv;
+	struct ds__orepl *repl; /* --outputs-replicas: outrepl.c */
+	struct ofail *fails;
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -334,12 +348,17 @@ static int apply(struct ds__out *o, const struct omsg *m)
 	switch (m->op) {
 	case OP_PUBLISH: {
 		struct ds__orec *old = ds__out_find(o, m->path);
+		int replica = 0; /* outrepl.c: this node holds a checked copy */
+		for (uint32_t i = 0; i < m->nrepl && i < DS_OUT_MAX_REPL; i++)
+			replica |= m->repl[i] == me;
 		if (m->holder == me) {
 			char wp[PATH_MAX];
 			pfmt(wp, sizeof(wp), "%016llx", (unsigned long long)m->token);
 			if (fchmodat(o->wfd, wp, m->mode & 07777, 0) < 0 ||
 			    renameat(o->wfd, wp, o->nsfd, a) < 0)
 				rc = -errno;
+		} else if (replica) {
+			rc = ds__repl_take(o->repl, m->token, a, m->mode, m->mtime_ns);
 		} else {
 			rc = placeholder(o, m, a);
 		}
@@ -357,11 +376,17 @@ static int apply(struct ds__out *o, const struct omsg *m)
 		r->mode = m->mode;
 		r->holder = m->holder;
 		r->seq = m->seq;
-		r->local = m->holder == me;
+		r->local = m->holder == me || replica;
 		r->summed = !(m->flags & OM_SUM_LATER);
+		r->nrepl = m->nrepl < DS_OUT_MAX_REPL ? m->nrepl : DS_OUT_MAX_REPL;
+		memcpy(r->repl, m->repl, r->nrepl * sizeof(r->repl[0]));
 		r->next = o->recs;
 		o->recs = r;
-		if (r->local) {
+		if (replica) { /* listed before the ack: recoverable here once the close returns */
+			ds__repl_applied(o->repl, r);
+			ds__out_status_write_held(o);
+		}
+		if (r->local && m->holder == me) {
 			r->t_closed = ds_now();
 			if (!r->summed) { /* the sum thread's, then the drain's */
 				struct osum *q = ds_xcalloc(1, sizeof(*q));
@@ -1003,6 +1028,7 @@ void ds__out_poll(struct ds__svc *s)
 	}
 	xfers_test(o);
 	sends_test(o);
+	ds__repl_poll(o->repl); /* outrepl.c */
 	pthread_mutex_unlock(&o->mu);
 }
 
@@ -1050,8 +1076,13 @@ static int commit(struct ds__out *o, struct opend *p)
 	 * for it: a fetch by another node, the drain (sum_main). */
 	struct stat st;
 	int rc = fstat(p->fd, &st) < 0 ? -errno : 0;
-	uint32_t crc = 0;
+	uint32_t crc = 0, repl[DS_OUT_MAX_REPL] = {0}, nrepl = 0;
 	pthread_mutex_lock(&o->mu);
+	/* --outputs-replicas: N-1 other nodes hold a checked copy before the
+	 * publish (outrepl.c); the sum is then taken here */
+	if (!rc)
+		rc = ds__repl_push(o->repl, p->fd, (uint64_t)st.st_size, p->token, p->path, &crc,
+		                   repl, &nrepl);
 	double t1 = ds_now();
 	struct omsg m;
 	memset(&m, 0, sizeof(m));
@@ -1061,10 +1092,14 @@ static int commit(struct ds__out *o, struct opend *p)
 	m.size = (uint64_t)st.st_size;
 	m.mtime_ns = mtime_of(&st);
 	m.crc = crc;
-	m.flags = OM_SUM_LATER;
+	m.flags = nrepl ? 0 : OM_SUM_LATER;
+	m.nrepl = nrepl;
+	memcpy(m.repl, repl, sizeof(repl));
 	m.mode = p->mode;
 	pfmt(m.path, sizeof(m.path), "%s", p->path);
 	int prc = via_main(o, &m);
+	if (!rc && prc && nrepl)
+		ds__repl_abandon(o->repl, p->token, repl, nrepl);
 	if (!rc)
 		rc = prc;
 	if (!rc)
@@ -1077,6 +1112,11 @@ static int commit(struct ds__out *o, struct opend *p)
 		pfmt(wp, sizeof(wp), "%016llx", (unsigned long long)p->token);
 		unlinkat(o->wfd, wp, 0);
 		ds_error("node %u: '%s': closed but not kept: %s", o->s->node, p->path, ds_strerror(rc));
+		struct ofail *f = ds_xmalloc(sizeof(*f));
+		f->token = p->token;
+		f->rc = rc;
+		f->next = o->fails;
+		o->fails = f;
 	}
 	for (struct opend **pp = &o->pend; *pp; pp = &(*pp)->next)
 		if (*pp == p) {
@@ -1088,6 +1128,20 @@ static int commit(struct ds__out *o, struct opend *p)
 	free(p);
 	pthread_cond_broadcast(&o->fetched);
 	return rc;
+}
+
+/* the outcome of token's publish for its CLOSE: 0, or why it was not kept */
+static int fail_take(struct ds__out *o, uint64_t token)
+{
+	for (struct ofail **pp = &o->fails; *pp; pp = &(*pp)->next)
+		if ((*pp)->token == token) {
+			struct ofail *f = *pp;
+			int rc = f->rc;
+			*pp = f->next;
+			free(f);
+			return rc;
+		}
+	return 0;
 }
 
 static struct opend *pend_find(struct ds__out *o, uint64_t token)
@@ -1417,11 +1471,11 @@ static int handle(struct ds__out *o, struct ds_out_req *q, struct ds_out_resp *a
 		for (int i = 0;; i++) {
 			struct opend *p = pend_find(o, q->token);
 			if (!p)
-				return 0; /* published already */
+				return fail_take(o, q->token); /* published already (or not kept) */
 			if (p->committing) {
 				while (pend_find(o, q->token))
 					pthread_cond_wait(&o->fetched, &o->mu);
-				return 0;
+				return fail_take(o, q->token);
 			}
 			if (!p->armed) {
 				/* its confirmation is on the create's connection,
@@ -1431,8 +1485,11 @@ static int handle(struct ds__out *o, struct ds_out_req *q, struct ds_out_resp *a
 				i--;
 				continue;
 			}
-			if (lock_free(p->fd))
-				return commit(o, p);
+			if (lock_free(p->fd)) {
+				rc = commit(o, p);
+				fail_take(o, q->token); /* answered here */
+				return rc;
+			}
 			if (i == 10)
 				return 0; /* another descriptor still holds it */
 			pthread_mutex_unlock(&o->mu);
@@ -1817,6 +1874,11 @@ int ds__out_start(struct ds__svc *s)
 	}
 	if (!rc)
 		rc = ds__drain_new(o, so, &o->dr);
+	{ /* collective, whatever rc is here */
+		int rrc = ds__repl_start(o, s, &o->repl);
+		if (!rc)
+			rc = rrc;
+	}
 	if (!rc) {
 		/* The longest name of an output (name_fits), decided by the
 		 * node that orders the namespace: it must fit PATH_MAX in every
@@ -1875,7 +1937,7 @@ int ds__out_busy(struct ds__svc *s)
 		return 0;
 	pthread_mutex_lock(&o->mu);
 	int busy = o->queue || o->wait || o->acks || o->dwaits || o->xfers || o->sends || o->sums ||
-	           o->fdefer || ds__drain_pending(o->dr);
+	           o->fdefer || ds__drain_pending(o->dr) || ds__repl_busy(o->repl);
 	pthread_mutex_unlock(&o->mu);
 	return busy;
 }
@@ -1888,7 +1950,7 @@ int ds__out_inflight(struct ds__svc *s)
 	if (pthread_mutex_trylock(&o->mu))
 		return 1; /* a thread is at work on the state: poll once more */
 	/* not a DRAIN: it waits for the drain (minutes), not for MPI */
-	int busy = o->queue || o->sends || o->xfers;
+	int busy = o->queue || o->sends || o->xfers || ds__repl_busy(o->repl);
 	for (struct oreq *q = o->wait; q && !busy; q = q->next)
 		busy = q->m.op != DS_OUT_DRAIN;
 	for (struct oack *a = o->acks; a && !busy; a = a->next)
@@ -1946,6 +2008,9 @@ int ds__out_stop(struct ds__svc *s)
 		pthread_join(o->sthread, NULL);
 		o->sthread_on = 0;
 	}
+	pthread_mutex_lock(&o->mu);
+	ds__repl_stop(o->repl); /* every holder reaches its own final status */
+	pthread_mutex_unlock(&o->mu);
 	if (o->dr) /* never over what a refused start found there */
 		ds__out_status_write(o);
 	return lost;
@@ -1958,6 +2023,8 @@ void ds__out_free(struct ds__svc *s)
 		return;
 	MPI_Comm_free(&o->oc);
 	MPI_Comm_free(&o->dc);
+	ds__repl_free(o->repl); /* collective */
+	o->repl = NULL;
 	s->out = NULL;
 	pthread_mutex_lock(&o->mu);
 	int watching = o->nwatch;
@@ -1989,6 +2056,11 @@ void ds__out_free(struct ds__svc *s)
 		free(r->dpath);
 		free(r);
 	}
+	while (o->fails) {
+		struct ofail *f = o->fails;
+		o->fails = f->next;
+		free(f);
+	}
 	while (o->writing) {
 		struct owriting *w = o->writing;
 		o->writing = w->next;
@@ -2005,38 +2077,75 @@ void ds__out_free(struct ds__svc *s)
 }
 
 /* ---- NODEDIR/outputs.status ------------------------------------------------ */
+/* The snapshot (mu held): numbered, so that an older one never replaces a
+ * newer one on disk (status_put). */
+static uint64_t status_build(struct ds__out *o, struct ds_buf *b)
+{
+	char line[PATH_MAX + 64];
+	unsigned writing = 0;
+	for (struct opend *p = o->pend; p; p = p->next)
+		writing++;
+	int n = pfmt(line, sizeof(line), "area=%s\nwriting=%u\ninstance=%u\n", o->area, writing, o->inst);
+	ds_buf_add(b, line, (size_t)n);
+	ds__drain_status(o->dr, b);
+	ds__repl_status(o->repl, o->recs, b); /* the replicas this node holds */
+	return ++o->status_gen;
+}
+
+/* One writer at a time (status_mu, taken after mu when mu is held): threads
+ * sharing the temporary name PATH.tmp.<pid> would rename each other's
+ * half-written file (a torn crash record); a snapshot older than the one
+ * on disk is dropped. */
+static void status_put(struct ds__out *o, struct ds_buf *b, uint64_t gen)
+{
+	pthread_mutex_lock(&o->status_mu);
+	if (gen > o->status_put) {
+		char p[PATH_MAX];
+		pfmt(p, sizeof(p), "%s/" DS_OUT_STATUS, o->s->nodedir);
+		int rc = ds_write_file_atomic(p, b->data ? b->data : "", b->len, 0600);
+		if (rc) /* the crash record is behind: said, every time */
+			ds_error(
+				"node %u: '%s' not updated (a recovery after a crash reads it): %s",
+				o->s->node, p, ds_strerror(rc));
+		else
+			o->status_put = gen;
+	}
+	pthread_mutex_unlock(&o->status_mu);
+	ds_buf_release(b);
+}
+
+void ds__out_status_write_held(struct ds__out *o)
+{
+	if (!o->dr)
+		return;
+	struct ds_buf b = {0};
+	uint64_t gen = status_build(o, &b);
+	status_put(o, &b, gen);
+}
+
 void ds__out_status_write(struct ds__out *o)
 {
 	if (!o->dr)
 		return;
 	struct ds_buf b = {0};
-	char line[PATH_MAX + 64];
-	/* one writer at a time, from the snapshot to the rename: threads
-	 * sharing the temporary name would rename each other's half-written
-	 * file (a torn crash record), and an older snapshot must never land
-	 * after a newer one */
-	pthread_mutex_lock(&o->status_mu);
 	pthread_mutex_lock(&o->mu);
-	unsigned writing = 0;
-	for (struct opend *p = o->pend; p; p = p->next)
-		writing++;
-	int n = pfmt(line, sizeof(line), "area=%s\nwriting=%u\ninstance=%u\n", o->area, writing, o->inst);
-	ds_buf_add(&b, line, (size_t)n);
-	ds__drain_status(o->dr, &b);
+	uint64_t gen = status_build(o, &b);
 	pthread_mutex_unlock(&o->mu);
-	char p[PATH_MAX];
-	pfmt(p, sizeof(p), "%s/" DS_OUT_STATUS, o->s->nodedir);
-	int rc = ds_write_file_atomic(p, b.data ? b.data : "", b.len, 0600);
-	if (rc) /* the crash record is behind: said, every time */
-		ds_error("node %u: '%s' not updated (a recovery after a crash reads it): %s",
-		         o->s->node, p, ds_strerror(rc));
-	pthread_mutex_unlock(&o->status_mu);
-	ds_buf_release(&b);
+	status_put(o, &b, gen);
 }
 
 pthread_mutex_t *ds__out_mutex(struct ds__out *o) { return &o->mu; }
 int ds__out_nsfd(struct ds__out *o) { return o->nsfd; }
 uint32_t ds__out_node(struct ds__out *o) { return o->s->node; }
+struct ds__orepl *ds__out_repl(struct ds__out *o) { return o->repl; }
+struct ds__orec *ds__out_find_seq(struct ds__out *o, uint64_t seq)
+{
+	for (struct ds__orec *r = o->recs; r; r = r->next)
+		if (!r->gone && r->seq == seq)
+			return r;
+	return NULL;
+}
+int ds__out_wfd(struct ds__out *o) { return o->wfd; }
 
 /* ---- options -------------------------------------------------------------- */
 int ds__out_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad)
@@ -2061,6 +2170,14 @@ int ds__out_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad)
 		}
 		o->drain_timeout = d;
 		return c;
+	case 'K': /* outrepl.c */
+		if (ds_parse_u64(arg, &v) || v < 1 || v > DS_OUT_MAX_REPL) {
+			ds_error("--outputs-replicas '%s': not a number of holders from 1 to %d",
+			         arg, DS_OUT_MAX_REPL);
+			*bad = 1;
+		}
+		o->outputs_replicas = (unsigned)v;
+		return c;
 	}
 	return 0;
 }
@@ -2069,8 +2186,9 @@ int ds__out_check_opts(const struct ds__serve_opts *o)
 {
 	const char *why;
 	if (!o->outputs) {
-		if (o->drain_to || o->outputs_to) {
-			ds_error("--drain-to and --outputs-to need --outputs SUBDIR");
+		if (o->drain_to || o->outputs_to || o->outputs_replicas) {
+			ds_error(
+				"--drain-to, --outputs-to and --outputs-replicas need --outputs SUBDIR");
 			return 2;
 		}
 		return 0;

@@ -12,6 +12,8 @@ struct ds__out;
 struct ds__drain;
 struct ds__serve_opts;
 
+#define DS_OUT_MAX_REPL 8 /* --outputs-replicas: holders of an output, at most */
+
 enum ds__dstate { DS_D_NONE = 0, DS_D_QUEUED, DS_D_DRAINING, DS_D_DRAINED, DS_D_FAILED };
 
 /* A closed output this node knows (every node knows every one). */
@@ -31,6 +33,9 @@ struct ds__orec {
 	/* the holder's drain */
 	int dstate;        /* enum ds__dstate */
 	char *dpath;       /* name in the drain directory once drained */
+	/* --outputs-replicas (outrepl.c): the other nodes holding its bytes */
+	uint32_t nrepl, repl[DS_OUT_MAX_REPL];
+	int repl_drained; /* a replica: the holder reported it drained */
 };
 
 /* snprintf whose truncation the callers check where it matters (names are
@@ -42,6 +47,8 @@ pthread_mutex_t *ds__out_mutex(struct ds__out *o);
 int ds__out_nsfd(struct ds__out *o); /* AREA/ns, by descriptor */
 uint32_t ds__out_node(struct ds__out *o);
 struct ds__orec *ds__out_find(struct ds__out *o, const char *path);
+/* the output published by change seq, whatever its name now (outrepl.c) */
+struct ds__orec *ds__out_find_seq(struct ds__out *o, uint64_t seq);
 int ds__out_fetch_locked(struct ds__out *o, const char *path);
 /* wake the service's main loop (it checks the drain waits) */
 void ds__out_wake(struct ds__out *o);
@@ -52,6 +59,11 @@ void ds__out_wait_summed(struct ds__out *o);
 const char *ds__out_crc_str(const struct ds__orec *r, char buf[9]);
 /* rewrite NODEDIR/outputs.status (mutex NOT held) */
 void ds__out_status_write(struct ds__out *o);
+/* the same, mutex held (outrepl.c: a replica's status before its ack) */
+void ds__out_status_write_held(struct ds__out *o);
+/* outrepl.c's state, and the area's directory of files in flight */
+struct ds__orepl *ds__out_repl(struct ds__out *o);
+int ds__out_wfd(struct ds__out *o); /* AREA/w, by descriptor */
 
 /* drain.c: copies of the held outputs to --drain-to, oldest first, each
  * durable (temporary name, fsync, rename, fsync of the directory) before it

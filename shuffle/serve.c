@@ -86,6 +86,7 @@ static const char *serve_usage =
 	"      --outputs-to DIR      node-local directory for the outputs (default: the store's)\n"
 	"      --drain-rate SIZE     bytes per second the drain may use (default 1GiB, 0: no bound)\n"
 	"      --drain-timeout SECS  how long a stop waits for the drain (default 600)\n"
+	"      --outputs-replicas N  a close returns once N nodes hold the output (default 1)\n"
 	"  -q, --quiet               errors only\n"
 	"  -v, --verbose             per-epoch figures (as DSTAGE_LOG=info)\n"
 	"  -h, --help                this text\n";

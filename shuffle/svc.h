@@ -39,6 +39,7 @@ struct ds__serve_opts {
 	const char *drain_to;    /* the shared file system's directory */
 	uint64_t drain_rate;     /* bytes/s, 0: no bound */
 	double drain_timeout;    /* s a stop waits for the drain */
+	unsigned outputs_replicas; /* holders of each output (outrepl.c), 0 = 1 */
 };
 
 /* A read the socket thread cannot serve from this node: main fetches it. */
@@ -256,7 +257,7 @@ int ds__out_inflight(struct ds__svc *s);
  * still being written: their number (the step then fails). */
 int ds__out_stop(struct ds__svc *s);
 void ds__out_free(struct ds__svc *s); /* collective */
-/* Handle the serve options of outputs (codes O W D Y X); c or 0. */
+/* Handle the serve options of outputs (codes O W D Y X K); c or 0. */
 int ds__out_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad);
 int ds__out_check_opts(const struct ds__serve_opts *o);
 /* drain_cmd.c: from every NODEDIR/outputs.status of jobdir here, report
