@@ -169,7 +169,7 @@ DEB_BUILD := mpich libmpich-dev libhdf5-mpich-dev hdf5-tools zlib1g-dev pkg-conf
              libcurl4-openssl-dev libexpat1-dev
 DEB_TEST  := python3-h5py python3-pil python3-numpy python3-torch python3-torchvision \
              clang clang-format libclang-rt-14-dev procps psmisc \
-             nodejs python3-yaml rsync perl mawk cmake
+             nodejs python3-yaml rsync perl mawk cmake fio
 DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox awscli s3fs
 DEB_SLURM := slurm-wlm munge
 DEB_HOSTS := iproute2 util-linux

@@ -14,7 +14,7 @@
  *   syscall(SYS_clone, SYS_clone3, SYS_fork, SYS_vfork)  (syscall.c)
  * posix_spawn, system and popen make their child with libc's internal
  * clone, but that child runs libc's internal functions only (never a
- * wrapper).  fork() runs the handlers (init.c), so its child owns its copy.
+ * wrapper; spawn.c prepares posix_spawn's in the parent).  fork() runs the handlers (init.c), so its child owns its copy.
  * A child made with an inline clone instruction is not seen (like every
  * other inline system call).  Elsewhere than x86_64, and in the test build
  * that links the wrappers statically (DS_LINK_WRAP), the flag starts raised:

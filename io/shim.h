@@ -347,6 +347,17 @@ int ds__vfork_lookup(int fd, uintptr_t *v); /* 1 found, 0 not, -1 unknown (overf
 /* exec.c: take over the staged descriptors a previous image passed in
  * DSTAGE_FDS (at init). */
 void ds__exec_inherit(void);
+/* exec.c: "DSTAGE_FDS=..." into buf (DS__FDS_BUF bytes) for an exec, or for
+ * a posix_spawn (spawn.c: all = 1 describes the close-on-exec ones that
+ * are sources of the ndups pairs {from, to} of its dup2 actions too; each
+ * source is listed under its new number as well).  Gives each open file its own object
+ * (dup'ed onto its numbers).  1 when something was described. */
+#define DS__FDS_NAME "DSTAGE_FDS"
+/* exec.c and spawn.c: the cwd is in the outputs (write.c) */
+#define DS__OUT_CWD_NAME "DSTAGE_OUT_CWD"
+#define DS__FDS_MAX 128 /* descriptors described; more are left to EBADF */
+#define DS__FDS_BUF (DS__FDS_MAX * 84 + 32)
+int ds__exec_describe(char *buf, size_t size, int regfd, const int (*dups)[2], int ndups, int all);
 /* exec.c: look up the real exec calls now (before a fork). */
 void ds__exec_resolve(void);
 /* offset.c: offsets shared across fork and exec, like the kernel's.  Give

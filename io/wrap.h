@@ -19,6 +19,7 @@
 #ifndef DS_WRAP_H
 #define DS_WRAP_H
 
+#include <aio.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include <sys/statvfs.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <spawn.h>
 #include <sys/uio.h>
 #include <utime.h>
 
@@ -106,6 +108,33 @@ char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 	X(int, execvpe, (const char *, char *const[], char *const[]))                         \
 	X(int, fexecve, (int, char *const[], char *const[]))                                  \
 	X(int, execveat, (int, const char *, char *const[], char *const[], int))              \
+	/* aio.c: POSIX AIO on staged descriptors */                                          \
+	X(int, aio_read, (struct aiocb *))                                                    \
+	X(int, aio_read64, (struct aiocb64 *))                                                \
+	X(int, aio_write, (struct aiocb *))                                                   \
+	X(int, aio_write64, (struct aiocb64 *))                                               \
+	X(int, aio_fsync, (int, struct aiocb *))                                              \
+	X(int, aio_fsync64, (int, struct aiocb64 *))                                          \
+	X(int, aio_cancel, (int, struct aiocb *))                                             \
+	X(int, aio_cancel64, (int, struct aiocb64 *))                                         \
+	X(int, lio_listio, (int, struct aiocb *const[], int, struct sigevent *))              \
+	X(int, lio_listio64, (int, struct aiocb64 *const[], int, struct sigevent *))          \
+	/* spawn.c: staged descriptors across posix_spawn */                                  \
+	X(int, posix_spawn, (pid_t *, const char *, const posix_spawn_file_actions_t *,       \
+	                     const posix_spawnattr_t *, char *const[], char *const[]))        \
+	X(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *,      \
+	                      const posix_spawnattr_t *, char *const[], char *const[]))       \
+	X(int, posix_spawn_file_actions_init, (posix_spawn_file_actions_t *))                 \
+	X(int, posix_spawn_file_actions_destroy, (posix_spawn_file_actions_t *))              \
+	X(int, posix_spawn_file_actions_adddup2, (posix_spawn_file_actions_t *, int, int))    \
+	X(int, posix_spawn_file_actions_addopen,                                              \
+	  (posix_spawn_file_actions_t *, int, const char *, int, mode_t))                     \
+	X(int, posix_spawn_file_actions_addchdir_np, (posix_spawn_file_actions_t *,           \
+	                                              const char *))                          \
+	X(int, posix_spawn_file_actions_addfchdir_np, (posix_spawn_file_actions_t *, int))    \
+	X(int, system, (const char *))                                                        \
+	X(FILE *, popen, (const char *, const char *))                                        \
+	X(int, pclose, (FILE *))                                                              \
 	/* fresh.c: other calls that hand the program a new descriptor */                     \
 	X(int, pipe, (int[2]))                                                                \
 	X(int, pipe2, (int[2], int))                                                          \

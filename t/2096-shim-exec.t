@@ -104,17 +104,34 @@ test_expect_success 'without a shim in the next image: EBADF, never an empty std
 	grep -q "Bad file descriptor" err
 '
 
-test_expect_success 'posix_spawn and system exec past the wrappers: loud EBADF, never empty' '
+test_expect_success 'posix_spawn, system and popen (glibc spawns past the exec wrappers) read the file (t/2105)' '
 	shim "$PY" -c "
-import os, sys
+import ctypes, os, sys
 fd = os.open(sys.argv[1] + \"/d1/list\", os.O_RDONLY)
 os.set_inheritable(fd, True)
-pid = os.posix_spawn(\"/bin/cat\", [\"cat\"], os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, fd, 0)])
-assert os.waitpid(pid, 0)[1] != 0
-assert os.system(\"cat <&%d >/dev/null\" % fd) != 0
-print(\"ok\")
-" "$MOUNT" >out 2>err && test "$(cat out)" = ok &&
-	test "$(grep -c "Bad file descriptor" err)" = 2
+r, w = os.pipe()
+pid = os.posix_spawn(\"/bin/cat\", [\"cat\"], os.environ,
+                     file_actions=[(os.POSIX_SPAWN_DUP2, fd, 0), (os.POSIX_SPAWN_DUP2, w, 1)])
+os.close(w)
+with os.fdopen(r, \"rb\") as f:
+    sys.stdout.buffer.write(f.read())
+assert os.waitpid(pid, 0)[1] == 0
+os.lseek(fd, 0, 0)
+sys.stdout.flush()
+assert os.system(\"cat <&%d\" % fd) == 0
+os.lseek(fd, 0, 0)
+libc = ctypes.CDLL(None)
+libc.popen.restype = ctypes.c_void_p
+libc.popen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.pclose.argtypes = [ctypes.c_void_p]
+libc.fread.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+p = libc.popen(b\"cat <&%d\" % fd, b\"r\")
+buf = ctypes.create_string_buffer(1 << 20)
+n = libc.fread(buf, 1, 1 << 20, p)
+sys.stdout.buffer.write(buf.raw[:n])
+assert libc.pclose(p) == 0
+" "$MOUNT" >out 2>err && cat src/d1/list src/d1/list src/d1/list >expect && test_cmp expect out &&
+	test ! -s err
 '
 
 test_expect_success 'a stale DSTAGE_FDS naming a program file is ignored' '
@@ -122,7 +139,10 @@ test_expect_success 'a stale DSTAGE_FDS naming a program file is ignored' '
 	shim env DSTAGE_FDS=1:0:1:0:32768 cat <mine >out &&
 	test_cmp mine out &&
 	shim sh -c "exec 4<\"$MOUNT/d1/list\"; exec env DSTAGE_FDS=1\;4:1:0:32768 cat <&4" >out &&
-	test_cmp src/d1/list out
+	test_cmp src/d1/list out &&
+	ino=$(stat -c %i mine) &&
+	shim sh -c "exec env DSTAGE_FDS=\"\$\$;0;0;0:1:0:0:0:$ino\" cat" <mine >out &&
+	test_cmp mine out
 '
 
 test_done

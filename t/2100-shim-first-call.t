@@ -45,6 +45,27 @@ eventfd		as pipe
 memfd_create	as pipe
 epoll_create1	as pipe
 vfork		exported, not in io/wrap.h: only notes that a child may share the shims memory (io/owner.c; t/2095, t/9006)
+aio_read	on a staged descriptor only, which a first call can have only inherited (the shim then starts at init): t/2106
+aio_read64	as aio_read
+aio_write	as aio_read
+aio_write64	as aio_read
+aio_fsync	as aio_read
+aio_fsync64	as aio_read
+aio_cancel	as aio_read
+aio_cancel64	as aio_read
+lio_listio	as aio_read
+lio_listio64	as aio_read
+posix_spawn	takes no staged name: hands the processs staged descriptors to the child (t/2105)
+posix_spawnp	as posix_spawn
+system		as posix_spawn
+popen		as posix_spawn
+pclose		as posix_spawn
+posix_spawn_file_actions_init		records a spawns actions: 0 natively and staged; the spawn is compared in t/2105
+posix_spawn_file_actions_destroy	as posix_spawn_file_actions_init
+posix_spawn_file_actions_adddup2	as posix_spawn_file_actions_init
+posix_spawn_file_actions_addopen	as posix_spawn_file_actions_init
+posix_spawn_file_actions_addchdir_np	as posix_spawn_file_actions_init
+posix_spawn_file_actions_addfchdir_np	as posix_spawn_file_actions_init
 __vfork		as vfork
 clone		as vfork
 _Fork		as vfork
