@@ -29,7 +29,13 @@
  *           DS_OUT_LOCK_OFF.  The lock lives as long as any descriptor on
  *           that open file: across dup, fork and exec.  The writer may open
  *           its file again while it writes it (HDF5 does): each open file
- *           takes a byte of its own, then says WATCH again.
+ *           takes a byte of its own, then says WATCH again.  The answer
+ *           also carries the device and inode of AREA/w/<token>: the writer
+ *           checks it opened that very file.  The create's first WATCH goes
+ *           on the CREATE's own connection, with no answer: the
+ *           confirmation.  The create takes effect only with it: the
+ *           connection closed without it (a writer that gave up at its
+ *           timeout, or failed or died in its open) rolls it back.
  *   CLOSE   token: the writer closed a descriptor; when no descriptor holds
  *           the lock any more the output is complete: published to every
  *           node before the answer (visible at close).
@@ -80,8 +86,10 @@ enum ds_out_op {
 	DS_OUT_WATCH, /* token: the writer holds its lock; publish when every
 	               * one of the range goes.  -ESTALE when the output is no
 	               * longer being written (published meanwhile): the open
-	               * that took that lock must not write it */
-	DS_OUT_ABORT, /* token: the shim could not open or lock it: drop it */
+	               * that took that lock must not write it.  A create's
+	               * first one is its confirmation, on the CREATE's
+	               * connection, unanswered */
+	DS_OUT_ABORT, /* token: drop it (the shim closes the CREATE's connection instead) */
 };
 
 struct ds_out_req {
@@ -98,6 +106,7 @@ struct ds_out_resp {
 	uint32_t magic;
 	int32_t status; /* 0 or -errno */
 	uint64_t token;
+	uint64_t dev, ino; /* CREATE: AREA/w/<token>'s: the writer checks it opened that file */
 };
 
 #endif

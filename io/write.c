@@ -284,8 +284,10 @@ static int out_rel(int dirfd, const char *path, char *work)
 }
 
 /* ---- the service ------------------------------------------------------- */
-/* One request, one answer.  0 with *resp, or -errno (-EIO: no service). */
-static int ask(struct ds_out_req *q, struct ds_out_resp *a)
+/* One request, one answer.  0 with *resp, or -errno (-EIO: no service).
+ * keep: the connection is left open in *keep (a CREATE: its writer's
+ * confirmation goes on it, confirm()). */
+static int ask(struct ds_out_req *q, struct ds_out_resp *a, int *keep)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	if (strlen(oc.sock) >= sizeof(sa.sun_path))
@@ -328,13 +330,41 @@ static int ask(struct ds_out_req *q, struct ds_out_resp *a)
 		rc = rc == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 	else if (a->magic != DS_OUT_MAGIC)
 		rc = -EIO;
+	if (keep && !rc && !a->status) {
+		*keep = fd;
+		return 0;
+	}
 	ds__fd_private(fd, 0);
 	DS__REAL(close)(fd);
 	return rc;
 }
 
-static int simple(enum ds_out_op op, const char *rel, const char *rel2, int flags, unsigned mode,
-                  uint64_t token, uint64_t *tok_out)
+/* The second half of a create, on its connection: the writer has its file
+ * and its lock.  One way, no answer to wait for: the service takes these
+ * bytes as the confirmation (they reach it even if the writer closes at
+ * once); a connection closed without them, a writer that gave up (its
+ * DSTAGE_TIMEOUT passed) or died, rolls the create back (docs/outputs.md:
+ * an open that failed never publishes anything).  0 or -EIO. */
+static int confirm(int fd, uint64_t token)
+{
+	struct ds_out_req *q = calloc(1, sizeof(*q));
+	int rc = q ? 0 : -ENOMEM;
+	if (q) {
+		q->magic = DS_OUT_MAGIC;
+		q->op = DS_OUT_WATCH;
+		q->token = token;
+		rc = ds_sock_xfer(fd, q, sizeof(*q), 1, ds_now() + ds__g.timeout_ms / 1000.0) ? -EIO
+		                                                                              : 0;
+		free(q);
+	}
+	ds__fd_private(fd, 0);
+	DS__REAL(close)(fd);
+	return rc;
+}
+
+static int simple_keep(enum ds_out_op op, const char *rel, const char *rel2, int flags,
+                       unsigned mode, uint64_t token, uint64_t *tok_out, int *keep,
+                       struct ds_out_resp *resp)
 {
 	struct ds_out_req *q = malloc(sizeof(*q));
 	if (!q)
@@ -349,13 +379,21 @@ static int simple(enum ds_out_op op, const char *rel, const char *rel2, int flag
 	if (rel2)
 		snprintf(q->path2, sizeof(q->path2), "%s", rel2);
 	struct ds_out_resp a;
-	int rc = ask(q, &a);
+	int rc = ask(q, &a, keep);
 	free(q);
-	if (rc)
-		return rc;
+	if (rc) /* no answer within DSTAGE_TIMEOUT: EIO, as for reads */
+		return rc == -ETIMEDOUT ? -EIO : rc;
 	if (tok_out)
 		*tok_out = a.token;
+	if (resp)
+		*resp = a;
 	return a.status;
+}
+
+static int simple(enum ds_out_op op, const char *rel, const char *rel2, int flags, unsigned mode,
+                  uint64_t token, uint64_t *tok_out)
+{
+	return simple_keep(op, rel, rel2, flags, mode, token, tok_out, NULL, NULL);
 }
 
 /* ---- the writers' descriptors ------------------------------------------ */
@@ -676,6 +714,13 @@ static int own_reopen(const struct ds__res *r, const char *rel, int flags)
 	}
 	if (fd < 0)
 		return -errno;
+	struct stat ws;
+	if (DS__REAL(fstat)(fd, &ws) < 0 || ws.st_uid != geteuid()) {
+		/* only the service makes files in the area: another user's is
+		 * a directory swapped on the way (docs/outputs.md "Privacy") */
+		DS__REAL(close)(fd);
+		return -EIO;
+	}
 	/* known to this process's other threads before the lock that lets a
 	 * last close of another descriptor go by without publishing */
 	int rc = w_add(fd, token, rel);
@@ -732,6 +777,11 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 			return out_open(r, flags, mode);
 		}
 		int fd = DS__REAL(openat)(AT_FDCWD, r->rpath, flags & ~(O_CREAT | O_EXCL | O_TRUNC), 0);
+		struct stat ws;
+		if (fd >= 0 && (DS__REAL(fstat)(fd, &ws) < 0 || ws.st_uid != geteuid())) {
+			DS__REAL(close)(fd); /* not the service's: see own_reopen */
+			return ds__fail(EIO);
+		}
 		if (fd < 0 && errno == ENOENT) {
 			/* published meanwhile: once it is, read the published file */
 			uint64_t token;
@@ -759,6 +809,12 @@ static int out_open(struct ds__res *r, int flags, mode_t mode)
 			return ds__fail(EIO);
 		}
 		struct stat st;
+		if (DS__REAL(fstat)(fd, &st) < 0 || st.st_uid != geteuid()) {
+			/* only the service (this user) makes files in the area:
+			 * another user's is a directory swapped on the way */
+			DS__REAL(close)(fd);
+			return ds__fail(EIO);
+		}
 		if ((flags & O_DIRECTORY) || (DS__REAL(fstat)(fd, &st) == 0 && S_ISDIR(st.st_mode)))
 			dfd_mark(fd, 1);
 		return ds__fd_fresh(fd);
@@ -783,33 +839,57 @@ static int out_create(const char *rel, int flags, mode_t mode)
 {
 	int rc, acc = flags & O_ACCMODE;
 	uint64_t token = 0;
-	rc = simple(DS_OUT_CREATE, rel, NULL, flags, mode & 07777 & ~cur_umask(), 0, &token);
+	int cfd = -1; /* the create's connection: closed without confirm(), it is rolled back */
+	struct ds_out_resp ra;
+	rc = simple_keep(DS_OUT_CREATE, rel, NULL, flags, mode & 07777 & ~cur_umask(), 0, &token,
+	                 &cfd, &ra);
 	if (rc)
 		return ds__fail(-rc);
 	char wp[PATH_MAX];
-	if (snprintf(wp, sizeof(wp), "%s/%016llx", oc.w, (unsigned long long)token) >= (int)sizeof(wp))
+	if (snprintf(wp, sizeof(wp), "%s/%016llx", oc.w, (unsigned long long)token) >=
+	    (int)sizeof(wp)) {
+		ds__fd_private(cfd, 0);
+		DS__REAL(close)(cfd);
 		return ds__fail(ENAMETOOLONG);
+	}
 	int fl = (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_DIRECTORY | O_NOFOLLOW | O_NOCTTY)) | O_NOFOLLOW;
 	if (acc == O_RDONLY) /* O_RDONLY|O_TRUNC: the lock needs a writable file */
 		fl = (fl & ~O_ACCMODE) | O_RDWR;
 	int fd = DS__REAL(openat)(AT_FDCWD, wp, fl, 0);
-	int e = errno;
+	int e = errno == ENOENT ? EIO : errno; /* not the service's file: never "no such file" */
 	if (fd >= 0) {
-		int lrc = lock_slot(fd);
-		if (!lrc && (lrc = w_add(fd, token, rel)) == 0 &&
-		    (lrc = simple(DS_OUT_WATCH, NULL, NULL, 0, 0, token, NULL)) != 0) {
-			uint64_t t;
-			w_take(fd, &t);
-		}
+		uint64_t t;
+		struct stat ws;
+		int lrc = 0;
+		if (DS__REAL(fstat)(fd, &ws) < 0 || (uint64_t)ws.st_dev != ra.dev ||
+		    (uint64_t)ws.st_ino != ra.ino)
+			/* not the file the service made (it uses its area by
+			 * descriptor; this path went through a directory
+			 * swapped meanwhile): not a byte into it */
+			lrc = -EIO;
+		else if (!(lrc = lock_slot(fd)))
+			lrc = w_add(fd, token, rel);
 		if (lrc) {
 			e = lrc == -ESTALE || lrc == -ETIMEDOUT ? EIO : -lrc;
 			DS__REAL(close)(fd);
 			fd = -1;
+		} else if (confirm(cfd, token)) {
+			cfd = -1;
+			e = EIO;
+			w_take(fd, &t);
+			DS__REAL(close)(fd);
+			fd = -1;
+		} else {
+			cfd = -1;
 		}
 	}
 	if (fd < 0) {
-		/* give the path back, publish nothing */
-		simple(DS_OUT_ABORT, NULL, NULL, 0, 0, token, NULL);
+		/* give the path back, publish nothing: the connection closed
+		 * without the confirmation */
+		if (cfd >= 0) {
+			ds__fd_private(cfd, 0);
+			DS__REAL(close)(cfd);
+		}
 		return ds__fail(e);
 	}
 	return ds__fd_fresh(fd);

@@ -21,7 +21,6 @@
 
 #include <fcntl.h>
 #include <stdarg.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -46,6 +45,7 @@ struct dq {
 struct ds__drain {
 	struct ds__out *o;
 	char dir[PATH_MAX];
+	int dfd;       /* DIR, opened once: every later use is relative to it */
 	uint64_t rate; /* bytes/s, 0: no bound */
 	pthread_t t;
 	int on, quit;
@@ -156,31 +156,54 @@ void ds__drain_status(struct ds__drain *d, struct ds_buf *b)
 	}
 }
 
-static int fsync_dir_of(const char *path)
+/* The directory of rel (a name relative to the drain directory) opened by
+ * descriptor from dfd, one component at a time (O_NOFOLLOW | O_DIRECTORY:
+ * no symlink or rename in DIR can send a byte elsewhere), made when missing
+ * with create; a directory made here is made durable at once (fsync of the
+ * directory it was made in), or a file drained into it could vanish with
+ * it at a power loss.  The descriptor (or -errno); *base: rel's last name. */
+int ds__drain_dirat(int dfd, const char *rel, int create, const char **base)
 {
 	char p[PATH_MAX];
-	pfmt(p, sizeof(p), "%s", path);
-	int fd = open(dirname(p), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if ((size_t)pfmt(p, sizeof(p), "%s", rel) >= sizeof(p))
+		return -ENAMETOOLONG;
+	const char *sl = strrchr(rel, '/');
+	*base = sl ? sl + 1 : rel;
+	int fd = dup(dfd);
 	if (fd < 0)
 		return -errno;
-	int rc = fsync(fd) < 0 ? -errno : 0;
-	close(fd);
-	return rc;
+	char *save = NULL, *last = strrchr(p, '/');
+	if (!last)
+		return fd;
+	*last = 0;
+	for (char *c = strtok_r(p, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		int made = 0, rc = 0;
+		int nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd < 0 && errno == ENOENT && create) {
+			if (mkdirat(fd, c, 0777 & ~0022) == 0)
+				made = 1;
+			else if (errno != EEXIST)
+				rc = -errno;
+			if (!rc)
+				nfd = openat(fd, c,
+				             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		}
+		if (!rc && nfd < 0) /* a symlink where a directory should be: ELOOP */
+			rc = errno == ELOOP ? -ENOTDIR : -errno;
+		if (!rc && made && fsync(fd) < 0)
+			rc = -errno;
+		close(fd);
+		if (rc) {
+			if (nfd >= 0)
+				close(nfd);
+			return rc;
+		}
+		fd = nfd;
+	}
+	return fd;
 }
 
-static int mkparent(const char *path)
-{
-	char p[PATH_MAX];
-	pfmt(p, sizeof(p), "%s", path);
-	char *sl = strrchr(p, '/');
-	if (!sl)
-		return 0;
-	*sl = 0;
-	struct stat st;
-	if (stat(p, &st) == 0)
-		return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-	return ds_mkdir_p(p, 0777 & ~0022);
-}
+static int fsync_fd(int fd) { return fsync(fd) < 0 ? -errno : 0; }
 
 static void pace(struct ds__drain *d, size_t n)
 {
@@ -197,13 +220,13 @@ static void pace(struct ds__drain *d, size_t n)
 	}
 }
 
-/* Copy src to tmp (open, sum into *crc_out, pace, fsync).  0 or -errno.
+/* Copy src to tmp in pdir (open, sum into *crc_out, pace, fsync).  0 or -errno.
  * The caller checks the sum against the output's (which may still be on
  * its way: the copy does not wait for it). */
-static int copy_out(struct ds__drain *d, int src, const struct ds__orec *r, const char *tmp,
-                    uint32_t *crc_out)
+static int copy_out(struct ds__drain *d, int src, const struct ds__orec *r, int pdir,
+                    const char *tmp, uint32_t *crc_out)
 {
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd = openat(pdir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
 	/* the source is in the node's RAM (or a local disk): written straight
@@ -259,14 +282,13 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 	uint32_t node = ds__out_node(d->o);
 	if (r->dstate != DS_D_QUEUED || r->gone)
 		return; /* replaced or unlinked before its turn */
-	char src[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
+	char tmp[PATH_MAX], full[PATH_MAX];
 	/* a name that does not fit is a failure, never a cut name in DIR
 	 * (node 0 refuses such names at create: ENAMETOOLONG) */
 	int sfd = -1, e = ENAMETOOLONG;
-	if (pfmt(src, sizeof(src), "%s/%s", ds__out_ns(d->o), r->path) < (int)sizeof(src) &&
-	    pfmt(tmp, sizeof(tmp), "%s/%s" DS_OUT_DRAIN_TMP "%u.%llu", d->dir, r->path, node,
-	         (unsigned long long)r->seq) < (int)sizeof(tmp)) {
-		sfd = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (pfmt(full, sizeof(full), "%s/%s" DS_OUT_DRAIN_TMP "%u.%llu", d->dir, r->path, node,
+	         (unsigned long long)r->seq) < (int)sizeof(full)) {
+		sfd = openat(ds__out_nsfd(d->o), r->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		e = errno;
 	}
 	if (sfd < 0) {
@@ -277,15 +299,24 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 		return;
 	}
 	r->dstate = DS_D_DRAINING;
-	pfmt(d->tmp, sizeof(d->tmp), "%s", tmp);
+	pfmt(d->tmp, sizeof(d->tmp), "%s", full);
 	d->cur = r;
+	char *rpath = ds_xstrdup(r->path);
 	pthread_mutex_unlock(mu);
 	ds__out_status_write(d->o);
 	double t0 = ds_now();
-	int rc = mkparent(tmp);
+	/* DIR by descriptor: the copy, its rename and the fsync of the
+	 * directory it is renamed in all act on the directory opened here */
+	const char *base;
+	int pdir = ds__drain_dirat(d->dfd, rpath, 1, &base), ddir = -1;
+	int rc = pdir < 0 ? pdir : 0;
 	uint32_t crc = 0;
+	if (!rc && (size_t)pfmt(tmp, sizeof(tmp), "%s" DS_OUT_DRAIN_TMP "%u.%llu", base, node,
+	                        (unsigned long long)r->seq) >= sizeof(tmp))
+		rc = -ENAMETOOLONG;
+	int have_tmp = !rc;
 	if (!rc)
-		rc = copy_out(d, sfd, r, tmp, &crc);
+		rc = copy_out(d, sfd, r, pdir, tmp, &crc);
 	close(sfd);
 	pthread_mutex_lock(mu);
 	double t1 = ds_now();
@@ -303,18 +334,21 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 		rc = -DS_ECHECKSUM;
 	if (!rc && !r->gone) {
 		/* the output may have been renamed meanwhile: its name now */
-		rc = pfmt(dst, sizeof(dst), "%s/%s", d->dir, r->path) < (int)sizeof(dst)
-		             ? 0
-		             : -ENAMETOOLONG;
-		if (!rc)
-			rc = mkparent(dst);
-		if (!rc && rename(tmp, dst) < 0)
+		const char *dbase;
+		ddir = ds__drain_dirat(d->dfd, r->path, 1, &dbase);
+		rc = ddir < 0 ? ddir : 0;
+		if (!rc && renameat(pdir, tmp, ddir, dbase) < 0)
 			rc = -errno;
 		if (!rc)
-			rc = fsync_dir_of(dst);
+			rc = fsync_fd(ddir);
 	}
-	if (rc || r->gone)
-		unlink(tmp);
+	if ((rc || r->gone) && have_tmp && rc != -EEXIST)
+		unlinkat(pdir, tmp, 0);
+	if (pdir >= 0)
+		close(pdir);
+	if (ddir >= 0)
+		close(ddir);
+	free(rpath);
 	d->tmp[0] = 0;
 	d->cur = NULL;
 	d->pending_bytes -= r->size;
@@ -351,6 +385,39 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 	}
 }
 
+/* A rename or unlink of a drained output, repeated in DIR, by descriptor
+ * (ds__drain_dirat): the directory the new name is in is fsynced, and the
+ * one the old name was in too when it is another (or the old name could
+ * come back at a power loss: the file twice). */
+static int redo(struct ds__drain *d, const struct dq *q)
+{
+	const char *ba, *bb;
+	int fa = ds__drain_dirat(d->dfd, q->a, 0, &ba), fb = -1;
+	int rc = fa < 0 ? fa : 0;
+	if (!rc && q->kind == A_UNLINK) {
+		if (unlinkat(fa, ba, 0) < 0 && errno != ENOENT)
+			rc = -errno;
+		else
+			rc = fsync_fd(fa);
+	} else if (!rc) {
+		fb = ds__drain_dirat(d->dfd, q->b, 1, &bb);
+		rc = fb < 0 ? fb : 0;
+		if (!rc && renameat(fa, ba, fb, bb) < 0)
+			rc = -errno;
+		if (!rc)
+			rc = fsync_fd(fb);
+		struct stat sa, sb;
+		if (!rc && fstat(fa, &sa) == 0 && fstat(fb, &sb) == 0 &&
+		    (sa.st_dev != sb.st_dev || sa.st_ino != sb.st_ino))
+			rc = fsync_fd(fa);
+	}
+	if (fa >= 0)
+		close(fa);
+	if (fb >= 0)
+		close(fb);
+	return rc;
+}
+
 static void *drain_main(void *arg)
 {
 	struct ds__drain *d = arg;
@@ -371,30 +438,17 @@ static void *drain_main(void *arg)
 		d->head = q->next;
 		if (!d->head)
 			d->tail = &d->head;
-		char a[PATH_MAX], b[PATH_MAX];
 		int rc = 0;
 		switch (q->kind) {
 		case A_DRAIN:
 			drain_one(d, q, mu);
 			break;
 		case A_RENAME:
-			if (pfmt(a, sizeof(a), "%s/%s", d->dir, q->a) >= (int)sizeof(a) ||
-			    pfmt(b, sizeof(b), "%s/%s", d->dir, q->b) >= (int)sizeof(b))
-				rc = -ENAMETOOLONG;
-			if (!rc)
-				rc = mkparent(b);
-			if (!rc && rename(a, b) < 0)
-				rc = -errno;
-			if (!rc)
-				rc = fsync_dir_of(b);
-			break;
 		case A_UNLINK:
-			if (pfmt(a, sizeof(a), "%s/%s", d->dir, q->a) >= (int)sizeof(a))
-				rc = -ENAMETOOLONG;
-			else if (unlink(a) < 0 && errno != ENOENT)
-				rc = -errno;
-			else
-				rc = fsync_dir_of(a);
+			/* unlocked: DIR is a network file system */
+			pthread_mutex_unlock(mu);
+			rc = redo(d, q);
+			pthread_mutex_lock(mu);
 			break;
 		}
 		if (rc) {
@@ -415,16 +469,52 @@ static void *drain_main(void *arg)
 	return NULL;
 }
 
+/* mkdir -p DIR, each directory made fsynced into its parent (the drained
+ * files' names are durable only if their directories are). */
+static int mkdir_durable(const char *dir)
+{
+	char p[PATH_MAX];
+	if ((size_t)pfmt(p, sizeof(p), "%s", dir) >= sizeof(p))
+		return -ENAMETOOLONG;
+	for (char *c = p + 1;; c++) {
+		if (*c && *c != '/')
+			continue;
+		char save = *c;
+		*c = 0;
+		if (mkdir(p, 0777 & ~0022) == 0) {
+			char *sl = strrchr(p, '/');
+			char keep = sl[1];
+			sl[sl == p] = 0; /* the parent ("/" for a top-level one) */
+			int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			int rc = fd < 0 || fsync(fd) < 0 ? -errno : 0;
+			if (fd >= 0)
+				close(fd);
+			sl[sl == p] = sl == p ? keep : '/';
+			if (rc) {
+				*c = save;
+				return rc;
+			}
+		} else if (errno != EEXIST) {
+			*c = save;
+			return -errno;
+		}
+		*c = save;
+		if (!save)
+			return 0;
+	}
+}
+
 int ds__drain_new(struct ds__out *o, const struct ds__serve_opts *so, struct ds__drain **out)
 {
 	struct ds__drain *d = ds_xcalloc(1, sizeof(*d));
 	d->o = o;
 	d->tail = &d->head;
+	d->dfd = -1;
 	d->rate = so->drain_rate;
 	pthread_cond_init(&d->cv, NULL);
 	*out = d;
 	char *rp = NULL;
-	int rc = ds_mkdir_p(so->drain_to, 0777 & ~0022);
+	int rc = mkdir_durable(so->drain_to);
 	if (!rc && !(rp = realpath(so->drain_to, NULL)))
 		rc = -errno;
 	if (!rc && access(rp, W_OK | X_OK) < 0)
@@ -438,6 +528,13 @@ int ds__drain_new(struct ds__out *o, const struct ds__serve_opts *so, struct ds_
 	}
 	pfmt(d->dir, sizeof(d->dir), "%s", rp);
 	free(rp);
+	d->dfd = open(d->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d->dfd < 0) {
+		rc = -errno;
+		ds_error("node %u: --drain-to '%s': %s", ds__out_node(o), so->drain_to,
+		         ds_strerror(rc));
+		return rc;
+	}
 	if (pthread_create(&d->t, NULL, drain_main, d))
 		return -EAGAIN;
 	d->on = 1;
@@ -488,6 +585,8 @@ void ds__drain_free(struct ds__drain *d)
 		free(q);
 	}
 	pthread_cond_destroy(&d->cv);
+	if (d->dfd >= 0)
+		close(d->dfd);
 	free(d->failed_recs);
 	free(d);
 }

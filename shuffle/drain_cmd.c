@@ -6,6 +6,7 @@
 #include "dssock.h"
 #include "jobcmd.h"
 #include "dsserve.h"
+#include "outputs.h"
 #include "svc.h"
 
 #include <dirent.h>
@@ -75,37 +76,87 @@ static const char *kv(const char *text, const char *key, char *buf, size_t len)
 	return buf;
 }
 
+ssize_t ds__out_read_text(const char *path, char **text)
+{
+	*text = NULL;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC), rc = 0;
+	struct stat st;
+	if (fd < 0)
+		return errno == ELOOP || errno == ENXIO ? -DS_ENOTREG : -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = S_ISREG(st.st_mode) ? -errno : -DS_ENOTREG;
+		close(fd);
+		return rc;
+	}
+	/* the whole file, however long: one line per output not drained, and
+	 * 100,000 checkpoint shards are ordinary (a first 64 KiB is not the
+	 * status: what lies past it would be neither recovered nor named) */
+	size_t cap = 1 << 16, len = 0;
+	char *b = malloc(cap);
+	for (;;) {
+		if (!b) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (len + 1 >= cap) {
+			char *nb = realloc(b, cap *= 2);
+			if (!nb) {
+				rc = -ENOMEM;
+				break;
+			}
+			b = nb;
+		}
+		ssize_t n = read(fd, b + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			rc = -errno;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (rc) {
+		free(b);
+		return rc;
+	}
+	b[len] = 0;
+	*text = b;
+	return (ssize_t)len;
+}
+
 /* Copy AREA/ns/NAME to DIR/NAME the drain's way (temporary name, CRC
  * check, mode and mtime, fsync, rename, fsync of the directory). */
-static int recover(const char *area, const char *dir, const char *name, uint64_t size, int have_crc,
-                   uint32_t crc)
+static int recover(int afd, int dfd, const char *name, uint64_t size, int have_crc, uint32_t crc)
 {
-	const char *why;
-	char src[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
-	if (!area[0] || !dir[0] || ds_name_check(name, strlen(name), &why))
+	const char *why, *base;
+	char src[PATH_MAX], tmp[PATH_MAX];
+	if (afd < 0 || dfd < 0 || ds_name_check(name, strlen(name), &why))
 		return -EINVAL;
-	if (snprintf(src, sizeof(src), "%s/" DS_OUT_NS "/%s", area, name) >= (int)sizeof(src) ||
-	    snprintf(dst, sizeof(dst), "%s/%s", dir, name) >= (int)sizeof(dst) ||
-	    snprintf(tmp, sizeof(tmp), "%s" DS_OUT_DRAIN_TMP "recover.%ld", dst, (long)getpid()) >=
-	            (int)sizeof(tmp))
+	if (snprintf(src, sizeof(src), DS_OUT_NS "/%s", name) >= (int)sizeof(src))
 		return -ENAMETOOLONG;
-	int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int in = openat(afd, src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (in < 0)
 		return -errno;
 	struct stat st;
 	int rc = fstat(in, &st) < 0 ? -errno : 0;
 	if (!rc && (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size || (size && !st.st_blocks)))
 		rc = -ESTALE; /* not the bytes the service knew */
-	char parent[PATH_MAX];
-	snprintf(parent, sizeof(parent), "%s", dst);
-	*strrchr(parent, '/') = 0;
-	if (!rc)
-		rc = ds_mkdir_p(parent, 0755);
-	int out = rc ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	/* the drain directory by descriptor (drain.c): the copy, its rename
+	 * and the fsync of the directory act on the directory opened here */
+	int pdir = rc ? -1 : ds__drain_dirat(dfd, name, 1, &base);
+	if (!rc && pdir < 0)
+		rc = pdir;
+	if (!rc && snprintf(tmp, sizeof(tmp), "%s" DS_OUT_DRAIN_TMP "recover.%ld", base,
+	                    (long)getpid()) >= (int)sizeof(tmp))
+		rc = -ENAMETOOLONG;
+	int out =
+		rc ? -1
+		   : openat(pdir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (!rc && out < 0)
 		rc = -errno;
-	char *buf = rc ? NULL : malloc(8u << 20);
-	if (!rc && !buf)
+	char *buf = rc || !size ? NULL : malloc(size < (8u << 20) ? size : (8u << 20));
+	if (!rc && size && !buf)
 		rc = -ENOMEM;
 	uint32_t c = 0;
 	for (uint64_t off = 0; !rc && off < size;) {
@@ -127,32 +178,25 @@ static int recover(const char *area, const char *dir, const char *name, uint64_t
 	if (out >= 0 && close(out) < 0 && !rc)
 		rc = -errno;
 	close(in);
-	if (!rc && rename(tmp, dst) < 0)
+	if (!rc && renameat(pdir, tmp, pdir, base) < 0)
 		rc = -errno;
-	if (!rc) {
-		int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd < 0 || fsync(dfd) < 0)
-			rc = -errno;
-		if (dfd >= 0)
-			close(dfd);
-	}
+	if (!rc && fsync(pdir) < 0)
+		rc = -errno;
 	if (rc && out >= 0)
-		unlink(tmp);
+		unlinkat(pdir, tmp, 0);
+	if (pdir >= 0)
+		close(pdir);
 	return rc;
 }
 
 void ds_outputs_status_line(const char *jobdir, const char *name)
 {
-	char p[PATH_MAX], text[1 << 16], v[6][PATH_MAX];
+	char p[PATH_MAX], v[6][PATH_MAX], *text;
 	snprintf(p, sizeof(p), "%s/%s/" DS_OUT_STATUS, jobdir, name);
-	int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	if (ds__out_read_text(p, &text) <= 0) {
+		free(text);
 		return;
-	ssize_t n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	text[n] = 0;
+	}
 	printf("node %s outputs: %s being written; drain to '%s': pending %s files (%s bytes), drained "
 	       "%s files, last '%s'",
 	       name, kv(text, "writing", v[0], PATH_MAX), kv(text, "drain_to", v[1], PATH_MAX),
@@ -161,6 +205,7 @@ void ds_outputs_status_line(const char *jobdir, const char *name)
 	if (atoi(kv(text, "failed", v[0], PATH_MAX)))
 		printf(", %s FAILED", v[0]);
 	printf("\n");
+	free(text);
 }
 
 void ds_outputs_clean(const char *jobdir)
@@ -222,7 +267,7 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 		uint64_t k;
 		if (ds_parse_u64(de->d_name, &k))
 			continue;
-		char p[PATH_MAX], text[1 << 16], v[PATH_MAX], dir[PATH_MAX];
+		char p[PATH_MAX], v[PATH_MAX], dir[PATH_MAX], *text = NULL;
 		/* a recovery holds the node directory: several `dstage drain
 		 * --wait` at once (one per node, the stores on a file system
 		 * they share) recover each output once, and the next one reads
@@ -235,16 +280,18 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 				;
 		}
 		snprintf(p, sizeof(p), "%s/%s/" DS_OUT_STATUS, jobdir, de->d_name);
-		int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
-		if (fd >= 0)
-			close(fd);
+		ssize_t n = ds__out_read_text(p, &text);
+		if (n < 0 && n != -ENOENT) {
+			/* a status that cannot be read may list outputs: say so */
+			ds_error("node %s: '%s': %s", de->d_name, p, ds_strerror((int)n));
+			bad = 1;
+		}
 		if (n <= 0) {
+			free(text);
 			if (lk >= 0)
 				close(lk);
 			continue;
 		}
-		text[n] = 0;
 		kv(text, "drain_to", dir, sizeof(dir));
 		if (print)
 			printf("node %s: pending %s files, %s bytes; drained %s files, %s bytes; last "
@@ -262,7 +309,26 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 		}
 		char area[PATH_MAX];
 		kv(text, "area", area, sizeof(area));
+		/* the drain directory, by descriptor for the whole recovery */
+		int dfd = cleanup && dir[0] ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+		int dfd_err = dfd < 0 ? (dir[0] ? -errno : -EINVAL) : 0;
+		/* the output area too (it may be in a shared --outputs-to DIR):
+		 * ours and private, checked on the descriptor it is read from */
+		int afd = cleanup && area[0]
+		                  ? open(area, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+		                  : -1;
+		struct stat ast;
+		if (afd >= 0 &&
+		    (fstat(afd, &ast) < 0 || ast.st_uid != geteuid() || (ast.st_mode & 077))) {
+			close(afd);
+			afd = -1;
+			errno = EPERM;
+		}
+		if (afd < 0 && !dfd_err)
+			dfd_err = area[0] ? -errno : -EINVAL;
 		int any = 0, lost = 0;
+		/* what is left to recover: the lines of the outputs not recovered */
+		struct ds_buf left = {0};
 		for (const char *q = text; (q = strstr(q, "undrained=")); q++) {
 			if (q != text && q[-1] != '\n')
 				continue;
@@ -270,47 +336,82 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 			unsigned crc = 0;
 			int off = 0;
 			char name[PATH_MAX], cs[9];
-			if (sscanf(q + 10, "%llu %8s %n", &size, cs, &off) < 2 || !off)
+			size_t ll = strcspn(q, "\n");
+			any = 1;
+			if (sscanf(q + 10, "%llu %8s %n", &size, cs, &off) < 2 || !off) {
+				/* never skipped in silence: named, and kept */
+				ds_error("node %s: '%.*s': a status line that cannot be read",
+				         de->d_name, (int)(ll < 200 ? ll : 200), q);
+				ds_buf_add(&left, q, ll);
+				ds_buf_add(&left, "\n", 1);
+				bad = lost = 1;
 				continue;
+			}
 			/* "--------": the service died before it summed the file
 			 * (just after its close): copied without the check */
 			int have_crc = strcmp(cs, "--------") != 0;
+			size_t nl = strcspn(q + 10 + off, "\n");
+			int rc = 0;
 			if (have_crc && sscanf(cs, "%x", &crc) != 1)
-				continue;
-			int nl = (int)strcspn(q + 10 + off, "\n");
-			snprintf(name, sizeof(name), "%.*s", nl, q + 10 + off);
-			any = 1;
+				rc = -DS_EFORMAT;
+			if (nl >= sizeof(name))
+				rc = -ENAMETOOLONG; /* never a name cut short */
+			snprintf(name, sizeof(name), "%.*s", (int)(nl < sizeof(name) ? nl : 0),
+			         q + 10 + off);
 			/* the service is gone, its bytes are here: copy them now */
-			int rc = cleanup ? recover(area, dir, name, size, have_crc, crc) : -EAGAIN;
+			if (!rc)
+				rc = !cleanup ? -EAGAIN
+				     : dfd < 0 || afd < 0
+				             ? dfd_err
+				             : recover(afd, dfd, name, size, have_crc, crc);
 			if (!rc) {
 				ds_warn("node %s: '%s': recovered from the node's output area into '%s' (the "
 				        "service had not drained it)",
 				        de->d_name, name, dir);
 				continue;
 			}
-			ds_error("node %s: '%s': closed but not drained to '%s'%s%s", de->d_name, name, dir,
+			ds_error("node %s: '%.*s': closed but not drained to '%s'%s%s", de->d_name,
+			         (int)(nl < 1024 ? nl : 1024), q + 10 + off, dir,
 			         rc == -EAGAIN ? "" : ": ", rc == -EAGAIN ? "" : ds_strerror(rc));
+			ds_buf_add(&left, q, ll);
+			ds_buf_add(&left, "\n", 1);
 			bad = lost = 1;
 		}
+		if (dfd >= 0)
+			close(dfd);
+		if (afd >= 0)
+			close(afd);
 		int failed = atoi(kv(text, "failed", v, sizeof(v)));
 		if (!any && failed > 0) {
 			ds_error("node %s: %s drain operation(s) to '%s' failed", de->d_name, v, dir);
 			bad = lost = 1;
 		}
-		if (cleanup && (any || failed) && !lost) {
-			/* all recovered: the status says so (a new service may start) */
+		if (cleanup && any) {
+			/* the status says what is left: the outputs not recovered
+			 * (a new service refuses to start, and wipes nothing, while
+			 * one is listed), or recovered=1 */
 			struct ds_buf b = {0};
 			for (const char *l = text; *l;) {
 				size_t ll = strcspn(l, "\n");
 				if (strncmp(l, "undrained=", 10) && strncmp(l, "failed=", 7) &&
-				    strncmp(l, "draining_tmp=", 13) && strncmp(l, "pending_", 8))
+				    strncmp(l, "draining_tmp=", 13) && strncmp(l, "pending_", 8) &&
+				    strncmp(l, "recovered=", 10))
 					ds_buf_add(&b, l, ll + (l[ll] == '\n'));
 				l += ll + (l[ll] == '\n');
 			}
-			ds_buf_add(&b, "recovered=1\n", 12);
-			ds_write_file_atomic(p, b.data, b.len, 0600);
+			if (left.len)
+				ds_buf_add(&b, left.data, left.len);
+			else
+				ds_buf_add(&b, "recovered=1\n", 12);
+			int wrc = ds_write_file_atomic(p, b.data, b.len, 0600);
+			if (wrc) {
+				ds_error("node %s: '%s': %s", de->d_name, p, ds_strerror(wrc));
+				bad = 1;
+			}
 			ds_buf_release(&b);
 		}
+		ds_buf_release(&left);
+		free(text);
 		if (lk >= 0)
 			close(lk); /* and its lock */
 	}

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct ds__out;
 struct ds__drain;
@@ -43,7 +44,7 @@ int ds__out_pfmt(char *buf, size_t n, const char *fmt, ...) __attribute__((forma
 
 /* outputs.c, for drain.c (the state's mutex is held where it says so) */
 pthread_mutex_t *ds__out_mutex(struct ds__out *o);
-const char *ds__out_ns(struct ds__out *o);
+int ds__out_nsfd(struct ds__out *o); /* AREA/ns, by descriptor */
 uint32_t ds__out_node(struct ds__out *o);
 struct ds__orec *ds__out_find(struct ds__out *o, const char *path);
 /* the output published by change seq, whatever its name now (outrepl.c) */
@@ -62,7 +63,7 @@ void ds__out_status_write(struct ds__out *o);
 void ds__out_status_write_held(struct ds__out *o);
 /* outrepl.c's state, and the area's directory of files in flight */
 struct ds__orepl *ds__out_repl(struct ds__out *o);
-const char *ds__out_wdir(struct ds__out *o);
+int ds__out_wfd(struct ds__out *o); /* AREA/w, by descriptor */
 
 /* drain.c: copies of the held outputs to --drain-to, oldest first, each
  * durable (temporary name, fsync, rename, fsync of the directory) before it
@@ -84,5 +85,13 @@ void ds__drain_status(struct ds__drain *d, struct ds_buf *b);
 /* Stop the thread (mutex not held); report and count what is not drained. */
 int ds__drain_end(struct ds__drain *d);
 void ds__drain_free(struct ds__drain *d);
+/* The directory of rel (relative to the drain directory dfd) by descriptor,
+ * component by component with O_NOFOLLOW, made (and made durable) when
+ * missing with create; the descriptor or -errno, *base rel's last name. */
+int ds__drain_dirat(int dfd, const char *rel, int create, const char **base);
+/* Read a whole store file (outputs.status: one line per output, any
+ * number of them): its length with *text (malloc'd, NUL-terminated), or
+ * -errno (-ENOENT: none). */
+ssize_t ds__out_read_text(const char *path, char **text);
 
 #endif

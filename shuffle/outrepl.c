@@ -366,9 +366,10 @@ static void hdr_in(struct ds__orepl *rp, const struct rmsg *h, int src)
 	x->crc = h->crc;
 	x->src = src;
 	x->xfer = h->xfer;
-	pfmt(x->tmp, sizeof(x->tmp), "%s/r.%016llx", ds__out_wdir(rp->o),
-	     (unsigned long long)h->token);
-	x->fd = open(x->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	/* AREA/w by descriptor, as everything in the area (outputs.c) */
+	pfmt(x->tmp, sizeof(x->tmp), "r.%016llx", (unsigned long long)h->token);
+	x->fd = openat(ds__out_wfd(rp->o), x->tmp,
+	               O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	int rc = x->fd < 0 ? -errno : 0;
 	if (!rc && ds_fault("outputs.replica", (int)s->node))
 		rc = -EIO; /* tests: a replica that cannot keep its copy */
@@ -391,7 +392,7 @@ static void hdr_in(struct ds__orepl *rp, const struct rmsg *h, int src)
 			         MPI_STATUS_IGNORE);
 		free(junk);
 		if (x->fd >= 0)
-			unlink(x->tmp);
+			unlinkat(ds__out_wfd(rp->o), x->tmp, 0);
 		in_free(x);
 		ack_out(rp, src, h->token, rc);
 		return;
@@ -429,7 +430,7 @@ static void ins_test(struct ds__orepl *rp)
 		if (rc) {
 			ds_error("node %u: a replica from node rank %d: %s", rp->s->node, x->src,
 			         ds_strerror(rc));
-			unlink(x->tmp);
+			unlinkat(ds__out_wfd(rp->o), x->tmp, 0);
 		} else {
 			struct rcopy *k = ds_xcalloc(1, sizeof(*k));
 			k->token = x->token;
@@ -461,14 +462,16 @@ int ds__repl_take(struct ds__orepl *rp, uint64_t token, const char *dst, uint32_
 		return -ENOENT;
 	struct timespec ts[2] = {{mtime_ns / 1000000000ll, mtime_ns % 1000000000ll},
 	                         {mtime_ns / 1000000000ll, mtime_ns % 1000000000ll}};
-	int rc = 0, fd = open(k->tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* dst: a name relative to AREA/ns (outputs.c's nspath) */
+	int wfd = ds__out_wfd(rp->o);
+	int rc = 0, fd = openat(wfd, k->tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 || fchmod(fd, mode & 07777) < 0 || futimens(fd, ts) < 0 ||
-	    rename(k->tmp, dst) < 0)
+	    renameat(wfd, k->tmp, ds__out_nsfd(rp->o), dst) < 0)
 		rc = -errno;
 	if (fd >= 0)
 		close(fd);
 	if (rc)
-		unlink(k->tmp);
+		unlinkat(wfd, k->tmp, 0);
 	free(k);
 	return rc;
 }
@@ -535,7 +538,7 @@ void ds__repl_poll(struct ds__orepl *rp)
 		case R_DROP: {
 			struct rcopy *k = copy_take(rp, m->token);
 			if (k)
-				unlink(k->tmp);
+				unlinkat(ds__out_wfd(rp->o), k->tmp, 0);
 			free(k);
 			break;
 		}
