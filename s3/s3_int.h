@@ -16,6 +16,9 @@ struct ds_s3 {
 	int path_style;
 	char sigv4[96];
 	double retry_secs, backoff_max, timeout;
+	double min_rate;          /* bytes/s: an attempt gets timeout + bytes / min_rate */
+	int cleanup;              /* requests started now run after SIGINT/SIGTERM */
+	int said_stop;            /* "interrupted" was said once */
 	CURLM *multi;
 	struct ds_s3_get *active; /* started, not yet waited for */
 	unsigned nactive;
