@@ -25,7 +25,7 @@
  * continuation token or keys repeat is refused (-EPROTO).  After SIGINT or
  * SIGTERM (ds_stop_signal, dscommon.h) every request fails at once with
  * -EINTR, except cleanup requests (ds_s3_cleanup, a multipart abort),
- * which get one attempt.
+ * which get one attempt each, all within DSTAGE_S3_RETRY_SECS of it.
  *
  * Every function returns 0 or a negative errno and logs its own message
  * (ds_error) when it fails. */

@@ -553,6 +553,19 @@ static void interrupted(struct ds_s3 *s3, struct ds_s3_get *g)
 	g->rc = -EINTR;
 }
 
+/* Asked to stop, and g may not run on: not cleanup, or cleanup past the
+ * DSTAGE_S3_RETRY_SECS it gets after the signal (a dead store must not turn
+ * the deletion of many partitions into hours). */
+static int must_stop(struct ds_s3 *s3, const struct ds_s3_get *g)
+{
+	if (!ds_stop_signal())
+		return 0;
+	double now = ds_now();
+	if (!s3->stop_at)
+		s3->stop_at = now;
+	return !g->cleanup || now > s3->stop_at + s3->retry_secs;
+}
+
 void ds_s3_start(struct ds_s3 *s3, struct ds_s3_get *g)
 {
 	double now = ds_now();
@@ -564,7 +577,7 @@ void ds_s3_start(struct ds_s3 *s3, struct ds_s3_get *g)
 	g->next = s3->active;
 	s3->active = g;
 	s3->nactive++;
-	if (ds_stop_signal() && !g->cleanup)
+	if (must_stop(s3, g))
 		interrupted(s3, g);
 	else
 		launch(s3, g);
@@ -647,7 +660,7 @@ static int retry(struct ds_s3 *s3, struct ds_s3_get *g, const char *why)
 		d = s3->backoff_max;
 	d = d / 2 + (d / 2) * (double)(rnd(s3) >> 11) / (double)(1ull << 53);
 	g->attempt++;
-	if (ds_stop_signal() && !g->cleanup) {
+	if (must_stop(s3, g)) {
 		interrupted(s3, g);
 		return 0;
 	}
@@ -805,11 +818,10 @@ static uint64_t attempt_bytes(const struct ds_s3_get *g)
  * the cleanup requests. */
 static void police(struct ds_s3 *s3, double dt)
 {
-	int stop = ds_stop_signal() != 0;
 	for (struct ds_s3_get *r = s3->active; r; r = r->next) {
 		if (r->state == ST_DONE)
 			continue;
-		if (stop && !r->cleanup) {
+		if (must_stop(s3, r)) {
 			interrupted(s3, r);
 			continue;
 		}
@@ -861,9 +873,12 @@ int ds_s3_wait(struct ds_s3 *s3, struct ds_s3_get *g)
 		curl_multi_poll(s3->multi, NULL, 0, ms, NULL);
 	}
 	unlink_req(s3, g);
-	if (g->rc == -EINTR && !s3->said_stop) {
-		s3->said_stop = 1;
-		fail_msg(s3, g, ds_stop_why(), -EINTR);
+	int *said = g->cleanup ? &s3->said_late : &s3->said_stop;
+	if (g->rc == -EINTR && !*said) {
+		*said = 1;
+		fail_msg(s3, g, g->cleanup ? "cleanup after the signal ran out of time "
+		                             "(DSTAGE_S3_RETRY_SECS): left in the bucket"
+		                           : ds_stop_why(), -EINTR);
 	}
 	return g->rc;
 }

@@ -111,6 +111,14 @@ test_expect_success 'pack to a bucket: SIGTERM during a multipart upload; no key
 	! ls "$TMPDIR"/dstage-* 2>/dev/null
 '
 
+test_expect_success 'a dead store does not hold the cleanup after the signal past its budget' '
+	interrupt "^PUT .*partNumber=2|^DELETE " TERM cmd env DSTAGE_S3_PART_SIZE=5MiB \
+		DSTAGE_S3_RETRY_SECS=3 "$DSTAGE" pack -p 1 src s3://data/dead; rc=$?
+	echo "exit $rc"; cat int.err && test $rc = 1 &&
+	test_grep "s3://data/dead/part-00000.h5.: interrupted by SIGTERM" int.err &&
+	test_grep "s3://data/dead/part-00000.h5.: cleanup after the signal ran out of time" int.err
+'
+
 test_expect_success 'stage: SIGINT to every rank during ranged GETs, exit 1, no store' '
 	interrupt "^GET /data/pk/part-00001" INT ranks mpiexec.mpich -n 2 "$DSTAGE" stage s3://data/pk \
 		--to "$SHM" --node-per-rank --job si; rc=$?; echo "exit $rc"; cat int.err && test $rc = 1 &&
