@@ -803,6 +803,8 @@ static void drain_messages(struct ds_s3 *s3)
 static uint64_t attempt_bytes(const struct ds_s3_get *g)
 {
 	uint64_t n = g->got;
+	if (g->method && !strcmp(g->method, "HEAD"))
+		return 0; /* its Content-Length is the object's, never sent */
 	if (!g->method && g->len != DS_S3_WHOLE) {
 		if (g->len > n)
 			n = g->len;
