@@ -54,7 +54,7 @@ test_expect_success 'from a bucket to a bucket, then staged from it' '
 
 test_expect_code 1 'a prefix that is not empty is refused without --force' '
 	"$DSTAGE" pack -q src s3://data/pk 2>err; rc=$?; cat err &&
-	test_grep "s3://data/pk.: not empty (--force replaces a pack in it)" err && exit $rc || exit 99
+	test_grep "s3://data/pk.: not empty (--force replaces a pack in it)" err && exit $rc
 '
 
 test_expect_success '--force replaces the pack; surplus partitions and nothing else go' '
@@ -71,12 +71,12 @@ test_expect_code 1 'an upload failing on rank 1: exit 1, nothing in the bucket o
 	rc=$?; cat err &&
 	test_grep "s3://data/pk3.: pack failed, nothing written" err &&
 	"$S3TOOL" ls s3://data/pk3 >l && test_cmp /dev/null l &&
-	! ls -d "$TMPDIR"/dstage-* 2>/dev/null && exit $rc || exit 99
+	! ls -d "$TMPDIR"/dstage-* 2>/dev/null && exit $rc
 '
 
 test_expect_code 1 'a missing bucket for OUT: exit 1, named' '
 	"$DSTAGE" pack -q src s3://nosuchbucket/pk 2>err; rc=$?; cat err &&
-	test_grep "s3://nosuchbucket.: no such bucket" err && exit $rc || exit 99
+	test_grep "s3://nosuchbucket.: no such bucket" err && exit $rc
 '
 
 test_done
