@@ -123,6 +123,16 @@ int ds_mkdir_p(const char *path, mode_t mode);
 /* rm -rf, not following symlinks, not crossing devices. 0 or -errno. */
 int ds_rm_rf(const char *path);
 
+/* ---- stopping on SIGINT / SIGTERM (common/stop.c) ---------------------- */
+/* Catch SIGINT and SIGTERM: the handler records the signal and nothing
+ * else; long loops (pack, stage, the S3 client) poll ds_stop_signal() and
+ * end their step with -EINTR, which fails it as any error does. */
+void ds_stop_on_signals(void);
+/* 0, or the signal that asked to stop. */
+int ds_stop_signal(void);
+/* "interrupted by SIGINT" (or SIGTERM): the reason in messages. */
+const char *ds_stop_why(void);
+
 /* ---- fault injection (tests) -------------------------------------------- */
 /* DSTAGE_FAULT=POINT[:rank=N][:action=error|kill|exit],...: returns -EIO
  * when an error is injected at `point` on `rank` (see common/fault.c). */

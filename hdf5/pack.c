@@ -160,14 +160,6 @@ static void comm_gather_results(const struct comm *c, struct ds__result *res, ui
 }
 
 /* ---- progress ----------------------------------------------------------- */
-volatile sig_atomic_t ds__pack_interrupted;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	ds__pack_interrupted = 1;
-}
-
 void ds__progress_tick(struct ds__progress *pr)
 {
 	if (!pr->interval)
@@ -572,8 +564,10 @@ static int commit(struct job *j)
 /* On failure, rank 0 removes what this run made. */
 static void remove_output(struct job *j)
 {
-	if (j->os3 && j->uploaded)
+	if (j->os3 && j->uploaded) {
+		ds_s3_cleanup(j->os3, 1); /* after SIGINT/SIGTERM too */
 		ds__s3out_remove_parts(j->os3, j->obucket, j->oprefix, 0, j->plan.nparts);
+	}
 	if (j->tmp[0])
 		ds_rm_rf(j->tmp);
 	if (j->made_out)
@@ -675,8 +669,7 @@ int ds_cmd_pack(int argc, char **argv)
 		ds_log_set_prefix(prefix);
 	}
 	ds__h5_quiet();
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
+	ds_stop_on_signals();
 	j.start = ds_now();
 	rc = run(&j);
 	if (rc && j.c.rank == 0)

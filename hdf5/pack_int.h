@@ -362,8 +362,9 @@ struct ds__progress {
 	const char *label;              /* "" or "rank 0's share: " */
 };
 void ds__progress_tick(struct ds__progress *pr);
-/* Set by SIGINT/SIGTERM: the writer stops after the chunk it is on. */
-extern volatile sig_atomic_t ds__pack_interrupted;
+/* SIGINT/SIGTERM (ds_stop_signal, common/stop.c): the scan stops at the
+ * next directory, the writer after the chunk it is on, the S3 client at
+ * once. */
 
 struct ds__write_opts {
 	int srcfd;             /* -1 when the source is s3:// */

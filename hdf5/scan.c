@@ -268,6 +268,8 @@ static int walk_dir(struct scan *s, int dfd, const struct stat *st)
 	struct ds_buf names = {0};
 	int rc = read_names(s, dfd, &names);
 	size_t len = s->len;
+	if (!rc && ds_stop_signal())
+		rc = fail(s, -EINTR, ds_stop_why()); /* a walk of millions of names stops too */
 	for (size_t off = 0; !rc && off < names.len; off += strlen(names.data + off) + 1) {
 		const char *name = names.data + off;
 		if (!(rc = push_name(s, name)))
@@ -347,6 +349,11 @@ static int scan_list(struct scan *s)
 	for (unsigned long lineno = 1; !rc && (n = getline(&line, &cap, f)) >= 0; lineno++) {
 		size_t len = tidy_line(line, (size_t)n);
 		const char *why;
+		if (ds_stop_signal()) {
+			ds_error("'%s': %s", file, ds_stop_why());
+			rc = -EINTR;
+			break;
+		}
 		if (!len)
 			continue;
 		if (len >= PATH_MAX || ds_name_check(line, len, &why) ||

@@ -204,8 +204,8 @@ static int read_span(const struct wpart *w, const struct ds__pentry *e, int fd, 
 		char *p;
 		size_t avail;
 		uint64_t want = to - from < CHUNK ? to - from : CHUNK;
-		if (ds__pack_interrupted)
-			return file_fail(w, e, -EINTR, "interrupted");
+		if (ds_stop_signal())
+			return file_fail(w, e, -EINTR, ds_stop_why());
 		int rc = f->space(f->ctx, (size_t)want, &p, &avail);
 		if (rc)
 			return rc;
@@ -648,8 +648,8 @@ static int pack_files(struct wpart *w, struct ds__result *res)
 	const struct ds__ppart *p = &pl->parts[w->part];
 	for (uint32_t i = 0; i < p->nfiles; i++) {
 		const struct ds__pentry *e = &pl->tree.e[pl->files[p->first + i]];
-		if (ds__pack_interrupted)
-			return part_fail(w, -EINTR, "interrupted");
+		if (ds_stop_signal())
+			return part_fail(w, -EINTR, ds_stop_why());
 		int rc = pack_file(w, e, &res[p->first + i]);
 		if (rc)
 			return rc;

@@ -18,6 +18,15 @@
  * 404, a wrong region and the other 4xx fail at once with a message naming
  * s3://BUCKET/KEY and S3's error code.
  *
+ * Bounds: every attempt of a request ends within DSTAGE_S3_TIMEOUT (30 s)
+ * plus its bytes (sent and received, as far as known) over
+ * DSTAGE_S3_MIN_RATE (64 KiB/s), counting only the time the client drives
+ * it; past that it is cut and retried as a stalled one.  A listing whose
+ * continuation token or keys repeat is refused (-EPROTO).  After SIGINT or
+ * SIGTERM (ds_stop_signal, dscommon.h) every request fails at once with
+ * -EINTR, except cleanup requests (ds_s3_cleanup, a multipart abort),
+ * which get one attempt each, all within DSTAGE_S3_RETRY_SECS of it.
+ *
  * Every function returns 0 or a negative errno and logs its own message
  * (ds_error) when it fails. */
 #ifndef DSS3_H
@@ -83,10 +92,13 @@ struct ds_s3_get {
 	const char *content_type;
 	const char *what;   /* key to name in messages, when key is NULL (listings) */
 	int quiet_404;
+	int cleanup;        /* undoing a failed step: runs after SIGINT/SIGTERM (no retries then) */
+	uint64_t max_body;  /* when set: a longer answer is refused (listings, XML replies) */
 	char region_hdr[64];
 	int state;
 	unsigned attempt;
 	double due, deadline;
+	double busy;        /* seconds this attempt has been driven (ds_s3_wait) */
 	long http;
 	void *easy;
 	void *hdrs;
@@ -101,6 +113,10 @@ void ds_s3_start(struct ds_s3 *s3, struct ds_s3_get *g);
 int ds_s3_wait(struct ds_s3 *s3, struct ds_s3_get *g);
 /* Requests started and not yet waited for. */
 unsigned ds_s3_inflight(const struct ds_s3 *s3);
+/* From now on (on != 0) requests are cleanup: they remove what a failed or
+ * interrupted step wrote, so they run after SIGINT/SIGTERM too (one
+ * attempt each, bounded as any). */
+void ds_s3_cleanup(struct ds_s3 *s3, int on);
 /* Abandon every request in flight (after a failure). */
 void ds_s3_cancel_all(struct ds_s3 *s3);
 /* One blocking GET into a malloc'd buffer (*buf, *len). */

@@ -6,7 +6,13 @@
  * is attached to curl when started; when curl says it is done, finish()
  * decides: success, a retry after a backoff (5xx, a cut connection, a short
  * body), or a failure with a message.  A request waiting for its backoff is
- * launched again by the next ds_s3_wait call that finds it due. */
+ * launched again by the next ds_s3_wait call that finds it due.
+ *
+ * Nothing waits forever (docs/s3.md, Faults): curl cuts a connection that
+ * does not open or carries no byte for `timeout` seconds; ds_s3_wait cuts
+ * an attempt that has been driven longer than timeout + bytes / min_rate
+ * (a body that trickles), and ends every request with -EINTR once SIGINT or
+ * SIGTERM came (ds_stop_signal), cleanup requests excepted. */
 #include "s3_int.h"
 
 #include <ctype.h>
@@ -23,6 +29,8 @@
 enum { ST_IDLE = 0, ST_RUNNING, ST_BACKOFF, ST_DONE };
 
 #define ERR_BODY_MAX (64u << 10) /* error documents kept for their <Code> */
+/* A page of 1000 keys of at most 1024 bytes each is about 1.5 MB */
+#define LIST_BODY_MAX (16u << 20)
 
 /* ---- URLs ----------------------------------------------------------------- */
 int ds_s3_is_url(const char *s)
@@ -140,6 +148,14 @@ static double env_double(const char *name, double def)
 	return v && *v && !ds_parse_double(v, &d) && d >= 0 ? d : def;
 }
 
+/* A rate in bytes/s ("64KiB", "1MiB", "4096"); at least 1. */
+static double env_rate(const char *name, double def)
+{
+	const char *v = getenv(name);
+	uint64_t n;
+	return v && *v && !ds_parse_size(v, &n) && n >= 1 ? (double)n : def;
+}
+
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init_once(void)
 {
@@ -227,6 +243,7 @@ struct ds_s3 *ds_s3_new(void)
 	s3->retry_secs = env_double("DSTAGE_S3_RETRY_SECS", 60);
 	s3->backoff_max = env_double("DSTAGE_S3_BACKOFF_MAX", 5);
 	s3->timeout = env_double("DSTAGE_S3_TIMEOUT", 30);
+	s3->min_rate = env_rate("DSTAGE_S3_MIN_RATE", 64 << 10);
 	s3->multi = curl_multi_init();
 	if (!s3->multi) {
 		ds_error("cannot start libcurl");
@@ -350,6 +367,9 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ctx)
 			n = ERR_BODY_MAX - (size_t)g->got;
 	} else if (g->len != DS_S3_WHOLE && g->got + n > g->len) {
 		g->rc = -DS_ECORRUPT; /* more than asked for */
+		return 0;
+	} else if (g->max_body && g->got + n > g->max_body) {
+		g->rc = -EFBIG; /* a listing or an XML reply never this long */
 		return 0;
 	}
 	if (g->got + n + 1 > g->cap) {
@@ -480,6 +500,7 @@ static void launch(struct ds_s3 *s3, struct ds_s3_get *g)
 		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, g->method);
 	}
 	g->got = 0;
+	g->busy = 0;
 	g->http = 0;
 	g->total = 0;
 	g->resp_etag[0] = '\0';
@@ -521,6 +542,30 @@ static void unlink_req(struct ds_s3 *s3, struct ds_s3_get *g)
 	g->next = NULL;
 }
 
+static int fail_msg(struct ds_s3 *s3, struct ds_s3_get *g, const char *why, int rc);
+
+/* After SIGINT/SIGTERM: g ends with -EINTR (ds_s3_wait says so once per
+ * client, naming the request waited for). */
+static void interrupted(struct ds_s3 *s3, struct ds_s3_get *g)
+{
+	detach(s3, g);
+	g->state = ST_DONE;
+	g->rc = -EINTR;
+}
+
+/* Asked to stop, and g may not run on: not cleanup, or cleanup past the
+ * DSTAGE_S3_RETRY_SECS it gets after the signal (a dead store must not turn
+ * the deletion of many partitions into hours). */
+static int must_stop(struct ds_s3 *s3, const struct ds_s3_get *g)
+{
+	if (!ds_stop_signal())
+		return 0;
+	double now = ds_now();
+	if (!s3->stop_at)
+		s3->stop_at = now;
+	return !g->cleanup || now > s3->stop_at + s3->retry_secs;
+}
+
 void ds_s3_start(struct ds_s3 *s3, struct ds_s3_get *g)
 {
 	double now = ds_now();
@@ -528,10 +573,19 @@ void ds_s3_start(struct ds_s3 *s3, struct ds_s3_get *g)
 	g->deadline = now + s3->retry_secs;
 	g->due = now;
 	g->rc = 0;
+	g->cleanup |= s3->cleanup;
 	g->next = s3->active;
 	s3->active = g;
 	s3->nactive++;
-	launch(s3, g);
+	if (must_stop(s3, g))
+		interrupted(s3, g);
+	else
+		launch(s3, g);
+}
+
+void ds_s3_cleanup(struct ds_s3 *s3, int on)
+{
+	s3->cleanup = on;
 }
 
 /* The <Code> of an S3 error document. */
@@ -606,7 +660,11 @@ static int retry(struct ds_s3 *s3, struct ds_s3_get *g, const char *why)
 		d = s3->backoff_max;
 	d = d / 2 + (d / 2) * (double)(rnd(s3) >> 11) / (double)(1ull << 53);
 	g->attempt++;
-	if (now + d > g->deadline || g->attempt > 30) {
+	if (must_stop(s3, g)) {
+		interrupted(s3, g);
+		return 0;
+	}
+	if (now + d > g->deadline || g->attempt > 30 || ds_stop_signal()) {
 		char msg[400];
 		snprintf(msg, sizeof(msg), "%s; gave up after %u attempts in %.0f s", why, g->attempt,
 		         s3->retry_secs);
@@ -651,6 +709,13 @@ static void finish(struct ds_s3 *s3, struct ds_s3_get *g, CURLcode cc)
 	g->state = ST_DONE;
 	if (!g->method && g->http >= 200 && g->http < 300)
 		s3->st.bytes += g->got; /* what came, retried answers included */
+	if (cc == CURLE_WRITE_ERROR && g->rc == -EFBIG) {
+		char why[96];
+		snprintf(why, sizeof(why), "answer longer than %llu bytes: not S3",
+		         (unsigned long long)g->max_body);
+		g->rc = fail_msg(s3, g, why, -EPROTO);
+		return;
+	}
 	if (cc == CURLE_WRITE_ERROR && g->rc == -DS_ECORRUPT) {
 		g->rc = 0;
 		if (retry(s3, g, "server sent more bytes than asked for"))
@@ -732,10 +797,64 @@ static void drain_messages(struct ds_s3 *s3)
 		}
 }
 
+/* The bytes an attempt moves, as far as known: what it asked for (a
+ * range), what the answer says (Content-Length, capped by max_body) or what
+ * came so far; and its upload. */
+static uint64_t attempt_bytes(const struct ds_s3_get *g)
+{
+	uint64_t n = g->got;
+	if (g->method && !strcmp(g->method, "HEAD"))
+		return 0; /* its Content-Length is the object's, never sent */
+	if (!g->method && g->len != DS_S3_WHOLE) {
+		if (g->len > n)
+			n = g->len;
+	} else if (g->total > n) {
+		n = g->max_body && g->total > g->max_body ? g->max_body : g->total;
+	}
+	return n + g->body_len;
+}
+
+/* Every running attempt was driven dt seconds more: cut those that had
+ * timeout + bytes / min_rate (a trickle, a server that never ends); they
+ * are retried as a stalled transfer is.  After SIGINT/SIGTERM, end all but
+ * the cleanup requests. */
+static void police(struct ds_s3 *s3, double dt)
+{
+	for (struct ds_s3_get *r = s3->active; r; r = r->next) {
+		if (r->state == ST_DONE)
+			continue;
+		if (must_stop(s3, r)) {
+			interrupted(s3, r);
+			continue;
+		}
+		if (r->state != ST_RUNNING)
+			continue;
+		r->busy += dt;
+		uint64_t bytes = attempt_bytes(r);
+		double limit = s3->timeout + (double)bytes / s3->min_rate;
+		if (r->busy <= limit)
+			continue;
+		char why[200], a[32], b[32], c[32];
+		snprintf(why, sizeof(why), "too slow: %s of %s in %.0f s (DSTAGE_S3_MIN_RATE %s/s)",
+		         ds_fmt_size(r->got + r->body_off, a, sizeof(a)), ds_fmt_size(bytes, b, sizeof(b)),
+		         r->busy, ds_fmt_size((uint64_t)s3->min_rate, c, sizeof(c)));
+		detach(s3, r);
+		r->state = ST_DONE;
+		retry(s3, r, why);
+	}
+}
+
 int ds_s3_wait(struct ds_s3 *s3, struct ds_s3_get *g)
 {
+	double prev = ds_now();
 	while (g->state != ST_DONE) {
 		double now = ds_now(), next = now + 1;
+		/* only the time spent here counts: a caller busy elsewhere (the
+		 * pack writer compressing) does not make a transfer slow */
+		police(s3, now - prev);
+		prev = now;
+		if (g->state == ST_DONE)
+			break;
 		for (struct ds_s3_get *r = s3->active; r; r = r->next)
 			if (r->state == ST_BACKOFF) {
 				if (r->due <= now)
@@ -756,6 +875,13 @@ int ds_s3_wait(struct ds_s3 *s3, struct ds_s3_get *g)
 		curl_multi_poll(s3->multi, NULL, 0, ms, NULL);
 	}
 	unlink_req(s3, g);
+	int *said = g->cleanup ? &s3->said_late : &s3->said_stop;
+	if (g->rc == -EINTR && !*said) {
+		*said = 1;
+		fail_msg(s3, g, g->cleanup ? "cleanup after the signal ran out of time "
+		                             "(DSTAGE_S3_RETRY_SECS): left in the bucket"
+		                           : ds_stop_why(), -EINTR);
+	}
 	return g->rc;
 }
 
@@ -902,6 +1028,55 @@ static void XMLCALL x_end(void *ud, const XML_Char *name)
 	x->depth--;
 }
 
+/* The strings one listing has seen (its keys, its continuation tokens):
+ * open addressing, FNV-1a.  Not owned. */
+struct strset {
+	const char **v;
+	size_t n, cap;
+};
+
+static uint64_t fnv1a(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return h;
+}
+
+/* 1 when s is new (now in the set), 0 when it was there. */
+static int strset_add(struct strset *t, const char *s)
+{
+	if (2 * (t->n + 1) > t->cap) {
+		struct strset u = {ds_xcalloc(t->cap ? 2 * t->cap : 1024, sizeof(char *)), 0,
+		                   t->cap ? 2 * t->cap : 1024};
+		for (size_t i = 0; i < t->cap; i++)
+			if (t->v[i])
+				strset_add(&u, t->v[i]);
+		free(t->v);
+		*t = u;
+	}
+	size_t m = t->cap - 1, i = (size_t)fnv1a(s) & m;
+	for (; t->v[i]; i = (i + 1) & m)
+		if (!strcmp(t->v[i], s))
+			return 0;
+	t->v[i] = s;
+	t->n++;
+	return 1;
+}
+
+/* A string from the server, fit for a message: no control bytes, cut at
+ * 120 bytes. */
+static const char *printable(const char *s, char *buf, size_t cap)
+{
+	size_t n = 0;
+	for (; *s && n + 4 < cap && n < 120; s++)
+		buf[n++] = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+	if (*s && n + 4 <= cap)
+		memcpy(buf + n, "...", 3), n += 3;
+	buf[n] = '\0';
+	return buf;
+}
+
 void ds_s3_objs_free(struct ds_s3_obj *objs, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -915,7 +1090,12 @@ int ds_s3_list(struct ds_s3 *s3, const char *bucket, const char *prefix, struct 
 	struct listx x;
 	memset(&x, 0, sizeof(x));
 	int rc = 0;
-	char name[1200];
+	char name[1200], q1[128], q2[128];
+	/* A listing must advance: a continuation token that comes back, or a
+	 * key listed twice, would loop for ever (a broken or hostile store). */
+	struct strset keys = {0}, tokens = {0};
+	char **tokv = NULL;
+	size_t ntok = 0, page = 0;
 	do {
 		/* query keys in sorted order: the SigV4 canonical form */
 		struct ds_buf q = {0};
@@ -928,7 +1108,10 @@ int ds_s3_list(struct ds_s3 *s3, const char *bucket, const char *prefix, struct 
 		ds__s3_escape(&q, prefix, 0);
 		ds_buf_add(&q, "", 1);
 		struct ds_s3_get g = {.bucket = bucket, .key = NULL, .method = "GET", .query = q.data,
-		                      .len = DS_S3_WHOLE, .expect = DS_S3_WHOLE, .what = prefix};
+		                      .len = DS_S3_WHOLE, .expect = DS_S3_WHOLE, .what = prefix,
+		                      .max_body = LIST_BODY_MAX};
+		size_t before = x.n;
+		page++;
 		rc = ds__s3_run(s3, &g);
 		ds_buf_release(&q);
 		if (rc) {
@@ -953,7 +1136,32 @@ int ds_s3_list(struct ds_s3 *s3, const char *bucket, const char *prefix, struct 
 			         ds_s3_name(bucket, prefix, name, sizeof(name)));
 			rc = -EPROTO;
 		}
+		for (size_t i = before; !rc && i < x.n; i++)
+			if (!strset_add(&keys, x.v[i].key)) {
+				ds_error("'%s': listing: key '%s' listed twice (page %zu, after continuation "
+				         "token '%s'): the listing does not advance",
+				         ds_s3_name(bucket, prefix, name, sizeof(name)),
+				         printable(x.v[i].key, q1, sizeof(q1)),
+				         page, ntok ? printable(tokv[ntok - 1], q2, sizeof(q2)) : "");
+				rc = -EPROTO;
+			}
+		if (!rc && x.truncated) {
+			tokv = ds_xrealloc(tokv, (ntok + 1) * sizeof(*tokv));
+			tokv[ntok++] = ds_xstrdup(x.token);
+			if (!strset_add(&tokens, tokv[ntok - 1])) {
+				ds_error("'%s': listing: continuation token '%s' came back (page %zu): the "
+				         "listing does not advance",
+				         ds_s3_name(bucket, prefix, name, sizeof(name)),
+				         printable(x.token, q1, sizeof(q1)), page);
+				rc = -EPROTO;
+			}
+		}
 	} while (!rc && x.truncated);
+	for (size_t i = 0; i < ntok; i++)
+		free(tokv[i]);
+	free(tokv);
+	free(keys.v);
+	free(tokens.v);
 	free(x.cur.key);
 	free(x.token);
 	ds_buf_release(&x.text);

@@ -16,6 +16,10 @@ struct ds_s3 {
 	int path_style;
 	char sigv4[96];
 	double retry_secs, backoff_max, timeout;
+	double min_rate;          /* bytes/s: an attempt gets timeout + bytes / min_rate */
+	int cleanup;              /* requests started now run after SIGINT/SIGTERM */
+	int said_stop, said_late; /* "interrupted", "cleanup ran out of time": said once */
+	double stop_at;           /* when the client first saw SIGINT/SIGTERM */
 	CURLM *multi;
 	struct ds_s3_get *active; /* started, not yet waited for */
 	unsigned nactive;

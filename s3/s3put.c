@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #define PARTS_IN_FLIGHT 4
+#define XML_REPLY_MAX (1u << 20) /* an UploadId or a completion: a few hundred bytes */
 
 static uint64_t part_size(void)
 {
@@ -53,7 +54,7 @@ static int multipart(struct ds_s3 *s3, const char *bucket, const char *key, cons
 	char name[1200];
 	ds_s3_name(bucket, key, name, sizeof(name));
 	struct ds_s3_get init = {.bucket = bucket, .key = key, .method = "POST", .query = "uploads=",
-	                         .len = DS_S3_WHOLE, .expect = DS_S3_WHOLE,
+	                         .len = DS_S3_WHOLE, .expect = DS_S3_WHOLE, .max_body = XML_REPLY_MAX,
 	                         .content_type = "application/octet-stream"};
 	int rc = ds__s3_run(s3, &init);
 	char *id = rc ? NULL : xml_field(init.buf ? init.buf : "", init.got, "UploadId");
@@ -132,7 +133,8 @@ static int multipart(struct ds_s3 *s3, const char *bucket, const char *key, cons
 		snprintf(q, sizeof(q), "uploadId=%s", idq.data);
 		struct ds_s3_get c = {.bucket = bucket, .key = key, .method = "POST", .query = q,
 		                      .body = x.data, .body_len = x.len, .len = DS_S3_WHOLE,
-		                      .expect = DS_S3_WHOLE, .content_type = "application/xml"};
+		                      .expect = DS_S3_WHOLE, .max_body = XML_REPLY_MAX,
+		                      .content_type = "application/xml"};
 		rc = ds__s3_run(s3, &c);
 		/* S3 may answer 200 with an error document */
 		if (!rc && c.buf && memmem(c.buf, c.got, "<Error>", 7)) {
@@ -145,8 +147,11 @@ static int multipart(struct ds_s3 *s3, const char *bucket, const char *key, cons
 	if (rc) {
 		char q[1200];
 		snprintf(q, sizeof(q), "uploadId=%s", idq.data);
+		/* a cleanup request: it runs after SIGINT/SIGTERM too, so no
+		 * upload's parts are left behind in the bucket */
 		struct ds_s3_get a = {.bucket = bucket, .key = key, .method = "DELETE", .query = q,
-		                      .len = DS_S3_WHOLE, .expect = DS_S3_WHOLE, .quiet_404 = 1};
+		                      .len = DS_S3_WHOLE, .expect = DS_S3_WHOLE, .quiet_404 = 1,
+		                      .cleanup = 1};
 		(void)ds__s3_run(s3, &a);
 		free(a.buf);
 	}

@@ -626,6 +626,8 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 		if (me == 0) {
 			if (!status && n) {
 				int rc = ds_fault("stage.read", x->rank);
+				if (!rc && !s3in && ds_stop_signal())
+					rc = -EINTR; /* the S3 client looks by itself */
 				if (!rc && s3in)
 					rc = ds__s3src_read(s3in, pos, data, n);
 				else if (!rc)
@@ -634,7 +636,9 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 					status = rc; /* the client said why, naming the key */
 				} else if (rc) {
 					ds_error("'%s': %s", part_path,
-					         rc == -EIO ? "truncated partition" : ds_strerror(rc));
+					         rc == -EIO     ? "truncated partition"
+					         : rc == -EINTR ? ds_stop_why()
+					                        : ds_strerror(rc));
 					status = rc;
 				} else {
 					x->shared_read += n;
@@ -828,6 +832,9 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	double t0 = ds_now();
 	struct xfer x;
 	memset(&x, 0, sizeof(x));
+	/* SIGINT/SIGTERM end the step as a failure does: every rank exits 1,
+	 * no store is left (the reads and the S3 client stop at once) */
+	ds_stop_on_signals();
 	x.world = world;
 	x.rank = rank;
 	x.pack = o->pack;
@@ -989,6 +996,11 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		ds_error("'%s': %s", store_path, strerror(errno));
 	}
 	rc = x.err;
+	if (!rc && ds_stop_signal()) {
+		/* asked to stop while this rank had nothing left to read */
+		ds_error("node %u: %s", nd->node, ds_stop_why());
+		rc = -EINTR;
+	}
 	if (ds_any_failed(world, rc))
 		goto fail;
 

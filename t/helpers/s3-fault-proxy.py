@@ -12,9 +12,21 @@ MODE for the GETs that carry a body (listings and objects):
   region answer every request as S3 does for a bucket of another region
          (301 PermanentRedirect, x-amz-bucket-region: eu-west-1)
   none   forward everything
+Hostile modes (a store that never ends), for the requests whose
+"METHOD PATH?QUERY" matches the regular expression $S3_PROXY_MATCH (default:
+every GET):
+  looptoken  listings: the first page as the server gives it, but truncated
+             with the continuation token "same-token"; every later page is
+             empty, truncated, with that same token again
+  loopkeys   listings: the server's page again and again, truncated, each
+             time with a new continuation token
+  trickle    the answer's headers, then its body 2 bytes every 0.25 s
+  slow       the body at a steady $S3_PROXY_RATE bytes/s (default 262144)
+  hold       accept the request and answer nothing for 10 minutes
 EVERY: the fault hits every EVERY-th such GET (1: all of them); MAX: at most
 that many faults (0 or absent: no limit).  Every other request is forwarded
-as it is.
+as it is.  With $S3_PROXY_LOG_ALL set, every request is logged on stderr
+("request METHOD PATH").
 
 With S3_PROXY_SECRET set, the proxy also checks every request's AWS
 Signature V4 (Authorization header) as AWS does, from the request it
@@ -26,6 +38,8 @@ import hashlib
 import hmac
 import http.client
 import os
+import re
+import time
 import urllib.parse
 import http.server
 import socketserver
@@ -39,7 +53,10 @@ EVERY = int(sys.argv[4])
 MAX = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 
 lock = threading.Lock()
-count = {"gets": 0, "faults": 0}
+count = {"gets": 0, "faults": 0, "tokens": 0}
+HOSTILE = ("looptoken", "loopkeys", "trickle", "slow", "hold")
+MATCH = re.compile(os.environ.get("S3_PROXY_MATCH") or "^GET ")
+RATE = int(os.environ.get("S3_PROXY_RATE") or 262144)
 
 HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
        "upgrade"}
@@ -92,7 +109,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def fault_now(self):
-        if MODE == "none" or self.command != "GET":
+        if MODE in HOSTILE:
+            if not MATCH.search("%s %s" % (self.command, self.path)):
+                return False
+        elif MODE == "none" or self.command != "GET":
             return False
         with lock:
             count["gets"] += 1
@@ -106,6 +126,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return True
 
     def forward(self):
+        if os.environ.get("S3_PROXY_LOG_ALL"):
+            sys.stderr.write("request %s %s\n" % (self.command, self.path))
+            sys.stderr.flush()
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else None
         if SECRET is not None and not sigv4_ok(self.command, self.path, self.headers, body):
@@ -130,6 +153,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(doc)
             return
         fault = self.fault_now()
+        if fault and MODE == "hold":
+            time.sleep(600)
+            self.close_connection = True
+            return
+        path = self.path
+        if fault and MODE in ("looptoken", "loopkeys") and "list-type=2" in path:
+            u = urllib.parse.urlsplit(path)
+            q = [kv for kv in u.query.split("&") if not kv.startswith("continuation-token=")]
+            again = len(q) != len(u.query.split("&"))
+            path = urllib.parse.urlunsplit(("", "", u.path, "&".join(q), ""))
+        elif fault and MODE in ("looptoken", "loopkeys"):
+            fault = False
         if fault and MODE == "503":
             doc = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
                    b'<Message>Please reduce your request rate.</Message></Error>')
@@ -141,10 +176,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         c = http.client.HTTPConnection("127.0.0.1", UP, timeout=60)
         hdrs = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
-        c.request(self.command, self.path, body=body, headers=hdrs)
+        c.request(self.command, path, body=body, headers=hdrs)
         r = c.getresponse()
         data = r.read()
         c.close()
+        if fault and MODE in ("looptoken", "loopkeys") and r.status == 200:
+            with lock:
+                count["tokens"] += 1
+                tok = "same-token" if MODE == "looptoken" else "token-%d" % count["tokens"]
+            if MODE == "looptoken" and again:
+                data = re.sub(rb"<Contents>.*?</Contents>", b"", data, flags=re.S)
+            data = re.sub(rb"<IsTruncated>[a-z]*</IsTruncated>", b"", data)
+            data = re.sub(rb"<NextContinuationToken>.*?</NextContinuationToken>", b"", data)
+            data = data.replace(b"</ListBucketResult>", b"<IsTruncated>true</IsTruncated>"
+                                b"<NextContinuationToken>" + tok.encode() +
+                                b"</NextContinuationToken></ListBucketResult>")
         cut = fault and len(data) >= 2
         if cut and MODE == "short":
             data = data[: len(data) // 2]
@@ -163,6 +209,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
+        if fault and MODE in ("trickle", "slow") and self.command != "HEAD":
+            step, pause = (2, 0.25) if MODE == "trickle" else (max(1, RATE // 20), 0.05)
+            try:
+                for i in range(0, len(data), step):
+                    self.wfile.write(data[i:i + step])
+                    self.wfile.flush()
+                    time.sleep(pause)
+            except OSError:
+                self.close_connection = True
+            return
         if self.command != "HEAD":
             self.wfile.write(data)
 
