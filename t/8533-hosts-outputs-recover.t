@@ -108,6 +108,38 @@ if test_have_prereq USERADD; then
 	test_atexit 'userdel "$OTHER"'
 	useradd -M -N -s /bin/sh "$OTHER" || echo "# useradd $OTHER failed"
 fi
+# the writer: its outputs set up and an output open before the swap; after
+# it, a new output, a read of first.txt, a reopen of the open one
+cat >writer.py <<'EOF2'
+import errno, os, sys, time
+m, r = sys.argv[1], sys.argv[2]
+os.listdir(m)
+held = open(m + "/held.txt", "w")
+held.write("held")
+held.flush()
+open(r + "/ready", "w").close()
+while not os.path.exists(r + "/go"):
+    time.sleep(0.05)
+res = []
+try:
+    with open(m + "/secret.txt", "w") as f:
+        f.write("secret")
+    res.append("write ok")
+except OSError as e:
+    res.append("write " + errno.errorcode[e.errno])
+try:
+    res.append("read " + open(m + "/first.txt").read().strip())
+except OSError as e:
+    res.append("read " + errno.errorcode[e.errno])
+try:
+    with open(m + "/held.txt", "a") as f:
+        f.write("secret-reopen")
+    res.append("reopen ok")
+except OSError as e:
+    res.append("reopen " + errno.errorcode[e.errno])
+held.close()
+open(r + "/result", "w").write("\n".join(res) + "\n")
+EOF2
 cat >job5.sh <<'EOF'
 #!/bin/sh
 . "$TRASH/lib.sh"
@@ -117,15 +149,23 @@ date +%s >"$R/t5"
 serve "$TRASH/serve5.log" --outputs out --outputs-to "$SCR" --drain-to "$TRASH/drain5"
 shim 2 sh -c 'echo first >"$1/first.txt"' sh "$M" && echo $? >"$R/first.rc"
 shim 3 cat "$M/first.txt" >"$R/first.n3"
+# a training process on n2, started before the swap, writes after it
+rm -f "$R/ready" "$R/go" "$R/result"
+shim 2 "$PY" "$TRASH/writer.py" "$M" "$R" >"$R/writer.log" 2>&1 &
+wr=$!
+i=0
+until [ -e "$R/ready" ] || [ $i -ge 300 ]; do sleep 0.1; i=$((i + 1)); done
 JD=$SCR/dstage.$(id -u).$SLURM_JOB_ID
-# another user on n2 swaps the job directory for one of theirs
+# another user on n2 swaps the job directory for one of theirs (with the
+# writer's token in w/, as if they had guessed it, and a forged first.txt)
+tok=$(on 2 ls "$JD/1.out/w")
 on 2 setpriv --reuid="$OTHER" --regid="$(id -g "$OTHER")" --clear-groups sh -c '
 	mv "$1" "$2/moved" && mkdir -p "$1" &&
 	for k in 0 1 2; do mkdir -p "$1/$k.out/ns" "$1/$k.out/w"; echo forged >"$1/$k.out/ns/first.txt"; done &&
-	chmod -R 0777 "$1"' sh "$JD" "$SCR"
+	for x in $3; do : >"$1/1.out/w/$x"; done && chmod -R 0777 "$1"' sh "$JD" "$SCR" "$tok"
 echo $? >"$R/swap.rc"
-shim 2 sh -c 'echo secret >"$1/secret.txt"' sh "$M" >"$R/secret.out" 2>&1
-shim 2 cat "$M/first.txt" >"$R/first.after" 2>&1
+touch "$R/go"
+wait $wr
 on 2 setpriv --reuid="$OTHER" --regid="$(id -g "$OTHER")" --clear-groups sh -c '
 	find "$1" -ls; grep -rl secret "$1"' sh "$JD" >"$R/other.sees" 2>&1
 on 2 find "$JD" -user 0 >"$R/root.files" 2>&1
@@ -161,11 +201,11 @@ test_expect_success USERADD "item 5: the job on $n hosts: --outputs-to $SCR on e
 	cat sb5.out job5.out && test "$(cat rec5/first.n3)" = first && test "$(cat rec5/swap.rc)" = 0
 '
 test_expect_success USERADD 'item 5: not one byte written after the swap lands in the planted directory' '
-	cat rec5/secret.out rec5/other.sees rec5/root.files &&
+	cat rec5/writer.log rec5/result rec5/other.sees rec5/root.files && test -s rec5/result &&
 	! grep -q "secret" rec5/other.sees && ! test -s rec5/root.files
 '
 test_expect_success USERADD 'item 5: a reader on n2 is not served the other user s file' '
-	cat rec5/first.after && ! grep forged rec5/first.after
+	! grep forged rec5/result
 '
 test_expect_success USERADD 'item 5: what was drained is what the writer closed' '
 	test "$(cat rec5/drain.rc)" = 0 && test "$(cat drain5/first.txt)" = first &&
