@@ -9,8 +9,9 @@
 #   - item 5 (needs USERADD): --outputs-to a 0777 directory in each host's
 #     own /tmp; after the service started, another user on n2 swaps
 #     DIR/dstage.<uid>.<job> for a directory of their own: no output
-#     written after it lands there, a reader on n2 is not served their
-#     file, and the drain has what the writer closed.
+#     written after it lands there (the writer's opens fail, EIO), a
+#     reader on n2 is not served their file, and the drain has what the
+#     writer closed (an output it held open across the swap, whole).
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-hosts.sh"
 
@@ -209,6 +210,7 @@ test_expect_success USERADD 'item 5: a reader on n2 is not served the other user
 '
 test_expect_success USERADD 'item 5: what was drained is what the writer closed' '
 	test "$(cat rec5/drain.rc)" = 0 && test "$(cat drain5/first.txt)" = first &&
+	test "$(cat drain5/held.txt)" = held && ! test -e drain5/secret.txt &&
 	! grep -rqs "forged" drain5
 '
 test_expect_success 'no store is left on any host' '
