@@ -53,6 +53,20 @@ SETTINGS := $(O)/.make-settings
 SETTINGS_TEXT := $(CC) $(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) $(HDF5_CFLAGS)
 $(shell mkdir -p $(O) && if [ "$$(cat $(SETTINGS) 2>/dev/null)" != "$(SETTINGS_TEXT)" ]; then echo "$(SETTINGS_TEXT)" > $(SETTINGS); fi)
 
+# The version (tools/version.sh: git describe, else the VERSION file), into
+# $(O)/gen/dsversion.h for `dstage --version`, rewritten only when it changes
+# (only cli/version.o depends on it).
+# (The script by the Makefile's own path: `make -f DIR/Makefile` from
+# elsewhere, as t/0012 does, still finds it.)
+DS_TOP     := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
+DS_VERSION := $(shell sh $(DS_TOP)tools/version.sh)
+ifeq ($(DS_VERSION),)
+$(error tools/version.sh gave no version (is the VERSION file there?))
+endif
+VERSION_H  := $(O)/gen/dsversion.h
+$(shell mkdir -p $(O)/gen && v='#define DSTAGE_VERSION "$(DS_VERSION)"' && if [ "$$(cat $(VERSION_H) 2>/dev/null)" != "$$v" ]; then echo "$$v" > $(VERSION_H); fi)
+$(O)/cli/version.o: CFLAGS_ALL += -I$(O)/gen
+
 COMMON_SRC  := $(wildcard common/*.c)
 HDF5_SRC    := $(wildcard hdf5/*.c)
 MPI_SRC     := $(wildcard mpi/*.c)
@@ -169,7 +183,7 @@ DEB_BUILD := mpich libmpich-dev libhdf5-mpich-dev hdf5-tools zlib1g-dev pkg-conf
              libcurl4-openssl-dev libexpat1-dev
 DEB_TEST  := python3-h5py python3-pil python3-numpy python3-torch python3-torchvision \
              clang clang-format libclang-rt-14-dev procps psmisc \
-             nodejs python3-yaml rsync perl mawk cmake
+             nodejs python3-yaml rsync perl mawk cmake fio
 DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox awscli s3fs
 DEB_SLURM := slurm-wlm munge
 DEB_HOSTS := iproute2 util-linux
