@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # dstage: a plain Makefile.  `make`, `make test`, `make demo`, `make bench`,
 # `make install PREFIX=... DESTDIR=...` (and `make uninstall`),
 # `make SANITIZE=address,undefined`.

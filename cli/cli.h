@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cli.h: the commands that live in cli/ (above stage/ and shuffle/). */
 #ifndef DS_CLI_H
 #define DS_CLI_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* main.c: the dstage command: one binary, one subcommand per step.
  *
  * The top of the module graph: cli/ includes every folder's public header

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* version.c: `dstage --version`: this dstage's version (tools/version.sh,
  * through the generated dsversion.h) and the MPI and HDF5 libraries the
  * process runs with, which may not be those it was built with (a site's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store_cmds.c: commands on a node store that need no MPI: env, status,
  * clean; and the host -> node note readers use outside Slurm. */
 #include "dscommon.h"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The manual page, man/dstage.1 (written by hand: docs/HACKING.md, "Man
 # page"): it renders without a warning, it has a section for every command
 # `dstage --help` lists, and every option any `--help` prints is in the

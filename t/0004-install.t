@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # make install and make uninstall (docs/HACKING.md, "Version, install and the module"): an
 # installed prefix runs pack, stage, serve and reads through the shim with
 # nothing from the source tree (hidden under an empty tmpfs in a private

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The version from one place (tools/version.sh: git describe in a git tree
 # of its own, else the VERSION file), and `dstage --version`: that version
 # and the MPI, HDF5 and zlib libraries the process runs with, for bug

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # make demo: the main job end to end on the built-in sample dataset, on 4
 # simulated nodes (mpiexec -n 4 --node-per-rank):
 #   pack -> verify -> stage (R=1, val/ on every node) -> serve -> readers on

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # tools/modulefile.sh PREFIX VERSION [MODULE...]: the Lmod module file of a
 # dstage installed in PREFIX, on stdout (`make install` writes it to
 # MODULEDIR/dstage/VERSION.lua).  It puts the command on PATH, the man page

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The version of dstage, from one place: `git describe` when the source is a
 # git tree of its own (a tag vX.Y.Z: "X.Y.Z", or "X.Y.Z-N-gHASH" after it;
 # no tag yet: VERSION's "X.Y.Z-gHASH"; "-dirty" with uncommitted changes),
