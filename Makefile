@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # dstage: a plain Makefile.  `make`, `make test`, `make demo`, `make bench`,
-# `make install PREFIX=... DESTDIR=...`, `make SANITIZE=address,undefined`.
+# `make install PREFIX=... DESTDIR=...` (and `make uninstall`),
+# `make SANITIZE=address,undefined`.
 # `make style`: clang-format (.clang-format, the code as written) on the
 # lines changed since STYLE_BASE (default: where this branch left main, else
 # HEAD: the uncommitted changes), in place; the rest of the tree is left as
@@ -18,6 +20,7 @@
 # mpi/ goes into the dstage executable and the MPI test helpers only.
 #   build/lib/libdstage-preload.so   the shim (libc only: libz is opened at the first zlib file)
 #   build/t/*                        test helpers (t/helpers/*.c)
+#   build/gen/dsversion.h            the version (tools/version.sh)
 
 PREFIX   ?= /usr/local
 DESTDIR  ?=
@@ -52,6 +55,20 @@ endif
 SETTINGS := $(O)/.make-settings
 SETTINGS_TEXT := $(CC) $(MPICC) $(CFLAGS_ALL) $(SAN_FLAGS) $(HDF5_CFLAGS)
 $(shell mkdir -p $(O) && if [ "$$(cat $(SETTINGS) 2>/dev/null)" != "$(SETTINGS_TEXT)" ]; then echo "$(SETTINGS_TEXT)" > $(SETTINGS); fi)
+
+# The version (tools/version.sh: git describe, else the VERSION file), into
+# $(O)/gen/dsversion.h for `dstage --version`, rewritten only when it changes
+# (only cli/version.o depends on it).
+# (The script by the Makefile's own path: `make -f DIR/Makefile` from
+# elsewhere, as t/0012 does, still finds it.)
+DS_TOP     := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
+DS_VERSION := $(shell sh $(DS_TOP)tools/version.sh)
+ifeq ($(DS_VERSION),)
+$(error tools/version.sh gave no version (is the VERSION file there?))
+endif
+VERSION_H  := $(O)/gen/dsversion.h
+$(shell mkdir -p $(O)/gen && v='#define DSTAGE_VERSION "$(DS_VERSION)"' && if [ "$$(cat $(VERSION_H) 2>/dev/null)" != "$$v" ]; then echo "$$v" > $(VERSION_H); fi)
+$(O)/cli/version.o: CFLAGS_ALL += -I$(O)/gen
 
 COMMON_SRC  := $(wildcard common/*.c)
 HDF5_SRC    := $(wildcard hdf5/*.c)
@@ -169,7 +186,8 @@ DEB_BUILD := mpich libmpich-dev libhdf5-mpich-dev hdf5-tools zlib1g-dev pkg-conf
              libcurl4-openssl-dev libexpat1-dev
 DEB_TEST  := python3-h5py python3-pil python3-numpy python3-torch python3-torchvision \
              clang clang-format libclang-rt-14-dev procps psmisc \
-             nodejs python3-yaml rsync perl mawk cmake fio
+             nodejs python3-yaml rsync perl mawk cmake fio \
+             man-db groff-base bsdextrautils lmod
 DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox awscli s3fs
 DEB_SLURM := slurm-wlm munge
 DEB_HOSTS := iproute2 util-linux
@@ -212,13 +230,65 @@ bench: deps-bench
 	@$(MAKE) --no-print-directory all
 	sh bench/run.sh $(if $(QUICK),--quick)
 
+# `make install PREFIX=/opt/dstage DESTDIR=...` (docs/guide.md, "Installing at
+# a site" in README.md).  The layout is fixed below PREFIX, because `dstage
+# env` finds the shim at ../lib and the Python helper at
+# ../share/dstage/python beside its own binary; MODULEDIR is where the Lmod
+# module file goes (a site's central module tree, say), MODULE_DEPS the
+# modules it loads first (the MPI and HDF5 dstage was built with, when they
+# are modules: MODULE_DEPS="mpich/4.0 hdf5/1.10").  Every file installed is
+# listed in PREFIX/share/dstage/install-manifest, which `make uninstall`
+# removes: an uninstall after a newer build (another version, another
+# module file name) still removes what was installed.
+MODULEDIR   ?= $(PREFIX)/share/modulefiles
+MODULE_DEPS ?=
+INSTALL_FILES = \
+	bin/dstage:0755:$(DSTAGE) \
+	libexec/dstage/mksample:0755:$(O)/t/mksample \
+	share/dstage/demo.sh:0755:tools/demo.sh \
+	lib/libdstage-preload.so:0755:$(PRELOAD) \
+	$(foreach f,$(wildcard io/python/dstage/*.py),share/dstage/python/dstage/$(notdir $(f)):0644:$(f)) \
+	share/man/man1/dstage.1:0644:man/dstage.1 \
+	$(foreach f,$(wildcard jobs/*.sbatch jobs/*.sh),share/dstage/jobs/$(notdir $(f)):0755:$(f)) \
+	$(foreach f,$(wildcard jobs/*.py jobs/README.md),share/dstage/jobs/$(notdir $(f)):0644:$(f)) \
+	share/doc/dstage/LICENSE:0644:LICENSE \
+	share/doc/dstage/README.md:0644:README.md
+INSTALL_MANIFEST = $(PREFIX)/share/dstage/install-manifest
+MODULE_FILE = $(MODULEDIR)/dstage/$(DS_VERSION).lua
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
-	install -m 0755 $(DSTAGE) $(DESTDIR)$(PREFIX)/bin/dstage
-	install -m 0755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/libdstage-preload.so
-	if [ -d io/python/dstage ]; then \
-		install -d $(DESTDIR)$(PREFIX)/share/dstage/python/dstage && \
-		install -m 0644 io/python/dstage/*.py $(DESTDIR)$(PREFIX)/share/dstage/python/dstage/; fi
+	@set -e; case "$(PREFIX)" in /*) ;; *) echo "make install: PREFIX '$(PREFIX)': must be an absolute path" >&2; exit 2;; esac; \
+	m="$(DESTDIR)$(INSTALL_MANIFEST)"; install -d "$$(dirname "$$m")"; : >"$$m.tmp"; \
+	for e in $(INSTALL_FILES); do \
+		dst=$${e%%:*}; rest=$${e#*:}; mode=$${rest%%:*}; src=$${rest#*:}; \
+		install -d "$(DESTDIR)$(PREFIX)/$$(dirname "$$dst")"; \
+		echo "install $$src -> $(DESTDIR)$(PREFIX)/$$dst"; \
+		install -m "$$mode" "$$src" "$(DESTDIR)$(PREFIX)/$$dst"; \
+		echo "$(PREFIX)/$$dst" >>"$$m.tmp"; \
+	done; \
+	install -d "$(DESTDIR)$(MODULEDIR)/dstage"; \
+	echo "module file -> $(DESTDIR)$(MODULE_FILE)"; \
+	sh tools/modulefile.sh "$(PREFIX)" "$(DS_VERSION)" $(MODULE_DEPS) >"$(DESTDIR)$(MODULE_FILE).tmp"; \
+	mv "$(DESTDIR)$(MODULE_FILE).tmp" "$(DESTDIR)$(MODULE_FILE)"; \
+	echo "$(MODULE_FILE)" >>"$$m.tmp"; \
+	echo "$(INSTALL_MANIFEST)" >>"$$m.tmp"; \
+	sort -u "$$m.tmp" >"$$m"; rm -f "$$m.tmp"
+
+# Removes what the manifest lists (or, without one, what this tree would
+# install), then the folders of dstage's own that are left empty: never
+# PREFIX/bin or another package's folder.
+uninstall:
+	@set -e; m="$(DESTDIR)$(INSTALL_MANIFEST)"; \
+	if [ -f "$$m" ]; then files=$$(cat "$$m"); else \
+		files="$(foreach e,$(INSTALL_FILES),$(PREFIX)/$(firstword $(subst :, ,$(e)))) $(MODULE_FILE)"; fi; \
+	for f in $$files; do \
+		case "$$f" in /*) ;; *) echo "make uninstall: '$$f' in $$m: not an absolute path" >&2; exit 1;; esac; \
+		if [ -e "$(DESTDIR)$$f" ] || [ -L "$(DESTDIR)$$f" ]; then echo "rm $(DESTDIR)$$f"; rm -f "$(DESTDIR)$$f"; fi; \
+		case "$$f" in */modulefiles/dstage/*.lua) rmdir "$$(dirname "$(DESTDIR)$$f")" 2>/dev/null || :;; esac; \
+	done; \
+	for d in share/dstage/python/dstage share/dstage/python share/dstage/jobs share/dstage share/doc/dstage \
+		libexec/dstage; do \
+		rmdir "$(DESTDIR)$(PREFIX)/$$d" 2>/dev/null || :; done
 
 STYLE_BASE ?= $(shell git merge-base HEAD main 2>/dev/null || echo HEAD)
 CLANG_FORMAT_DIFF ?= clang-format-diff
@@ -253,4 +323,4 @@ stress:
 clean:
 	rm -rf $(O)
 
-.PHONY: npm-s3 demo-s3 all deps deps-build deps-bench test check demo bench install style clean fuzz soak stress
+.PHONY: npm-s3 demo-s3 all deps deps-build deps-bench test check demo bench install uninstall style clean fuzz soak stress

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/benchlib.sh: what the section scripts of bench/run.sh share (sourced).
 #
 # A section script is run as `sh bench/SECTION.sh [--quick] RESULTS_DIR`; it

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/bystander.sh: what the shim costs calls it does not serve (row 3).
 # The same native calls on /dev/shm with and without LD_PRELOAD of the shim
 # (with a staged 20k-file store in its environment): open+fstat+read+close

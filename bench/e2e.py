@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """bench/e2e.py: the end-to-end row of bench/run.sh (row 7), for /usr/bin/python3.
 
   e2e.py gen ROOT CLASSES PER_CLASS

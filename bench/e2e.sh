@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/e2e.sh: end to end (row 7): torchvision ImageFolder +
 # DataLoader(num_workers=2, batch_size=32, shuffle) images/s, one epoch per
 # run, through the shim vs the same tree on tmpfs vs squashfuse (remounted

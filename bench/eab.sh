@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/eab.sh: row 5.3 (an epoch read after its prefetch vs the same list
 # on an all-local store), A/B side by side in one run: two builds of dstage
 # or two service settings.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/exchange.sh: the epoch shuffle and remote reads (row 5), run by
 # bench/run.sh when the service's own bench/shuffle.sh is not there.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """failover-reader.py MOUNT LIST COMPUTE_MS OUT [START]: read the paths of
 LIST (relative to MOUNT) in order from position START, spending COMPUTE_MS
 of "training" after each (a sleep: the model step runs on a GPU; a busy

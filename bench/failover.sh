@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/failover.sh: one epoch with a node lost at mid-epoch, against an
 # undisturbed epoch and against what dstage did before failover (the step
 # fails; stage again from the shared FS on the survivors, then resume).

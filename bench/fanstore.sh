@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/fanstore.sh: FanStore's read benchmark, reproduced (row 1).
 # Files of 128 KiB, 512 KiB, 2 MiB and 8 MiB; every file read once
 # (open + fstat + read to EOF + close, random order) by each of 1 or 2

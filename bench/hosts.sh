@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Multi-host figures on the bed of t/lib-hosts.sh (as root): H hosts (4),
 # each with its own /dev/shm and network namespace, MPI (MPICH ch4:ucx) over
 # TCP through veth pairs and a Linux bridge (UCX_TLS=tcp,self).  Side by

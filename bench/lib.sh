@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/lib.sh: helpers shared by the benchmark scripts (sourced).
 # Timing with date +%s.%N, medians with sort, Markdown rows.
 top=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """bench/mktree.py: a tree of files of random bytes (stdlib only).
 
   mktree.py ROOT COUNT MIN MAX [SEED]

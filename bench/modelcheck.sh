@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/modelcheck.sh: the measurements bench/model is calibrated with and
 # checked against, on 1, 2 and 4 simulated nodes of this machine.
 #   - MPI_Bcast of 1 MiB .. 256 MiB (QUICK: 64 MiB) between 2 ranks;

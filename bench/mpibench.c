@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench/mpibench.c: MPI peers of bench/run.sh (not part of dstage).
  * Compiled by run.sh with mpicc.mpich; run with mpiexec.mpich.
  *

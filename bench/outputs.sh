@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/outputs.sh: write-once outputs (docs/outputs.md, issue 15): what a
 # checkpoint costs the training, and the drain.
 #

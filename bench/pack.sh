@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/pack.sh: dstage pack against tar cf of the same tree (issue 2: serial
 # pack at least 0.8x tar's rate, without compression).
 #

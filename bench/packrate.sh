@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/packrate.sh: dstage pack vs tar cf of the same tree (row 4), run by
 # bench/run.sh when the pack module's own bench/pack.sh is not there.
 # A tree of 20k files (QUICK: 2k) of 4 KiB..1 MiB (log-uniform) on /var/tmp

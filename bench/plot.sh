@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/plot.sh: the PNG plots of bench/results from the .dat files the
 # sections wrote (gnuplot, Debian's gnuplot-nox).
 #   sh bench/plot.sh DATA_DIR OUT_DIR

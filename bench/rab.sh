@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/rab.sh: staged files read once through the shim, A/B by shim build
 # or environment, side by side in one run with the same files read natively
 # on tmpfs (the peer of rows 1.x and 2.1: bench/fanstore.sh, bench/small.sh).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench/reader.c: the C reader of bench/run.sh (not part of dstage).
  * Compiled by run.sh with gcc; plain libc, so the same binary runs
  * natively, on squashfuse and under LD_PRELOAD=libdstage-preload.so.

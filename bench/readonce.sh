@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/readonce.sh: bytes read from the shared file system per staged byte
 # (row 4).  A pack on /var/tmp staged on 2 simulated nodes with R=1 and R=2;
 # every rank runs under a wrapper that adds its rchar (/proc/PID/io: every

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/rlat.sh: remote-read latency, side by side in one run, A/B by a
 # service setting: open+read+close of files that only node 1 holds, read from
 # node 0 through the shim (bench/reader -L: every file timed on its own).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/run.sh: every comparison of dstage against its peers in one run
 # (`make bench`, `make bench QUICK=1`), written to bench/results/ (quick
 # runs: bench/results/quick/): README.md (the table, the machine, the

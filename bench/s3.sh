@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/s3.sh: object storage (issue 14), against the standard tools, on a
 # local S3 server (s3rver from npm, as in the tests: t/lib-s3.sh), side by
 # side in one run (A B A B ..., the order alternating), medians:

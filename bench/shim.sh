@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/shim.sh: one reader, open+fstat+read+close of 4 KiB, 128 KiB and
 # 2 MiB files in random order, through the shim vs the same files natively
 # on /dev/shm (the limit) vs squashfuse (when installed); stat rate; calls

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/shuffle.sh: the node service against its peers, side by side, A/B
 # interleaved, medians of ROUNDS (not part of `make test`).
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/small.sh: small files (4 KiB) and metadata (row 2).
 #   - 4 KiB files, each read once (open + fstat + read + close, random
 #     order): single pass, squashfuse freshly remounted, like row 1;

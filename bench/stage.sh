@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Stage-in against its peers, side by side (A B C A B C ...), medians:
 #   dstage stage of a pack into /dev/shm with 2 simulated nodes
 #   cp of the partition files into /dev/shm (a plain copy of the same bytes)

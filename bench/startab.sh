@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/startab.sh: A/B of process start (fork + exec of /bin/true) among
 # preloaded objects, in one run: the arms run interleaved, their order
 # rotated each round, medians of ROUNDS.  Row 3.4 of bench/bystander.sh

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """bench/walk.py: the Python side of bench/small.sh (stdlib only).
 
   walk.py make ROOT TOP SUB FILES SIZE   a tree of TOP x SUB directories of

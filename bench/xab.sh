@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/xab.sh: the epoch exchange, A/B by a service setting, side by side in
 # one run with MPI_Alltoallv of the same bytes (the peer of bench/exchange.sh).
 #   sh bench/xab.sh [--quick] [RESULTS_DIR]

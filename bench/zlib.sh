@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/zlib.sh: read rate of zlib-compressed vs uncompressed packs (row 6).
 # Two kinds of 128 KiB files: compressible (text-like: words from a small
 # vocabulary, about 3x with zlib) and JPEG-like (random bytes: as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* main.c: the dstage command: one binary, one subcommand per step.
  *
  * The top of the module graph: cli/ includes every folder's public header
@@ -14,8 +15,6 @@
 
 #include <stdio.h>
 #include <string.h>
-
-#define DSTAGE_VERSION "0.1.0"
 
 /* The MPI thread levels of the commands that use MPI (dsmpi.h): the level
  * each asks for, and the level it cannot do without.  Every MPI call is
@@ -69,6 +68,7 @@ static void usage(FILE *f)
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
 	fprintf(f, "\n'dstage COMMAND --help' lists the options of a command.\n"
+	           "'dstage --version': the version, and the MPI and HDF5 libraries it runs with.\n"
 	           "environment: DSTAGE_MOUNT (default /dstage), DSTAGE_NODE, DSTAGE_LOG "
 	           "(error, warn, info, debug)\n");
 }
@@ -84,8 +84,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "--version")) {
-		printf("dstage %s\n", DSTAGE_VERSION);
-		return 0;
+		return ds_cli_version(stdout);
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		if (strcmp(argv[1], cmds[i].name))

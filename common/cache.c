@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cache.c: the epoch cache (see dsepoch.h).
  *
  * The node service writes, the shim in every reader process maps read-only.

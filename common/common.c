@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* common.c: logging, memory, sizes, names and I/O helpers (libc only). */
 #include "dscommon.h"
 #include "dsstore.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* crc32c.c: CRC-32C (Castagnoli, reflected polynomial 0x82f63b78), the
  * checksum of every file in a pack.  Slicing-by-8 in portable C; the SSE4.2
  * crc32 instruction when the CPU has it (checked once at run time). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dscommon.h: what the MPI side and the preload shim share (libc only).
  *
  * Conventions, everywhere in dstage:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dsepoch.h: the epoch shuffle as a pure function, and the epoch cache.
  * Shared by the node service (shuffle/) and the shim (io/).  libc only.
  * docs/design.md section 4 is the contract.

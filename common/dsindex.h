@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dsindex.h: the node store and its index, the one contract between the MPI
  * side (stage, serve) and the preload shim.  libc only.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dslock.h: one owner per job directory (docs/design.md section 6), libc only.
  *
  * JOBDIR/lock is a 0600 file locked with flock(LOCK_EX): stage, serve and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dsnodeset.h: the set of nodes a job runs on after a node was lost, the
  * epoch shuffle over that set, and exact resume.  Shared by the node
  * service (shuffle/failover.c), the shim (io/epoch.c) and `dstage epoch`.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dsout.h: write-once outputs (docs/outputs.md): what the shim and the node
  * service say to each other about them, and where they live.  libc only.
  *

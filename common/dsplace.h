@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dsplace.h: placement of partitions on nodes, a pure function of the pack
  * (partition sizes, replicated flags), the node count and the replication
  * factor.  Every rank and the shim can recompute it; stage records it in the

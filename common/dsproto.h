@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dsproto.h: what readers (the shim) and the node service say to each other,
  * and the counters they share.  libc only.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dssock.h: a whole message over a stream socket, within a deadline: the
  * one helper of the clients of the services' Unix sockets (the shim's
  * io/write.c, dstage stop, dstage drain).  Plain libc: linked into the shim

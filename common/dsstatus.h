@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dsstatus.h: JOBDIR/status.all, the figures of every node of a job, which
  * the service gathers over MPI (shuffle/gather.c) and `dstage status` reads
  * (stage/status.c).  Text: a line "dstage-status-1 NODES", then one line per

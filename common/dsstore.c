@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dsstore.c: the path helpers of the node store's names (dsstore.h). */
 #include "dsstore.h"
 

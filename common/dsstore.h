@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dsstore.h: the node store as a contract: every name in a job directory and
  * in a node directory, who writes it, who reads it, its format and how long
  * it lives.  libc only (the shim includes it).

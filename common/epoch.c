@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* epoch.c: the epoch shuffle as a pure function of (index, cfg, epoch).
  *
  * docs/design.md section 4.  Every node service and every reader (through the

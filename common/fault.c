@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fault.c: fault injection at named points, for the hardening tests; and the
  * switches measurements turn paths off with (ds_env_switch).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* index.c: the node-local index (see dsindex.h): build, write, map, look up. */
 #include "dsindex.h"
 #include "dscommon.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* joblock.c: the job directory's lock (see dslock.h). */
 #include "dscommon.h"
 #include "dslock.h"

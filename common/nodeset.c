@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nodeset.c: node sets, the JOBDIR/nodes history, the epoch shuffle over a
  * set of surviving nodes and exact resume (dsnodeset.h, docs/failover.md).
  *

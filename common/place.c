@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* place.c: partitions to nodes (see dsplace.h). */
 #include "dsplace.h"
 #include "dscommon.h"

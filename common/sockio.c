@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sockio.c: dssock.h. */
 #include "dscommon.h"
 #include "dssock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stop.c: SIGINT and SIGTERM ask a step (pack, stage) to stop.
  *
  * The handler only records the signal; the step's loops (the pack writer,

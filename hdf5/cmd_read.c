@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cmd_read.c: `dstage ls [-l] OUT [PATH]` and `dstage cat OUT PATH`. */
 #include "pack_int.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dspack.h: the pack format (HDF5 partitions + manifest) and the commands
  * that write and read it: pack, verify, ls, cat.  The on-disk layout is
  * documented in docs/formats.md, "The pack".

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* h5util.c: the HDF5 side of the pack format: property lists that make the
  * files byte-reproducible, the table types and their packed encoding, the
  * skeleton writer, and the cross-check of HDF5's view that verify runs in a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* manifest.c: reading index.h5 (from disk or from an in-memory image) and
  * the entries tables of partitions, at the offsets their seals give (no
  * HDF5 call: see seal.c).  Everything read is untrusted: every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* pack.c: `dstage pack [opts] SRC OUT`.
  *
  * Serial, or under mpiexec with P ranks:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* pack_int.h: internals shared by the .c files of hdf5/ (never included
  * outside this folder; the module's face is dspack.h).
  *

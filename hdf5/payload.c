@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* payload.c: opening a partition (its seal says where the payload is; the
  * manifest must agree) and decoding one file's bytes out of it with plain
  * pread, checking size and CRC-32C.  No HDF5 call: see seal.c. */

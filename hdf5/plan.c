@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* plan.c: which file goes into which partition, decided once on rank 0 and
  * broadcast, so the output does not depend on the number of ranks.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* s3out.c: a pack written to a bucket (dstage pack SRC s3://BUCKET/PREFIX).
  *
  * Every rank writes its partitions as usual, into a private temporary

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* s3pack.c: reading a pack that lives in a bucket (s3://BUCKET/PREFIX holds
  * PREFIX/index.h5 and PREFIX/part-NNNNN.h5).  The same checks as for a
  * local pack (the seal's header and the CRC of the tables), done on bytes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* s3src.c: an S3 prefix as the source of a pack (s3://BUCKET/PREFIX).
  *
  * The listing stands in for the walk (scan.c): every key under PREFIX/ is a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* scan.c: turn SRC (or a --files-from list) into the sorted list of what a
  * pack will hold.  Runs on rank 0 only: the shared file system sees one walk,
  * and every rank packs from the same list, which is what makes the output

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* seal.c: the seal, a small CRC-protected header in the HDF5 user block of
  * every file of a pack (layout in pack_int.h and docs/formats.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* verify.c: `dstage verify OUT [--against SRC]`.
  *
  * Checks, naming every problem found and going on to the next:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* writer.c: write one part-NNNNN.h5, and index.h5.
  *
  * HDF5 lays each file out and is closed before any bulk write (h5util.c,

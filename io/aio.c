@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* aio.c: POSIX AIO on staged descriptors (issue 25 item 3).
  *
  * glibc runs aio_read in a thread of its own that calls its internal pread,

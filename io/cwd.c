@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cwd.c: the working directory inside the mount, and canonical names.
  *
  * The mount does not exist for the kernel, so a cwd inside it is emulated:

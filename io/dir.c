@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dir.c: directory streams over staged directories.
  *
  * A DIR of ours is a struct of our own, handed out as an opaque DIR *.  They

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dl.c: dlopen and dlmopen of a shared object in the mount.
  *
  * The dynamic loader opens and maps objects with its own system calls, which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* epoch.c: the virtual epoch lists (docs/design.md section 4).
  *
  *   $DSTAGE_MOUNT/.dstage/epochs/<e>/all        this node's share of epoch e

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* exec.c: staged descriptors across exec (issue 18 item 1).
  *
  * A staged descriptor is a duplicate of the reservation (fdtab.c) that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* failover.c: a reader across a restart of the node service
  * (docs/failover.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fd.c: opening staged files and everything done with their descriptors.
  *
  * The open path is: prefix check, one hash lookup in the mapped index, one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fdtab.c: the descriptor table and the open-file objects.
  *
  * Every staged descriptor is a real kernel descriptor, so numbers never

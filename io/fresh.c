@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fresh.c: calls that hand the program a new descriptor number, besides
  * the opens and dups of fd.c.  After a raw close behind the shim's back
  * (a close_range system call), the kernel may give the program a number the

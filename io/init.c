@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* init.c: the shim's once-only start and its fork handling.
  *
  * Init runs from the library constructor, or from the first wrapper called

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* offset.c: file offsets shared across fork and exec, like the kernel's.
  *
  * The kernel shares one offset between every descriptor of one open file,

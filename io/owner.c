@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* owner.c: which process owns the shim's state (ds__owner, shim.h).
  *
  * A vfork child shares the shim's memory with its suspended parent, and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* path.c: the one place that decides whether a path is ours, and resolves
  * it to an entry of the mapped index.
  *

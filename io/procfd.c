@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* procfd.c: names of a descriptor through /proc and /dev/fd.
  *
  * The kernel shows a real file's path in readlink("/proc/self/fd/N"); for a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* rawsys.h: the few system calls of a process's start, fork and exit that
  * the shim makes while the process has named no staged path (init.c,
  * write.c), made without libc.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* remote.c: the bytes of a file that are not simply in this node's store,
  * behind one small interface (shim.h: ds__materialize, ds__remote_read,
  * ds__remote_epoch):

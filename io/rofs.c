@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* rofs.c: the dataset is read-only.  Every call that would change it fails
  * the way the kernel fails it on a read-only mount, errno for errno:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim.h: the inside of libdstage-preload.so (io/).  Not a public header.
  *
  * Include first in every io/ source file: the Makefile compiles everything with

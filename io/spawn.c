@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* spawn.c: staged descriptors across posix_spawn (issue 25 item 2).
  *
  * glibc's posix_spawn makes its child with clone(CLONE_VM|CLONE_VFORK) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sread.c: large reads of local files with pread from a kept descriptor of
  * the node store, instead of memcpy out of the mapping.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stat.c: metadata of staged entries, all of it from the mapped index with
  * no system call: the stat family in both generations (stat and __xstat, the
  * 64-bit forms, statx), statfs/statvfs, access, readlink, extended

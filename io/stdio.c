@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stdio.c: FILE streams on staged files.
  *
  * glibc's fopen opens with its internal open, never ours, so fopen, fopen64

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* syscall.c: the generic syscall() entry point.
  *
  * Some programs bypass libc's wrappers for calls libc lacked when they were

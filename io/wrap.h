@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* wrap.h: how the shim finds the functions it wraps.  Every io/ file that
  * defines a wrapper includes this (through shim.h) and nothing else decides
  * it (UnifyFS unifyfs_wrap.h style):

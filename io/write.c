@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* write.c: write-once outputs under MOUNT/SUBDIR (dsout.h, docs/outputs.md).
  *
  * The outputs subtree is a real directory of this node (AREA/ns) that only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* zlib.c: libz, loaded at the first zlib file a process reads.
  *
  * The shim needs three functions of zlib (inflateInit_, inflate,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # jobs/epilog-dstage.sh: a Slurm Epilog snippet for admins: remove what
 # dstage left of a job on this node, whatever way the job ended (scancel,
 # time limit, node failure of a peer, a job script that did not clean).

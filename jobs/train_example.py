@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """jobs/train_example.py: a small PyTorch training run on a dataset staged
 by dstage, meant as the training step of jobs/train.sbatch:
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* agree.c: waiting without spinning, the failure agreement and the chunked
  * broadcast: the one implementation stage, pack and serve use (dsmpi.h). */
 #include "dscommon.h"

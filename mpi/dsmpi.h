@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dsmpi.h: the MPI layer of the dstage command: what every MPI job step
  * (pack under mpiexec, stage, serve, run) shares, written once.
  *

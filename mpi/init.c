@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* init.c: MPI_Init_thread with one thread-level policy (dsmpi.h). */
 #include "dscommon.h"
 #include "dsmpi.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* node.c: node identity of a rank (dsmpi.h). */
 #include "dscommon.h"
 #include "dsmpi.h"

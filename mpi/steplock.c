@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* steplock.c: a job step takes its job directory's lock (common/dslock.h).
  *
  * The job directory is per node-local DIR, and a flock is per process: so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stepopt.c: the option table of the job steps stage, serve and run
  * (dsmpi.h).  A name, a getopt code, whether it has a short form, and the
  * commands that take it.  Run takes stage's and serve's options but for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A workaround for a hang of MPI_Finalize over UCX's TCP transport.
  *
  * Debian 12's MPICH 4.0.2 (ch4:ucx) with UCX 1.13 hangs in MPI_Finalize,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dss3.h: object storage (S3 protocol) as a source and a sink of bytes for
  * pack, stage, verify, ls and cat.  The whole face of s3/.
  *

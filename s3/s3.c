@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* s3.c: the S3 client: configuration, the request engine on libcurl's multi
  * interface (many requests in flight on one thread, connections reused),
  * retries, listing, GETs.  Uploads are in s3put.c.

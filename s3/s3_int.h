@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* s3_int.h: internals shared by the .c files of s3/ (the module's face is
  * dss3.h).
  *   s3.c     configuration, the request engine, retries, listing, GETs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* s3put.c: writing objects: one PUT, or a multipart upload (several parts
  * in flight, aborted on any failure so no upload is left behind). */
 #include "s3_int.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* direct.c: remote reads fetched by the socket thread itself.
  *
  * A remote read used to cross five threads in three processes: the reader,

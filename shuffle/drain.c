@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* drain.c: the outputs this node holds, copied to --drain-to (the shared
  * file system) by one thread, oldest first, at most --drain-rate bytes/s.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* drain_cmd.c: `dstage drain`: wait until every closed output is durable in
  * the drain directory, or, when no service runs any more (stopped, killed),
  * report from NODEDIR/outputs.status what was closed and not drained and

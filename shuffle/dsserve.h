@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dsserve.h: the node service (remote reads, epoch shuffle over MPI RMA). */
 #ifndef DSSERVE_H
 #define DSSERVE_H

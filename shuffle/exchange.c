@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* exchange.c: the epoch shuffle on the service side (docs/design.md section 4).
  *
  * For every epoch e the node's share is ds_epoch_share(ix, cfg, e, node),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* failover.c: the service on the survivors of a lost node (docs/failover.md).
  *
  * MPICH here (4.0.2, ch4:ucx) cannot keep a communicator across a dead

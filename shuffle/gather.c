@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gather.c: the figures of every node, gathered by the service over MPI and
  * published in each node's store, so that `dstage status` on any node shows
  * the whole job (on a cluster a node sees only its own /dev/shm).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* jobcmd.c: jobcmd.h. */
 #include "jobcmd.h"
 #include "dscommon.h"

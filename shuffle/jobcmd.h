@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* jobcmd.h: the command line and job directory of the commands that talk
  * to a running job's services from anywhere in it (dstage stop, dstage
  * drain). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* outputs.c: write-once outputs, the service side (dsout.h, docs/outputs.md).
  *
  * Every node keeps the outputs namespace in AREA/ns: the files it holds,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* outputs.h: write-once outputs inside the service (outputs.c, drain.c). */
 #ifndef DS_SHUFFLE_OUTPUTS_H
 #define DS_SHUFFLE_OUTPUTS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* outrepl.c: replicated write-once outputs (--outputs-replicas N,
  * docs/outputs.md "Replicated outputs").
  *

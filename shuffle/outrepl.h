@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* outrepl.h: replicated write-once outputs (outrepl.c, --outputs-replicas N,
  * docs/outputs.md "Replicated outputs").  The hooks outputs.c and drain.c
  * call; everything here runs with the outputs mutex held unless it says

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* progress.c: who needs this service to make MPI progress, and when.
  *
  * On shared memory (and over TCP) MPICH's ch4:ucx moves a one-sided get

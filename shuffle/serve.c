@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* serve.c: `dstage serve`, the node service's life: options, setup, the
  * main loop, leaving together.
  *

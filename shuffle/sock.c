@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sock.c: the readers' socket (dsproto.h).
  *
  * One thread, one poll loop over every connection: a reader thread keeps

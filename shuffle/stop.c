@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stop.c: `dstage stop`: stop the node service on every node, from one
  * call anywhere in the job.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* svc.h: the node service's private face, shared by the files of shuffle/.
  *
  * One service rank per node.  Threads:

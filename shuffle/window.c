@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* window.c: the node store, its MPI window, and the one-sided gets.
  *
  * One window per node over its whole store, created once per job step

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dsstage.h: the stage-in job step and the node-store commands (env,
  * status, clean, epoch).  MPI side; node identity, the failure agreement
  * and the step lock are the MPI layer's (mpi/dsmpi.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* epochcmd.c: `dstage epoch`: the epoch lists, the node set each epoch is
  * dealt over, and exact resume from a checkpoint (docs/failover.md).  No
  * MPI: it reads this node's index, JOBDIR/epoch.conf and JOBDIR/nodes,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* s3read.c: a partition's payload read from a bucket with ranged GETs,
  * several in flight (DSTAGE_S3_INFLIGHT, default 8, of `chunk` bytes each),
  * handed out in order to the stage loop (stage.c, move_partition), which

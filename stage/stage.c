@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stage.c: `dstage stage`, the stage-in job step.
  *
  *  1. rank 0 reads OUT/index.h5 once and broadcasts its bytes; every rank

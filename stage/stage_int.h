@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stage_int.h: stage/'s private face, shared by its .c files. */
 #ifndef STAGE_INT_H
 #define STAGE_INT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* status.c: `dstage status` beyond this host: the figures of every node of
  * the job from JOBDIR/status.all (dsstatus.h), which the running service
  * gathers over MPI; and whether a service answers here at all. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store_cmds.c: commands on a node store that need no MPI: env, status,
  * clean; and the host -> node note readers use outside Slurm. */
 #include "dscommon.h"
@@ -113,8 +114,10 @@ static const char *env_usage =
 	"  eval \"$(dstage env --to DIR)\"\n";
 
 /* Where the preload library and the Python helper live, relative to this
- * binary: PREFIX/bin/dstage -> PREFIX/lib, PREFIX/share/dstage/python; in the
- * build tree build/bin/dstage -> build/lib and io/python. */
+ * binary: PREFIX/bin/dstage -> PREFIX/lib, PREFIX/share/dstage/python (make
+ * install); in the build tree build/bin/dstage -> build/lib and io/python.
+ * The installed layout is tried first: from PREFIX/bin, ../../io/python is
+ * a folder outside the prefix that nothing of dstage's made. */
 static int find_beside(const char *rel1, const char *rel2, char *out, size_t len)
 {
 	char exe[PATH_MAX];
@@ -205,7 +208,7 @@ int ds_cmd_env(int argc, char **argv)
 	print_quoted("DSTAGE_MOUNT", mount);
 	if (o.node >= 0)
 		printf("export DSTAGE_NODE=%ld\n", o.node);
-	if (!find_beside("../../io/python", "../share/dstage/python", py, sizeof(py))) {
+	if (!find_beside("../share/dstage/python", "../../io/python", py, sizeof(py))) {
 		const char *pp = getenv("PYTHONPATH");
 		char *v = NULL;
 		if (pp && *pp && !strstr(pp, py)) {

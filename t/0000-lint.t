@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The test suite's own hygiene: no test number used twice; the harness's
 # cleanup and skip reasons are not bypassed (t/README.md).
 . "$(dirname "$0")/test-lib.sh"
@@ -52,6 +53,36 @@ test_expect_success 'design citations name docs/design.md and a section it has' 
 test_expect_success PYTHON 'relative links of README.md and docs/*.md lead somewhere' '
 	"$PY" "$SRCDIR/t/helpers/doclinks.py" "$SRCDIR" "$SRCDIR"/README.md "$SRCDIR"/docs/*.md \
 		$(ls "$SRCDIR"/*/README.md 2>/dev/null)
+'
+
+# The licence (LICENSE, BSD-3-Clause, README.md): every tracked source file
+# says so in its first five lines, in its own comment syntax (after a #!
+# line).  Data (fuzz corpora, packs, figures) and text (*.md) are not source.
+test_lazy_prereq GITTREE 'git -C "$SRCDIR" rev-parse --git-dir' "the source is not a git tree (no git, or a tarball)"
+spdx_sources() {
+	git -C "$1" ls-files |
+		grep -E "(\.(c|h|ld|sh|py|t|pl|sbatch|in|conf|yml|[1-8])|(^|/)Makefile|^\.ci/run|^bench/model)\$" |
+		grep -vE "^t/fuzz/(corpus-|hdf5-findings/)"
+}
+spdx_missing() {
+	spdx_sources "$1" | while read -r f; do
+		head -n 5 "$1/$f" | grep -q "SPDX-License-Identifier: BSD-3-Clause" || echo "$f"
+	done
+}
+
+test_expect_success GITTREE 'every tracked source file carries SPDX-License-Identifier: BSD-3-Clause' '
+	grep -q "^BSD 3-Clause License" "$SRCDIR/LICENSE" &&
+	spdx_missing "$SRCDIR" >nolicence &&
+	test_cmp /dev/null nolicence
+'
+
+test_expect_success GITTREE 'the check names a source file without the line, and not data' '
+	git init -q lic && mkdir lic/t lic/bench &&
+	printf "#!/bin/sh\n# SPDX-License-Identifier: BSD-3-Clause\n" >lic/ok.sh &&
+	printf "int x;\n" >lic/bad.c && printf "#!/bin/sh\n: x\n" >lic/t/0001-x.t &&
+	printf "all:\n" >lic/bench/Makefile && printf "data" >lic/data.bin && printf "# x\n" >lic/x.md &&
+	git -C lic add . && spdx_missing lic >miss &&
+	printf "bad.c\nbench/Makefile\nt/0001-x.t\n" >want && test_cmp want miss
 '
 
 test_done

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The module graph (tools/modgraph.sh, from the #include lines): no two
 # folders include each other, directly or around a longer cycle; the shim
 # and the MPI layer stay where they belong.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The harness itself (t/test-lib.sh): prerequisites skip with the reason; an
 # interrupted script bails out, cleans up and runs nothing more (before, a
 # Ctrl-C removed the scratch directory and the script went on from "/");

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The node store as a declared contract (common/dsstore.h): every name in a
 # job or node directory is one constant of the header's table, spelled
 # nowhere else; the path helpers refuse to truncate.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # `make style` and `make style-check` (Makefile, .clang-format): only the
 # lines a change touches are checked and formatted; the rest of a file is
 # left as it was written.

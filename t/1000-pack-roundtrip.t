@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # pack -> verify --against -> ls -> cat gives back the tree, with and without
 # zlib: many small files, empty files and directories, deep paths, in-tree
 # symlinks, names with spaces and unicode, modes and nanosecond mtimes.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A file over 4 GiB (sparse, so the test is quick): pack streams it in
 # chunks, keeps its holes as holes, and verify, cat and zlib handle 64-bit
 # sizes and offsets.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The same tree and options give byte-identical packs serially and under
 # mpiexec -n 2 and -n 3; a failure on any rank stops every rank, exit 1,
 # nothing left behind.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Bad input to pack: a clear message naming the culprit, the right exit
 # status, and nothing half-written left behind.
 . "$(dirname "$0")/test-lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Readers treat a pack as untrusted: flipped bytes, truncated or missing
 # files, and crafted manifests (a valid seal over bad content) all give a
 # clear message and exit 1, never a crash or a read out of bounds.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The pack format as documented: h5py reads files out of a pack with only the
 # recipe in docs/formats.md (the code is taken from there and run as it is), the
 # payload offset works without HDF5, and HDF5's own tools read every file.

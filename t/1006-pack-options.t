@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # pack's options: -p / -S partitioning, --replicate, --files-from, --exclude,
 # --progress, -q; and the partition layout they promise.
 . "$(dirname "$0")/test-lib.sh"

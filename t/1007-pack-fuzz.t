@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A short libFuzzer run of the manifest reader (ds_manifest_read_image, what
 # every rank of stage runs on the broadcast index.h5), from the seed corpus
 # in t/fuzz/corpus-manifest.  Longer runs: see hdf5/fuzz/build.sh.

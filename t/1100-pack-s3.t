@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # dstage pack s3://BUCKET/PREFIX OUT against a real S3 server (s3rver on
 # loopback): the pack holds exactly the objects, byte-identical serially and
 # under mpiexec -n 2 and -n 3; keys that are not valid paths, bad

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # dstage pack SRC s3://BUCKET/PREFIX (and from a bucket to a bucket): the
 # pack is written as objects, index.h5 last, the same bytes as a local pack;
 # verify, ls, cat and stage read it from the bucket; a failure on any rank

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Every request dstage signs passes a real AWS Signature V4 check: the
 # fault proxy (t/helpers/s3-fault-proxy.py with S3_PROXY_SECRET) recomputes
 # each signature as AWS does, from the request it received, and refuses a

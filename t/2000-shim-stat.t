@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The shim's metadata family on a staged tree against the same tree on a
 # real file system: stat, lstat, the 64-bit and __xstat forms, fstat,
 # fstatat, statx, access, readlink, realpath, from absolute paths, relative

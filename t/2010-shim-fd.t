@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The shim's descriptor family against the same tree on a real file system:
 # open flags, read/pread/readv/preadv, lseek, dup/dup2/dup3/fcntl sharing an
 # offset, mmap, flock, fadvise, sendfile, copy_file_range; writes and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The shim's directory and stdio families against the same tree on a real
 # file system: directory streams with "." and "..", d_type and d_ino;
 # chdir/fchdir/getcwd inside the mount; FILE streams (glibc's fopen does

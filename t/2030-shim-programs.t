@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Real, unmodified programs through the shim see exactly the source tree:
 # find, ls -lR, du, sha256sum, tar, cp -r, grep -r, Python os.walk + hashlib,
 # h5py (HDF5 locks and may mmap), Pillow.  Then the store is moved away and

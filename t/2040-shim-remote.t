@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Files held by another node: the shim asks the node service over its Unix
 # socket (here a stand-in speaking the same protocol, t/helpers/
 # fake-service.c) and gets the same bytes; zlib files inflate; big files go

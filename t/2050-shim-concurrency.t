@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Threads, fork, signal handlers through the shim; PyTorch DataLoader with
 # forked workers (torchvision ImageFolder) gets the same tensors as a
 # native run.

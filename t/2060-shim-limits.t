@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Sizes: a file over 4 GiB (sparse), a directory of 100k entries, paths up
 # to PATH_MAX; and the virtual epoch lists under .dstage.
 . "$(dirname "$0")/test-lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The shim on a store made by the real pipeline: dstage pack, then dstage
 # stage on 2 simulated nodes (mpiexec, --node-per-rank); readers on either
 # node see the source tree, and count their reads in the node's stats.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Relative names from a real directory that lead into the mount (issue 18.4):
 # `cd / && tar cf - dstage/...`, `wc -c ../dstage/...` from /tmp, find and ls
 # from /, rsync (which opens "/" and calls fstatat(fd, "dstage/...")), *at()

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The virtual epoch directories ($MOUNT/.dstage, .dstage/epochs,
 # .dstage/epochs/<e>) look like real directories to ls -la, stat and find:
 # "." and ".." stat like real ones ("..'" of .dstage is the mount root), and

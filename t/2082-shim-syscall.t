@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Programs that reach the kernel through syscall(2) rather than libc's
 # wrappers (libuv in node.js and cmake stats with syscall(SYS_statx)) see the
 # staged tree like the native one (issue 18.3); other numbers pass through

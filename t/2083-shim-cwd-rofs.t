@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # After a chdir into the mount, programs that make files relative to the cwd
 # through libc's own internal calls (the mkstemp family, mkdtemp, mkfifo;
 # sed -i, perl -i, Python's tempfile) fail with EROFS like on a read-only

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # dlopen of shared objects in the mount (issue 18.2): the loader's own opens
 # bypass any preload, so the shim makes a staged object a real file first
 # (a private mirror of the tree in the job directory, so $ORIGIN works).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Children that share or copy the shim's memory without fork's handlers
 # (vfork, clone, _Fork, a fork system call through syscall()) change nothing
 # in the parent's descriptor table, and a vfork child cannot open a staged

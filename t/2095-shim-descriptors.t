@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The program owns its descriptors (docs/design.md section 5, issue 11 items 1-3 and 5):
 # vfork children that close descriptors before exec leave the parent's
 # staged files alone; the shim's own descriptors (the reservation template,

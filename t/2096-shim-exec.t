@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Staged descriptors across exec (issue 18 item 1): a program started with a
 # staged file as stdin (or any inherited staged descriptor) reads the file's
 # bytes, as natively; on a 2-node staging the remote copies too (the node

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Remote reads under the service's wake-ups (shuffle/progress.c): a node
 # polls MPI only while a peer has told it (UDP BEGIN/END) that gets to it
 # are in flight, and sleeps otherwise.  Readers on every node at once, from

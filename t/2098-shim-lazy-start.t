@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The shim's lazy start (io/init.c, io/zlib.c): a process with the shim
 # loaded maps the node store (index, store, stats) only when it first names
 # a path that may be under the mount, and libz only when it first reads a

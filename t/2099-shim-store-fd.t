@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Large reads of local files take pread from a kept descriptor of the node
 # store (io/sread.c, issue 13), and that descriptor is the shim's own: the
 # program cannot close it or lose a dup2 onto it, a raw close_range that

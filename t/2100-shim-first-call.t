@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Every wrapped call as the first call of a process (issue 25): the shim
 # starts lazily (io/init.c), and whichever wrapper a process calls first on
 # a name under the mount must find the tree.  The list of calls is read from

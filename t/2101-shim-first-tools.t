@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Issue 25's ordinary tools, each the first program to touch the mount in
 # its process: readlink, readlink -f / -e, realpath and realpath
 # --relative-to (a readlink was the first call: ENOENT for every staged

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Staged descriptors across posix_spawn (issue 25 item 2): CPython's
 # subprocess spawns with posix_spawn when close_fds=False and the program is
 # a path; glibc does the dup2 and the exec in its child, past the exec

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # POSIX AIO on staged descriptors (issue 25 item 3): glibc's AIO thread reads
 # past the shim, so a request on a staged file used to end with EBADF, and
 # ROMIO's MPI_File_iread/iread_at (aio_read, then aio_error until done)

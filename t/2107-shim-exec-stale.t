@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A stale DSTAGE_FDS (issue 25 item 4): a program without the shim between
 # two images of one process moves descriptor numbers (`exec 3<&4`), then
 # execs a program with the shim.  The list the first image passed still

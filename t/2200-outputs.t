@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Write-once outputs (docs/outputs.md): unmodified programs write files under
 # MOUNT/out through the shim on one node; each is visible at close on the
 # other node with the same bytes, size and mtime, and is drained durably to

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Real checkpoint writers through the shim (2 simulated nodes): torch.save of
 # a model's state on node 0, torch.load on node 1 (bytes fetched on demand)
 # and from the drain directory after `dstage drain --wait`; h5py writing an

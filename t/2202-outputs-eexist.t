@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Write-once outputs (docs/outputs.md): one writer per path in the whole job.
 # A second creator of a path being written gets EEXIST, on the same node or
 # another one; O_EXCL on a closed output is EEXIST; the path is free again

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A full output area (docs/outputs.md): --outputs-to on a 4 MiB tmpfs.  A
 # write past the space fails with ENOSPC in the writer (dd says so), never a
 # silent loss; a create in a full area is ENOSPC at open; unlinking the

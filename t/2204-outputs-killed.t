@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The service killed with outputs pending (docs/outputs.md): the drain is
 # slow (--drain-rate 1MiB) and the service is SIGKILLed while it copies.
 # Nothing in the drain directory is half-written under an output's name.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A step that ends with outputs not drained says so and exits non-zero
 # (docs/outputs.md): the drain fails (DSTAGE_FAULT drain.write), and an
 # output is still open for writing when the service is stopped: the service

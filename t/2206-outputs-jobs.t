@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # jobs/train.sbatch with write-once outputs (DSTAGE_OUTPUTS, DSTAGE_DRAIN_TO)
 # on the 4-node Slurm cluster on loopback (t/lib-slurm.sh): every node's
 # training task writes an output and node 0 a checkpoint through the mount;

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # `dstage serve --outputs` is ready for writers when NODEDIR/sock appears
 # (what jobs/ scripts and serve_up wait for): the outputs socket and
 # configuration are made before the readers' socket.  The outputs' start is

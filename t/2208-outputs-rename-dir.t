@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # rename(2) of a directory of closed outputs (docs/outputs.md): one change
 # ordered by node 0 and applied on every node as one rename of its
 # directory, so every node shows the tree under one name or the other.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The CRC-32C of a closed output is taken by its holder just after the
 # close, not in it (docs/outputs.md): the sum is slowed down (DSTAGE_FAULT
 # outputs.sum, 4 s) and the writer's close still returns at once, the file

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Write-once outputs (docs/outputs.md): a writer that opens its own output
 # again while it writes it ("w" then "a", a second "w", HDF5 opening a file
 # it has open) writes one file: every one of its descriptors counts, the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Write-once outputs (docs/outputs.md): temporary files in the outputs.
 # mkstemp, mkostemp, mkstemps, mkdtemp (glibc makes their files with its
 # internal open, which the shim does not see) go through the service like

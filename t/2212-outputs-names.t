@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Write-once outputs (docs/outputs.md): a name the drain cannot hold whole
 # is refused when it is made (ENAMETOOLONG: create, mkdir, rename of a file
 # or of a directory whose files would get too long a name), never accepted

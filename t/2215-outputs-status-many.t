@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A killed service whose outputs.status lists 100,000 outputs not drained
 # (docs/outputs.md "A killed service"; 100,000 checkpoint shards are
 # ordinary): `dstage drain --wait` reads the whole status, not a first

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # An open for writing that timed out publishes nothing (docs/outputs.md
 # "One writer per path"): node 0's service is stopped (SIGSTOP) for 6 s
 # while a writer on node 1 with DSTAGE_TIMEOUT=3 opens an existing good

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # What the drain changes in the drain directory is durable before it
 # counts (docs/outputs.md "Drain"): strace of the services shows, for every
 # rename into DIR, an fsync of the directory the new name is in (and of

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Replicated outputs (--outputs-replicas 2, docs/outputs.md "Replicated
 # outputs"), 3 simulated nodes.  A close returns only when the next node
 # holds a copy checked against the CRC-32C: node 2's area has the bytes

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Replicated outputs with three holders (--outputs-replicas 3, docs/outputs.md
 # "Replicated outputs"), 4 simulated nodes, two nodes lost at once.  Node 1
 # writes a checkpoint the checkpoint way (a temporary name, then rename into

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The node service answers remote reads: every file of the dataset, read on
 # every node through the service's socket, comes back byte for byte (the
 # C reader checks each file's CRC-32C), in parallel from many connections;

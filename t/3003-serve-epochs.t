@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The epoch shuffle end to end (pack, stage, serve, the shim): readers that
 # follow their lists for 4 epochs read every sample of their node's share,
 # byte for byte; the lists of all nodes form one permutation of the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # --locality: the bytes the service moves per epoch are exactly the part of
 # the node's share it does not hold, ~ (1 - local fraction) x share; the
 # local fraction follows L; L=1 moves nothing; the figures are reported.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Starting and stopping the service: one `dstage stop` from anywhere stops
 # every node; SIGTERM to one rank stops all; --clean removes the stores;
 # the service refuses to start, with the numbers, when it cannot work.

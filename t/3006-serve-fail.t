@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Failures: a node service that dies, hangs or fails ends the service on
 # every node within seconds, with the reason; readers get EIO, bounded,
 # never a hang and never wrong bytes.

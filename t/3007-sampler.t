@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The PyTorch helper (io/python/dstage): EpochSampler gives a DataLoader the
 # indices of this reader's epoch list; DstageFiles (and torchvision's
 # ImageFolder) map the list's paths to samples; bytes equal the source; after

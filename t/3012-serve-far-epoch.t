@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A far-away epoch (a typo, set_epoch(step)) announced by one reader does
 # not stop the prefetch for good: the service follows the last announced
 # epoch, backwards too (one epoch back excepted: a straggler), so after

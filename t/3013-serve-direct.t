@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Remote reads fetched by the service's socket thread (shuffle/direct.c,
 # MPI_THREAD_MULTIPLE): the socket thread's gets and flushes run beside
 # main's epoch prefetch on the same window and to the same targets; every

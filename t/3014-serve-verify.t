@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The service checks the epoch cache (shuffle/exchange.c, verify_main): once
 # an epoch is fetched, every uncompressed entry's bytes are checked against
 # the index's CRC-32C and marked VERIFIED, so that readers need not check

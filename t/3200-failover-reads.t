@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Failover (docs/failover.md): 4 simulated nodes, R = 2.  Node 2's service
 # and its readers are SIGKILLed mid-epoch while readers on nodes 0, 1 and 3
 # read every byte of their epoch list and of the whole tree through the

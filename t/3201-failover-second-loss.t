@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Failover, a second loss (docs/failover.md): 4 simulated nodes, R = 2.
 # Node 2 is lost, the service restarts on 0, 1, 3; then node 3 is lost and
 # it restarts on 0, 1.  The files whose two holders were 2 and 3 are gone:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Exact resume (docs/failover.md): a checkpoint at sample k of epoch e,
 # saved as a small JSON state (dstage epoch --state, EpochSampler.save_state).
 # Same nodes and readers: every reader reads exactly the rest of its list

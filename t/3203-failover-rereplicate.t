@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Re-replication (docs/failover.md): 4 simulated nodes, R = 2.  After node
 # 2 is lost, the service on 0, 1, 3 copies every partition that had a copy
 # on node 2 from its other holder to a third survivor, in the background,

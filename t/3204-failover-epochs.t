@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The epoch shuffle over a node set (common/nodeset.c, docs/failover.md), as
 # `dstage epoch` and the shim compute it from JOBDIR/nodes: for sets of 4,
 # 3, 2 and 1 of 4 staged nodes (R = 2), with and without --locality, over

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The service's wake-ups (shuffle/progress.c) on a failover set, where MPI
 # rank != staged node: 4 nodes staged with R = 2, served on 1, 2, 3 only
 # (--nodes 1-3: node 0 lost; ranks 0, 1, 2 serve nodes 1, 2, 3).  The

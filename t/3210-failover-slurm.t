@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # jobs/train.sbatch's failover path, unmodified, on the 4-node Slurm cluster
 # on loopback (t/lib-slurm.sh), R = 2: during the first training step node
 # 2 is "lost" (its service SIGKILLed, its store removed, its task fails).

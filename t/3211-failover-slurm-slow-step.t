@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # jobs/train.sbatch's failover when the service ends before the training
 # step does (4-node Slurm cluster on loopback, R = 2, write-once outputs):
 # node 2's task kills its service and removes its store, but fails only

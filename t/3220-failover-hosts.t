@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # jobs/train.sbatch's failover path, unmodified, on separate hosts
 # (t/lib-hosts.sh: 4 hosts n1..n4, each with its own network, /dev/shm and
 # hostname; Slurm with one slurmd per host; MPI over TCP), R = 2: during

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # dstage stage: placement, replicas, bytes, read-once, refusal and --force.
 . "$(dirname "$0")/test-lib.sh"
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # dstage stage failures: every rank exits non-zero with the reason, nothing
 # is left behind.
 . "$(dirname "$0")/test-lib.sh"

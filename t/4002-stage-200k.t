@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A metadata broadcast of 200k entries: every node gets the whole index.
 . "$(dirname "$0")/test-lib.sh"
 

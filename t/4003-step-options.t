@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The job steps' options (mpi/stepopt.c): stage, serve and run take one
 # table, each value checked by one function, so `dstage run` gives what
 # `dstage stage` and `dstage serve` give, limits and messages alike; and

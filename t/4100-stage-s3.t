@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # dstage stage s3://BUCKET/PREFIX --to DIR against a real S3 server (s3rver
 # on loopback): the round trip tree -> pack -> bucket -> stage -> shim reads
 # identical on every node; every payload byte fetched once for R=1 and R=2

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The Slurm test harness (t/lib-slurm.sh): a real 4-node Slurm cluster on
 # 127.0.0.1 (one slurmctld, four slurmd -N nN, a private munged) starts,
 # runs srun, MPICH over --mpi=pmi2 and sbatch --wait jobs, and stops without

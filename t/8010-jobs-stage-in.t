@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # jobs/stage-in.sbatch, unmodified, on the 4-node Slurm cluster on loopback
 # (t/lib-slurm.sh): clear usage errors; `sbatch -N4` stages the sample pack
 # into every node's store (checked byte for byte against the source), prints

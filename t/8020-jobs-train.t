@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # jobs/train.sbatch, unmodified, on the 4-node Slurm cluster on loopback
 # (t/lib-slurm.sh).  The "training" is a shell script that runs on every
 # node with the shim and records what it sees: the node's store holds its

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # jobs/train.sbatch running jobs/train_example.py (PyTorch, DataLoader with
 # two workers, dstage.EpochSampler) on the 4-node Slurm cluster on loopback:
 # every reader's record of two epochs holds the bytes of the source, the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # jobs/epilog-dstage.sh, the admins' Epilog snippet: run by hand, it removes
 # exactly ROOT/dstage.<SLURM_JOB_UID>.<SLURM_JOB_ID> under each root it is
 # given, nothing of other jobs or users, no symlink, and always exits 0; as

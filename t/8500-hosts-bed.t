@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The multi-host test bed (t/lib-hosts.sh): four hosts, each with its own
 # network, mount, UTS and IPC namespace, a Slurm slurmd inside each; ranks
 # on four hosts see different /dev/shm and hostnames, MPI (MPICH ch4:ucx with

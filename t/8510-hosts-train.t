@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # jobs/train.sbatch, unmodified, on separate hosts (t/lib-hosts.sh): each
 # host has its own /dev/shm, hostname and network; MPI goes over TCP
 # (UCX_TLS=tcp,self).  The training step on every host, through the shim:

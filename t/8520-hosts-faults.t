@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A service lost on one host mid-epoch, on separate hosts (t/lib-hosts.sh,
 # MPI over TCP): in one Slurm job, stage, `srun --overlap` serve, a reader
 # on every host checking every byte (hard-soak -x), then SIGKILL of host

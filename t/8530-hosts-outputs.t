@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Write-once outputs on separate hosts (t/lib-hosts.sh; docs/outputs.md):
 # jobs/train.sbatch, unmodified, with DSTAGE_OUTPUTS and DSTAGE_DRAIN_TO on
 # the shared file system.  Every host has its own /dev/shm (the node stores

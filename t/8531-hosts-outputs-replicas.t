@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Replicated outputs on separate hosts (t/lib-hosts.sh: 4 hosts, each with
 # its own /dev/shm and network, MPI over TCP; docs/outputs.md "Replicated
 # outputs"): jobs/train.sbatch, unmodified, with DSTAGE_OUTPUTS, a drain

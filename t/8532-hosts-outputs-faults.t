@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Write-once outputs on separate hosts (t/lib-hosts.sh: 3 hosts, each with
 # its own /dev/shm and network, MPI over TCP; docs/outputs.md), issue 24's
 # items 1, 4 and 6 where a node's area and its service are on another host

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Write-once outputs on separate hosts (t/lib-hosts.sh: 3 hosts, each with
 # its own /dev/shm, /tmp and network, MPI over TCP; docs/outputs.md),
 # issue 24's items 2 and 5 on a host that is not node 0:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Hostile packs through dstage verify, ls and cat.  t/helpers/hard-pack.py
 # writes each crafted pack with h5py as whole, valid HDF5 files with a valid
 # seal (its CRCs recomputed), so only dstage's semantic checks can stop them:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Hostile packs through `mpiexec -n 2 dstage stage --node-per-rank`: every
 # crafted pack of t/helpers/hard-pack.py (valid HDF5, valid seal, hostile
 # content: see t/9000) makes every rank exit 1 with a message, leaves no

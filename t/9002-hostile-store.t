@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Hostile node stores: the shim maps NODEDIR/index without the full CRC and
 # structure check (start-up speed), so a damaged index must still never crash
 # a reader, read out of bounds, hang, or lead a name out of the store: a

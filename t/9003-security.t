@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Nobody is let in: node stores are 0700 and their files 0600 whatever the
 # umask; a process of another uid (a user made for this test) cannot list or
 # read a store, cannot talk to the node service (the 0700 directory keeps it

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A full node-local disk.  The capacity check (free space + 64 MiB, and for
 # tmpfs the available memory) refusing before any write is t/4001's; here
 # the disk fills DURING the step, after the check passed:

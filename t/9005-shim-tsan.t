@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The shim under ThreadSanitizer.  A preloaded library cannot bring TSan's
 # runtime into a program, so the shim's sources are linked into the test
 # programs instead (-DDS_LINK_WRAP and -Wl,--wrap=NAME for every function it

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Readers that fork, and readers that die, against the real node service (2
 # simulated nodes, dstage serve):
 #  - torchvision DataLoader with 8 forked workers, 3 epochs, shuffled (so

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The fuzz targets for a few seconds each (DSTAGE_FUZZ_SECS, default 4; `make
 # fuzz` runs them for minutes): the node index as the shim maps it, the name
 # rules, epoch.conf, and index.h5 images (hdf5/fuzz).  Each starts by

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A node service lost in the middle of an epoch, with readers busy on every
 # node (4 simulated nodes; t/3006 has the 2-node cases with idle readers):
 #  - SIGKILL of one service rank: every other rank exits within seconds,

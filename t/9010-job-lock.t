@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # One job directory has one owner at a time (docs/design.md section 6): stage, serve and
 # clean of a job are mutually exclusive through JOBDIR/lock, the loser is
 # refused with the holder named (pid, command, host), exit 1 on every rank,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A FIFO, a directory, a device or a socket in place of index.h5 or of a
 # partition: verify, ls, cat and stage refuse it at once, naming the file,
 # exit 1 (before, opening a FIFO for reading hung them for ever).

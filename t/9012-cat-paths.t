@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # `dstage cat` and `dstage ls` resolve PATH the way the shim resolves
 # MOUNT/PATH: "a//b", "./a", ".." inside the pack, symlinks in inner
 # components (and in the last one for cat), chains of links, ENOTDIR for a

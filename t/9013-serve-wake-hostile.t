@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The service's wake-up socket (shuffle/progress.c) is a UDP port: anyone on
 # the host can send to it.  Datagrams of every wrong shape (short, long,
 # another magic, a guessed cookie, a node number out of range, this node's

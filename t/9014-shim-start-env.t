@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The shim's start reads its environment without libc (io/init.c: its own
 # getenv over environ, the mount, job and node directories packed in one
 # buffer, its own number parsing before ds_parse_u64): odd and oversized

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Hardening of the s3:// paths: secrets never appear in any output, at any
 # log level, on success or failure; keys that would escape or confuse the
 # tree are refused; a pack in a bucket that was truncated or tampered with

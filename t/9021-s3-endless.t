@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A store that never ends: a listing whose continuation token comes back, or
 # whose keys come back under new tokens, is refused naming the bucket and
 # the token; a body that trickles is cut and the step fails (pack and

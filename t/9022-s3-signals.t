@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # SIGINT and SIGTERM end pack and stage in every phase that talks to a
 # bucket (the listing, a GET, a multipart upload, stage's ranged GETs) while
 # the request hangs: the step fails with "interrupted by SIG...", exit 1 as

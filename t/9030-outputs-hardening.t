@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Hardening of write-once outputs (docs/outputs.md): the staged dataset stays
 # read-only; ".." and links cannot take a write out of the outputs subtree
 # (a closed output changes only as a new version: truncate(2) by name is

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # --outputs-to DIR in a scratch directory others can write (0777, no sticky
 # bit): after the service started, another user renames
 # DIR/dstage.<uid>.<job> away and puts a directory of their own, with the

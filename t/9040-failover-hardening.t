@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Failover hardening (docs/failover.md): bad --nodes, a damaged JOBDIR/nodes
 # or replica map, bad `dstage epoch` input and resume states, R = 1 (a loss
 # loses data: EIO within the bound, named), and re-replication on a full

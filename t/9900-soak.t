@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Soak (`make soak`; `make test` skips it: set DSTAGE_SOAK=1 to run it by
 # hand): 4 simulated nodes serve for DSTAGE_SOAK_EPOCHS (50) epochs while one
 # reader per node follows its epoch lists at full speed through the shim

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # t/lib-hosts.sh: a multi-host test bed on this one machine, as root.
 #
 #   . ./test-lib.sh

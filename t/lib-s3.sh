@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # t/lib-s3.sh: a real S3 server for the s3:// tests, sourced after test-lib.sh.
 #
 #   s3_start              start s3rver (npm, pinned in the Makefile) on

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # t/lib-slurm.sh: a private, real 4-node Slurm cluster on 127.0.0.1 for tests.
 #
 #   . ./test-lib.sh

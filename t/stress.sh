@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # t/stress.sh: the suite under load, from fresh clones (t/README.md says
 # when and how to run it).  Clones HEAD of this checkout into a
 # temporary directory, starts two busy loops (one per core of the 2-core CI

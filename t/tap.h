@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tap.h: a tiny TAP producer for C tests (plan, ok, is, diag, skip). */
 #ifndef TAP_H
 #define TAP_H

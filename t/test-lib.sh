@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # t/test-lib.sh: a small shell test library in the git style, printing TAP.
 # t/README.md describes the test families, how to run them and how to write
 # a new one.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # make demo-s3: object storage end to end against a real S3 server on
 # loopback (s3rver from npm, as in the tests), on 2 simulated nodes:
 #   the sample dataset uploaded as objects -> dstage pack s3:// (mpiexec -n 2)

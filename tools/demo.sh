@@ -1,12 +1,22 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # make demo: the main job end to end on the built-in sample dataset, on 4
 # simulated nodes (mpiexec -n 4 --node-per-rank):
 #   pack -> verify -> stage (R=1, val/ on every node) -> serve -> readers on
 #   every node read 2 epochs through the shim by their lists -> summary ->
 #   stop -> clean
+# From the source tree (tools/demo.sh: build/bin/dstage, build/t/mksample),
+# or installed by make install (PREFIX/share/dstage/demo.sh:
+# PREFIX/bin/dstage, PREFIX/libexec/dstage/mksample), which a site runs to
+# check an install with nothing from the source tree.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 B="$top/build/bin/dstage"
+MKSAMPLE="$top/build/t/mksample"
+if [ ! -x "$B" ] && [ -x "$top/../bin/dstage" ]; then
+	B=$(cd "$top/../bin" && pwd)/dstage
+	MKSAMPLE=$(cd "$top/../libexec/dstage" && pwd)/mksample
+fi
 NODES=${DSTAGE_DEMO_NODES:-4}
 work=$(mktemp -d "${TMPDIR:-/tmp}/dstage-demo.XXXXXX")
 to=/dev/shm
@@ -25,7 +35,7 @@ trap cleanup EXIT INT TERM
 step() { printf '\n== %s\n' "$*"; }
 
 step "sample dataset: 4 classes x 32 training images, 4 validation images each"
-"$top/build/t/mksample" -c 4 -n 32 -v 4 "$work/src"
+"$MKSAMPLE" -c 4 -n 32 -v 4 "$work/src"
 find "$work/src" -type f | wc -l | sed 's/^/files: /'
 
 step "dstage pack -p 8 --replicate val (once, offline)"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Install the Debian packages named on the command line that are missing.
 # As root: apt-get update + install.  Otherwise: print the exact command.
 missing=

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # tools/modgraph.sh [--check] [ROOT]: the module graph of the sources, from
 # their #include "..." lines: one "FOLDER INCLUDED-FOLDER" line per edge.
 #

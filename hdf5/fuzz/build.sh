@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Build the libFuzzer target for the manifest reader:
 #   hdf5/fuzz/build.sh [OUTDIR]      (default build/fuzz)
 # Needs clang with libFuzzer (Debian: clang, libclang-rt-14-dev).  HDF5 and

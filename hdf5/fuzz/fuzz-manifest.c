@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz-manifest.c: libFuzzer target for ds_manifest_read_image, the reader
  * every rank of `dstage stage` runs on the index.h5 bytes rank 0 broadcast.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz-epochconf.c: libFuzzer target for JOBDIR/epoch.conf, which the shim
  * parses inside every reader that opens an epoch list
  * (ds_epoch_cfg_load): the input is written as the file, then loaded.  A

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz-index.c: libFuzzer target for the node-store index as the shim sees
  * it: mapped with ds_index_from_buf(full = 0), then used only through what
  * the shim relies on (ds_index_entry_ok before following any id read from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz-names.c: libFuzzer target for the name rules every layer relies on
  * (common/common.c): ds_name_check, ds_target_check, ds_path_normalise,
  * ds_path_cmp.  Properties checked, not just "no crash":

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # t/fuzz/run.sh SECS [TARGET...]: build the libFuzzer targets with clang
 # (ASan + UBSan) into build-fuzz/ when a source is newer, and run each for
 # SECS seconds from its checked-in corpus t/fuzz/corpus-NAME.  New inputs go

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """doclinks.py ROOT FILE.md...: check the relative links of Markdown files.
 
 Every link [text](target) that is not a URL (scheme:) must name a file or

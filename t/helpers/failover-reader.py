@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """failover-reader.py MOUNT SRC LIST STOPFILE OUT: a reader under the shim
 that, pass after pass, reads every path of LIST (one per line, relative to
 MOUNT; a path may repeat) and every file of the tree under MOUNT, and

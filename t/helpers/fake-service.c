@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fake-service: a stand-in for the node service (shuffle/), libc only, for
  * the shim's remote-read tests.  It speaks common/dsproto.h on
  * JOBDIR/NODE/sock and answers DS_OP_READ by reading the stored bytes

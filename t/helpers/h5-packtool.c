@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* h5-packtool: tamper with a pack the way an attacker or a broken copy
  * would, for tests of the readers' validation.  The seal (a CRC) would catch
  * any change; `reseal` recomputes it so a test can reach the checks behind it.

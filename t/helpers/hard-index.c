@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hard-index: damage a node-store index (common/dsindex.h) in one named way,
  * for the hostile-store tests (t/9002):
  *

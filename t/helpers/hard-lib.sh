@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # hard-lib.sh: what the hardening tests (t/9NNN-*.t) share.  Source it after
 # test-lib.sh.
 #

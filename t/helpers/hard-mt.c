@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hard-mt: a many-threaded reader for the shim, for ThreadSanitizer runs
  * (t/9005) and plain stress.  Every thread loops over a mix of calls on the
  * same and on different files of the staged tree and checks each byte it

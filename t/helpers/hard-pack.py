@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """hard-pack.py: craft hostile packs from a good one, for t/9000 and t/9001.
 
   hard-pack.py list                    the name of every mutation

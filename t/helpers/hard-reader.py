@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """hard-reader.py MOUNT SRC [--strict]: a reader that touches everything
 under MOUNT through the shim (run it with LD_PRELOAD set) and compares what it
 gets with the source tree SRC (read natively: SRC is outside the mount).

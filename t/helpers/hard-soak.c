@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hard-soak: a reader for the soak test (t/9900): run with the shim
  * preloaded, it follows this node's epoch lists at full speed and checks
  * every byte it reads:

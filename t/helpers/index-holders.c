@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* index-holders NODEDIR/index: one line per regular file of the staged
  * tree, "PATH NODE,NODE... PART" (the nodes holding its partition, in the
  * index's order, and the partition's number).  For the failover tests (t/32NN): which files a loss of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mksample: write the built-in sample dataset (make demo, tests, benchmarks).
  *
  *   mksample [-c CLASSES] [-n PER_CLASS] [-v VAL_PER_CLASS] [-s SEED] DIR

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mkstore: build node stores straight from a directory tree, without MPI or
  * HDF5, for unit tests of the shim and the service:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mpi-a2a: the MPI_Alltoallv peer of bench/shuffle.sh.
  *
  *   mpi-a2a REPS RECV_0 RECV_1 ... RECV_{P-1}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mpi-hostinfo: what a rank sees of its host, and proof of the wire.
  *
  *   mpi-hostinfo [MIB]

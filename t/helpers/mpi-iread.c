@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mpi-iread: MPI_File_iread_at and MPI_File_iread through ROMIO (MPICH's
  * MPI-IO, which does them with POSIX AIO on a local file system) on FILE;
  * each rank prints the CRC-32 of every block it read, in rank order, so a

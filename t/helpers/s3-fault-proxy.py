@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """s3-fault-proxy: an HTTP proxy on loopback between dstage and the S3 server
 of the tests, that injects the faults object stores show.
 

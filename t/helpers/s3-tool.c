@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* s3-tool: the S3 operations the s3:// tests and benchmarks need, through
  * dstage's own client (s3/):
  *   s3-tool mb BUCKET

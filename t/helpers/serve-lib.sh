@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # serve-lib.sh: what the node service's tests (t/30NN-*.t) share.  Source it
 # after test-lib.sh.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* serve-read: a reader that speaks dsproto.h to the node service directly
  * (no shim), for the service's tests and benchmarks.
  *

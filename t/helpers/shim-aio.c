@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim-aio: POSIX AIO on FILE, everything it does printed, so that a run on a
  * staged file and one on its native copy can be compared (t/2106).
  *

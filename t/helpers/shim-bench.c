@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim-bench: the reader loop of bench/shim.sh (not a test).
  *
  *   shim-bench files ROOT LIST SECONDS   open+fstat+read+close of every file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim-dir: the directory family on every path read from stdin, relative
  * to ROOT: opendir, fdopendir, readdir, readdir64, readdir_r, telldir,
  * seekdir, rewinddir, dirfd, scandir, scandir64, scandirat, closedir;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim-fd: the descriptor family on every path read from stdin, relative to
  * ROOT: open with each read-only flag combination (and the fortified and
  * 64-bit opens), read in several chunk sizes, pread, readv, preadv, lseek

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim-first: call one wrapped libc function by name as the first call of
  * a fresh process (t/2100).
  *

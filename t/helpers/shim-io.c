@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim-io: perform one call and print its return value and errno, the way
  * GekkoFS's gkfs.io does, so shell tests read like the calls they make:
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # shim-lib.sh: what the shim's tests (t/20NN-*.t) share.  Source it after
 # test-lib.sh.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim-mktemp KIND TEMPLATE [SUFFIXLEN]: make one temporary file (or
  * directory) with a libc function of the mkstemp family, mkdtemp or mkfifo,
  * and print what happened: "ok NAME" or "KIND: 'TEMPLATE': REASON" on stderr

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim-mt: concurrency through the shim (TAP).  Run preloaded, with MOUNT
  * the staged tree and SRC the same tree on a real file system (read
  * natively, outside the prefix, as the reference):

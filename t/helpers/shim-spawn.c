@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim-spawn: run PROG through posix_spawn (posix_spawnp with -p) with the
  * file actions given, in order, and exit with its status (t/2105).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim-stat: the metadata family on every path read from stdin, relative to
  * ROOT: stat, lstat, their 64-bit and __xstat forms (looked up by name, so
  * the very symbols an old or a new binary calls are the ones tested),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim-stdio: FILE streams on every regular file read from stdin, relative
  * to ROOT: fopen, fopen64, fdopen, freopen; fread, fgets, getc, ungetc,
  * fseek, ftell, rewind, feof, fileno + fstat; one line per file.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim-util.h: what the shim's family test programs (t/helpers/shim-*.c)
  * share.  Each program runs the same calls on ROOT, once natively on the
  * source tree and once through the shim on the mount, and prints one line

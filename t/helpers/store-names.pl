@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-3-Clause
 # store-names.pl HEADER FILE...: print every string literal in the C FILEs
 # that spells a name of the node store's table (HEADER, common/dsstore.h)
 # instead of using its constant; exit 1 when there is one (t/0011).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* storecheck: check node stores against the source tree, independently of
  * the code that wrote them.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-cache.c: unit tests of the epoch cache (common/cache.c): publish,
  * pending/ready, duplicates, retire while held, a service restart, a reader
  * in another process racing the writer (every READY entry's bytes complete),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-common.c: unit tests of common/ (checksums, sizes, names, index). */
 #include "dscommon.h"
 #include "dsindex.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-epoch.c: unit tests of the epoch shuffle (common/epoch.c):
  * permutation, equal shares, pad/drop, seeds and epochs, locality, reader
  * slices, epoch.conf, speed for a million samples. */

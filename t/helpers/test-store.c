@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-store.c: the node store's names (common/dsstore.h): every name one
  * safe path component, no two alike, and the path helpers' truncation. */
 #include "dscommon.h"

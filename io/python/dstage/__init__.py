@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """dstage: PyTorch helpers for datasets staged and shuffled by dstage.
 
 The epoch shuffle happens in the node service: every epoch, each node reads

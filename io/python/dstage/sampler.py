@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """EpochSampler and DstageFiles: a thin PyTorch face of dstage's epoch lists.
 
     import dstage
