@@ -38,10 +38,14 @@ struct ds_headroom {
 
 /* The default headroom for a step with `ranks` ranks on this node. */
 void ds_headroom_default(struct ds_headroom *h, unsigned ranks);
-/* --ram-headroom: "SIZE" (ds_parse_size: "2GiB", "0") or "N%" (0..99).
+/* --ram-headroom: "SIZE" (ds_parse_size: "2GiB", "0"), "N%" (0..99), or
+ * both, "SIZE,N%" (the larger of the two under each limit).
  * Replaces *h wholly (the default's per-rank part no longer applies).
  * 0 or -EINVAL / -ERANGE. */
 int ds_headroom_parse(const char *s, struct ds_headroom *h);
+/* The option --ram-headroom of stage, serve and run (one check, one
+ * message for all): 1 with *h set, or 0 with the reason logged and *bad set. */
+int ds_headroom_opt(const char *arg, struct ds_headroom *h, int *bad);
 /* The headroom kept under a limit of `limit` bytes. */
 uint64_t ds_headroom_bytes(const struct ds_headroom *h, uint64_t limit);
 
@@ -56,7 +60,8 @@ struct ds_room {
 	uint64_t usage;    /* its usage, reclaimable file cache (inactive_file) left out */
 	uint64_t headroom; /* the headroom kept under its limit */
 	char cgroup[512];  /* its directory (/sys/fs/cgroup/memory/slurm/uid_1/job_7), or "" */
-	const char *why;   /* what bounds room: "free space", "cgroup v1 memory limit",
+	const char *why;   /* what bounds room: "free space", "available memory" (the
+	                    * host's MemAvailable), "cgroup v1 memory limit",
 	                    * "cgroup v2 memory.max", "cgroup v2 memory.high" */
 };
 
@@ -67,8 +72,9 @@ struct ds_room {
  * that could.  0, or -errno when dir cannot be examined (statfs). */
 int ds_ram_room(const char *dir, const struct ds_headroom *h, struct ds_room *out);
 
-/* "cgroup v1 memory limit 32.0 MiB (/sys/fs/cgroup/memory/x): usage 1.2 MiB,
- * headroom 0 B" or "free space 2.0 GiB" into buf.  Returns buf. */
+/* "cgroup v1 memory limit 32.0 MiB ('/sys/fs/cgroup/memory/x'): usage 1.2 MiB,
+ * headroom 0 B", "free space 2.0 GiB" or "available memory 3.1 GiB" into
+ * buf.  Returns buf. */
 char *ds_room_describe(const struct ds_room *r, char *buf, size_t len);
 
 #endif

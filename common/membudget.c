@@ -40,31 +40,55 @@ void ds_headroom_default(struct ds_headroom *h, unsigned ranks)
 	h->pct = DS_HEADROOM_DEFAULT_PCT;
 }
 
+/* One item of --ram-headroom: "N%" into v->pct, or a size into v->bytes. */
+static int headroom_item(const char *s, size_t n, struct ds_headroom *v)
+{
+	char item[64];
+	if (!n || n >= sizeof(item))
+		return -EINVAL;
+	memcpy(item, s, n);
+	item[n] = 0;
+	if (item[n - 1] == '%') {
+		uint64_t p;
+		item[n - 1] = 0;
+		if (!item[0] || ds_parse_u64(item, &p) < 0)
+			return -EINVAL;
+		if (p > 99)
+			return -ERANGE;
+		v->pct = (unsigned)p;
+		return 0;
+	}
+	return ds_parse_size(item, &v->bytes);
+}
+
 int ds_headroom_parse(const char *s, struct ds_headroom *h)
 {
 	if (!s || !*s)
 		return -EINVAL;
-	size_t n = strlen(s);
 	struct ds_headroom v;
 	memset(&v, 0, sizeof(v));
-	if (s[n - 1] == '%') {
-		char num[16];
-		uint64_t p;
-		if (n - 1 == 0 || n - 1 >= sizeof(num))
-			return -EINVAL;
-		memcpy(num, s, n - 1);
-		num[n - 1] = 0;
-		if (ds_parse_u64(num, &p) < 0)
-			return -EINVAL;
-		if (p > 99)
-			return -ERANGE;
-		v.pct = (unsigned)p;
-	} else {
-		int rc = ds_parse_size(s, &v.bytes);
-		if (rc < 0)
-			return rc;
+	const char *comma = strchr(s, ',');
+	size_t n1 = comma ? (size_t)(comma - s) : strlen(s);
+	int rc = headroom_item(s, n1, &v);
+	if (!rc && comma) {
+		/* "SIZE,N%" or "N%,SIZE": the larger of the two, under each limit */
+		size_t n2 = strlen(comma + 1);
+		int pct1 = n1 && s[n1 - 1] == '%', pct2 = n2 && comma[n2] == '%';
+		rc = pct1 == pct2 ? -EINVAL : headroom_item(comma + 1, n2, &v);
 	}
+	if (rc)
+		return rc;
 	*h = v;
+	return 0;
+}
+
+int ds_headroom_opt(const char *arg, struct ds_headroom *h, int *bad)
+{
+	if (ds_headroom_parse(arg, h) == 0)
+		return 1;
+	ds_error("--ram-headroom '%s': not a size (2GiB), a share of the limit (0%%..99%%) or both "
+	         "(8GiB,25%%)", arg);
+	*bad = 1;
 	return 0;
 }
 
@@ -358,6 +382,13 @@ int ds_ram_room(const char *dir, const struct ds_headroom *h, struct ds_room *ou
 	out->room = out->free;
 	if (!out->is_ram)
 		return 0;
+	/* tmpfs pages beyond what the host can give are swapped or killed for,
+	 * cgroup or not */
+	uint64_t mem = mem_available();
+	if (mem < out->room) {
+		out->room = mem;
+		out->why = "available memory";
+	}
 
 	FILE *f = fopen("/proc/self/cgroup", "re");
 	if (!f) {
@@ -388,7 +419,7 @@ char *ds_room_describe(const struct ds_room *r, char *buf, size_t len)
 {
 	char a[32], b[32], c[32];
 	if (!r->cgroup_v)
-		snprintf(buf, len, "free space %s", ds_fmt_size(r->free, a, sizeof(a)));
+		snprintf(buf, len, "%s %s", r->why, ds_fmt_size(r->room, a, sizeof(a)));
 	else
 		snprintf(buf, len, "%s %s ('%s'): usage %s, headroom %s", r->why,
 		         ds_fmt_size(r->limit, a, sizeof(a)), r->cgroup,
