@@ -562,7 +562,10 @@ static int budget_allows(struct ds__svc *s, struct xep *best)
 		if (X->ep[i]->ce || X->ep[i]->st == X_PREPARING)
 			live++; /* a cache file of ours that the readers will release */
 	}
-	uint64_t avail = room.room > pending ? room.room - pending : 0;
+	/* the spare file (the last released epoch's, kept for reuse) is taken
+	 * over or released by the next cache before it allocates: room */
+	uint64_t spare = ds_cache_spare_bytes(X->cache);
+	uint64_t avail = room.room + spare > pending ? room.room + spare - pending : 0;
 	if (best->need <= avail) {
 		if (X->budget_said)
 			ds_info("node %u: epoch %llu: the RAM budget has room now", s->node,
