@@ -441,28 +441,41 @@ static int ram_backed(const char *dir)
 	       (sf.f_type == 0x01021994 /* TMPFS_MAGIC */ || sf.f_type == 0x858458f6 /* RAMFS */);
 }
 
-static uint64_t host_hash(const char *h)
+static uint64_t fnv1a(uint64_t v, const char *s)
 {
-	uint64_t v = 1469598103934665603ull; /* FNV-1a */
-	for (; *h; h++)
-		v = (v ^ (unsigned char)*h) * 1099511628211ull;
+	for (; *s; s++)
+		v = (v ^ (unsigned char)*s) * 1099511628211ull;
 	return v;
 }
 
-/* Can DIR take this node's store (store bytes, and DS_STORE_HEADROOM)?  On a RAM file system the
- * bytes are the job's memory for as long as the store lives: the room is
- * ds_ram_room's (common/dsmem.h: free space, and every memory cgroup's limit
- * less its usage and the headroom kept for training).  Nodes of one host
- * (simulated nodes) share its file system, memory and cgroup: their needs
- * are summed and the host's first node speaks for them.  Collective over the
- * node leaders: every leader calls it, also one that failed already (prior,
- * returned unchanged).  *room: what node's budget was, for the summary. */
+/* Can DIR take this node's store (store bytes, and DS_STORE_HEADROOM)?  On a
+ * RAM file system the bytes are the job's memory for as long as the store
+ * lives: the room is ds_ram_room's (common/dsmem.h: free space, and every
+ * memory cgroup's limit less its usage and the headroom kept for training).
+ * Nodes whose room is bound by the same thing (the same cgroup, or the same
+ * host's free space: simulated nodes, or ranks in per-task cgroups under
+ * one step's limit) share it: their needs and ranks are summed and the
+ * first of them speaks.  Collective over the node leaders: every leader
+ * calls it, also one that failed already (prior, returned unchanged).
+ * *room: the node's budget, for the summary. */
 static int check_room(const struct ds_stage_opts *o, const struct ds_node *nd, uint64_t store,
                       int prior, struct ds_room *room)
 {
 	char host[256] = "";
 	gethostname(host, sizeof(host) - 1);
-	uint64_t mine[3] = {host_hash(host), store, (uint64_t)nd->local_size};
+	struct ds_headroom h;
+	if (o->headroom_set)
+		h = o->headroom;
+	else
+		ds_headroom_default(&h, (unsigned)nd->local_size);
+	int rc = prior ? prior : ds_ram_room(o->to, &h, room);
+	if (rc && !prior)
+		ds_error("'%s': %s", o->to, ds_strerror(rc));
+	/* what bounds the room: this host's file system, or a cgroup */
+	uint64_t key = fnv1a(fnv1a(1469598103934665603ull, host), "\n");
+	if (!rc && room->cgroup_v)
+		key = fnv1a(key, room->cgroup);
+	uint64_t mine[3] = {rc ? 0 : key, store, (uint64_t)nd->local_size};
 	uint64_t *all = ds_xcalloc(3 * (size_t)nd->nnodes, sizeof(uint64_t));
 	MPI_Allgather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, nd->leaders);
 	uint64_t stores = 0, ranks = 0;
@@ -477,17 +490,15 @@ static int check_room(const struct ds_stage_opts *o, const struct ds_node *nd, u
 			first = k;
 	}
 	free(all);
-	if (prior)
-		return prior;
-	struct ds_headroom h;
-	if (o->headroom_set)
-		h = o->headroom;
-	else
-		ds_headroom_default(&h, ranks > 0xffff ? 0xffff : (unsigned)ranks);
-	int rc = ds_ram_room(o->to, &h, room);
-	if (rc) {
-		ds_error("'%s': %s", o->to, ds_strerror(rc));
+	if (rc)
 		return rc;
+	if (!o->headroom_set && ranks > (uint64_t)nd->local_size) {
+		/* the default headroom is per rank: every rank under this budget */
+		ds_headroom_default(&h, ranks > 0xffff ? 0xffff : (unsigned)ranks);
+		if ((rc = ds_ram_room(o->to, &h, room))) {
+			ds_error("'%s': %s", o->to, ds_strerror(rc));
+			return rc;
+		}
 	}
 	uint64_t total = stores + nn * DS_STORE_HEADROOM;
 	if (total <= room->room)
