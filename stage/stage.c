@@ -500,7 +500,9 @@ static int check_room(const struct ds_stage_opts *o, const struct ds_node *nd, u
 			return rc;
 		}
 	}
-	uint64_t total = stores + nn * DS_STORE_HEADROOM;
+	/* one margin for the index and metadata of the nodes sharing the room
+	 * (as many as the check per node gave) */
+	uint64_t total = stores + DS_STORE_HEADROOM;
 	if (total <= room->room)
 		return 0;
 	if (nd->node == first) {
@@ -513,7 +515,7 @@ static int check_room(const struct ds_stage_opts *o, const struct ds_node *nd, u
 		         "metadata), room %s: %s%s",
 		         nd->node, o->to, ds_fmt_size(total, a, sizeof(a)), on, nn > 1 ? "s" : "",
 		         ds_fmt_size(stores, c, sizeof(c)),
-		         ds_fmt_size(nn * DS_STORE_HEADROOM, e, sizeof(e)),
+		         ds_fmt_size(DS_STORE_HEADROOM, e, sizeof(e)),
 		         ds_fmt_size(room->room, b, sizeof(b)),
 		         ds_room_describe(room, d, sizeof(d)),
 		         room->cgroup_v ? " (a larger --mem, a smaller --ram-headroom, or a disk for "

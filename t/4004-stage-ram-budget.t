@@ -92,10 +92,12 @@ test_expect_success 'a given headroom is kept: 100 MiB of 160 MiB leaves too lit
 	test_grep "headroom 96.0 MiB" err && nothing_left
 '
 
+# each node alone (20 MiB + 64 MiB) would fit the room (about 100 MiB), both
+# (40 MiB + 64 MiB) do not
 test_expect_success 'two simulated nodes of one host share its cgroup: needs summed' '
 	! in_cg $((160 * MiB)) timeout -k 5 120 mpiexec.mpich -n 2 \
-		"$DSTAGE" stage pack --to "$SHM" --job j4 --node-per-rank --ram-headroom 0 2>err &&
-	test_grep "node 0: .*not enough room: needs 1[0-9][0-9].* for 2 nodes on host" err &&
+		"$DSTAGE" stage pack --to "$SHM" --job j4 --node-per-rank --ram-headroom 40MiB 2>err &&
+	test_grep "node 0: .*not enough room: needs 104.0 MiB for 2 nodes on host .* (stores 40.0 MiB + 64.0 MiB of index and metadata), room [0-9.]* MiB" err &&
 	test $(grep -c "not enough room" err) = 1 &&
 	no_oom &&
 	nothing_left
