@@ -20,8 +20,9 @@
  * the store.  Before an epoch's cache file is made, its bytes must fit the
  * room under every cgroup limit less the headroom; if they do not, the
  * prefetch waits for the readers to release an older epoch (said once), or,
- * with nothing of ours left to release, that epoch is not prefetched (its
- * readers use remote reads): a prefetch never OOMs the job.
+ * with nothing of ours left to release, shrinks to the samples read first
+ * that fit, or is skipped if none does (the rest is read remotely): a
+ * prefetch never OOMs the job.
  *
  * Per epoch it reports what locality costs and buys: the local fraction
  * of the share, the bytes moved, and how much of the share the node also
@@ -535,9 +536,10 @@ static int follow(struct ds__svc *s)
 	return 0;
 }
 
-/* May an epoch cache of `need` bytes be made now without passing the RAM
- * budget?  1: yes; 0: wait (an older epoch of ours will be released);
- * -1: never while nothing of ours is left to release (skip the epoch).
+/* May best's epoch cache be made now without passing the RAM budget?
+ * 1: yes (shrunk to the samples read first that fit, when nothing of ours
+ * is left to release); 0: wait (an older epoch of ours will be released);
+ * -1: not even one sample fits (skip the epoch).
  * Reads the cgroup files at most every 0.2 s while waiting. */
 static int budget_allows(struct ds__svc *s, struct xep *best)
 {
@@ -575,12 +577,39 @@ static int budget_allows(struct ds__svc *s, struct xep *best)
 	}
 	char a[32], b[32], d[320];
 	if (!live) {
-		ds_warn("node %u: epoch %llu not prefetched: its cache needs %s, the RAM budget has %s "
-		        "(%s): its readers use remote reads",
-		        s->node, (unsigned long long)best->epoch, ds_fmt_size(best->need, a, sizeof(a)),
-		        ds_fmt_size(avail, b, sizeof(b)), ds_room_describe(&room, d, sizeof(d)));
+		/* nothing of ours to wait for: shrink the epoch to the samples read
+		 * first that fit (the plan is in read order; the rest are read
+		 * remotely), or skip it */
+		size_t lo = 0, hi = best->n;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo + 1) / 2;
+			if (ds_cache_epoch_need(best->lens, mid) <= avail)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
 		X->budget_said = 0;
-		return -1;
+		if (!lo) {
+			ds_warn("node %u: epoch %llu not prefetched: its cache needs %s, the RAM budget has "
+			        "%s (%s): its readers use remote reads",
+			        s->node, (unsigned long long)best->epoch,
+			        ds_fmt_size(best->need, a, sizeof(a)), ds_fmt_size(avail, b, sizeof(b)),
+			        ds_room_describe(&room, d, sizeof(d)));
+			return -1;
+		}
+		char c[32];
+		uint64_t need = ds_cache_epoch_need(best->lens, lo);
+		ds_warn("node %u: epoch %llu: prefetching the first %zu of its %zu remote samples (%s of "
+		        "%s): the RAM budget has %s (%s); the rest are read remotely",
+		        s->node, (unsigned long long)best->epoch, lo, best->n,
+		        ds_fmt_size(need, c, sizeof(c)), ds_fmt_size(best->need, a, sizeof(a)),
+		        ds_fmt_size(avail, b, sizeof(b)), ds_room_describe(&room, d, sizeof(d)));
+		best->n = lo;
+		best->need = need;
+		best->bytes = 0;
+		for (size_t i = 0; i < lo; i++)
+			best->bytes += best->lens[i];
+		return 1;
 	}
 	if (!X->budget_said)
 		ds_warn("node %u: epoch %llu prefetch waits: its cache needs %s, the RAM budget has %s "

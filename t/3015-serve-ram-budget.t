@@ -4,8 +4,10 @@
 # memory cgroup.  In a real cgroup v1 memory limit that holds one epoch's
 # cache of both nodes but not two, the prefetch of the next epoch waits
 # (said once per node) until the readers leave the older epoch, then goes
-# on; with a headroom that leaves no room at all, epochs are not prefetched
-# and the readers read every byte remotely.  Bytes are right throughout,
+# on; with room for part of an epoch and nothing of its own to release, the
+# prefetch shrinks to the samples read first; with a headroom that leaves no
+# room at all, epochs are not prefetched and the readers read every byte
+# remotely.  Bytes are right throughout,
 # nobody is OOM-killed, the service ends cleanly.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/serve-lib.sh"
@@ -82,6 +84,7 @@ need() { # need E NODE: MiB of its cache, from the log of 1.
 }
 test_expect_success 'the needs of the epochs, from the log' '
 	for e in 0 1; do for k in 0 1; do test -n "$(need $e $k)" || return 1; done; done &&
+	need 0 0 >need.0.0 &&
 	awk -v a=$(need 0 0) -v b=$(need 0 1) -v c=$(need 1 0) -v d=$(need 1 1) -v base=$(cat base) \
 		"BEGIN { lo = a + b > c + d ? a + b : c + d; hi = a + b + (c < d ? c : d);
 			printf \"%d\n\", base + (lo + hi) / 2 * 1048576 }" >limit &&
@@ -106,6 +109,29 @@ test_expect_success 'the readers move on: epoch 0 released, epoch 1 fetched and 
 	c0=$(stat_val 0 cache_reads) && read_epoch 1 0 && read_epoch 1 1 &&
 	test "$(stat_val 0 cache_reads)" -gt "$c0" &&
 	no_oom && ! grep -i "error" serve.log
+'
+serve_stop
+test_expect_success 'stopped, exit 0' 'test "$(cat serve.rc)" = 0 && no_oom'
+
+# 3. room for half of one node's epoch 0, nothing of ours to release: the
+# first node to start shrinks its epoch to the samples read first.  24 MiB
+# of headroom stay for the service's own reads (simulated nodes of one host
+# check the shared cgroup each on its own: the second may take some too)
+test_expect_success 'the limit: half a node-epoch above 24 MiB of headroom' '
+	awk -v a=$(cat need.0.0) -v base=$(cat base) \
+		"BEGIN { printf \"%d\n\", base + (a / 2 + 24) * 1048576 }" >limit
+'
+serve_in_cg $(cat limit) --ram-headroom 24MiB
+test_expect_success 'epoch 0 shrunk to what fits, the rest read remotely, every byte right' '
+	serve_up 2 &&
+	wait_until 30 grep -q "epoch 0: prefetching the first [0-9]* of its [0-9]* remote samples" serve.log &&
+	cat serve.log &&
+	k=$(sed -n "s/.*node \([01]\): epoch 0: prefetching the first.*/\1/p" serve.log | head -n 1) &&
+	wait_until 60 prefetched $k 0 &&
+	c0=$(stat_val $k cache_reads) && r0=$(stat_val $k remote_reads) &&
+	read_epoch 0 0 && read_epoch 0 1 &&
+	test "$(stat_val $k cache_reads)" -gt "$c0" && test "$(stat_val $k remote_reads)" -gt "$r0" &&
+	no_oom
 '
 serve_stop
 test_expect_success 'stopped, exit 0' 'test "$(cat serve.rc)" = 0 && no_oom'
