@@ -32,7 +32,9 @@ MiB=1048576
 serve_in_cg() {
 	echo "$1" >"$CG/memory.limit_in_bytes" || { echo "Bail out! limit $1"; exit 1; }
 	shift
-	rm -f serve.rc stop.rc "$JOBDIR"/*/serve.status
+	# the previous run's log goes first: `>serve.log &` truncates it only in
+	# the child, after the fork, and the waits below read it
+	rm -f serve.rc stop.rc serve.log "$JOBDIR"/*/serve.status
 	sh -c 'echo $$ >"$0/tasks" && exec "$@"' "$CG" \
 		timeout -k 5 "${DSTAGE_TEST_MPI_TIMEOUT:-120}" mpiexec.mpich -n 2 \
 		"$DSTAGE" serve --to "$SHM" --job "$JOB" --node-per-rank "$@" >serve.log 2>&1 &
