@@ -24,7 +24,8 @@ static const char *run_usage =
 	"          --clean\n"
 	"  outputs: --outputs SUBDIR, --drain-to DIR, --outputs-to DIR, --drain-rate SIZE,\n"
 	"          --drain-timeout SECS, --outputs-replicas N (docs/outputs.md)\n"
-	"  both:   --to DIR, --job ID, --node-per-rank, -q/--quiet, -v/--verbose, -h/--help\n"
+	"  both:   --to DIR, --job ID, --node-per-rank, --ram-headroom SIZE|N%, -q/--quiet,\n"
+	"          -v/--verbose, -h/--help\n"
 	"  (see 'dstage stage --help' and 'dstage serve --help')\n";
 
 int ds_cmd_run(int argc, char **argv)
@@ -63,6 +64,8 @@ int ds_cmd_run(int argc, char **argv)
 	so.to = o.to;
 	so.job = o.job;
 	so.node_per_rank = o.node_per_rank;
+	so.headroom = o.headroom; /* --ram-headroom: one budget for the store and the cache */
+	so.headroom_set = o.headroom_set;
 	so.quiet = o.quiet > 0;
 	if (ds_stage_check_opts(&so))
 		return 2;

@@ -385,6 +385,14 @@ fail:
 	return rc;
 }
 
+uint64_t ds_cache_spare_bytes(struct ds_cache_svc *svc)
+{
+	pthread_mutex_lock(&svc->mu);
+	uint64_t b = svc->spare && svc->spare->map ? svc->spare->map_len : 0;
+	pthread_mutex_unlock(&svc->mu);
+	return b;
+}
+
 size_t ds_cache_epoch_count(const struct ds_cache_epoch *ep) { return ep->m; }
 uint64_t ds_cache_epoch_bytes(const struct ds_cache_epoch *ep) { return ep->map_len; }
 uint64_t ds_cache_epoch_number(const struct ds_cache_epoch *ep) { return ep->epoch; }

@@ -169,6 +169,10 @@ int ds_cache_epoch_publish(struct ds_cache_svc *svc, struct ds_cache_epoch *ep);
  * it; the service rewrites a spare only under a write lock).  That skips
  * the allocation and population of a fresh file. */
 void ds_cache_epoch_free(struct ds_cache_svc *svc, struct ds_cache_epoch *ep);
+/* The bytes of the spare file kept for the next epoch (0: none): memory the
+ * next ds_cache_epoch_new reuses or releases before it takes any, which the
+ * RAM budget of the prefetch counts as room (shuffle/exchange.c). */
+uint64_t ds_cache_spare_bytes(struct ds_cache_svc *svc);
 /* 1 when ep took over a spare file. */
 int ds_cache_epoch_recycled(const struct ds_cache_epoch *ep);
 /* Upper bound of the bytes a cache of n entries of these lengths takes

@@ -33,6 +33,8 @@ static const struct stepopt {
 	{"inflate", no_argument, 'i', 0, ST | RN},
 	{"force", no_argument, 'f', 0, ST | RN},
 	{"progress", required_argument, 'P', 0, ST | RN},
+	/* the RAM budget: ds_headroom_opt (common/membudget.c), stage and serve */
+	{"ram-headroom", required_argument, 'H', 0, ST | SV | RN},
 	/* serve: ds__serve_opt */
 	{"seed", required_argument, 's', 0, SV | RN},
 	{"locality", required_argument, 'L', 0, SV | RN},

@@ -16,6 +16,15 @@
  * cache is gone (readers then race the prefetch: stalls, not errors); too
  * small for one, serve refuses to start.
  *
+ * The RAM budget (common/dsmem.h, docs/guide.md "The RAM budget"): on
+ * tmpfs the cache is the job's memory, charged to its memory cgroup like
+ * the store.  Before an epoch's cache file is made, its bytes must fit the
+ * room under every cgroup limit less the headroom; if they do not, the
+ * prefetch waits for the readers to release an older epoch (said once), or,
+ * with nothing of ours left to release, shrinks to the samples read first
+ * that fit, or is skipped if none does (the rest is read remotely): a
+ * prefetch never OOMs the job.
+ *
  * Per epoch it reports what locality costs and buys: the local fraction
  * of the share, the bytes moved, and how much of the share the node also
  * read the epoch before (a measure of how random the assignment is), each
@@ -81,6 +90,11 @@ struct ds__exchange {
 	struct xep hist[HISTORY]; /* figures of finished epochs, for status */
 	int nhist;
 	int hold; /* atomic: this node fetches or a peer fetches from it */
+	/* the RAM budget of the cache directory */
+	struct ds_headroom headroom;
+	int budget_ram;       /* the node directory is on RAM: check before each epoch */
+	double budget_t;      /* when room was last read while waiting */
+	int budget_said;      /* the wait has been explained */
 };
 
 static void xep_free(struct ds__svc *s, struct xep *x)
@@ -218,16 +232,30 @@ int ds__exchange_new(struct ds__svc *s)
 		ds_warn("node %u: --shuffle-buffer %s holds one epoch's remote share but not two (%s): "
 		        "epoch e+1 is fetched only when readers start it, so they will wait for it",
 		        s->node, ds_fmt_size(buf, n1, sizeof(n1)), ds_fmt_size(two, n2, sizeof(n2)));
-	/* the cache lives beside the store: is there room for it? */
-	struct statvfs vf;
+	/* the cache lives beside the store: is there room for it?  Free space
+	 * is a hard limit; on RAM, the memory budget only holds the prefetch
+	 * back (current()), the readers still work through remote reads */
 	uint64_t want = buf && buf < two ? buf : two;
-	if (!statvfs(s->nodedir, &vf)) {
-		uint64_t avail = (uint64_t)vf.f_bavail * vf.f_frsize;
-		if (want > avail) {
+	if (s->o.headroom_set)
+		X->headroom = s->o.headroom;
+	else
+		ds_headroom_default(&X->headroom, 1);
+	struct ds_room room;
+	if (!ds_ram_room(s->nodedir, &X->headroom, &room)) {
+		if (want > room.free) {
 			ds_error("node %u: the epoch cache needs %s (two epochs' remote share), '%s' has %s free",
 			         s->node, ds_fmt_size(want, n1, sizeof(n1)), s->nodedir,
-			         ds_fmt_size(avail, n2, sizeof(n2)));
+			         ds_fmt_size(room.free, n2, sizeof(n2)));
 			return -ENOSPC;
+		}
+		X->budget_ram = room.is_ram;
+		if (room.is_ram && want > room.room) {
+			char d[320];
+			ds_warn("node %u: the epoch cache (two epochs' remote share: %s) does not fit the RAM "
+			        "budget (room %s: %s): epochs are prefetched as the room allows, the rest "
+			        "read remotely",
+			        s->node, ds_fmt_size(want, n1, sizeof(n1)), ds_fmt_size(room.room, n2, sizeof(n2)),
+			        ds_room_describe(&room, d, sizeof(d)));
 		}
 	}
 	ds_info("node %u: epoch cache: %s for epoch 0, %s for epoch 1 (share %zu samples, %s)", s->node,
@@ -509,8 +537,92 @@ static int follow(struct ds__svc *s)
 	return 0;
 }
 
+/* May best's epoch cache be made now without passing the RAM budget?
+ * 1: yes (shrunk to the samples read first that fit, when nothing of ours
+ * is left to release); 0: wait (an older epoch of ours will be released);
+ * -1: not even one sample fits (skip the epoch).
+ * Reads the cgroup files at most every 0.2 s while waiting. */
+static int budget_allows(struct ds__svc *s, struct xep *best)
+{
+	struct ds__exchange *X = s->x;
+	if (!X->budget_ram)
+		return 1;
+	double now = ds_now();
+	if (X->budget_said && now - X->budget_t < 0.2)
+		return 0;
+	X->budget_t = now;
+	struct ds_room room;
+	if (ds_ram_room(s->nodedir, &X->headroom, &room))
+		return 1; /* cannot tell: the free-space check at start stands */
+	/* a cache being made is charged only once its file is allocated */
+	uint64_t pending = 0, live = 0;
+	for (int i = 0; i < X->nep; i++) {
+		if (X->ep[i] == best)
+			continue;
+		if (X->ep[i]->st == X_PREPARING && !__atomic_load_n(&X->ep[i]->prep_done,
+		                                                     __ATOMIC_ACQUIRE))
+			pending += X->ep[i]->need;
+		if (X->ep[i]->ce || X->ep[i]->st == X_PREPARING)
+			live++; /* a cache file of ours that the readers will release */
+	}
+	/* the spare file (the last released epoch's, kept for reuse) is taken
+	 * over or released by the next cache before it allocates: room */
+	uint64_t spare = ds_cache_spare_bytes(X->cache);
+	uint64_t avail = room.room + spare > pending ? room.room + spare - pending : 0;
+	if (best->need <= avail) {
+		if (X->budget_said)
+			ds_info("node %u: epoch %llu: the RAM budget has room now", s->node,
+			        (unsigned long long)best->epoch);
+		X->budget_said = 0;
+		return 1;
+	}
+	char a[32], b[32], d[320];
+	if (!live) {
+		/* nothing of ours to wait for: shrink the epoch to the samples read
+		 * first that fit (the plan is in read order; the rest are read
+		 * remotely), or skip it */
+		size_t lo = 0, hi = best->n;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo + 1) / 2;
+			if (ds_cache_epoch_need(best->lens, mid) <= avail)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		X->budget_said = 0;
+		if (!lo) {
+			ds_warn("node %u: epoch %llu not prefetched: its cache needs %s, the RAM budget has "
+			        "%s (%s): its readers use remote reads",
+			        s->node, (unsigned long long)best->epoch,
+			        ds_fmt_size(best->need, a, sizeof(a)), ds_fmt_size(avail, b, sizeof(b)),
+			        ds_room_describe(&room, d, sizeof(d)));
+			return -1;
+		}
+		char c[32];
+		uint64_t need = ds_cache_epoch_need(best->lens, lo);
+		ds_warn("node %u: epoch %llu: prefetching the first %zu of its %zu remote samples (%s of "
+		        "%s): the RAM budget has %s (%s); the rest are read remotely",
+		        s->node, (unsigned long long)best->epoch, lo, best->n,
+		        ds_fmt_size(need, c, sizeof(c)), ds_fmt_size(best->need, a, sizeof(a)),
+		        ds_fmt_size(avail, b, sizeof(b)), ds_room_describe(&room, d, sizeof(d)));
+		best->n = lo;
+		best->need = need;
+		best->bytes = 0;
+		for (size_t i = 0; i < lo; i++)
+			best->bytes += best->lens[i];
+		return 1;
+	}
+	if (!X->budget_said)
+		ds_warn("node %u: epoch %llu prefetch waits: its cache needs %s, the RAM budget has %s "
+		        "(%s) until the readers leave an older epoch",
+		        s->node, (unsigned long long)best->epoch, ds_fmt_size(best->need, a, sizeof(a)),
+		        ds_fmt_size(avail, b, sizeof(b)), ds_room_describe(&room, d, sizeof(d)));
+	X->budget_said = 1;
+	return 0;
+}
+
 /* The epoch to fetch now: the lowest planned or fetching one >= R that the
- * buffer allows. */
+ * buffer and the RAM budget allow. */
 static struct xep *current(struct ds__svc *s, int *err)
 {
 	struct ds__exchange *X = s->x;
@@ -544,6 +656,14 @@ static struct xep *current(struct ds__svc *s, int *err)
 		}
 		return NULL; /* wait until the readers move on and free some */
 	}
+	int ok = budget_allows(s, best);
+	if (ok < 0) {
+		best->st = X_DONE;
+		best->reported = 1;
+		return NULL;
+	}
+	if (!ok)
+		return NULL;
 	*err = start(s, best);
 	return *err ? NULL : best;
 }

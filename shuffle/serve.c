@@ -74,6 +74,9 @@ static const char *serve_usage =
 	"      --drop-last           equal shares by dropping the remainder (default: pad)\n"
 	"      --shuffle-buffer SIZE bound of the epoch cache per node (default: what two\n"
 	"                            epochs' remote share needs)\n"
+	"      --ram-headroom SIZE|N%  memory left to training under the job's memory cgroup when\n"
+	"                            DIR is RAM: the epoch cache waits, shrinks or is skipped\n"
+	"                            rather than take it (default: 25% of the limit, at least 8 GiB)\n"
 	"      --timeout SECS        a node silent this long is taken as failed (default 20)\n"
 	"      --failover            readers wait (within DSTAGE_TIMEOUT) for a service\n"
 	"                            restarted after a lost node instead of failing at once\n"
@@ -103,6 +106,10 @@ int ds__serve_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad)
 	switch (c) {
 	case 't': o->to = arg; return c;
 	case 'j': o->job = arg; return c;
+	case 'H':
+		if (ds_headroom_opt(arg, &o->headroom, bad))
+			o->headroom_set = 1;
+		return c;
 	case 'n': o->node_per_rank = 1; return c;
 	case 'c': o->clean = 1; return c;
 	case 'd': o->cfg.drop_last = 1; return c;

@@ -18,6 +18,7 @@
 #include "dscommon.h"
 #include "dsepoch.h"
 #include "dsindex.h"
+#include "dsmem.h"
 #include "dsproto.h"
 
 #include <mpi.h>
@@ -41,6 +42,9 @@ struct ds__serve_opts {
 	uint64_t drain_rate;     /* bytes/s, 0: no bound */
 	double drain_timeout;    /* s a stop waits for the drain */
 	unsigned outputs_replicas; /* holders of each output (outrepl.c), 0 = 1 */
+	struct ds_headroom headroom; /* --ram-headroom (when headroom_set): the epoch cache's
+	                              * RAM budget, common/dsmem.h */
+	int headroom_set;
 };
 
 /* A read the socket thread cannot serve from this node: main fetches it. */

@@ -5,6 +5,7 @@
 #ifndef DSSTAGE_H
 #define DSSTAGE_H
 
+#include "dsmem.h"
 #include "dsmpi.h"
 
 #include <stdint.h>
@@ -17,11 +18,13 @@ struct ds_stage_opts {
 	uint32_t replicas;  /* -R */
 	int node_per_rank, inflate, force, quiet, help;
 	double progress;    /* seconds between progress lines, 0: none */
+	struct ds_headroom headroom; /* --ram-headroom (when headroom_set) */
+	int headroom_set;
 };
 /* Defaults of the stage options. */
 void ds_stage_defaults(struct ds_stage_opts *o);
 /* Handle one getopt code of stage's options (mpi/stepopt.c's table: R i f
- * P, and t j n q h).  The one place their values are checked, for stage and
+ * P H, and t j n q h).  The one place their values are checked, for stage and
  * run alike.  Returns c, or 0 when c is not one; sets *bad on an invalid
  * value (said: "-R '70000': not a replica count (1..65535)"). */
 int ds_stage_opt(struct ds_stage_opts *o, int c, const char *arg, int *bad);

@@ -18,6 +18,7 @@
  * and everyone learns of the failure in the final agreement. */
 #include "dscommon.h"
 #include "dsindex.h"
+#include "dsmem.h"
 #include "dslock.h"
 #include "dspack.h"
 #include "dsplace.h"
@@ -83,6 +84,9 @@ static const char *cmd_usage =
 	"      --force           replace an existing store of this job (not while its\n"
 	"                        service runs: one stage, serve or clean of a job at a time)\n"
 	"      --progress SECS   progress line every SECS seconds (rank 0; default 0: none)\n"
+	"      --ram-headroom SIZE|N%  memory left to training under the job's memory cgroup when\n"
+	"                        DIR is RAM (default: 25% of the limit, at least 8 GiB per rank\n"
+	"                        of the step on the host; see docs/guide.md, The RAM budget)\n"
 	"  -q, --quiet           no summary\n"
 	"  -h, --help            this text\n";
 
@@ -112,6 +116,10 @@ int ds_stage_opt(struct ds_stage_opts *o, int c, const char *arg, int *bad)
 		} else {
 			o->progress = d;
 		}
+		return c;
+	case 'H':
+		if (ds_headroom_opt(arg, &o->headroom, bad))
+			o->headroom_set = 1;
 		return c;
 	case 't': o->to = arg; return c;
 	case 'j': o->job = arg; return c;
@@ -427,20 +435,6 @@ static int sink_finish(struct sink *s)
 }
 
 /* ---- capacity ----------------------------------------------------------- */
-static uint64_t mem_available(void)
-{
-	FILE *f = fopen("/proc/meminfo", "re");
-	char line[256];
-	unsigned long long kb = 0;
-	if (!f)
-		return UINT64_MAX;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb ? kb * 1024 : UINT64_MAX;
-}
-
 static int ram_backed(const char *dir)
 {
 	struct statfs sf;
@@ -448,32 +442,87 @@ static int ram_backed(const char *dir)
 	       (sf.f_type == 0x01021994 /* TMPFS_MAGIC */ || sf.f_type == 0x858458f6 /* RAMFS */);
 }
 
-/* Can DIR take `need` more bytes?  RAM-backed file systems also need the
- * memory. */
-static int check_room(const char *dir, uint64_t need, uint32_t node)
+static uint64_t fnv1a(uint64_t v, const char *s)
 {
-	struct statvfs sv;
-	if (statvfs(dir, &sv) < 0) {
-		int e = errno;
-		ds_error("'%s': %s", dir, strerror(e));
-		return -e;
+	for (; *s; s++)
+		v = (v ^ (unsigned char)*s) * 1099511628211ull;
+	return v;
+}
+
+/* Can DIR take this node's store (store bytes, and DS_STORE_HEADROOM)?  On a
+ * RAM file system the bytes are the job's memory for as long as the store
+ * lives: the room is ds_ram_room's (common/dsmem.h: free space, and every
+ * memory cgroup's limit less its usage and the headroom kept for training).
+ * Nodes whose room is bound by the same thing (the same cgroup, or the same
+ * host's free space: simulated nodes, or ranks in per-task cgroups under
+ * one step's limit) share it: their needs and ranks are summed and the
+ * first of them speaks.  Collective over the node leaders: every leader
+ * calls it, also one that failed already (prior, returned unchanged).
+ * *room: the node's budget, for the summary. */
+static int check_room(const struct ds_stage_opts *o, const struct ds_node *nd, uint64_t store,
+                      int prior, struct ds_room *room)
+{
+	char host[256] = "";
+	gethostname(host, sizeof(host) - 1);
+	struct ds_headroom h;
+	if (o->headroom_set)
+		h = o->headroom;
+	else
+		ds_headroom_default(&h, (unsigned)nd->local_size);
+	int rc = prior ? prior : ds_ram_room(o->to, &h, room);
+	if (rc && !prior)
+		ds_error("'%s': %s", o->to, ds_strerror(rc));
+	/* what bounds the room: this host's file system, or a cgroup */
+	uint64_t key = fnv1a(fnv1a(1469598103934665603ull, host), "\n");
+	if (!rc && room->cgroup_v)
+		key = fnv1a(key, room->cgroup);
+	uint64_t mine[3] = {rc ? 0 : key, store, (uint64_t)nd->local_size};
+	uint64_t *all = ds_xcalloc(3 * (size_t)nd->nnodes, sizeof(uint64_t));
+	MPI_Allgather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, nd->leaders);
+	uint64_t stores = 0, ranks = 0;
+	uint32_t first = nd->node, nn = 0;
+	for (uint32_t k = 0; k < nd->nnodes; k++) {
+		if (all[3 * k] != mine[0])
+			continue;
+		stores += all[3 * k + 1];
+		ranks += all[3 * k + 2];
+		nn++;
+		if (k < first)
+			first = k;
 	}
-	uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-	const char *what = "free space";
-	if (ram_backed(dir)) {
-		uint64_t mem = mem_available();
-		if (mem < avail) {
-			avail = mem;
-			what = "available memory";
+	free(all);
+	if (rc)
+		return rc;
+	if (!o->headroom_set && ranks > (uint64_t)nd->local_size) {
+		/* the default headroom is per rank: every rank under this budget */
+		ds_headroom_default(&h, ranks > 0xffff ? 0xffff : (unsigned)ranks);
+		if ((rc = ds_ram_room(o->to, &h, room))) {
+			ds_error("'%s': %s", o->to, ds_strerror(rc));
+			return rc;
 		}
 	}
-	if (need > avail) {
-		char a[32], b[32];
-		ds_error("node %u: '%s': not enough room: needs %s, %s is %s", node, dir,
-		         ds_fmt_size(need, a, sizeof(a)), what, ds_fmt_size(avail, b, sizeof(b)));
-		return -ENOSPC;
+	/* one margin for the index and metadata of the nodes sharing the room
+	 * (as many as the check per node gave) */
+	uint64_t total = stores + DS_STORE_HEADROOM;
+	if (total <= room->room)
+		return 0;
+	if (nd->node == first) {
+		char a[32], b[32], c[32], e[32], d[320], on[320] = "";
+		if (nn > 1)
+			snprintf(on, sizeof(on), " for %u nodes on host '%s'", nn, host);
+		else if (room->is_ram && *host)
+			snprintf(on, sizeof(on), " on host '%s'", host);
+		ds_error("node %u: '%s': not enough room: needs %s%s (store%s %s + %s of index and "
+		         "metadata), room %s: %s%s",
+		         nd->node, o->to, ds_fmt_size(total, a, sizeof(a)), on, nn > 1 ? "s" : "",
+		         ds_fmt_size(stores, c, sizeof(c)),
+		         ds_fmt_size(DS_STORE_HEADROOM, e, sizeof(e)),
+		         ds_fmt_size(room->room, b, sizeof(b)),
+		         ds_room_describe(room, d, sizeof(d)),
+		         room->cgroup_v ? " (a larger --mem, a smaller --ram-headroom, or a disk for "
+		                          "--to)" : "");
 	}
-	return 0;
+	return -ENOSPC;
 }
 
 /* ---- the transfers ------------------------------------------------------ */
@@ -910,6 +959,8 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	store_path = path_join(partial, DS_STORE_NAME);
 	x.rank = rank;
 
+	struct ds_room room;
+	memset(&room, 0, sizeof(room));
 	/* node leaders: refuse a second stage, check room, make the directory */
 	if (nd->local_rank == 0) {
 		struct stat st;
@@ -920,11 +971,10 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 			rc = -EEXIST;
 			ds_error("'%s': already staged (use --force to replace it)", nodedir);
 		}
-		if (!rc) {
+		if (!rc)
 			ds_rm_rf(partial); /* left by a killed earlier attempt */
-			rc = check_room(o->to, pl.store_size[nd->node] + DS_STORE_HEADROOM,
-			                nd->node);
-		}
+		/* before a byte is written: every leader takes part */
+		rc = check_room(o, nd, pl.store_size[nd->node], rc, &room);
 		if (!rc && mkdir(partial, 0700) < 0) {
 			rc = -errno;
 			ds_error("'%s': %s", partial, strerror(errno));
@@ -1097,6 +1147,14 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 			       (unsigned long long)sum[1], (unsigned long long)sum[3],
 			       (unsigned long long)m.total_stored);
 			printf("forwarded over MPI: %llu bytes\n", (unsigned long long)sum[2]);
+			if (room.is_ram) {
+				/* the store is the job's memory until clean: say so */
+				char e[320];
+				printf("RAM: node 0's store takes %s of the job's memory until 'dstage "
+				       "clean' (room was %s: %s)\n",
+				       ds_fmt_size(pl.store_size[0], a, sizeof(a)),
+				       ds_fmt_size(room.room, b, sizeof(b)), ds_room_describe(&room, e, sizeof(e)));
+			}
 			fflush(stdout);
 		}
 	}

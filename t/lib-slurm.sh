@@ -35,6 +35,7 @@
 #   DSTAGE_SLURM_TIMEOUT seconds to wait for the nodes to be idle (default 60)
 #   DSTAGE_SLURM_DEBUG   slurmctld/slurmd log level (default info)
 #   slurm_extra_conf     extra slurm.conf lines (e.g. "Epilog=/path/epilog.sh")
+#   slurm_cgroup_conf    extra cgroup.conf lines (e.g. "ConstrainRAMSpace=yes")
 #   slurm_ctld_addr      address slurmctld is reached at (default 127.0.0.1)
 #   slurm_node_addrs     the nodes' NodeAddr, one per node (default 127.0.0.1 each)
 #   slurm_node_hostnames "yes": NodeHostname=nN (each node on its own host)
@@ -299,8 +300,12 @@ _slurm_write_conf() {
 	fi
 	# An empty plugstack so that /etc/slurm/plugstack.conf(.d) is not read.
 	: >"$slurm_dir/plugstack.conf"
-	# cgroup.conf next to slurm.conf: nothing here uses cgroups.
+	# cgroup.conf next to slurm.conf: nothing here uses cgroups, unless a
+	# test asks (slurm_cgroup_conf: task/cgroup's ConstrainRAMSpace, t/4006)
 	cp "$slurm_lib_dir/cgroup.conf" "$slurm_dir/cgroup.conf"
+	if [ -n "${slurm_cgroup_conf:-}" ]; then
+		printf '%s\n' "# slurm_cgroup_conf" "$slurm_cgroup_conf" >>"$slurm_dir/cgroup.conf"
+	fi
 }
 
 _slurm_start_munged() {
