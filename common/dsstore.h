@@ -13,6 +13,14 @@
  *   DIR/dstage.<uid>.<job>/           JOBDIR, 0700: one per user and job (sh)
  *   JOBDIR/<node>/                    NODEDIR, 0700: node <node>'s store (sh)
  *
+ * With stage --spill SPILL (the spill tier, dsindex.h), the same names:
+ *
+ *   SPILL/dstage.<uid>.<job>/<node>/store   the node's store from the
+ *                                      index's ram_size on, 0700/0600; built
+ *                                      in <node>.partial like NODEDIR; the
+ *                                      job's lock is JOBDIR's; removed with
+ *                                      NODEDIR (clean, serve --clean)
+ *
  * JOBDIR (shared by the node stores one host holds):
  *
  *   name           constant            writer -> reader: format; lifetime

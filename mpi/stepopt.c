@@ -32,6 +32,7 @@ static const struct stepopt {
 	{"inflate", no_argument, 'i', 0, ST | RN},
 	{"force", no_argument, 'f', 0, ST | RN},
 	{"progress", required_argument, 'P', 0, ST | RN},
+	{"spill", required_argument, 'Z', 0, ST | RN}, /* the spill tier */
 	/* serve: ds__serve_opt */
 	{"seed", required_argument, 's', 0, SV | RN},
 	{"locality", required_argument, 'L', 0, SV | RN},

@@ -409,9 +409,9 @@ int ds__failover_map_extra(struct ds__svc *s, int populate)
 	unsigned char *region = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (region == MAP_FAILED)
 		return -errno;
-	if (s->store_len &&
-	    mremap(s->store, s->store_len, s->store_len, MREMAP_MAYMOVE | MREMAP_FIXED, region) == MAP_FAILED) {
-		int e = errno;
+	int mrc = s->store_len ? ds__store_move(s, region) : 0;
+	if (mrc) {
+		int e = -mrc;
 		munmap(region, total);
 		ds_error("node %u: mremap of the store: %s", s->node, strerror(e));
 		return -e;
