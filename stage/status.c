@@ -85,11 +85,12 @@ int ds__status_print_all(const char *jobdir, long node, char **local, size_t nlo
 		}
 		char a[32], b[32], c[32], d[32];
 		uint64_t sp = v[0] < nspill && spill[v[0]] <= v[3] ? spill[v[0]] : 0;
-		printf("%-5llu %9llu %10s %10s %10s %7llu %7llu %7llu %7llu %7llu %6s %6llu %6llu/%-6llu "
-		       "%10s\n",
-		       v[0], v[1], ds_fmt_size(v[2], a, sizeof(a)), ds_fmt_size(v[3] - sp, b, sizeof(b)),
-		       ds_fmt_size(sp, d, sizeof(d)), v[4], v[5], v[6], v[7], v[8], "up", v[9], v[10],
-		       v[11], ds_fmt_size(v[12], c, sizeof(c)));
+		char e[32];
+		printf("%-5llu %9llu %10s %10s %7llu %7llu %7llu %7llu %7llu %6s %6llu %6llu/%-6llu %10s "
+		       "%10s %10s\n",
+		       v[0], v[1], ds_fmt_size(v[2], a, sizeof(a)), ds_fmt_size(v[3], b, sizeof(b)), v[4],
+		       v[5], v[6], v[7], v[8], "up", v[9], v[10], v[11], ds_fmt_size(v[12], c, sizeof(c)),
+		       ds_fmt_size(v[3] - sp, d, sizeof(d)), ds_fmt_size(sp, e, sizeof(e)));
 	}
 	fclose(f);
 	*nnodes = n;

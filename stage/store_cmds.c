@@ -282,16 +282,17 @@ static int node_status(const char *jobdir, const char *name)
 	ds_store_node_path(path, sizeof(path), jobdir, name, DS_SOCK_NAME);
 	struct stat sst;
 	const char *svc = stat(path, &sst) == 0 ? "up" : "-";
-	char a[32], b[32], c[32], d[32];
-	printf("%-5u %9llu %10s %10s %10s %7llu %7llu %7llu %7llu %7llu %6s %6llu %6llu/%-6llu %10s\n",
+	char a[32], b[32], c[32], d[32], e[32];
+	printf("%-5u %9llu %10s %10s %7llu %7llu %7llu %7llu %7llu %6s %6llu %6llu/%-6llu %10s %10s "
+	       "%10s\n",
 	       ix.h->node, (unsigned long long)files, ds_fmt_size(bytes, a, sizeof(a)),
-	       ds_fmt_size(ix.h->ram_size, b, sizeof(b)),
-	       ds_fmt_size(ix.h->store_size - ix.h->ram_size, d, sizeof(d)),
-	       (unsigned long long)st.local_reads,
+	       ds_fmt_size(ix.h->store_size, b, sizeof(b)), (unsigned long long)st.local_reads,
 	       (unsigned long long)st.cache_reads, (unsigned long long)st.remote_reads,
 	       (unsigned long long)st.stalls, (unsigned long long)st.served_reads, svc,
 	       (unsigned long long)st.epoch, (unsigned long long)st.prefetch_done,
-	       (unsigned long long)st.prefetch_total, ds_fmt_size(st.fetched_bytes, c, sizeof(c)));
+	       (unsigned long long)st.prefetch_total, ds_fmt_size(st.fetched_bytes, c, sizeof(c)),
+	       ds_fmt_size(ix.h->ram_size, d, sizeof(d)),
+	       ds_fmt_size(ix.h->store_size - ix.h->ram_size, e, sizeof(e)));
 	ds_index_close(&ix);
 	return 0;
 }
@@ -371,10 +372,11 @@ int ds_cmd_status(int argc, char **argv)
 	closedir(d);
 	if (n)
 		qsort(names, n, sizeof(names[0]), name_num_cmp);
-	/* ram, spill: the node's store in each tier (stage --spill) */
-	printf("%-5s %9s %10s %10s %10s %7s %7s %7s %7s %7s %6s %6s %13s %10s\n", "node", "files",
-	       "bytes", "ram", "spill", "local", "cache", "remote", "stalls", "served", "svc", "epoch",
-	       "prefetch", "fetched");
+	/* ram, spill: the node's store in each tier (stage --spill), last so
+	 * that scripts reading the columns before them keep working */
+	printf("%-5s %9s %10s %10s %7s %7s %7s %7s %7s %6s %6s %13s %10s %10s %10s\n", "node", "files",
+	       "bytes", "store", "local", "cache", "remote", "stalls", "served", "svc", "epoch",
+	       "prefetch", "fetched", "ram", "spill");
 	/* every node of the job when the service runs (it gathers them over
 	 * MPI, stage/status.c); else only what this host stores */
 	unsigned long all = 0;

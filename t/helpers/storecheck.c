@@ -119,7 +119,7 @@ int main(int argc, char **argv)
 		for (uint32_t p = 0; p < ix.h->nparts; p++)
 			for (uint32_t j = 0; j < ix.parts[p].nloc; j++) {
 				const struct ds_loc *l = &ix.locs[ix.parts[p].loc + j];
-				if (l->node == k && (l->tier == DS_TIER_SPILL) != (l->base >= ram))
+				if (l->node == k && (l->tier == DS_TIER_SPILL) != (ram < all && l->base >= ram))
 					FAIL("node %u: partition %u: tier %u, base %llu, RAM part %llu", k, p,
 					     l->tier, (unsigned long long)l->base, (unsigned long long)ram);
 			}
