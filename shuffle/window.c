@@ -123,7 +123,8 @@ static int spill_open(struct ds__svc *s, int *out)
 
 int ds__store_move(struct ds__svc *s, void *addr)
 {
-	/* two mappings when the store spills: mremap moves one at a time */
+	/* two mappings when the store spills: one mremap each (a move that
+	 * spans two mappings is EFAULT before Linux 6.17) */
 	size_t ram = s->ram_len, rest = s->store_len - s->ram_len;
 	if (ram && mremap(s->store, ram, ram, MREMAP_MAYMOVE | MREMAP_FIXED, addr) == MAP_FAILED)
 		return -errno;
