@@ -97,9 +97,31 @@ test_expect_success 'status shows RAM and spill bytes of every node while served
 serve_stop
 test_expect_success 'the service stopped cleanly' 'test "$(cat serve.rc)" = 0'
 
+test_expect_success 'a spill tier others can write is not trusted: the shim stays out, serve refuses' '
+	k=$(ls "$SPJ" | head -1) && chmod 0777 "$SPJ/$k" &&
+	! shim_on $k cat "$MOUNT/val/labels.txt" >got 2>err &&
+	! timeout 60 mpiexec.mpich -n 3 "$DSTAGE" serve --to "$SHM" --job "$JOB" --node-per-rank \
+		>serve2.log 2>&1 &&
+	test_grep "not a spill directory of this user" serve2.log &&
+	chmod 0700 "$SPJ/$k" &&
+	shim_on $k cat "$MOUNT/val/labels.txt" >v && test_cmp src/val/labels.txt v
+'
+
 test_expect_success 'clean removes both tiers' '
 	"$DSTAGE" clean --to "$SHM" --job "$JOB" &&
 	test ! -e "$JOBDIR" && test ! -e "$SPJ"
+'
+
+test_expect_success 'dstage run --spill: stage, then serve; every file right through the shim' '
+	DSTAGE_RAM_ROOM=$ROOM timeout -k 5 120 mpiexec.mpich -n 2 "$DSTAGE" run pack --to "$SHM" \
+		--spill "$SP" --job "$JOB" --node-per-rank -q >run.log 2>&1 &
+	echo $! >run.pid &&
+	serve_up 2 && ls "$SPJ" | grep -qx "[0-9]*" &&
+	(cd src && xargs -d "\n" sha256sum <../paths) >native &&
+	shim_on 1 sh -c "cd $MOUNT && xargs -d \"\\n\" sha256sum" <paths >staged &&
+	test_cmp native staged &&
+	"$DSTAGE" stop --to "$SHM" --job "$JOB" && wait $(cat run.pid) &&
+	"$DSTAGE" clean --to "$SHM" --job "$JOB" && test ! -e "$SPJ"
 '
 
 test_expect_code 1 '--spill the same directory as --to: refused' '
