@@ -81,7 +81,9 @@
  *   replicas.<g>.map                   serve, shim: copies of a lost node's
  *                                      partitions and their map
  *                                      (DS_REPLICAS_MAP_SUFFIX); as long as
- *                                      the store
+ *                                      the store; when the store spills the
+ *                                      copies (not the map) are in the
+ *                                      spill tier's node directory
  *   outputs.conf   DS_OUT_CONF         serve --outputs -> shim: text, the
  *                                      outputs subdir and area (dsout.h);
  *                                      while serve runs

@@ -3,8 +3,9 @@
 # R = 2, most of every store spilled (DSTAGE_RAM_ROOM).  After node 2 is
 # lost the survivors copy its partitions again from their stores, spill
 # tiers included, through the service's windows (one store over two
-# files); after node 3 is lost too, every file still reads right on every
-# survivor, and an epoch over the survivors reads right in its order.
+# files), and keep the copies in their spill tiers, not in RAM; after node
+# 3 is lost too, every file still reads right on every survivor, and an
+# epoch over the survivors reads right in its order.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/serve-lib.sh"
 
@@ -33,6 +34,10 @@ test_expect_success 'restarted on 0, 1, 3; the copies are made from both tiers' 
 	wait_until 60 running 0 1 3 &&
 	wait_until 60 sh -c "cat serve.log | grep -q \"re-replicated\"" &&
 	cat serve.log && ls "$JOBDIR"/*/replicas.0.map
+'
+test_expect_success 'the copies are in the spill tier, not in RAM (every node spills)' '
+	ls "$SP/dstage.$uid.$JOB"/*/replicas.0 &&
+	! ls "$JOBDIR"/*/replicas.0 2>/dev/null
 '
 test_expect_success 'lose node 3 as well' 'kill -KILL "$(node_pid 3)"'
 serve_wait
