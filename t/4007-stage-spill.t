@@ -147,6 +147,17 @@ test_expect_code 1 'a spill directory that cannot be made fails the step' '
 '
 test_expect_success '... nothing left' 'cat err && test ! -e "$SHM/dstage.$uid.nd"'
 
+test_expect_code 1 'a spill job directory planted as a symlink is refused' '
+	mkdir -p elsewhere "$SP" && ln -s "$TRASH/elsewhere" "$SP/dstage.$uid.pl" &&
+	DSTAGE_RAM_ROOM=$ROOM mpirun_n 2 "$DSTAGE" stage pack --to "$SHM" --spill "$SP" \
+		--job pl --node-per-rank -q 2>err
+'
+test_expect_success '... said, nothing written through it, nothing left' '
+	test_grep "not a directory of this user" err &&
+	test_cmp /dev/null "$(ls -A elsewhere >ls.out; echo ls.out)" &&
+	test ! -e "$SHM/dstage.$uid.pl" && rm "$SP/dstage.$uid.pl"
+'
+
 test_expect_success '--force without --spill takes the old spill tier away' '
 	DSTAGE_RAM_ROOM=$ROOM mpirun_n 2 "$DSTAGE" stage pack --to "$SHM" --spill "$SP" \
 		--job fo --node-per-rank -q &&
