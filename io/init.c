@@ -158,24 +158,33 @@ static uint32_t find_node(const char *jobdir)
 char ds__spill_store[PATH_MAX];
 static int ours_alone(const char *path, int dir);
 
-/* The spill tier's file (dsindex.h: the store from ram_size on), open, or
- * -1.  Trusted only as the RAM store is: the spill job and node directories
- * and the file this user's and not writable by others (dsindex.h names it
- * from the index, which a trusted store holds). */
-static int open_spill(uint64_t want)
+/* Is the spill tier the index names (dsindex.h: the store from ram_size
+ * on) trusted as the RAM store is: the spill job and node directories and
+ * the file this user's and not writable by others?  Sets ds__spill_store. */
+static int spill_trusted(void)
 {
 	char dir[PATH_MAX];
 	size_t jl = 0;
 	if (ds_store_spill_nodedir(&ds__g.ix, dir, sizeof(dir), &jl) ||
 	    ds_store_path(ds__spill_store, sizeof(ds__spill_store), dir, DS_STORE_NAME))
-		return -1;
+		return 0;
 	dir[jl] = 0;
 	int ok = ours_alone(dir, 1);
 	dir[jl] = '/';
 	if (!ok || !ours_alone(dir, 1) || !ours_alone(ds__spill_store, 0)) {
-		ds_info("'%s': not a spill store of this user (owner, mode or type)", dir);
-		return -1;
+		ds_info("'%s': not a spill store of this user (owner, mode or type): staying out of "
+		        "the way", dir);
+		return 0;
 	}
+	return 1;
+}
+
+/* The spill tier's file, open (checked again: it may have changed since),
+ * or -1. */
+static int open_spill(uint64_t want)
+{
+	if (!spill_trusted())
+		return -1;
 	int fd = DS__REAL(open)(ds__spill_store, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	struct stat st;
 	if (fd >= 0 && (DS__REAL(fstat)(fd, &st) < 0 || (uint64_t)st.st_size < want)) {
@@ -386,6 +395,11 @@ static void setup_store(void)
 	int rc = ds_index_open(&ds__g.ix, path, 0);
 	if (rc) {
 		ds_info("'%s': %s: staying out of the way", path, ds_strerror(rc));
+		return;
+	}
+	/* a spill tier is trusted as the store is, or nothing is */
+	if (ds_index_spills(&ds__g.ix) && !spill_trusted()) {
+		ds_index_close(&ds__g.ix);
 		return;
 	}
 	map_store();

@@ -100,6 +100,8 @@ test_expect_success 'the service stopped cleanly' 'test "$(cat serve.rc)" = 0'
 test_expect_success 'a spill tier others can write is not trusted: the shim stays out, serve refuses' '
 	k=$(ls "$SPJ" | head -1) && chmod 0777 "$SPJ/$k" &&
 	! shim_on $k cat "$MOUNT/val/labels.txt" >got 2>err &&
+	test_grep "No such file or directory" err &&
+	! shim_on $k ls "$MOUNT" >got 2>err &&
 	! timeout 60 mpiexec.mpich -n 3 "$DSTAGE" serve --to "$SHM" --job "$JOB" --node-per-rank \
 		>serve2.log 2>&1 &&
 	test_grep "not a spill directory of this user" serve2.log &&
