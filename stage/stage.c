@@ -1215,6 +1215,11 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	}
 	if (ds_any_failed(world, rc))
 		goto fail;
+	/* every node's store is in place (the agreement above): a spill job
+	 * directory no node of this host spilled into goes (rmdir: only when
+	 * empty) */
+	if (nd->local_rank == 0 && spill_jobdir)
+		(void)rmdir(spill_jobdir);
 	if (nd->local_rank == 0 && !o->node_per_rank)
 		ds__stage_note_host(jobdir, nd);
 	/* a new staging: the node sets of an earlier one (failover) are void */

@@ -27,6 +27,15 @@ test_expect_success 'setup: samples, three 1 MiB files, val replicated' '
 	(cd src && find . -type f | sed "s|^\./||" | sort) >paths
 '
 
+test_expect_code 1 'DSTAGE_RAM_ROOM that is not a size fails the step' '
+	DSTAGE_RAM_ROOM=lots mpirun_n 2 "$DSTAGE" stage pack --to "$SHM" --spill "$SP" --job k1 \
+		--node-per-rank -q 2>err
+'
+test_expect_success '... said, nothing left' '
+	test_grep "DSTAGE_RAM_ROOM .lots.: not a size" err &&
+	test ! -e "$SHM/dstage.$uid.k1" && test ! -e "$SP/dstage.$uid.k1"
+'
+
 test_expect_code 2 '--spill must be absolute (usage, exit 2)' '
 	mpirun_n 1 "$DSTAGE" stage pack --to "$SHM" --spill rel/dir --job u1 -q 2>err
 '
@@ -172,7 +181,7 @@ test_expect_success '--force without --spill takes the old spill tier away' '
 
 test_expect_success 'a room that fits everything: no spill tier at all' '
 	mpirun_n 2 "$DSTAGE" stage pack --to "$SHM" --spill "$SP" --job all --node-per-rank -q &&
-	test ! -e "$SP/dstage.$uid.all/0" && test ! -e "$SP/dstage.$uid.all/1" &&
+	test ! -e "$SP/dstage.$uid.all" &&
 	"$T/storecheck" "$SHM/dstage.$uid.all" src >h3 &&
 	"$DSTAGE" clean --to "$SHM" --job all && test ! -e "$SP/dstage.$uid.all"
 '
