@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/spill.sh: the spill tier (stage --spill, docs/guide.md "The spill
 # tier").  A pack staged on one node with a RAM room of 0 (DSTAGE_RAM_ROOM):
 # every partition lands in the spill directory on the disk (/var/tmp, the

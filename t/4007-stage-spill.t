@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The spill tier (stage --spill DIR): what does not fit the RAM room of
 # --to lands in DIR, whole partitions, the replicated ones kept in RAM
 # first; the RAM part stays within the room (DSTAGE_RAM_ROOM, the test

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The spill tier across a lost node (docs/failover.md): 4 simulated nodes,
 # R = 2, most of every store spilled (DSTAGE_RAM_ROOM).  After node 2 is
 # lost the survivors copy its partitions again from their stores, spill

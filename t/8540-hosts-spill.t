@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # jobs/train.sbatch with DSTAGE_SPILL on separate hosts (t/lib-hosts.sh):
 # each host's RAM room (DSTAGE_RAM_ROOM, standing for the job's memory
 # budget) holds a part of its store, the rest lands in the host's own
