@@ -26,6 +26,9 @@
 #   modelcheck        the scaling model's inputs, 1/2/4 simulated nodes
 #   s3                object storage: stage-in vs aws s3 cp, read once via
 #                     the shim vs an s3fs mount, pack s3:// vs aws s3 cp
+#   spill             the spill tier (issue 26): files read once from it
+#                     through the shim vs natively from that disk, cold and
+#                     warm; a stage that spills half vs one in RAM
 #   shim, shuffle     the component scripts bench/shim.sh and
 #                     bench/shuffle.sh (when present), their tables copied
 #                     as they print them
@@ -89,7 +92,7 @@ T0=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "bench: $(nproc) cores, load $load0, $( [ $QUICK = 1 ] && echo quick || echo full) mode; scratch $BENCH_SCR, $BENCH_SHARED" >&2
 
-SECTIONS="bystander fanstore small zlib packrate readonce stage exchange modelcheck e2e outputs shim shuffle s3"
+SECTIONS="bystander fanstore small zlib packrate readonce stage exchange modelcheck e2e outputs shim shuffle s3 spill"
 [ -n "$ONLY" ] && SECTIONS=$ONLY
 if [ $QUICK = 1 ]; then TMO=240; else TMO=3600; fi
 : >"$RT/sections.txt"

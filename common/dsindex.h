@@ -9,8 +9,13 @@
  *             the placement of every partition (written by stage, mapped
  *             read-only by the shim and the service)
  *   store     this node's payload: the payload of every partition placed on
- *             this node, concatenated in increasing partition order, each at
- *             a 4 KiB-aligned base (ds_loc.base)
+ *             this node, each at a 4 KiB-aligned base (ds_loc.base) of the
+ *             node's store address space.  With a spill tier (stage --spill,
+ *             docs/formats.md "The spill tier") that space is two files: offsets
+ *             below header.ram_size are NODEDIR/store (RAM), the rest is
+ *             SPILL/dstage.<uid>.<job>/<node>/store at offset - ram_size
+ *             (ds_store_spill_nodedir); readers map both back to back, so a
+ *             base means the same thing in either tier
  *   sock      the node service's Unix socket (0600), when serve runs
  *   epochs/   the node service's epoch cache (shuffle/)
  *
@@ -33,8 +38,14 @@
 #include <sys/stat.h>
 
 #define DS_INDEX_MAGIC "DSTAGEIX"
-#define DS_INDEX_VERSION 1u
+#define DS_INDEX_VERSION 2u /* 2: the spill tier (ram_size, spill_dir, ds_loc.tier) */
 #define DS_STORE_ALIGN 4096u
+/* The RAM tier's size is a multiple of this when a spill tier follows: the
+ * spill file is mapped right after it, and 64 KiB is a whole number of
+ * pages on every Linux page size in use (4, 16, 64 KiB). */
+#define DS_SPILL_ALIGN (64u << 10)
+
+enum ds_tier { DS_TIER_RAM = 0, DS_TIER_SPILL = 1 };
 
 enum ds_codec { DS_CODEC_NONE = 0, DS_CODEC_ZLIB = 1 };
 
@@ -74,7 +85,7 @@ struct ds_part {
 
 struct ds_loc {
 	uint32_t node;  /* node number */
-	uint32_t pad;
+	uint32_t tier;  /* enum ds_tier: where that node keeps it (status) */
 	uint64_t base;  /* offset of the partition's payload in that node's store */
 };
 
@@ -104,6 +115,12 @@ struct ds_index_header {
 	uint64_t pack_id;        /* identifies the pack (hash of its manifest) */
 	uint32_t uid, gid;       /* owner readers see (the user who staged) */
 	char job[64];            /* job id, NUL-terminated */
+	uint64_t ram_size;       /* store bytes in NODEDIR/store; the rest of
+	                            store_size is in the spill tier (== store_size:
+	                            no spill file) */
+	uint32_t spill_dir;      /* string-pool offset of the spill root (stage
+	                            --spill DIR), UINT32_MAX: none */
+	uint32_t spill_dir_len;
 	uint32_t crc;            /* CRC-32C of the file with this field zero */
 	uint32_t pad;
 };
@@ -193,6 +210,13 @@ int ds_index_add_symlink(struct ds_index_builder *b, const char *path, int64_t m
 /* Partitions: sizes, then for each the nodes holding it (locations). */
 void ds_index_set_parts(struct ds_index_builder *b, uint32_t nparts, const uint64_t *sizes);
 void ds_index_add_loc(struct ds_index_builder *b, uint32_t part, uint32_t node, uint64_t base);
+/* The same with the tier that node keeps it in (ds_index_add_loc: RAM). */
+void ds_index_add_loc_tier(struct ds_index_builder *b, uint32_t part, uint32_t node, uint64_t base,
+                           uint32_t tier);
+/* This node's spill tier: store offsets from ram_size (a multiple of
+ * DS_SPILL_ALIGN, below store_size) are in spill_root's job directory.
+ * Without a call the whole store is in RAM. */
+void ds_index_set_spill(struct ds_index_builder *b, uint64_t ram_size, const char *spill_root);
 /* Node identity and job info recorded in the header. */
 void ds_index_set_node(struct ds_index_builder *b, uint32_t node, uint32_t nnodes,
                        uint64_t store_size, const char *job, uint64_t pack_id);
@@ -209,6 +233,22 @@ int ds_index_write(struct ds_index_builder *b, const char *path);
  * lead out of DIR). */
 char *ds_store_jobdir(const char *dir, const char *job);
 char *ds_store_nodedir(const char *dir, const char *job, uint32_t node);
+/* Does this node's store have a spill tier (bytes outside NODEDIR/store)? */
+static inline int ds_index_spills(const struct ds_index *ix)
+{
+	return ix->h->ram_size < ix->h->store_size;
+}
+/* SPILL/dstage.<uid>.<job>/<node>, the spill tier's node directory, from
+ * the index alone (the uid and job of its header), into buf; with jobdir_len
+ * set to the length of its job-directory prefix.  0, -ENOENT (no spill
+ * tier) or -ENAMETOOLONG.  libc only, no system call: the shim uses it. */
+int ds_store_spill_nodedir(const struct ds_index *ix, char *buf, size_t len, size_t *jobdir_len);
+/* Remove node directory nodedir's spill tier (the one its index names: the
+ * node directory, its .partial, and the spill job directory once empty);
+ * a spill job directory that is not this user's directory is left alone
+ * (-EPERM).  0 when there is none.  For clean and serve --clean, before
+ * nodedir itself goes. */
+int ds_store_spill_remove(const char *nodedir);
 const char *ds_store_default_job(void);
 
 #endif

@@ -14,6 +14,14 @@
  *   DIR/dstage.<uid>.<job>/           JOBDIR, 0700: one per user and job (sh)
  *   JOBDIR/<node>/                    NODEDIR, 0700: node <node>'s store (sh)
  *
+ * With stage --spill SPILL (the spill tier, dsindex.h), the same names:
+ *
+ *   SPILL/dstage.<uid>.<job>/<node>/store   the node's store from the
+ *                                      index's ram_size on, 0700/0600; built
+ *                                      in <node>.partial like NODEDIR; the
+ *                                      job's lock is JOBDIR's; removed with
+ *                                      NODEDIR (clean, serve --clean)
+ *
  * JOBDIR (shared by the node stores one host holds):
  *
  *   name           constant            writer -> reader: format; lifetime
@@ -74,7 +82,9 @@
  *   replicas.<g>.map                   serve, shim: copies of a lost node's
  *                                      partitions and their map
  *                                      (DS_REPLICAS_MAP_SUFFIX); as long as
- *                                      the store
+ *                                      the store; when the store spills the
+ *                                      copies (not the map) are in the
+ *                                      spill tier's node directory
  *   outputs.conf   DS_OUT_CONF         serve --outputs -> shim: text, the
  *                                      outputs subdir and area (dsout.h);
  *                                      while serve runs

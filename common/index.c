@@ -152,7 +152,9 @@ static int check_entries(const struct ds_index *ix)
 		uint64_t base;
 		if (ds_index_part_on(ix, p, h->node, &base) &&
 		    (base % DS_STORE_ALIGN || base > h->store_size ||
-		     ix->parts[p].size > h->store_size - base))
+		     ix->parts[p].size > h->store_size - base ||
+		     /* a partition lies whole in one tier */
+		     (base < h->ram_size && ix->parts[p].size > h->ram_size - base)))
 			return -DS_ECORRUPT;
 	}
 	return 0;
@@ -201,6 +203,18 @@ int ds_index_from_buf(struct ds_index *ix, const void *buf, size_t len, int full
 	 * it (ds_index_entry_ok) */
 	if (h->nentries == 0 || h->strings_size == 0 || ix->strings[h->strings_size - 1] ||
 	    !ds_index_entry_ok(ix, 0) || !S_ISDIR(ix->e[0].mode) || ix->e[0].name_len)
+		return -DS_ECORRUPT;
+	/* the spill tier: a root NUL-terminated in the pool, a RAM part that
+	 * ends on a DS_SPILL_ALIGN boundary (the spill file is mapped there) */
+	if (h->ram_size > h->store_size ||
+	    (h->spill_dir != UINT32_MAX &&
+	     (h->spill_dir >= h->strings_size || h->spill_dir_len >= PATH_MAX ||
+	      h->spill_dir_len >= h->strings_size - h->spill_dir ||
+	      ix->strings[h->spill_dir + h->spill_dir_len] ||
+	      strlen(ix->strings + h->spill_dir) != h->spill_dir_len ||
+	      ix->strings[h->spill_dir] != '/')) ||
+	    (h->ram_size < h->store_size &&
+	     (h->spill_dir == UINT32_MAX || h->ram_size % DS_SPILL_ALIGN)))
 		return -DS_ECORRUPT;
 	if (full) {
 		if (header_crc(buf, len) != h->crc)
@@ -324,17 +338,20 @@ struct ds_index_builder {
 	size_t n, cap;
 	uint64_t *part_size;
 	uint32_t nparts;
-	struct { uint32_t part, node; uint64_t base; } *locs;
+	struct { uint32_t part, node; uint64_t base; uint32_t tier; } *locs;
 	size_t nlocs, locs_cap;
 	uint32_t node, nnodes;
 	uint64_t store_size, pack_id;
 	char job[64];
+	uint64_t ram_size; /* UINT64_MAX: the whole store (no spill tier) */
+	char *spill_root;
 };
 
 struct ds_index_builder *ds_index_builder_new(void)
 {
 	struct ds_index_builder *b = ds_xcalloc(1, sizeof(*b));
 	b->nnodes = 1;
+	b->ram_size = UINT64_MAX;
 	return b;
 }
 
@@ -349,6 +366,7 @@ void ds_index_builder_free(struct ds_index_builder *b)
 	free(b->v);
 	free(b->part_size);
 	free(b->locs);
+	free(b->spill_root);
 	free(b);
 }
 
@@ -446,6 +464,19 @@ void ds_index_set_parts(struct ds_index_builder *b, uint32_t nparts, const uint6
 
 void ds_index_add_loc(struct ds_index_builder *b, uint32_t part, uint32_t node, uint64_t base)
 {
+	ds_index_add_loc_tier(b, part, node, base, DS_TIER_RAM);
+}
+
+void ds_index_set_spill(struct ds_index_builder *b, uint64_t ram_size, const char *spill_root)
+{
+	free(b->spill_root);
+	b->spill_root = spill_root ? ds_xstrdup(spill_root) : NULL;
+	b->ram_size = spill_root ? ram_size : UINT64_MAX;
+}
+
+void ds_index_add_loc_tier(struct ds_index_builder *b, uint32_t part, uint32_t node, uint64_t base,
+                           uint32_t tier)
+{
 	if (b->nlocs == b->locs_cap) {
 		b->locs_cap = b->locs_cap ? 2 * b->locs_cap : 64;
 		b->locs = ds_xrealloc(b->locs, b->locs_cap * sizeof(*b->locs));
@@ -453,6 +484,7 @@ void ds_index_add_loc(struct ds_index_builder *b, uint32_t part, uint32_t node, 
 	b->locs[b->nlocs].part = part;
 	b->locs[b->nlocs].node = node;
 	b->locs[b->nlocs].base = base;
+	b->locs[b->nlocs].tier = tier;
 	b->nlocs++;
 }
 
@@ -615,6 +647,20 @@ int ds_index_build(struct ds_index_builder *b, void **out, size_t *len)
 		}
 	}
 
+	/* the spill root after the names (the entries never point at it) */
+	uint32_t spill_dir = UINT32_MAX, spill_dir_len = 0;
+	if (b->spill_root) {
+		size_t l = strlen(b->spill_root);
+		if (strings.len + l + 1 > UINT32_MAX || l >= PATH_MAX) {
+			free(nchild);
+			ds_buf_release(&strings);
+			return l >= PATH_MAX ? -ENAMETOOLONG : -EOVERFLOW;
+		}
+		spill_dir = strings.len;
+		spill_dir_len = l;
+		ds_buf_add(&strings, b->spill_root, l + 1);
+	}
+
 	/* dirents: children in entry order == name order */
 	uint32_t ndirents = n - 1;
 	uint32_t *dirents = ds_xcalloc(ndirents + 1, sizeof(uint32_t));
@@ -687,6 +733,15 @@ int ds_index_build(struct ds_index_builder *b, void **out, size_t *len)
 	h.uid = geteuid();
 	h.gid = getegid();
 	memcpy(h.job, b->job, sizeof(h.job));
+	h.ram_size = b->ram_size < b->store_size ? b->ram_size : b->store_size;
+	h.spill_dir = spill_dir;
+	h.spill_dir_len = spill_dir_len;
+	if (h.ram_size < h.store_size && (spill_dir == UINT32_MAX || h.ram_size % DS_SPILL_ALIGN)) {
+		free(samples);
+		free(dirents);
+		ds_buf_release(&strings);
+		return -EINVAL;
+	}
 
 	char *buf = calloc(1, off);
 	if (!buf) {
@@ -724,6 +779,7 @@ int ds_index_build(struct ds_index_builder *b, void **out, size_t *len)
 		P[p].nloc++;
 		L[i].node = b->locs[i].node;
 		L[i].base = b->locs[i].base;
+		L[i].tier = b->locs[i].tier;
 	}
 	memcpy(buf + h.off_samples, samples, (size_t)nsamples * 4);
 	memcpy(buf + h.off_strings, strings.data, strings.len);
@@ -779,4 +835,65 @@ char *ds_store_nodedir(const char *dir, const char *job, uint32_t node)
 		s = NULL;
 	free(j);
 	return s;
+}
+
+int ds_store_spill_nodedir(const struct ds_index *ix, char *buf, size_t len, size_t *jobdir_len)
+{
+	const struct ds_index_header *h = ix->h;
+	if (!buf || !len)
+		return -EINVAL;
+	if (h->spill_dir == UINT32_MAX)
+		return -ENOENT;
+	/* the job as ds_store_jobdir made it: one component, '/' -> '_' */
+	char job[sizeof(h->job) + 1];
+	size_t j = 0;
+	for (; j < sizeof(h->job) && h->job[j]; j++)
+		job[j] = h->job[j] == '/' ? '_' : h->job[j];
+	job[j] = 0;
+	int n = snprintf(buf, len, "%s/" DS_JOBDIR_PREFIX "%u.%s", ix->strings + h->spill_dir,
+	                 (unsigned)h->uid, j ? job : "0");
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	if (jobdir_len)
+		*jobdir_len = (size_t)n;
+	int m = snprintf(buf + n, len - n, "/%u", (unsigned)h->node);
+	if (m < 0 || (size_t)m >= len - n)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int ds_store_spill_remove(const char *nodedir)
+{
+	char path[PATH_MAX], dir[PATH_MAX];
+	struct ds_index ix;
+	size_t jl = 0;
+	int rc = ds_store_path(path, sizeof(path), nodedir, DS_INDEX_NAME);
+	if (rc)
+		return rc;
+	if (ds_index_open(&ix, path, 0))
+		return 0; /* no index, no spill tier it could name */
+	rc = ds_store_spill_nodedir(&ix, dir, sizeof(dir), &jl);
+	ds_index_close(&ix);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	struct stat st;
+	dir[jl] = 0;
+	if (lstat(dir, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return -EPERM;
+	dir[jl] = '/';
+	rc = ds_rm_rf(dir);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (strlen(dir) + sizeof(DS_PARTIAL_SUFFIX) <= sizeof(dir)) {
+		strcat(dir, DS_PARTIAL_SUFFIX);
+		(void)ds_rm_rf(dir);
+	}
+	dir[jl] = 0;
+	if (rmdir(dir) < 0 && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT && !rc)
+		rc = -errno;
+	return rc;
 }

@@ -100,6 +100,66 @@ void ds_placement_release(struct ds_placement *pl)
 	ds_free(&pl->node);
 	ds_free(&pl->base);
 	ds_free(&pl->store_size);
+	ds_free(&pl->tier);
+	ds_free(&pl->ram_size);
+}
+
+static uint64_t aligned(uint64_t n, uint64_t a)
+{
+	return (n + a - 1) / a * a;
+}
+
+int ds_place_tiers(struct ds_placement *pl, const uint64_t *sizes, const uint8_t *replicated,
+                   const uint64_t *room)
+{
+	uint32_t nloc = pl->first[pl->nparts];
+	pl->tier = calloc((size_t)nloc + 1, 1);
+	pl->ram_size = calloc(pl->nnodes + 1, sizeof(uint64_t));
+	if (!pl->tier || !pl->ram_size) {
+		ds_free(&pl->tier);
+		ds_free(&pl->ram_size);
+		return -ENOMEM;
+	}
+	for (uint32_t k = 0; k < pl->nnodes; k++) {
+		pl->ram_size[k] = pl->store_size[k];
+		if (pl->store_size[k] <= room[k])
+			continue;
+		/* first fit in placement order: replicated, then the rest */
+		uint64_t left = room[k], ram = 0, spill = 0;
+		for (int pass = 0; pass < 2; pass++)
+			for (uint32_t p = 0; p < pl->nparts; p++) {
+				int rep = replicated && replicated[p];
+				if (rep != !pass)
+					continue;
+				for (uint32_t l = pl->first[p]; l < pl->first[p + 1]; l++) {
+					if (pl->node[l] != k)
+						continue;
+					uint64_t a = aligned(sizes[p], DS_STORE_ALIGN);
+					if (a <= left) {
+						left -= a;
+						pl->tier[l] = DS_TIER_RAM;
+					} else {
+						pl->tier[l] = DS_TIER_SPILL;
+					}
+				}
+			}
+		/* bases: RAM from 0, spill from ram_size, partition order in each */
+		for (uint32_t p = 0; p < pl->nparts; p++)
+			for (uint32_t l = pl->first[p]; l < pl->first[p + 1]; l++)
+				if (pl->node[l] == k && pl->tier[l] == DS_TIER_RAM) {
+					pl->base[l] = ram;
+					ram += aligned(sizes[p], DS_STORE_ALIGN);
+				}
+		pl->ram_size[k] = aligned(ram, DS_SPILL_ALIGN);
+		for (uint32_t p = 0; p < pl->nparts; p++)
+			for (uint32_t l = pl->first[p]; l < pl->first[p + 1]; l++)
+				if (pl->node[l] == k && pl->tier[l] == DS_TIER_SPILL) {
+					pl->base[l] = pl->ram_size[k] + spill;
+					spill += aligned(sizes[p], DS_STORE_ALIGN);
+				}
+		pl->store_size[k] = pl->ram_size[k] + spill;
+	}
+	return 0;
 }
 
 int ds_placement_has(const struct ds_placement *pl, uint32_t part, uint32_t node, uint64_t *base)

@@ -895,11 +895,19 @@ static void *file_mmap(struct ds__file *f, void *addr, size_t len, int prot, int
 	if (whole >= (64u << 10) && ds__g.store && src >= ds__g.store &&
 	    src + whole <= ds__g.store + ds__g.store_len && ((uintptr_t)src % pg) == 0) {
 		char path[PATH_MAX + 16];
-		ds_store_path(path, sizeof(path), ds__g.nodedir, DS_STORE_NAME);
-		int sfd = DS__REAL(open)(path, O_RDONLY | O_CLOEXEC);
+		/* the file of the tier that holds it (a file lies in one) */
+		size_t so = (size_t)(src - ds__g.store), fo = so;
+		if (so >= ds__g.ram_len) {
+			snprintf(path, sizeof(path), "%s", ds__spill_store);
+			fo = so - ds__g.ram_len;
+		} else {
+			ds_store_path(path, sizeof(path), ds__g.nodedir, DS_STORE_NAME);
+		}
+		int sfd = so < ds__g.ram_len && so + whole > ds__g.ram_len
+		                  ? -1
+		                  : DS__REAL(open)(path, O_RDONLY | O_CLOEXEC);
 		if (sfd >= 0) {
-			void *w = DS__REAL(mmap)(m, whole, prot, MAP_PRIVATE | MAP_FIXED, sfd,
-			                         src - ds__g.store);
+			void *w = DS__REAL(mmap)(m, whole, prot, MAP_PRIVATE | MAP_FIXED, sfd, (off_t)fo);
 			if (w != MAP_FAILED)
 				done = whole;
 			DS__REAL(close)(sfd);

@@ -156,28 +156,91 @@ static uint32_t find_node(const char *jobdir)
 	return 0;
 }
 
+char ds__spill_store[PATH_MAX];
+static int ours_alone(const char *path, int dir);
+
+/* Is the spill tier the index names (dsindex.h: the store from ram_size
+ * on) trusted as the RAM store is: the spill job and node directories and
+ * the file this user's and not writable by others?  Sets ds__spill_store. */
+static int spill_trusted(void)
+{
+	char dir[PATH_MAX];
+	size_t jl = 0;
+	if (ds_store_spill_nodedir(&ds__g.ix, dir, sizeof(dir), &jl) ||
+	    ds_store_path(ds__spill_store, sizeof(ds__spill_store), dir, DS_STORE_NAME))
+		return 0;
+	dir[jl] = 0;
+	int ok = ours_alone(dir, 1);
+	dir[jl] = '/';
+	if (!ok || !ours_alone(dir, 1) || !ours_alone(ds__spill_store, 0)) {
+		ds_info("'%s': not a spill store of this user (owner, mode or type): staying out of "
+		        "the way", dir);
+		return 0;
+	}
+	return 1;
+}
+
+/* The spill tier's file, open (checked again: it may have changed since),
+ * or -1. */
+static int open_spill(uint64_t want)
+{
+	if (!spill_trusted())
+		return -1;
+	int fd = DS__REAL(open)(ds__spill_store, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	if (fd >= 0 && (DS__REAL(fstat)(fd, &st) < 0 || (uint64_t)st.st_size < want)) {
+		ds_info("'%s': shorter than the index says", ds__spill_store);
+		DS__REAL(close)(fd);
+		return -1;
+	}
+	if (fd >= 0) {
+		ds__g.spill_dev = st.st_dev;
+		ds__g.spill_ino = st.st_ino;
+	}
+	return fd;
+}
+
 static void map_store(void)
 {
 	char path[PATH_MAX + 16];
-	uint64_t want = ds__g.ix.h->store_size;
+	uint64_t want = ds__g.ix.h->store_size, ram = ds__g.ix.h->ram_size;
 	if (want == 0)
 		return;
 	ds_store_path(path, sizeof(path), ds__g.nodedir, DS_STORE_NAME);
 	int fd = DS__REAL(open)(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
-	if (fd < 0 || DS__REAL(fstat)(fd, &st) < 0 || (uint64_t)st.st_size < want) {
+	if (fd < 0 || DS__REAL(fstat)(fd, &st) < 0 || (uint64_t)st.st_size < ram) {
 		ds_info("'%s': cannot map the node store: %s", path,
 		        fd < 0 ? strerror(errno) : "shorter than the index says");
 		if (fd >= 0)
 			DS__REAL(close)(fd);
 		return;
 	}
-	void *m = DS__REAL(mmap)(NULL, want, PROT_READ, MAP_SHARED, fd, 0);
+	/* With a spill tier, its file right after the RAM one: one store to
+	 * every reader of the mapping (docs/formats.md "The spill tier") */
+	int sfd = ram < want ? open_spill(want - ram) : -1;
+	if (ram < want && sfd < 0) {
+		DS__REAL(close)(fd);
+		return;
+	}
+	char *m = DS__REAL(mmap)(NULL, want, PROT_READ,
+	                         sfd < 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+	                         sfd < 0 ? fd : -1, 0);
+	if (m != MAP_FAILED && sfd >= 0 &&
+	    ((ram && DS__REAL(mmap)(m, ram, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) ||
+	     DS__REAL(mmap)(m + ram, want - ram, PROT_READ, MAP_SHARED | MAP_FIXED, sfd, 0) ==
+	             MAP_FAILED)) {
+		munmap(m, want);
+		m = MAP_FAILED;
+	}
 	DS__REAL(close)(fd);
+	if (sfd >= 0)
+		DS__REAL(close)(sfd);
 	if (m == MAP_FAILED)
 		return;
 	ds__g.store = m;
 	ds__g.store_len = want;
+	ds__g.ram_len = ram;
 	ds__g.store_dev = st.st_dev;
 	ds__g.store_ino = st.st_ino;
 }
@@ -333,6 +396,11 @@ static void setup_store(void)
 	int rc = ds_index_open(&ds__g.ix, path, 0);
 	if (rc) {
 		ds_info("'%s': %s: staying out of the way", path, ds_strerror(rc));
+		return;
+	}
+	/* a spill tier is trusted as the store is, or nothing is */
+	if (ds_index_spills(&ds__g.ix) && !spill_trusted()) {
+		ds_index_close(&ds__g.ix);
 		return;
 	}
 	map_store();

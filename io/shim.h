@@ -70,6 +70,10 @@ struct ds__global {
 	size_t store_len;
 	dev_t store_dev;        /* the identity of the file mapped (sread.c) */
 	ino_t store_ino;
+	size_t ram_len;         /* store[0, ram_len) is NODEDIR/store, the rest the
+	                           spill tier's file (init.c, ds__spill_store) */
+	dev_t spill_dev;        /* the identity of the spill file mapped */
+	ino_t spill_ino;
 	struct ds_stats *stats; /* NULL when there is no stats file */
 	int timeout_ms;         /* bound on a remote read */
 	int tmpl_fd;            /* O_PATH descriptor duplicated to reserve fds */
@@ -78,6 +82,9 @@ struct ds__global {
 	pid_t pid;              /* process that owns per-process state */
 };
 extern struct ds__global ds__g;
+/* The spill tier's store file (SPILL/dstage.<uid>.<job>/<node>/store), when
+ * the store spills (ds__g.ram_len < ds__g.store_len). */
+extern char ds__spill_store[PATH_MAX];
 /* 0 before init, 1 after; read on every call, written once. */
 extern int ds__ready;
 /* Per-thread recursion guard: set while the shim itself runs code that may

@@ -30,9 +30,11 @@
  * neighbours) beats two system calls; chosen by bench/rab.sh. */
 #define PREAD_MIN (64u << 10)
 
-static _Atomic int sfd = -1;   /* the store, private; -1: not open */
-static _Atomic int sfd_off;    /* could not open it: use the mapping */
-static _Atomic int sfd_opening; /* a thread is opening it */
+/* Per tier of the store (0: NODEDIR/store, 1: the spill tier's file,
+ * dsindex.h): a file read lies whole in one tier. */
+static _Atomic int sfd[2] = {-1, -1};  /* the store file, private; -1: not open */
+static _Atomic int sfd_off[2];         /* could not open it: use the mapping */
+static _Atomic int sfd_opening[2];     /* a thread is opening it */
 static _Atomic long pmin = -1; /* the threshold, once read */
 
 static size_t threshold(void)
@@ -49,12 +51,13 @@ static size_t threshold(void)
 	return n ? (size_t)n : SIZE_MAX;
 }
 
-static int is_store(int fd)
+static int is_store(int fd, int t)
 {
 	struct stat st;
 	return DS__REAL(fstat)(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-	       st.st_dev == ds__g.store_dev && st.st_ino == ds__g.store_ino &&
-	       (uint64_t)st.st_size >= ds__g.store_len;
+	       st.st_dev == (t ? ds__g.spill_dev : ds__g.store_dev) &&
+	       st.st_ino == (t ? ds__g.spill_ino : ds__g.store_ino) &&
+	       (uint64_t)st.st_size >= (t ? ds__g.store_len - ds__g.ram_len : ds__g.ram_len);
 }
 
 /* The descriptor, opened now if need be; -1: use the mapping.  Only the
@@ -62,47 +65,50 @@ static int is_store(int fd)
  * descriptors); nobody waits (read is async-signal-safe): while one thread
  * opens it, the others copy from the mapping.  (A fork in that moment
  * leaves the child on the mapping for good: slower, never wrong.) */
-static int sfd_get(void)
+static int sfd_get(int t)
 {
-	int fd = atomic_load_explicit(&sfd, memory_order_acquire), z = 0;
-	if (DS__LIKELY(fd >= 0) || atomic_load_explicit(&sfd_off, memory_order_relaxed) ||
-	    ds__busy || !ds__owner() || !atomic_compare_exchange_strong(&sfd_opening, &z, 1))
+	int fd = atomic_load_explicit(&sfd[t], memory_order_acquire), z = 0;
+	if (DS__LIKELY(fd >= 0) || atomic_load_explicit(&sfd_off[t], memory_order_relaxed) ||
+	    ds__busy || !ds__owner() || !atomic_compare_exchange_strong(&sfd_opening[t], &z, 1))
 		return fd;
-	fd = atomic_load(&sfd);
+	fd = atomic_load(&sfd[t]);
 	if (fd < 0) {
 		char path[PATH_MAX + 16];
 		ds__busy++;
-		ds_store_path(path, sizeof(path), ds__g.nodedir, DS_STORE_NAME);
+		if (t)
+			snprintf(path, sizeof(path), "%s", ds__spill_store);
+		else
+			ds_store_path(path, sizeof(path), ds__g.nodedir, DS_STORE_NAME);
 		fd = DS__REAL(open)(path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0 && !is_store(fd)) {
+		if (fd >= 0 && !is_store(fd, t)) {
 			DS__REAL(close)(fd);
 			fd = -1;
 		}
 		if (fd < 0) {
-			atomic_store(&sfd_off, 1); /* replaced or gone: the mapping it is */
+			atomic_store(&sfd_off[t], 1); /* replaced or gone: the mapping it is */
 		} else {
-			fd = ds__fd_high(fd, 80);
+			fd = ds__fd_high(fd, 80 + t);
 			if ((unsigned)fd < ds__fdtab_len) {
 				ds__fd_private(fd, 1);
-				atomic_store_explicit(&sfd, fd, memory_order_release);
+				atomic_store_explicit(&sfd[t], fd, memory_order_release);
 			} else {
 				DS__REAL(close)(fd);
 				fd = -1;
-				atomic_store(&sfd_off, 1);
+				atomic_store(&sfd_off[t], 1);
 			}
 		}
 		ds__busy--;
 	}
-	atomic_store(&sfd_opening, 0);
+	atomic_store(&sfd_opening[t], 0);
 	return fd;
 }
 
 /* fd is not the store any more (the program's file took the number after a
  * raw close): forget it, never close it; the next large read opens anew. */
-static void sfd_forget(int fd)
+static void sfd_forget(int fd, int t)
 {
 	int cur = fd;
-	if (atomic_compare_exchange_strong(&sfd, &cur, -1) && ds__owner())
+	if (atomic_compare_exchange_strong(&sfd[t], &cur, -1) && ds__owner())
 		ds__fd_private(fd, 0);
 }
 
@@ -110,17 +116,22 @@ ssize_t ds__store_read(void *buf, size_t k, uint64_t so)
 {
 	if (k < threshold())
 		return 0;
-	int fd = sfd_get();
+	/* the tier: the spill file holds the store from ram_len on */
+	int t = so >= ds__g.ram_len;
+	if (!t && so + k > ds__g.ram_len)
+		return 0; /* across the tiers (no file is): the mapping */
+	uint64_t fo = t ? so - ds__g.ram_len : so;
+	int fd = sfd_get(t);
 	if (fd < 0)
 		return 0;
-	if (!is_store(fd)) {
-		sfd_forget(fd);
+	if (!is_store(fd, t)) {
+		sfd_forget(fd, t);
 		return 0;
 	}
 	int saved = errno;
 	size_t done = 0;
 	while (done < k) {
-		ssize_t r = DS__REAL(pread)(fd, (char *)buf + done, k - done, (off_t)(so + done));
+		ssize_t r = DS__REAL(pread)(fd, (char *)buf + done, k - done, (off_t)(fo + done));
 		if (r > 0) {
 			done += (size_t)r;
 			continue;

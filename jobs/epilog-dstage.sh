@@ -11,7 +11,8 @@
 # SLURM_JOB_UID set.
 #
 # It removes ROOT/dstage.<uid>.<jobid> (the job's node stores, made by
-# `dstage stage --to ROOT`) for each ROOT in DSTAGE_EPILOG_DIRS, a list of
+# `dstage stage --to ROOT`, and their spill tiers, `--spill ROOT`: the same
+# name) for each ROOT in DSTAGE_EPILOG_DIRS, a list of
 # directories and globs separated by blanks: the node-local places users
 # may stage into (RAM: /dev/shm; SSD: the node's local disk, where $TMPDIR
 # of jobs points).  The default below suits a node whose TMPDIR is /tmp,

@@ -337,6 +337,19 @@ static int cmp_extra(const void *a, const void *b)
 	return x->node < y->node ? -1 : x->node > y->node;
 }
 
+/* Where the copies of generation g live: NODEDIR/replicas.<g>, or, when
+ * this node's store spills (stage --spill: its RAM room is taken), in its
+ * spill tier's node directory, so that copies never land in a RAM the
+ * budget has no room in (docs/failover.md).  The maps stay in NODEDIR. */
+static int replica_data_path(const struct ds__svc *s, char *path, size_t len, int g)
+{
+	char dir[PATH_MAX];
+	if (!ds_index_spills(&s->ix))
+		return ds_store_replica_path(path, len, s->nodedir, g, 0);
+	int rc = ds_store_spill_nodedir(&s->ix, dir, sizeof(dir), NULL);
+	return rc ? rc : ds_store_replica_path(path, len, dir, g, 0);
+}
+
 /* Read NODEDIR/replicas.<g>.map; entries checked against the index and the
  * file size.  Returns the number of entries added or -1 (not usable). */
 static int load_gen(struct ds__svc *s, struct rr *r, int g, uint64_t base, uint64_t *len)
@@ -346,9 +359,8 @@ static int load_gen(struct ds__svc *s, struct rr *r, int g, uint64_t base, uint6
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return -1;
-	ds_store_replica_path(path, sizeof(path), s->nodedir, g, 0);
 	struct stat st;
-	if (stat(path, &st) < 0) {
+	if (replica_data_path(s, path, sizeof(path), g) || stat(path, &st) < 0) {
 		fclose(f);
 		return -1;
 	}
@@ -398,7 +410,7 @@ int ds__failover_map_extra(struct ds__svc *s, int populate)
 	r->gens = g;
 	for (int k = g; k < RR_MAX_GEN; k++) {
 		char path[PATH_MAX];
-		ds_store_replica_path(path, sizeof(path), s->nodedir, k, 0);
+		replica_data_path(s, path, sizeof(path), k);
 		if (unlink(path) < 0 && errno == ENOENT && k > g)
 			break;
 		ds_store_replica_path(path, sizeof(path), s->nodedir, k, 1);
@@ -410,9 +422,9 @@ int ds__failover_map_extra(struct ds__svc *s, int populate)
 	unsigned char *region = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (region == MAP_FAILED)
 		return -errno;
-	if (s->store_len &&
-	    mremap(s->store, s->store_len, s->store_len, MREMAP_MAYMOVE | MREMAP_FIXED, region) == MAP_FAILED) {
-		int e = errno;
+	int mrc = s->store_len ? ds__store_move(s, region) : 0;
+	if (mrc) {
+		int e = -mrc;
 		munmap(region, total);
 		ds_error("node %u: mremap of the store: %s", s->node, strerror(e));
 		return -e;
@@ -422,7 +434,7 @@ int ds__failover_map_extra(struct ds__svc *s, int populate)
 	uint64_t at = base;
 	for (int k = 0; k < g; k++) {
 		char path[PATH_MAX];
-		ds_store_replica_path(path, sizeof(path), s->nodedir, k, 0);
+		replica_data_path(s, path, sizeof(path), k);
 		int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0 || (lens[k] && mmap(region + at, lens[k], PROT_READ | PROT_WRITE,
 		                               MAP_SHARED | MAP_FIXED | (populate ? MAP_POPULATE : 0), fd,
@@ -555,7 +567,13 @@ static int rr_start(struct ds__svc *s)
 		return -ENOMEM;
 	}
 	struct statvfs vf;
-	uint64_t room = !statvfs(s->nodedir, &vf) ? (uint64_t)vf.f_bavail * vf.f_frsize / 10 * 9 : 0;
+	char where[PATH_MAX], *slash;
+	/* the free space where the copies go (the spill tier when it spills) */
+	if (!replica_data_path(s, where, sizeof(where), 0) && (slash = strrchr(where, '/')))
+		*slash = 0;
+	else
+		snprintf(where, sizeof(where), "%s", s->nodedir);
+	uint64_t room = !statvfs(where, &vf) ? (uint64_t)vf.f_bavail * vf.f_frsize / 10 * 9 : 0;
 	size_t skipped = 0;
 	uint64_t skipped_bytes = 0;
 	for (uint32_t p = 0; p < np && !rc; p++) {
@@ -614,13 +632,14 @@ static int rr_start(struct ds__svc *s)
 		char a[32], b[32];
 		ds_warn("node %u: re-replication: %zu partition(s) (%s) do not fit in the free space of "
 		        "'%s' (%s usable): left with fewer copies",
-		        s->node, skipped, ds_fmt_size(skipped_bytes, a, sizeof(a)), s->nodedir,
+		        s->node, skipped, ds_fmt_size(skipped_bytes, a, sizeof(a)), where,
 		        ds_fmt_size(room, b, sizeof(b)));
 	}
 	if (rc || !r->n)
 		return rc;
 	char path[PATH_MAX];
-	ds_store_replica_path(path, sizeof(path), s->nodedir, r->gens, 0);
+	if ((rc = replica_data_path(s, path, sizeof(path), r->gens)))
+		return rc;
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;

@@ -640,6 +640,11 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	ds__exchange_free(s);
 	ds__store_close(s);
 	if (o->clean) {
+		/* the spill tier first: the index names it */
+		rc = ds_store_spill_remove(s->nodedir);
+		if (rc)
+			ds_error("node %u: '%s': the spill tier: %s", s->node, s->nodedir,
+			         ds_strerror(rc));
 		rc = ds_rm_rf(s->nodedir);
 		if (rc)
 			ds_error("node %u: '%s': %s", s->node, s->nodedir, ds_strerror(rc));

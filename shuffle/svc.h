@@ -72,6 +72,8 @@ struct ds__svc {
 	struct ds_index ix;
 	unsigned char *store;
 	size_t store_len;
+	size_t ram_len;  /* the first ram_len bytes map NODEDIR/store, the next
+	                    store bytes the spill tier's (ds__store_open) */
 	MPI_Win win;
 
 	struct ds_stats *stats; /* NODEDIR/stats, shared with the readers */
@@ -101,6 +103,8 @@ struct ds__svc {
 
 /* ---- window.c: the store and the one-sided gets ------------------------- */
 /* Map NODEDIR/index and NODEDIR/store; create the window (collective). */
+/* Move the store's mapping (both tiers) to addr (failover.c). */
+int ds__store_move(struct ds__svc *s, void *addr);
 int ds__store_open(struct ds__svc *s);
 int ds__window_create(struct ds__svc *s);
 void ds__window_free(struct ds__svc *s);

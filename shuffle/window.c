@@ -78,6 +78,63 @@ static int open_stats(struct ds__svc *s)
 	return 0;
 }
 
+/* The spill tier's store file of this node, checked as the shim checks it:
+ * the job and node directories this user's and 0700, the file this user's,
+ * regular, of the size the index says. */
+static int spill_open(struct ds__svc *s, int *out)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	size_t jl = 0;
+	int rc = ds_store_spill_nodedir(&s->ix, dir, sizeof(dir), &jl);
+	if (!rc)
+		rc = ds_store_path(path, sizeof(path), dir, DS_STORE_NAME);
+	if (rc) {
+		ds_error("node %u: the spill tier: %s", s->node, ds_strerror(rc));
+		return rc;
+	}
+	struct stat st;
+	for (int i = 0; i < 2; i++) {
+		if (i == 0)
+			dir[jl] = 0; /* the job directory, then the node's */
+		if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+		    (st.st_mode & 077)) {
+			ds_error("node %u: '%s': not a spill directory of this user (owner, mode or type)",
+			         s->node, dir);
+			return -EPERM;
+		}
+		dir[jl] = '/';
+	}
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		rc = -errno;
+		ds_error("node %u: '%s': %s", s->node, path, strerror(errno));
+		return rc;
+	}
+	uint64_t want = s->ix.h->store_size - s->ix.h->ram_size;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (uint64_t)st.st_size != want) {
+		ds_error("node %u: '%s': %llu bytes, the index says %llu", s->node, path,
+		         (unsigned long long)st.st_size, (unsigned long long)want);
+		close(fd);
+		return -DS_ECORRUPT;
+	}
+	*out = fd;
+	return 0;
+}
+
+int ds__store_move(struct ds__svc *s, void *addr)
+{
+	/* two mappings when the store spills: one mremap each (a move that
+	 * spans two mappings is EFAULT before Linux 6.17) */
+	size_t ram = s->ram_len, rest = s->store_len - s->ram_len;
+	if (ram && mremap(s->store, ram, ram, MREMAP_MAYMOVE | MREMAP_FIXED, addr) == MAP_FAILED)
+		return -errno;
+	if (rest && mremap(s->store + ram, rest, rest, MREMAP_MAYMOVE | MREMAP_FIXED,
+	                   (unsigned char *)addr + ram) == MAP_FAILED)
+		return -errno;
+	return 0;
+}
+
 int ds__store_open(struct ds__svc *s)
 {
 	char path[PATH_MAX];
@@ -105,30 +162,53 @@ int ds__store_open(struct ds__svc *s)
 		return rc;
 	}
 	struct stat st;
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != h->store_size) {
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != h->ram_size) {
 		ds_error("node %u: '%s': %llu bytes, the index says %llu", s->node, path,
-		         (unsigned long long)st.st_size, (unsigned long long)h->store_size);
+		         (unsigned long long)st.st_size, (unsigned long long)h->ram_size);
 		close(fd);
 		return -DS_ECORRUPT;
 	}
-	s->store_len = (size_t)st.st_size;
+	/* the spill tier (docs/formats.md "The spill tier"): its file
+	 * is mapped right after the RAM one, so the window and every base of
+	 * the index cover both tiers as one store */
+	int sfd = -1;
+	if (ds_index_spills(&s->ix) && (rc = spill_open(s, &sfd)) < 0) {
+		close(fd);
+		return rc;
+	}
+	s->store_len = (size_t)h->store_size;
+	s->ram_len = (size_t)h->ram_size;
 	/* In RAM (tmpfs), map every page now: peers' gets then never fault
 	 * in our address space.  On a disk this would read the whole store
 	 * at start: there the pages come in as they are asked for. */
 	struct statfs sf;
 	int populate = !fstatfs(fd, &sf) && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC);
 	if (s->store_len) {
-		s->store = mmap(NULL, s->store_len, PROT_READ | PROT_WRITE,
-		                MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
-		if (s->store == MAP_FAILED) {
+		unsigned char *m = mmap(NULL, s->store_len, PROT_NONE,
+		                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		rc = m == MAP_FAILED ? -errno : 0;
+		if (!rc && s->ram_len &&
+		    mmap(m, s->ram_len, PROT_READ | PROT_WRITE,
+		         MAP_SHARED | MAP_FIXED | (populate ? MAP_POPULATE : 0), fd, 0) == MAP_FAILED)
 			rc = -errno;
-			s->store = NULL;
+		if (!rc && sfd >= 0 &&
+		    mmap(m + s->ram_len, s->store_len - s->ram_len, PROT_READ | PROT_WRITE,
+		         MAP_SHARED | MAP_FIXED, sfd, 0) == MAP_FAILED)
+			rc = -errno;
+		if (rc) {
+			if (m != MAP_FAILED)
+				munmap(m, s->store_len);
 			ds_error("node %u: '%s': mmap: %s", s->node, path, strerror(-rc));
 			close(fd);
+			if (sfd >= 0)
+				close(sfd);
 			return rc;
 		}
+		s->store = m;
 	}
 	close(fd);
+	if (sfd >= 0)
+		close(sfd);
 	/* copies re-replicated after a lost node: after the store (failover.c) */
 	if ((rc = ds__failover_map_extra(s, populate)))
 		return rc;

@@ -15,6 +15,7 @@ struct ds_stage_opts {
 	const char *pack;   /* OUT, the pack directory */
 	const char *to;     /* DIR, node-local */
 	const char *job;    /* job id, NULL: $SLURM_JOB_ID or "0" */
+	const char *spill;  /* --spill DIR: the spill tier (absolute), NULL: none */
 	uint32_t replicas;  /* -R */
 	int node_per_rank, inflate, force, quiet, help;
 	double progress;    /* seconds between progress lines, 0: none */
@@ -24,7 +25,7 @@ struct ds_stage_opts {
 /* Defaults of the stage options. */
 void ds_stage_defaults(struct ds_stage_opts *o);
 /* Handle one getopt code of stage's options (mpi/stepopt.c's table: R i f
- * P H, and t j n q h).  The one place their values are checked, for stage and
+ * P H Z, and t j n q h).  The one place their values are checked, for stage and
  * run alike.  Returns c, or 0 when c is not one; sets *bad on an invalid
  * value (said: "-R '70000': not a replica count (1..65535)"). */
 int ds_stage_opt(struct ds_stage_opts *o, int c, const char *arg, int *bad);

@@ -87,6 +87,8 @@ static const char *cmd_usage =
 	"      --ram-headroom SIZE|N%  memory left to training under the job's memory cgroup when\n"
 	"                        DIR is RAM (default: 25% of the limit, at least 8 GiB per rank\n"
 	"                        of the step on the host; see docs/guide.md, The RAM budget)\n"
+	"      --spill DIR       what does not fit the RAM room of --to goes to DIR (node-local\n"
+	"                        SSD or disk, absolute), whole partitions, replicated ones last\n"
 	"  -q, --quiet           no summary\n"
 	"  -h, --help            this text\n";
 
@@ -122,6 +124,7 @@ int ds_stage_opt(struct ds_stage_opts *o, int c, const char *arg, int *bad)
 			o->headroom_set = 1;
 		return c;
 	case 't': o->to = arg; return c;
+	case 'Z': o->spill = arg; return c;
 	case 'j': o->job = arg; return c;
 	case 'n': o->node_per_rank = 1; return c;
 	case 'i': o->inflate = 1; return c;
@@ -161,6 +164,11 @@ int ds_stage_check_opts(const struct ds_stage_opts *o)
 {
 	if (!o->to || !o->pack) {
 		ds_error("need a pack and --to DIR");
+		return 2;
+	}
+	if (o->spill && o->spill[0] != '/') {
+		/* the index records it for readers that may run anywhere */
+		ds_error("--spill '%s': not an absolute path", o->spill);
 		return 2;
 	}
 	char *b = NULL, *p = NULL;
@@ -459,11 +467,22 @@ static uint64_t fnv1a(uint64_t v, const char *s)
  * first of them speaks.  Collective over the node leaders: every leader
  * calls it, also one that failed already (prior, returned unchanged).
  * *room: the node's budget, for the summary. */
-static int check_room(const struct ds_stage_opts *o, const struct ds_node *nd, uint64_t store,
-                      int prior, struct ds_room *room)
+struct share {
+	char host[256]; /* this host's name */
+	uint64_t stores; /* the summed stores of the nodes sharing the room */
+	uint32_t nn;     /* how many nodes share it */
+	uint32_t first;  /* the lowest of them, which speaks */
+};
+
+/* The room that binds this node's store on o->to and the nodes that share it
+ * (see check_room).  Collective over the node leaders, also for one that
+ * failed already (prior, returned unchanged). */
+static int shared_room(const struct ds_stage_opts *o, const struct ds_node *nd, uint64_t store,
+                       int prior, struct ds_room *room, struct share *sh)
 {
-	char host[256] = "";
-	gethostname(host, sizeof(host) - 1);
+	char *host = sh->host;
+	memset(sh, 0, sizeof(*sh));
+	gethostname(host, sizeof(sh->host) - 1);
 	struct ds_headroom h;
 	if (o->headroom_set)
 		h = o->headroom;
@@ -501,6 +520,26 @@ static int check_room(const struct ds_stage_opts *o, const struct ds_node *nd, u
 			return rc;
 		}
 	}
+	sh->stores = stores;
+	sh->nn = nn;
+	sh->first = first;
+	return 0;
+}
+
+/* Can DIR take this node's store (store bytes, and DS_STORE_HEADROOM)?  On a
+ * RAM file system the bytes are the job's memory for as long as the store
+ * lives: shared_room's.  Collective over the node leaders, as shared_room.
+ * *room: the node's budget, for the summary. */
+static int check_room(const struct ds_stage_opts *o, const struct ds_node *nd, uint64_t store,
+                      int prior, struct ds_room *room)
+{
+	struct share sh;
+	int rc = shared_room(o, nd, store, prior, room, &sh);
+	if (rc)
+		return rc;
+	const char *host = sh.host;
+	uint64_t stores = sh.stores;
+	uint32_t nn = sh.nn, first = sh.first;
 	/* one margin for the index and metadata of the nodes sharing the room
 	 * (as many as the check per node gave) */
 	uint64_t total = stores + DS_STORE_HEADROOM;
@@ -523,6 +562,95 @@ static int check_room(const struct ds_stage_opts *o, const struct ds_node *nd, u
 		                          "--to)" : "");
 	}
 	return -ENOSPC;
+}
+
+/* ---- the spill tier (docs/guide.md "The spill tier") -------------------- */
+/* Free space of a directory on a disk (the spill tier): can it take need? */
+static int check_free(const char *dir, uint64_t need, uint32_t node)
+{
+	struct statvfs sv;
+	if (statvfs(dir, &sv) < 0) {
+		int e = errno;
+		ds_error("'%s': %s", dir, strerror(e));
+		return -e;
+	}
+	uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	if (need > avail) {
+		char a[32], b[32];
+		ds_error("node %u: '%s': not enough room: needs %s, free space is %s", node, dir,
+		         ds_fmt_size(need, a, sizeof(a)), ds_fmt_size(avail, b, sizeof(b)));
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+/* Bytes of this node's store that may land on the RAM file system of
+ * o->to: the RAM budget (shared_room: ds_ram_room, common/dsmem.h), shared
+ * equally by the nodes it binds, less one DS_STORE_HEADROOM for them all
+ * (check_room's margin, so that the check after the placement passes).
+ * DSTAGE_RAM_ROOM=SIZE (a test and debug knob, docs/guide.md "Environment
+ * variables") is one node's room as it is, so tests need no cgroup.
+ * Collective over the node leaders. */
+static int ram_room(const struct ds_stage_opts *o, const struct ds_node *nd, uint64_t *out)
+{
+	const char *knob = getenv("DSTAGE_RAM_ROOM");
+	int rc = 0;
+	if (knob && *knob && ds_parse_size(knob, out)) {
+		ds_error("DSTAGE_RAM_ROOM '%s': not a size", knob);
+		rc = -EINVAL;
+	}
+	struct ds_room room;
+	struct share sh;
+	memset(&room, 0, sizeof(room));
+	rc = shared_room(o, nd, 0, rc, &room, &sh);
+	if (rc || (knob && *knob))
+		return rc;
+	uint64_t r = room.room > DS_STORE_HEADROOM ? room.room - DS_STORE_HEADROOM : 0;
+	*out = r / (sh.nn ? sh.nn : 1);
+	return 0;
+}
+
+/* What a node directory holds in RAM beside the store: the index (entries,
+ * hash, dirents, samples, locations, names: ds_index_build's sections), the
+ * counters, serve.status and the sockets; a bound, rounded up. */
+static uint64_t meta_bytes(const struct ds_manifest *m, const struct ds_placement *pl)
+{
+	uint64_t names = 0;
+	for (size_t i = 0; i < m->n; i++)
+		names += strlen(m->e[i].path) + 1 + (m->e[i].target ? strlen(m->e[i].target) + 1 : 0);
+	uint64_t n = m->n + 1;
+	return (uint64_t)sizeof(struct ds_index_header) + n * (sizeof(struct ds_entry) + 4 * 4 + 4 + 4) +
+	       names + PATH_MAX + ((uint64_t)pl->nparts + pl->first[pl->nparts]) * 16 + (1u << 20);
+}
+
+/* --spill: every node's RAM room (its leader's figure), then the tiers. */
+static int spill_tiers(MPI_Comm world, const struct ds_stage_opts *o, const struct ds_node *nd,
+                       const struct ds_manifest *m, const struct layout *L,
+                       struct ds_placement *pl)
+{
+	int size, rank;
+	MPI_Comm_size(world, &size);
+	MPI_Comm_rank(world, &rank);
+	uint64_t mine[2] = {UINT64_MAX, nd->node}, meta = meta_bytes(m, pl);
+	int rc = 0;
+	if (nd->local_rank == 0 && !(rc = ram_room(o, nd, &mine[0])))
+		mine[0] = mine[0] > meta ? mine[0] - meta : 0;
+	if (ds_any_failed(world, rc))
+		return rc ? rc : -EIO;
+	uint64_t *all = ds_xmalloc(2 * sizeof(uint64_t) * size);
+	MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, world);
+	uint64_t *room = ds_xmalloc(sizeof(uint64_t) * nd->nnodes);
+	for (uint32_t k = 0; k < nd->nnodes; k++)
+		room[k] = UINT64_MAX;
+	for (int r = 0; r < size; r++)
+		if (all[2 * r + 1] < nd->nnodes && all[2 * r] < room[all[2 * r + 1]])
+			room[all[2 * r + 1]] = all[2 * r];
+	free(all);
+	rc = ds_place_tiers(pl, L->node_size, L->replicated, room);
+	free(room);
+	if (rc)
+		ds_error("placement: %s", ds_strerror(rc));
+	return rc;
 }
 
 /* ---- the transfers ------------------------------------------------------ */
@@ -563,6 +691,7 @@ struct xfer {
 	const uint32_t *lpos;
 	struct ds_node *nd;
 	int store_fd;
+	int spill_fd;          /* the spill tier's store, -1: none */
 	int inflate;
 	uint64_t shared_read;  /* payload bytes this rank read from the shared FS */
 	uint64_t meta_read;    /* the manifest */
@@ -621,7 +750,16 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 		return; /* not ours */
 	}
 	uint64_t base = 0;
-	ds_placement_has(pl, p, x->nd->node, &base);
+	int fd = x->store_fd;
+	for (uint32_t l = pl->first[p]; l < pl->first[p + 1]; l++)
+		if (pl->node[l] == x->nd->node) {
+			base = pl->base[l];
+			if (pl->tier && pl->tier[l] == DS_TIER_SPILL) {
+				/* the spill file holds the store from ram_size on */
+				base -= pl->ram_size[x->nd->node];
+				fd = x->spill_fd;
+			}
+		}
 	char *part_path = ds_part_path(x->pack, p);
 	const char *part_name = strrchr(part_path, '/') ? strrchr(part_path, '/') + 1 : part_path;
 	uint64_t size = x->m->parts[p].size, src_off = 0;
@@ -629,7 +767,7 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 	const char *store_name = DS_STORE_NAME;
 	struct sink s;
 	struct ds__s3src *s3in = NULL;
-	sink_open(&s, x->m, x->L, p, x->store_fd, base, x->inflate, part_name);
+	sink_open(&s, x->m, x->L, p, fd, base, x->inflate, part_name);
 	if (me == 0 && !status && x->s3) {
 		/* s3://: the seal by ranged GETs, the payload by ranged GETs in flight */
 		status = ds__s3src_open(x->s3, x->bucket, x->prefix, p, x->m, CHUNK, &s3in,
@@ -787,7 +925,7 @@ static void rankmap_release(struct rankmap *rm)
 /* Index of this node: the whole manifest plus the placement. */
 static int write_index(const char *path, const struct ds_manifest *m, const struct layout *L,
                        const struct ds_placement *pl, uint32_t node, const char *job,
-                       uint64_t pack_id, int inflate)
+                       uint64_t pack_id, int inflate, const char *spill)
 {
 	struct ds_index_builder *b = ds_index_builder_new();
 	int rc = 0;
@@ -815,8 +953,12 @@ static int write_index(const char *path, const struct ds_manifest *m, const stru
 		ds_index_set_parts(b, L->nparts, L->node_size);
 		for (uint32_t p = 0; p < pl->nparts; p++)
 			for (uint32_t l = pl->first[p]; l < pl->first[p + 1]; l++)
-				ds_index_add_loc(b, p, pl->node[l], pl->base[l]);
+				ds_index_add_loc_tier(b, p, pl->node[l], pl->base[l],
+				                      pl->tier ? pl->tier[l] : DS_TIER_RAM);
 		ds_index_set_node(b, node, pl->nnodes, pl->store_size[node], job, pack_id);
+		if (spill)
+			ds_index_set_spill(b, pl->ram_size ? pl->ram_size[node] : pl->store_size[node],
+			                   spill);
 		rc = ds_index_write(b, path);
 		if (rc)
 			ds_error("'%s': %s", path, ds_strerror(rc));
@@ -842,6 +984,32 @@ static int write_stats(const char *nodedir)
 	return rc;
 }
 
+/* Create a store file of sz bytes.  On a disk, reserve the blocks now so a
+ * full disk shows before any byte moves.  On tmpfs, reserving means zeroing
+ * every page, a whole extra pass over the data: the memory check stands in,
+ * and ENOSPC while writing still fails the step cleanly. */
+static int make_store_file(const char *path, const char *dir, uint64_t sz, uint32_t node)
+{
+	int rc, fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+	} else {
+		int fr = 0;
+		if (sz && !ram_backed(dir))
+			fr = posix_fallocate(fd, 0, sz);
+		if (!fr || fr == EOPNOTSUPP || fr == EINVAL)
+			fr = ftruncate(fd, sz) < 0 ? errno : 0;
+		rc = -fr;
+		close(fd);
+	}
+	if (rc) {
+		char a[32];
+		ds_error("node %u: '%s': cannot reserve %s: %s", node, path, ds_fmt_size(sz, a, sizeof(a)),
+		         ds_strerror(rc));
+	}
+	return rc;
+}
+
 static char *path_join(const char *a, const char *b)
 {
 	char *s;
@@ -850,6 +1018,21 @@ static char *path_join(const char *a, const char *b)
 		exit(1);
 	}
 	return s;
+}
+
+/* --force replaced store `old`: its spill tier goes with it unless the new
+ * store's spill tier took its place (the same root). */
+static void old_spill_drop(const char *old, const char *spill)
+{
+	char path[PATH_MAX];
+	struct ds_index ix;
+	if (ds_store_path(path, sizeof(path), old, DS_INDEX_NAME) || ds_index_open(&ix, path, 0))
+		return;
+	int same = spill && ix.h->spill_dir != UINT32_MAX &&
+	           !strcmp(ix.strings + ix.h->spill_dir, spill);
+	ds_index_close(&ix);
+	if (!same)
+		(void)ds_store_spill_remove(old);
 }
 
 /* After a failed stage: every rank is done with the directory; the lock's
@@ -891,6 +1074,7 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	x.nd = nd;
 	x.inflate = o->inflate;
 	x.store_fd = -1;
+	x.spill_fd = -1;
 	x.prog_win = MPI_WIN_NULL;
 
 	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
@@ -941,8 +1125,11 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		r = nd->nnodes;
 	}
 	struct ds_placement pl;
-	if ((rc = ds_place(&pl, m.nparts, L.node_size, L.replicated, nd->nnodes, r))) {
+	if ((rc = ds_place(&pl, m.nparts, L.node_size, L.replicated, nd->nnodes, r)) && rank == 0)
 		ds_error("placement: %s", ds_strerror(rc));
+	if (!rc && o->spill && (rc = spill_tiers(world, o, nd, &m, &L, &pl)))
+		ds_placement_release(&pl);
+	if (rc) {
 		layout_release(&L);
 		ds_manifest_release(&m);
 		stage_s3_release(&x);
@@ -958,6 +1145,17 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		exit(1);
 	store_path = path_join(partial, DS_STORE_NAME);
 	x.rank = rank;
+	/* the spill tier: SPILL/dstage.<uid>.<job>/<node>, built the same way */
+	uint64_t ram_bytes = pl.ram_size ? pl.ram_size[nd->node] : pl.store_size[nd->node];
+	uint64_t spill_bytes = pl.store_size[nd->node] - ram_bytes;
+	char *spill_jobdir = NULL, *spill_nodedir = NULL, *spill_partial = NULL, *spill_store = NULL;
+	if (o->spill) {
+		spill_jobdir = ds_store_jobdir(o->spill, job);
+		spill_nodedir = ds_store_nodedir(o->spill, job, nd->node);
+		if (asprintf(&spill_partial, "%s" DS_PARTIAL_SUFFIX, spill_nodedir) < 0)
+			exit(1);
+		spill_store = path_join(spill_partial, DS_STORE_NAME);
+	}
 
 	struct ds_room room;
 	memset(&room, 0, sizeof(room));
@@ -973,36 +1171,38 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		}
 		if (!rc)
 			ds_rm_rf(partial); /* left by a killed earlier attempt */
-		/* before a byte is written: every leader takes part */
-		rc = check_room(o, nd, pl.store_size[nd->node], rc, &room);
+		/* before a byte is written: every leader takes part (with --spill
+		 * the RAM part only: the tiers were laid out within the room) */
+		rc = check_room(o, nd, ram_bytes, rc, &room);
 		if (!rc && mkdir(partial, 0700) < 0) {
 			rc = -errno;
 			ds_error("'%s': %s", partial, strerror(errno));
 		}
-		if (!rc) {
-			int fd = open(store_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-			if (fd < 0) {
+		if (!rc)
+			rc = make_store_file(store_path, o->to, ram_bytes, nd->node);
+		if (!rc && o->spill) {
+			struct stat a, b;
+			rc = ds_jobdir_make(o->spill, spill_jobdir);
+			if (!rc && lstat(spill_jobdir, &a) == 0 && lstat(jobdir, &b) == 0 &&
+			    a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+				ds_error("--spill '%s': the same directory as --to", o->spill);
+				rc = -EINVAL;
+			}
+		}
+		if (!rc && o->spill) {
+			ds_rm_rf(spill_partial); /* left by a killed earlier attempt */
+			/* a spill store whose RAM half is gone (a stage killed between
+			 * its two renames, a clean cut short): ours, under the lock */
+			if (lstat(nodedir, &st) < 0)
+				ds_rm_rf(spill_nodedir);
+			if (spill_bytes)
+				rc = check_free(o->spill, spill_bytes, nd->node);
+			if (!rc && spill_bytes && mkdir(spill_partial, 0700) < 0) {
 				rc = -errno;
-			} else {
-				/* On a disk, reserve the blocks now so a full disk shows
-				 * before any byte moves.  On tmpfs, reserving means zeroing
-				 * every page, a whole extra pass over the data: the memory
-				 * check above stands in, and ENOSPC while writing still
-				 * fails the step cleanly. */
-				uint64_t sz = pl.store_size[nd->node];
-				int fr = 0;
-				if (sz && !ram_backed(o->to))
-					fr = posix_fallocate(fd, 0, sz);
-				if (!fr || fr == EOPNOTSUPP || fr == EINVAL)
-					fr = ftruncate(fd, sz) < 0 ? errno : 0;
-				rc = -fr;
-				close(fd);
+				ds_error("'%s': %s", spill_partial, strerror(errno));
 			}
-			if (rc) {
-				char a[32];
-				ds_error("node %u: '%s': cannot reserve %s: %s", nd->node, store_path,
-				         ds_fmt_size(pl.store_size[nd->node], a, sizeof(a)), ds_strerror(rc));
-			}
+			if (!rc && spill_bytes)
+				rc = make_store_file(spill_store, o->spill, spill_bytes, nd->node);
 		}
 	}
 	if (ds_any_failed(world, rc))
@@ -1011,6 +1211,10 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	if (x.store_fd < 0) {
 		rc = -errno;
 		ds_error("'%s': %s", store_path, strerror(errno));
+	}
+	if (!rc && spill_bytes && (x.spill_fd = open(spill_store, O_RDWR | O_CLOEXEC)) < 0) {
+		rc = -errno;
+		ds_error("'%s': %s", spill_store, strerror(errno));
 	}
 	if (ds_any_failed(world, rc))
 		goto fail;
@@ -1046,6 +1250,10 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		x.err = -errno;
 		ds_error("'%s': %s", store_path, strerror(errno));
 	}
+	if (x.spill_fd >= 0 && fsync(x.spill_fd) < 0 && !x.err) {
+		x.err = -errno;
+		ds_error("'%s': %s", spill_store, strerror(errno));
+	}
 	rc = x.err;
 	if (!rc && ds_stop_signal()) {
 		/* asked to stop while this rank had nothing left to read */
@@ -1058,7 +1266,7 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	/* the index and counters of each node, then everyone renames at once */
 	if (nd->local_rank == 0) {
 		char *ipath = path_join(partial, DS_INDEX_NAME);
-		rc = write_index(ipath, &m, &L, &pl, nd->node, job, pack_id, o->inflate);
+		rc = write_index(ipath, &m, &L, &pl, nd->node, job, pack_id, o->inflate, o->spill);
 		free(ipath);
 		if (!rc && (rc = write_stats(partial)))
 			ds_error("'%s': %s", partial, ds_strerror(rc));
@@ -1066,9 +1274,24 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	if (ds_any_failed(world, rc))
 		goto fail;
 	if (nd->local_rank == 0) {
-		char *old = NULL;
+		char *old = NULL, *sold = NULL;
 		struct stat st;
-		if (lstat(nodedir, &st) == 0) { /* --force: swap, then remove the old one */
+		/* the spill half first: the RAM half's rename is the commit (a
+		 * reader finds the store by it), and undoes this one if it fails */
+		if (spill_nodedir && lstat(spill_nodedir, &st) == 0) {
+			if (asprintf(&sold, "%s.old.%d", spill_nodedir, (int)getpid()) < 0)
+				exit(1);
+			if (rename(spill_nodedir, sold) < 0) {
+				rc = -errno;
+				ds_error("'%s': %s", spill_nodedir, strerror(errno));
+				ds_free(&sold);
+			}
+		}
+		if (!rc && spill_bytes && rename(spill_partial, spill_nodedir) < 0) {
+			rc = -errno;
+			ds_error("'%s': %s", spill_nodedir, strerror(errno));
+		}
+		if (!rc && lstat(nodedir, &st) == 0) { /* --force: swap, then remove the old one */
 			if (asprintf(&old, "%s.old.%d", nodedir, (int)getpid()) < 0)
 				exit(1);
 			if (rename(nodedir, old) < 0) {
@@ -1081,15 +1304,31 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 			ds_error("'%s': %s", nodedir, strerror(errno));
 		}
 		if (old) {
-			if (rc)
+			if (rc) {
 				(void)rename(old, nodedir);
-			else
+			} else {
+				old_spill_drop(old, o->spill);
 				ds_rm_rf(old);
+			}
 			free(old);
+		}
+		if (rc && spill_bytes)
+			(void)rename(spill_nodedir, spill_partial); /* removed below */
+		if (sold) {
+			if (rc)
+				(void)rename(sold, spill_nodedir);
+			else
+				ds_rm_rf(sold);
+			free(sold);
 		}
 	}
 	if (ds_any_failed(world, rc))
 		goto fail;
+	/* every node's store is in place (the agreement above): a spill job
+	 * directory no node of this host spilled into goes (rmdir: only when
+	 * empty) */
+	if (nd->local_rank == 0 && spill_jobdir)
+		(void)rmdir(spill_jobdir);
 	if (nd->local_rank == 0 && !o->node_per_rank)
 		ds__stage_note_host(jobdir, nd);
 	/* a new staging: the node sets of an earlier one (failover) are void */
@@ -1161,11 +1400,18 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	rc = 0;
 	goto out;
 fail:
-	if (nd->local_rank == 0)
+	if (nd->local_rank == 0) {
 		ds_rm_rf(partial);
+		if (spill_partial)
+			ds_rm_rf(spill_partial);
+	}
 	/* the job directory goes when nothing else is in it (other nodes' or an
 	 * earlier stage's stores stay) */
 	unlock_and_tidy(world, o->to, job, locked);
+	/* the spill job directory too, once every node's partial is gone (the
+	 * barrier in unlock_and_tidy); rmdir leaves one that is not empty */
+	if (nd->local_rank == 0 && spill_jobdir)
+		(void)rmdir(spill_jobdir);
 	locked = 0;
 	rc = 1;
 out:
@@ -1174,6 +1420,12 @@ out:
 		MPI_Win_free(&x.prog_win);
 	if (x.store_fd >= 0)
 		close(x.store_fd);
+	if (x.spill_fd >= 0)
+		close(x.spill_fd);
+	free(spill_jobdir);
+	free(spill_nodedir);
+	free(spill_partial);
+	free(spill_store);
 	free(store_path);
 	free(partial);
 	free(nodedir);

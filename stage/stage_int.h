@@ -5,15 +5,22 @@
 
 #include "dsstage.h"
 
+struct ds_index;
+
 /* Record which node this host is, for readers outside Slurm:
  * JOBDIR/by-host/<hostname> -> "<node>" (skipped when hosts repeat). */
 void ds__stage_note_host(const char *jobdir, const struct ds_node *nd);
 
 /* status.c: the figures of every node, from what the service gathered. */
 int ds__status_service_up(const char *jobdir);
+/* spill[k] (k < nspill): bytes node k keeps in its spill tier, from an
+ * index of this host (ds__spill_bytes); the rest of its store is in RAM. */
 int ds__status_print_all(const char *jobdir, long node, char **local, size_t nlocal,
                          int (*local_row)(const char *jobdir, const char *name),
-                         unsigned long *nnodes);
+                         unsigned long *nnodes, const uint64_t *spill, size_t nspill);
+/* store_cmds.c: every node's spill-tier bytes as an index records them (the
+ * tier of each location, dsindex.h): a malloc'd array of ix->h->nnodes. */
+uint64_t *ds__spill_bytes(const struct ds_index *ix);
 
 /* s3read.c: a partition's payload from a pack in a bucket, ranged GETs
  * several in flight, read in order in pieces of `chunk` bytes. */

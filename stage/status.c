@@ -50,7 +50,7 @@ int ds__status_service_up(const char *jobdir)
  * 0, -ENOENT when there is no such file, -EINVAL when it is not one. */
 int ds__status_print_all(const char *jobdir, long node, char **local, size_t nlocal,
                          int (*local_row)(const char *jobdir, const char *name),
-                         unsigned long *nnodes)
+                         unsigned long *nnodes, const uint64_t *spill, size_t nspill)
 {
 	char path[PATH_MAX], magic[32];
 	if (ds_store_path(path, sizeof(path), jobdir, DS_STATUS_ALL))
@@ -84,10 +84,14 @@ int ds__status_print_all(const char *jobdir, long node, char **local, size_t nlo
 				rc = 1;
 			continue;
 		}
-		char a[32], b[32], c[32];
-		printf("%-5llu %9llu %10s %10s %7llu %7llu %7llu %7llu %7llu %6s %6llu %6llu/%-6llu %10s\n",
+		char a[32], b[32], c[32], d[32];
+		uint64_t sp = v[0] < nspill && spill[v[0]] <= v[3] ? spill[v[0]] : 0;
+		char e[32];
+		printf("%-5llu %9llu %10s %10s %7llu %7llu %7llu %7llu %7llu %6s %6llu %6llu/%-6llu %10s "
+		       "%10s %10s\n",
 		       v[0], v[1], ds_fmt_size(v[2], a, sizeof(a)), ds_fmt_size(v[3], b, sizeof(b)), v[4],
-		       v[5], v[6], v[7], v[8], "up", v[9], v[10], v[11], ds_fmt_size(v[12], c, sizeof(c)));
+		       v[5], v[6], v[7], v[8], "up", v[9], v[10], v[11], ds_fmt_size(v[12], c, sizeof(c)),
+		       ds_fmt_size(v[3] - sp, d, sizeof(d)), ds_fmt_size(sp, e, sizeof(e)));
 	}
 	fclose(f);
 	*nnodes = n;

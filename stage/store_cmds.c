@@ -227,6 +227,20 @@ int ds_cmd_env(int argc, char **argv)
 }
 
 /* ---- status ------------------------------------------------------------- */
+uint64_t *ds__spill_bytes(const struct ds_index *ix)
+{
+	uint64_t *sp = ds_xcalloc(ix->h->nnodes + 1, sizeof(uint64_t));
+	for (uint32_t p = 0; p < ix->h->nparts; p++) {
+		const struct ds_part *pt = &ix->parts[p];
+		for (uint32_t i = 0; i < pt->nloc; i++) {
+			const struct ds_loc *l = &ix->locs[pt->loc + i];
+			if (l->tier == DS_TIER_SPILL && l->node < ix->h->nnodes)
+				sp[l->node] += (pt->size + DS_STORE_ALIGN - 1) / DS_STORE_ALIGN * DS_STORE_ALIGN;
+		}
+	}
+	return sp;
+}
+
 static const char *status_usage =
 	"usage: dstage status --to DIR [--job ID] [--node K]\n"
 	"  per-node figures of every node of the job while its service runs (else of\n"
@@ -271,14 +285,17 @@ static int node_status(const char *jobdir, const char *name)
 	ds_store_node_path(path, sizeof(path), jobdir, name, DS_SOCK_NAME);
 	struct stat sst;
 	const char *svc = stat(path, &sst) == 0 ? "up" : "-";
-	char a[32], b[32], c[32];
-	printf("%-5u %9llu %10s %10s %7llu %7llu %7llu %7llu %7llu %6s %6llu %6llu/%-6llu %10s\n",
+	char a[32], b[32], c[32], d[32], e[32];
+	printf("%-5u %9llu %10s %10s %7llu %7llu %7llu %7llu %7llu %6s %6llu %6llu/%-6llu %10s %10s "
+	       "%10s\n",
 	       ix.h->node, (unsigned long long)files, ds_fmt_size(bytes, a, sizeof(a)),
 	       ds_fmt_size(ix.h->store_size, b, sizeof(b)), (unsigned long long)st.local_reads,
 	       (unsigned long long)st.cache_reads, (unsigned long long)st.remote_reads,
 	       (unsigned long long)st.stalls, (unsigned long long)st.served_reads, svc,
 	       (unsigned long long)st.epoch, (unsigned long long)st.prefetch_done,
-	       (unsigned long long)st.prefetch_total, ds_fmt_size(st.fetched_bytes, c, sizeof(c)));
+	       (unsigned long long)st.prefetch_total, ds_fmt_size(st.fetched_bytes, c, sizeof(c)),
+	       ds_fmt_size(ix.h->ram_size, d, sizeof(d)),
+	       ds_fmt_size(ix.h->store_size - ix.h->ram_size, e, sizeof(e)));
 	ds_index_close(&ix);
 	return 0;
 }
@@ -358,14 +375,31 @@ int ds_cmd_status(int argc, char **argv)
 	closedir(d);
 	if (n)
 		qsort(names, n, sizeof(names[0]), name_num_cmp);
-	printf("%-5s %9s %10s %10s %7s %7s %7s %7s %7s %6s %6s %13s %10s\n", "node", "files", "bytes",
-	       "store", "local", "cache", "remote", "stalls", "served", "svc", "epoch", "prefetch",
-	       "fetched");
+	/* ram, spill: the node's store in each tier (stage --spill), last so
+	 * that scripts reading the columns before them keep working */
+	printf("%-5s %9s %10s %10s %7s %7s %7s %7s %7s %6s %6s %13s %10s %10s %10s\n", "node", "files",
+	       "bytes", "store", "local", "cache", "remote", "stalls", "served", "svc", "epoch",
+	       "prefetch", "fetched", "ram", "spill");
 	/* every node of the job when the service runs (it gathers them over
 	 * MPI, stage/status.c); else only what this host stores */
 	unsigned long all = 0;
 	int up = ds__status_service_up(jobdir);
-	int prc = up ? ds__status_print_all(jobdir, o.node, names, n, node_status, &all) : -ENOENT;
+	uint64_t *spill = NULL;
+	size_t nspill = 0;
+	if (up && n) {
+		char ip[PATH_MAX];
+		struct ds_index ix;
+		if (!ds_store_node_path(ip, sizeof(ip), jobdir, names[0], DS_INDEX_NAME) &&
+		    !ds_index_open(&ix, ip, 1)) {
+			spill = ds__spill_bytes(&ix);
+			nspill = ix.h->nnodes;
+			ds_index_close(&ix);
+		}
+	}
+	int prc = up ? ds__status_print_all(jobdir, o.node, names, n, node_status, &all, spill,
+	                                    nspill)
+	             : -ENOENT;
+	free(spill);
 	if (prc > 0)
 		rc = 1;
 	if (prc < 0) {
@@ -401,6 +435,30 @@ static const char *clean_usage =
 /* Clean under the job's lock: never under a running stage or service
  * (refused, naming it).  A clean of another task on this host, or a
  * service that is leaving (dstage stop), is waited for (CLEAN_WAIT s). */
+/* Every node store's spill tier here, before the job directory goes. */
+static int spill_clean(const char *jobdir)
+{
+	DIR *d = opendir(jobdir);
+	if (!d)
+		return 0;
+	int rc = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		const char *p = de->d_name;
+		char nd[PATH_MAX];
+		if (!*p || strspn(p, "0123456789") != strlen(p) ||
+		    ds_store_path(nd, sizeof(nd), jobdir, p))
+			continue; /* node directories are numbers */
+		int r = ds_store_spill_remove(nd);
+		if (r) {
+			ds_error("'%s': the spill tier: %s", nd, ds_strerror(r));
+			rc = r;
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
 #define CLEAN_WAIT 30
 #define CLEAN_POLL_US 50000 /* between two tries */
 static int clean_locked(const char *jobdir, const char *to)
@@ -421,6 +479,11 @@ static int clean_locked(const char *jobdir, const char *to)
 		return 1;
 	}
 	ds_outputs_clean(jobdir); /* --outputs-to areas outside the job directory */
+	rc = spill_clean(jobdir);  /* the spill tiers (stage --spill) */
+	if (rc) {
+		ds_joblock_drop(jobdir);
+		return 1;
+	}
 	rc = ds_joblock_remove_dir(jobdir, 1);
 	ds_joblock_drop(jobdir);
 	if (rc && rc != -ENOENT) {

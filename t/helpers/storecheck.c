@@ -7,8 +7,12 @@
  * For every node directory JOBDIR/<k>: the index passes the full check; every
  * file whose partition the index places on k has exactly the source's bytes
  * in the store (inflating zlib files) and its CRC; directories, symlinks and
- * stat fields match the source.  Prints one line per file, "PATH HOLDERS",
- * sorted, then exits 0, or 1 naming each problem. */
+ * stat fields match the source.  A store with a spill tier (stage --spill)
+ * is read from both files: NODEDIR/store (ram_size bytes) and the spill
+ * node directory's store (the rest), both directories 0700, every one of
+ * the node's partitions whole in the tier its location says.  Prints one
+ * line per file, "PATH HOLDERS", sorted, then exits 0, or 1 naming each
+ * problem. */
 #include "dscommon.h"
 #include "dsindex.h"
 
@@ -82,12 +86,44 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/%u/store", jobdir, k);
 		int fd = open(path, O_RDONLY);
 		struct stat sst;
-		if (fd < 0 || fstat(fd, &sst) < 0 || (uint64_t)sst.st_size != ix.h->store_size) {
-			FAIL("'%s': missing or not %llu bytes", path, (unsigned long long)ix.h->store_size);
+		uint64_t ram = ix.h->ram_size, all = ix.h->store_size;
+		if (fd < 0 || fstat(fd, &sst) < 0 || (uint64_t)sst.st_size != ram) {
+			FAIL("'%s': missing or not %llu bytes", path, (unsigned long long)ram);
 			continue;
 		}
-		const unsigned char *store = sst.st_size
-			? mmap(NULL, sst.st_size, PROT_READ, MAP_SHARED, fd, 0) : (void *)"";
+		/* both tiers, read into one buffer at their store offsets */
+		unsigned char *store = malloc(all + 1);
+		if (ds_pread_full(fd, store, ram, 0))
+			FAIL("'%s': cannot read", path);
+		if (ram < all) {
+			char sd[PATH_MAX], sp[PATH_MAX + 8];
+			size_t jl;
+			if (ds_store_spill_nodedir(&ix, sd, sizeof(sd), &jl)) {
+				FAIL("node %u: spills, but names no spill directory", k);
+				continue;
+			}
+			snprintf(sp, sizeof(sp), "%s/store", sd);
+			struct stat ds;
+			if (stat(sd, &ds) < 0 || (ds.st_mode & 0777) != 0700)
+				FAIL("'%s': missing or not 0700", sd);
+			sd[jl] = 0;
+			if (stat(sd, &ds) < 0 || (ds.st_mode & 0777) != 0700)
+				FAIL("'%s': missing or not 0700", sd);
+			int sfd = open(sp, O_RDONLY);
+			if (sfd < 0 || fstat(sfd, &ds) < 0 || (uint64_t)ds.st_size != all - ram ||
+			    (ds.st_mode & 0777) != 0600 || ds_pread_full(sfd, store + ram, all - ram, 0))
+				FAIL("'%s': missing, not 0600 or not %llu bytes", sp,
+				     (unsigned long long)(all - ram));
+			if (sfd >= 0)
+				close(sfd);
+		}
+		for (uint32_t p = 0; p < ix.h->nparts; p++)
+			for (uint32_t j = 0; j < ix.parts[p].nloc; j++) {
+				const struct ds_loc *l = &ix.locs[ix.parts[p].loc + j];
+				if (l->node == k && (l->tier == DS_TIER_SPILL) != (ram < all && l->base >= ram))
+					FAIL("node %u: partition %u: tier %u, base %llu, RAM part %llu", k, p,
+					     l->tier, (unsigned long long)l->base, (unsigned long long)ram);
+			}
 		for (uint32_t i = 0; i < ix.h->nentries; i++) {
 			const struct ds_entry *e = &ix.e[i];
 			const char *name = ds_index_name(&ix, i);
@@ -138,8 +174,7 @@ int main(int argc, char **argv)
 			free(want);
 			free(infl);
 		}
-		if (sst.st_size)
-			munmap((void *)store, sst.st_size);
+		free(store);
 		close(fd);
 		if (!have_first || ix.h != first.h)
 			ds_index_close(&ix);

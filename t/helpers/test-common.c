@@ -139,9 +139,61 @@ static void test_place(void)
 	ds_placement_release(&pl);
 }
 
+/* The spill tier (ds_place_tiers): replicated partitions first in RAM,
+ * then the rest in partition order, first fit; bases per tier; a node that
+ * fits keeps ds_place's layout. */
+static void test_tiers(void)
+{
+	/* one node: parts 0..3 of 3, 2, 1, 1 pages; part 4 replicated, 2 pages */
+	uint64_t pg = DS_STORE_ALIGN;
+	uint64_t sizes[5] = {3 * pg, 2 * pg, pg, pg - 100, 2 * pg};
+	uint8_t repl[5] = {0, 0, 0, 0, 1};
+	struct ds_placement pl;
+	uint64_t room[2] = {5 * pg, UINT64_MAX}, base;
+	is(ds_place(&pl, 5, sizes, repl, 1, 1), 0, "place 5 parts on 1 node");
+	is(ds_place_tiers(&pl, sizes, repl, room), 0, "tiers with a room of 5 pages");
+	/* replicated (2) in RAM, part 0 (3) fits: 5 pages; 1, 2, 3 spill */
+	uint8_t want[5] = {DS_TIER_RAM, DS_TIER_SPILL, DS_TIER_SPILL, DS_TIER_SPILL, DS_TIER_RAM};
+	int good = 1;
+	for (uint32_t p = 0; p < 5; p++)
+		good &= pl.tier[pl.first[p]] == want[p];
+	ok(good, "replicated first, then partition order, first fit");
+	is(pl.ram_size[0], DS_SPILL_ALIGN, "the RAM part rounded up to DS_SPILL_ALIGN");
+	ok(ds_placement_has(&pl, 0, 0, &base) && base == 0, "RAM bases from 0 in partition order");
+	ok(ds_placement_has(&pl, 4, 0, &base) && base == 3 * pg, "... the replicated one after part 0");
+	ok(ds_placement_has(&pl, 1, 0, &base) && base == DS_SPILL_ALIGN, "spill bases from ram_size");
+	ok(ds_placement_has(&pl, 3, 0, &base) && base == DS_SPILL_ALIGN + 3 * pg, "... in order");
+	is(pl.store_size[0], DS_SPILL_ALIGN + 4 * pg, "store: RAM part, then the spilled bytes");
+	ds_placement_release(&pl);
+	/* first fit: a later, smaller part still fits what is left */
+	room[0] = 4 * pg;
+	ds_place(&pl, 5, sizes, repl, 1, 1);
+	ds_place_tiers(&pl, sizes, repl, room);
+	ok(pl.tier[pl.first[0]] == DS_TIER_SPILL && pl.tier[pl.first[1]] == DS_TIER_RAM &&
+	   pl.tier[pl.first[2]] == DS_TIER_SPILL && pl.tier[pl.first[4]] == DS_TIER_RAM,
+	   "a part that does not fit spills, a later one that does stays");
+	ds_placement_release(&pl);
+	/* two nodes, one fits: its layout is ds_place's */
+	struct ds_placement p0;
+	ds_place(&p0, 5, sizes, repl, 2, 1);
+	ds_place(&pl, 5, sizes, repl, 2, 1);
+	room[0] = 0;
+	room[1] = UINT64_MAX;
+	ds_place_tiers(&pl, sizes, repl, room);
+	good = pl.ram_size[1] == p0.store_size[1] && pl.store_size[1] == p0.store_size[1] &&
+	       pl.ram_size[0] == 0;
+	for (uint32_t l = 0; l < pl.first[5]; l++)
+		good &= pl.node[l] == 0 ? pl.tier[l] == DS_TIER_SPILL
+		                        : pl.tier[l] == DS_TIER_RAM && pl.base[l] == p0.base[l];
+	ok(good, "a node that fits keeps its layout; a room of 0 spills all");
+	ds_placement_release(&p0);
+	ds_placement_release(&pl);
+}
+
 int main(void)
 {
 	test_place();
+	test_tiers();
 	test_crc();
 	test_crc(); /* again with the software path */
 	test_sizes();
