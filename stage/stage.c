@@ -526,12 +526,13 @@ static int shared_room(const struct ds_stage_opts *o, const struct ds_node *nd, 
 	return 0;
 }
 
-/* Can DIR take this node's store (store bytes, and DS_STORE_HEADROOM)?  On a
- * RAM file system the bytes are the job's memory for as long as the store
+/* Can DIR take this node's store (store bytes, and margin once for the nodes
+ * sharing the room: DS_STORE_HEADROOM, the index and metadata)?  On a RAM
+ * file system the bytes are the job's memory for as long as the store
  * lives: shared_room's.  Collective over the node leaders, as shared_room.
  * *room: the node's budget, for the summary. */
 static int check_room(const struct ds_stage_opts *o, const struct ds_node *nd, uint64_t store,
-                      int prior, struct ds_room *room)
+                      uint64_t margin, int prior, struct ds_room *room)
 {
 	struct share sh;
 	int rc = shared_room(o, nd, store, prior, room, &sh);
@@ -541,8 +542,9 @@ static int check_room(const struct ds_stage_opts *o, const struct ds_node *nd, u
 	uint64_t stores = sh.stores;
 	uint32_t nn = sh.nn, first = sh.first;
 	/* one margin for the index and metadata of the nodes sharing the room
-	 * (as many as the check per node gave) */
-	uint64_t total = stores + DS_STORE_HEADROOM;
+	 * (as many as the check per node gave), or none where each node's
+	 * store counts its own (--spill) */
+	uint64_t total = stores + margin;
 	if (total <= room->room)
 		return 0;
 	if (nd->node == first) {
@@ -555,7 +557,7 @@ static int check_room(const struct ds_stage_opts *o, const struct ds_node *nd, u
 		         "metadata), room %s: %s%s",
 		         nd->node, o->to, ds_fmt_size(total, a, sizeof(a)), on, nn > 1 ? "s" : "",
 		         ds_fmt_size(stores, c, sizeof(c)),
-		         ds_fmt_size(DS_STORE_HEADROOM, e, sizeof(e)),
+		         ds_fmt_size(margin, e, sizeof(e)),
 		         ds_fmt_size(room->room, b, sizeof(b)),
 		         ds_room_describe(room, d, sizeof(d)),
 		         room->cgroup_v ? " (a larger --mem, a smaller --ram-headroom, or a disk for "
@@ -584,10 +586,12 @@ static int check_free(const char *dir, uint64_t need, uint32_t node)
 	return 0;
 }
 
-/* Bytes of this node's store that may land on the RAM file system of
- * o->to: the RAM budget (shared_room: ds_ram_room, common/dsmem.h), shared
- * equally by the nodes it binds, less one DS_STORE_HEADROOM for them all
- * (check_room's margin, so that the check after the placement passes).
+/* Bytes of this node's store and metadata that may land on the RAM file
+ * system of o->to: the RAM budget (shared_room: ds_ram_room,
+ * common/dsmem.h), less a slack for the usage that grows until check_room
+ * looks again, shared equally by the nodes it binds (spill_tiers takes
+ * each node's metadata, meta_bytes, off its part; check_room then counts
+ * the RAM part and that metadata).
  * DSTAGE_RAM_ROOM=SIZE (a test and debug knob, docs/guide.md "Environment
  * variables") is one node's room as it is, so tests need no cgroup.
  * Collective over the node leaders. */
@@ -605,7 +609,8 @@ static int ram_room(const struct ds_stage_opts *o, const struct ds_node *nd, uin
 	rc = shared_room(o, nd, 0, rc, &room, &sh);
 	if (rc || (knob && *knob))
 		return rc;
-	uint64_t r = room.room > DS_STORE_HEADROOM ? room.room - DS_STORE_HEADROOM : 0;
+	uint64_t slack = 4u << 20;
+	uint64_t r = room.room > slack ? room.room - slack : 0;
 	*out = r / (sh.nn ? sh.nn : 1);
 	return 0;
 }
@@ -1172,8 +1177,12 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		if (!rc)
 			ds_rm_rf(partial); /* left by a killed earlier attempt */
 		/* before a byte is written: every leader takes part (with --spill
-		 * the RAM part only: the tiers were laid out within the room) */
-		rc = check_room(o, nd, ram_bytes, rc, &room);
+		 * the RAM part and its metadata: the tiers were laid out within
+		 * the room) */
+		if (o->spill)
+			rc = check_room(o, nd, ram_bytes + meta_bytes(&m, &pl), 0, rc, &room);
+		else
+			rc = check_room(o, nd, ram_bytes, DS_STORE_HEADROOM, rc, &room);
 		if (!rc && mkdir(partial, 0700) < 0) {
 			rc = -errno;
 			ds_error("'%s': %s", partial, strerror(errno));
@@ -1389,10 +1398,15 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 			if (room.is_ram) {
 				/* the store is the job's memory until clean: say so */
 				char e[320];
+				uint64_t ram0 = pl.ram_size ? pl.ram_size[0] : pl.store_size[0];
 				printf("RAM: node 0's store takes %s of the job's memory until 'dstage "
-				       "clean' (room was %s: %s)\n",
-				       ds_fmt_size(pl.store_size[0], a, sizeof(a)),
-				       ds_fmt_size(room.room, b, sizeof(b)), ds_room_describe(&room, e, sizeof(e)));
+				       "clean' (room was %s: %s)",
+				       ds_fmt_size(ram0, a, sizeof(a)), ds_fmt_size(room.room, b, sizeof(b)),
+				       ds_room_describe(&room, e, sizeof(e)));
+				if (ram0 < pl.store_size[0])
+					printf("; %s spilled to '%s'",
+					       ds_fmt_size(pl.store_size[0] - ram0, a, sizeof(a)), o->spill);
+				printf("\n");
 			}
 			fflush(stdout);
 		}

@@ -113,4 +113,25 @@ test_expect_success 'a pack that fits the budget stages, and says what it takes'
 	"$DSTAGE" clean --to "$SHM" --job j5 && nothing_left
 '
 
+# issue 26's Done-means, with --spill: the same kind of pack in a cgroup too
+# small for it stages, exit 0, what does not fit the budget (limit less usage
+# less headroom) in the spill tier, the RAM part within it, every byte right
+test_expect_success 'with --spill a pack larger than the budget stages: the RAM part within it' '
+	"$DSTAGE" pack -q -p 4 src pack4 &&
+	mkdir -p spill &&
+	in_cg $((64 * MiB)) timeout -k 5 120 mpiexec.mpich -n 1 \
+		"$DSTAGE" stage pack4 --to "$SHM" --job j6 --ram-headroom 16MiB \
+		--spill "$TRASH/spill" >out 2>err &&
+	cat out &&
+	test_grep "^RAM: node 0.s store takes .* spilled to .$TRASH/spill." out &&
+	no_oom &&
+	test -s "spill/dstage.$uid.j6/0/store" &&
+	ramk=$(du -sk "$SHM/dstage.$uid.j6" | cut -f1) &&
+	test "$ramk" -lt $((48 * 1024)) &&
+	test "$(stat -c %s "spill/dstage.$uid.j6/0/store")" -ge $((10 * MiB)) &&
+	"$T/storecheck" "$SHM/dstage.$uid.j6" src >/dev/null &&
+	"$DSTAGE" clean --to "$SHM" --job j6 && nothing_left &&
+	! test -e "spill/dstage.$uid.j6"
+'
+
 test_done
