@@ -8,7 +8,8 @@
 # job's cgroup limit, the need and the room, and nothing is left (where the
 # stage step was OOM-killed, its bytes left in DSTAGE_DIR); with
 # enough --mem (and DSTAGE_RAM_HEADROOM) the same job stages, serves and
-# every file read through the shim equals the source.
+# every file read through the shim equals the source; with DSTAGE_SPILL a
+# --mem too small for the pack stages, the rest on disk, and trains.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-slurm.sh"
 
@@ -20,7 +21,7 @@ DSTAGE_DIR=$SHM/stores
 DSTAGE_MOUNT=/dstage-t4006-$$
 PATH=$SRCDIR/build/bin:$PATH
 export PATH DSTAGE_DIR DSTAGE_MOUNT
-unset DSTAGE_PACK DSTAGE_REPLICAS DSTAGE_SEED DSTAGE_LOCALITY DSTAGE_DROP_LAST DSTAGE_BIN \
+unset DSTAGE_SPILL DSTAGE_PACK DSTAGE_REPLICAS DSTAGE_SEED DSTAGE_LOCALITY DSTAGE_DROP_LAST DSTAGE_BIN \
 	DSTAGE_MPI DSTAGE_TASKS_PER_NODE DSTAGE_SRUN_OPTS DSTAGE_STAGE_OPTS DSTAGE_SERVE_OPTS \
 	DSTAGE_SERVE_TIMEOUT DSTAGE_RAM_HEADROOM
 [ -e "$DSTAGE_MOUNT" ] && { echo "Bail out! $DSTAGE_MOUNT exists on disk"; exit 1; }
@@ -102,6 +103,21 @@ test_expect_success 'with --mem=400M and DSTAGE_RAM_HEADROOM=64MiB: staged, trai
 	test_cmp src.sums rec/sums.0 && test_cmp src.sums rec/sums.1 &&
 	test_grep "training step: exit 0" t2.out &&
 	nothing_left
+'
+
+# the same job with DSTAGE_SPILL (node-local disk): what does not fit --mem
+# less the headroom lands there, the training reads every byte right
+test_expect_success 'sbatch --mem=80M with DSTAGE_SPILL: staged in RAM and on disk, trained, every byte right' '
+	mkdir -p spillroot rec3 &&
+	DSTAGE_PACK=$TRASH/pack DSTAGE_RAM_HEADROOM=32MiB DSTAGE_SPILL=$TRASH/spillroot \
+		submit t3.out --mem=80M "$JOBS/train.sbatch" sh "$TRASH/check.sh" "$TRASH/rec3" &&
+	job=$(job_of t3.out.sb) &&
+	test_grep "^RAM: node 0.s store takes .* of the job.s memory until .dstage clean. (room was .*: cgroup v1 memory limit 80.0 MiB .*; .* spilled to .$TRASH/spillroot." t3.out &&
+	test "$(grep -c "^node [01] checked$" t3.out)" = 2 &&
+	test_cmp src.sums rec3/sums.0 && test_cmp src.sums rec3/sums.1 &&
+	test_grep "training step: exit 0" t3.out &&
+	! grep -i "oom-kill\|BAD TERMINATION" t3.out &&
+	nothing_left && ls -A spillroot >left && test_cmp /dev/null left
 '
 
 test_done
