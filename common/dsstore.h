@@ -132,7 +132,7 @@
 #define DS_TMP_SUFFIX ".tmp"
 
 /* ---- NODEDIR/serve.status keys (shuffle/exchange.c -> stage/store_cmds.c) */
-#define DS_SS_STATE "state"           /* running, stopped, ... (sh) */
+#define DS_SS_STATE "state"           /* starting, running, stopped, failed (sh) */
 #define DS_SS_PID "pid"               /* the service's pid (sh: tests kill it) */
 #define DS_SS_LOCAL_L0 "local_l0"     /* L=0: expected fraction held here */
 #define DS_SS_OVERLAP_L0 "overlap_l0" /* L=0: expected overlap with epoch e-1 */

@@ -642,7 +642,9 @@ void ds__status_write(struct ds__svc *s, const char *state)
 	fprintf(f, DS_SS_STATE "=%s\n" DS_SS_PID "=%ld\n", state, (long)getpid());
 	fprintf(f, "node=%u\nnnodes=%u\nseed=%llu\nlocality=%g\ndrop_last=%d\n", s->node, s->nnodes,
 	        (unsigned long long)s->o.cfg.seed, s->o.cfg.locality, s->o.cfg.drop_last);
-	if (X) {
+	/* the live figures only while the service runs: after a stop they
+	 * would describe an epoch nobody serves any more */
+	if (X && !strcmp(state, "running")) {
 		fprintf(f, "reader_epoch=%llu\nprefetch_epoch=%llu\nprefetch_done=%llu\nprefetch_total=%llu\n",
 		        (unsigned long long)X->followed,
 		        (unsigned long long)__atomic_load_n(&s->stats->prefetch_epoch, __ATOMIC_RELAXED),

@@ -144,7 +144,9 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s);
 /* Is a prefetch in progress (the peers should keep up their progress)? */
 int ds__exchange_busy(const struct ds__svc *s);
-/* NODEDIR/serve.status, rewritten on each change (for dstage status). */
+/* NODEDIR/serve.status, rewritten on each change (for dstage status).  state:
+ * starting (the lock is ours, not serving yet), running (with the live
+ * figures and the epoch lines), stopped or failed (without them). */
 void ds__status_write(struct ds__svc *s, const char *state);
 
 /* ---- progress.c: telling a target we have gets in flight to it ---------- */
