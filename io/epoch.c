@@ -104,9 +104,13 @@ int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 	int rc = ds_epoch_cfg_load(ds__g.jobdir, &cfg);
 	/* the share walks samples, partitions and locations: the index was
 	 * mapped without the full check, so check those first (O(n), like the
-	 * share itself) */
-	if (rc == 0)
+	 * share itself), once: the mapping is the process's for its life */
+	static int shuffle_ok;
+	if (rc == 0 && !__atomic_load_n(&shuffle_ok, __ATOMIC_ACQUIRE)) {
 		rc = ds_index_check_shuffle(&ds__g.ix);
+		if (rc == 0)
+			__atomic_store_n(&shuffle_ok, 1, __ATOMIC_RELEASE);
+	}
 	if (rc == 0) {
 		/* after a lost node: the set this epoch is dealt over (JOBDIR/nodes) */
 		struct ds_nodes_hist hist;
@@ -166,7 +170,7 @@ uint64_t ds__virt_ino(const struct ds__vent *v)
 	}
 }
 
-void ds__virt_stat(const struct ds__vent *v, struct stat *st)
+void ds__virt_stat(const struct ds__vent *v, struct stat *st, int with_size)
 {
 	const struct ds_index_header *h = ds__g.ix.h;
 	memset(st, 0, sizeof(*st));
@@ -181,7 +185,7 @@ void ds__virt_stat(const struct ds__vent *v, struct stat *st)
 	if (v->kind == DS__V_LIST) {
 		char *data;
 		size_t len = 0;
-		if (ds__virt_content(v, &data, &len) == 0)
+		if (with_size && ds__virt_content(v, &data, &len) == 0)
 			free(data);
 		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;
