@@ -297,9 +297,11 @@ static int node_status(const char *jobdir, const char *name)
 	struct stat sst;
 	char state[32];
 	serve_state(jobdir, name, state, sizeof(state));
-	const char *svc = !strcmp(state, "starting")                   ? "start"
-	                  : stat(path, &sst) == 0 && strcmp(state, "gone") ? "up"
-	                                                                 : "-";
+	const char *svc = "-";
+	if (!strcmp(state, "starting"))
+		svc = "start";
+	else if (stat(path, &sst) == 0 && strcmp(state, "gone"))
+		svc = "up";
 	char a[32], b[32], c[32];
 	printf("%-5u %9llu %10s %10s %7llu %7llu %7llu %7llu %7llu %6s %6llu %6llu/%-6llu %10s\n",
 	       ix.h->node, (unsigned long long)files, ds_fmt_size(bytes, a, sizeof(a)),
@@ -414,10 +416,12 @@ int ds_cmd_status(int argc, char **argv)
 		}
 		/* on stderr: the table stays one row per node for scripts */
 		fflush(stdout);
-		fprintf(stderr, "dstage: status: '%s': %s: figures of the node(s) stored on this host only\n",
-		        jobdir,
-		        up ? "service up, nothing gathered yet"
-		           : starting ? "service starting" : "service down");
+		const char *why = up ? "service up, nothing gathered yet" : "service down";
+		if (!up && starting)
+			why = "service starting";
+		fprintf(stderr,
+		        "dstage: status: '%s': %s: figures of the node(s) stored on this host only\n",
+		        jobdir, why);
 	}
 	for (size_t i = 0; i < n; i++) {
 		node_epoch_report(jobdir, names[i]);
