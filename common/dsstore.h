@@ -62,8 +62,10 @@
  *                                      rewritten whole (NAME.tmp, rename);
  *                                      state=stopped after serve (sh: t/)
  *   epochs/        DS_CACHE_DIR_NAME   serve -> shim: the epoch cache,
- *                                      ctl + <e>.<gen> (dsepoch.h); while
- *                                      serve runs
+ *                                      ctl + <e>.<gen> (dsepoch.h), and
+ *                                      share.<e> (DS_SHARE_PREFIX: the
+ *                                      node's share of epoch e, dsnodeset.h);
+ *                                      while serve runs
  *   reserved       DS_RESERVED_NAME    shim -> shim: a symlink to itself the
  *                                      shim opens O_PATH to hold descriptor
  *                                      numbers (io/fdtab.c), made through
@@ -118,6 +120,7 @@
 #define DS_SOCK_NAME "sock"
 #define DS_SERVE_STATUS_NAME "serve.status"
 #define DS_CACHE_DIR_NAME "epochs"
+#define DS_SHARE_PREFIX "share."
 #define DS_RESERVED_NAME "reserved"
 #define DS_RESERVED_TMP ".reserved."
 #define DS_REPLICAS_NAME "replicas."

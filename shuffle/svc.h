@@ -227,6 +227,9 @@ int ds__failover_nodes_ok(const struct ds__svc *s, uint32_t staged_nnodes);
 int ds__rank_of(const struct ds__svc *s, uint32_t node);
 /* This node's share of epoch e over the set that epoch is dealt over. */
 int ds__share(struct ds__svc *s, uint64_t e, uint32_t **ids, size_t *n);
+/* Write it down for the readers (NODEDIR/epochs/share.<e>, dsnodeset.h):
+ * best effort, a reader computes it when it is not there. */
+void ds__share_publish(struct ds__svc *s, uint64_t e, const uint32_t *ids, size_t n);
 /* Is some living node (this one included) holding entry id? */
 int ds__reachable(const struct ds__svc *s, uint32_t id);
 /* A read of entry id no living node holds: named in the log; the status
