@@ -24,6 +24,9 @@
 #                     through the shim vs /var/tmp + fsync vs /dev/shm; the
 #                     drain vs cp + sync (bench/outputs.sh)
 #   modelcheck        the scaling model's inputs, 1/2/4 simulated nodes
+#   scale             a reader at millions of files (issue 27): DstageFiles +
+#                     EpochSampler vs ImageFolder + DistributedSampler, the
+#                     epoch list of reader 0 and 7 of 8 (bench/scale.sh)
 #   s3                object storage: stage-in vs aws s3 cp, read once via
 #                     the shim vs an s3fs mount, pack s3:// vs aws s3 cp
 #   spill             the spill tier (issue 26): files read once from it
@@ -92,7 +95,7 @@ T0=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "bench: $(nproc) cores, load $load0, $( [ $QUICK = 1 ] && echo quick || echo full) mode; scratch $BENCH_SCR, $BENCH_SHARED" >&2
 
-SECTIONS="bystander fanstore small zlib packrate readonce stage exchange modelcheck e2e outputs shim shuffle s3 spill"
+SECTIONS="bystander fanstore small zlib packrate readonce stage exchange modelcheck scale e2e outputs shim shuffle s3 spill"
 [ -n "$ONLY" ] && SECTIONS=$ONLY
 if [ $QUICK = 1 ]; then TMO=240; else TMO=3600; fi
 : >"$RT/sections.txt"

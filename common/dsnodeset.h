@@ -86,6 +86,34 @@ const struct ds_nodeset *ds_nodes_for_epoch(const struct ds_nodes_hist *h, uint6
 int ds_epoch_share_set(const struct ds_index *ix, const struct ds_epoch_cfg *cfg, uint64_t epoch,
                        const struct ds_nodeset *set, uint32_t node, uint32_t **ids, size_t *n);
 
+/* ---- a node's share, published (NODEDIR/epochs/share.<e>) -----------------
+ * The service computes every epoch's share ahead of its readers (to plan the
+ * fetch); it writes it down so that a reader's list costs its own part, not
+ * the permutation of every sample of the job (docs/design.md section 4).
+ * The file names the inputs of the pure function: a reader takes it only
+ * when they are its own (same pack, cfg, epoch, node and node set) and its
+ * CRC holds, else it computes the share itself, as before. */
+struct ds_share_key {
+	uint64_t epoch, seed, locality_bits, pack_id;
+	uint64_t set_sig; /* 0: every staged node; else a hash of the set */
+	uint32_t node, drop_last;
+};
+void ds_share_key_make(struct ds_share_key *k, const struct ds_index *ix,
+                       const struct ds_epoch_cfg *cfg, uint64_t epoch, const struct ds_nodeset *set,
+                       uint32_t node);
+/* Write it (atomically, 0600) into NODEDIR/epochs/.  0 or -errno. */
+int ds_share_publish(const char *nodedir, const struct ds_share_key *k, const uint32_t *ids,
+                     size_t n);
+/* Map the share published for k: *ids, *n inside a mapping to give back to
+ * ds_share_unmap(map, maplen).  0; -ENOENT when there is none; -ESTALE when
+ * it is another key's; -DS_ECORRUPT when it is not whole.  The ids are the
+ * publisher's: check each against the index before use. */
+int ds_share_map(const char *nodedir, const struct ds_share_key *k, const uint32_t **ids, size_t *n,
+                 void **map, size_t *maplen);
+void ds_share_unmap(void *map, size_t maplen);
+/* Remove NODEDIR/epochs/share.<e> (the service, retiring epoch e). */
+void ds_share_unlink(const char *nodedir, uint64_t epoch);
+
 /* ---- exact resume -------------------------------------------------------
  * A checkpoint taken at sample k of epoch e: every reader of every node of
  * the set `from` (nreaders readers per node, each through its list

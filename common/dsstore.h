@@ -71,8 +71,10 @@
  *                                      rewritten whole (NAME.tmp, rename);
  *                                      state=stopped after serve (sh: t/)
  *   epochs/        DS_CACHE_DIR_NAME   serve -> shim: the epoch cache,
- *                                      ctl + <e>.<gen> (dsepoch.h); while
- *                                      serve runs
+ *                                      ctl + <e>.<gen> (dsepoch.h), and
+ *                                      share.<e> (DS_SHARE_PREFIX: the
+ *                                      node's share of epoch e, dsnodeset.h);
+ *                                      while serve runs
  *   reserved       DS_RESERVED_NAME    shim -> shim: a symlink to itself the
  *                                      shim opens O_PATH to hold descriptor
  *                                      numbers (io/fdtab.c), made through
@@ -129,6 +131,7 @@
 #define DS_SOCK_NAME "sock"
 #define DS_SERVE_STATUS_NAME "serve.status"
 #define DS_CACHE_DIR_NAME "epochs"
+#define DS_SHARE_PREFIX "share."
 #define DS_RESERVED_NAME "reserved"
 #define DS_RESERVED_TMP ".reserved."
 #define DS_REPLICAS_NAME "replicas."
@@ -143,7 +146,7 @@
 #define DS_TMP_SUFFIX ".tmp"
 
 /* ---- NODEDIR/serve.status keys (shuffle/exchange.c -> stage/store_cmds.c) */
-#define DS_SS_STATE "state"           /* running, stopped, ... (sh) */
+#define DS_SS_STATE "state"           /* starting, running, stopped, failed (sh) */
 #define DS_SS_PID "pid"               /* the service's pid (sh: tests kill it) */
 #define DS_SS_LOCAL_L0 "local_l0"     /* L=0: expected fraction held here */
 #define DS_SS_OVERLAP_L0 "overlap_l0" /* L=0: expected overlap with epoch e-1 */

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- sets ---------------------------------------------------------------- */
@@ -379,6 +381,128 @@ int ds_epoch_share_set(const struct ds_index *ix, const struct ds_epoch_cfg *cfg
 	int rc = ds_epoch_share(&shadow, cfg, epoch, (uint32_t)pos, ids, n);
 	free(locs);
 	return rc;
+}
+
+/* ---- a node's share, published ---------------------------------------------- */
+#define SHARE_MAGIC "DSSHARE1"
+#define SHARE_VERSION 1u
+
+struct share_hdr {
+	char magic[8];
+	uint32_t version, hdr_size;
+	struct ds_share_key key;
+	uint64_t n;
+	uint32_t crc; /* CRC-32C of the ids */
+	uint32_t pad;
+};
+
+void ds_share_key_make(struct ds_share_key *k, const struct ds_index *ix,
+                       const struct ds_epoch_cfg *cfg, uint64_t epoch, const struct ds_nodeset *set,
+                       uint32_t node)
+{
+	memset(k, 0, sizeof(*k));
+	k->epoch = epoch;
+	k->seed = cfg->seed;
+	memcpy(&k->locality_bits, &cfg->locality, sizeof(k->locality_bits));
+	k->pack_id = ix->h->pack_id;
+	k->node = node;
+	k->drop_last = cfg->drop_last ? 1 : 0;
+	/* a set of every staged node deals as no set (ds_epoch_share_set) */
+	if (set && !ds_nodeset_is_all(set, ix->h->nnodes)) {
+		uint64_t h = 0xcbf29ce484222325ull ^ set->n;
+		for (uint32_t i = 0; i < set->n; i++)
+			h = (h ^ set->node[i]) * 0x100000001b3ull;
+		k->set_sig = h | 1;
+	}
+}
+
+static int share_path(char *buf, size_t len, const char *nodedir, uint64_t epoch)
+{
+	int k = snprintf(buf, len, "%s/" DS_CACHE_DIR_NAME "/" DS_SHARE_PREFIX "%llu", nodedir,
+	                 (unsigned long long)epoch);
+	return k < 0 || (size_t)k >= len ? -ENAMETOOLONG : 0;
+}
+
+int ds_share_publish(const char *nodedir, const struct ds_share_key *k, const uint32_t *ids,
+                     size_t n)
+{
+	char path[PATH_MAX];
+	int rc = share_path(path, sizeof(path), nodedir, k->epoch);
+	if (rc)
+		return rc;
+	size_t len = sizeof(struct share_hdr) + n * sizeof(uint32_t);
+	struct share_hdr *h = calloc(1, len);
+	if (!h)
+		return -ENOMEM;
+	memcpy(h->magic, SHARE_MAGIC, 8);
+	h->version = SHARE_VERSION;
+	h->hdr_size = sizeof(*h);
+	h->key = *k;
+	h->n = n;
+	memcpy(h + 1, ids, n * sizeof(uint32_t));
+	h->crc = ds_crc32c(0, ids, n * sizeof(uint32_t));
+	rc = ds_write_file_atomic(path, h, len, 0600);
+	free(h);
+	return rc;
+}
+
+int ds_share_map(const char *nodedir, const struct ds_share_key *k, const uint32_t **ids, size_t *n,
+                 void **map, size_t *maplen)
+{
+	char path[PATH_MAX];
+	int rc = share_path(path, sizeof(path), nodedir, k->epoch);
+	if (rc)
+		return rc;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < sizeof(struct share_hdr)) {
+		close(fd);
+		return -DS_ECORRUPT;
+	}
+	size_t len = (size_t)st.st_size;
+	void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return -errno;
+	const struct share_hdr *h = m;
+	rc = 0;
+	if (memcmp(h->magic, SHARE_MAGIC, 8) || h->version != SHARE_VERSION ||
+	    h->hdr_size != sizeof(*h) || h->n > (len - sizeof(*h)) / sizeof(uint32_t) ||
+	    len != sizeof(*h) + h->n * sizeof(uint32_t))
+		rc = -DS_ECORRUPT;
+	else if (memcmp(&h->key, k, sizeof(*k)))
+		rc = -ESTALE;
+	else if (ds_crc32c(0, h + 1, h->n * sizeof(uint32_t)) != h->crc)
+		rc = -DS_ECORRUPT;
+	if (rc) {
+		munmap(m, len);
+		return rc;
+	}
+	*ids = (const uint32_t *)(h + 1);
+	*n = h->n;
+	*map = m;
+	*maplen = len;
+	return 0;
+}
+
+void ds_share_unmap(void *map, size_t maplen)
+{
+	if (map)
+		munmap(map, maplen);
+}
+
+void ds_share_unlink(const char *nodedir, uint64_t epoch)
+{
+	char path[PATH_MAX];
+	if (!share_path(path, sizeof(path), nodedir, epoch))
+		unlink(path);
 }
 
 /* ---- exact resume ---------------------------------------------------------- */

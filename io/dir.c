@@ -105,7 +105,7 @@ int ds__dir_child(const struct ds__file *f, size_t i, const char **name, size_t 
 		if (ds__virt_child(&f->v, i, tmp, tmplen, &c))
 			return -ENOENT;
 		struct stat st;
-		ds__virt_stat(&c, &st);
+		ds__virt_stat(&c, &st, 0); /* d_ino, d_type */
 		*name = tmp;
 		*nlen = strlen(tmp);
 		*ino = st.st_ino;
@@ -147,7 +147,7 @@ static uint64_t dotdot_ino(const struct ds__file *f)
 		if (p.kind == DS__V_ROOT)
 			return DS_INO(0);
 		p.kind--; /* the enum is ordered by depth */
-		ds__virt_stat(&p, &st);
+		ds__virt_stat(&p, &st, 0);
 		return st.st_ino;
 	}
 	if (f->id != 0)

@@ -100,52 +100,81 @@ int ds__virt_lookup(const char *rest, size_t len, struct ds__vent *v, size_t *us
 int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 {
 	struct ds_epoch_cfg cfg;
-	uint32_t *ids = NULL, *part = NULL;
+	uint32_t *own = NULL, *part = NULL;
+	const uint32_t *ids = NULL;
 	size_t n = 0, np = 0;
+	void *map = NULL;
+	size_t maplen = 0;
+	int published = 0;
 	int rc = ds_epoch_cfg_load(ds__g.jobdir, &cfg);
-	/* the share walks samples, partitions and locations: the index was
-	 * mapped without the full check, so check those first (O(n), like the
-	 * share itself) */
-	if (rc == 0)
-		rc = ds_index_check_shuffle(&ds__g.ix);
 	if (rc == 0) {
 		/* after a lost node: the set this epoch is dealt over (JOBDIR/nodes) */
 		struct ds_nodes_hist hist;
 		rc = ds_nodes_load(ds__g.jobdir, &hist);
 		/* a history of another staging of the job (node count) is not ours */
-		if (rc == 0)
-			rc = ds_epoch_share_set(&ds__g.ix, &cfg, v->epoch,
-			                        hist.nstaged == ds__g.ix.h->nnodes
-			                            ? ds_nodes_for_epoch(&hist, v->epoch) : NULL,
-			                        ds__g.node, &ids, &n);
+		const struct ds_nodeset *set = rc == 0 && hist.nstaged == ds__g.ix.h->nnodes
+		                                       ? ds_nodes_for_epoch(&hist, v->epoch)
+		                                       : NULL;
+		/* the service's share of this epoch when it wrote it down for us
+		 * and it is ours (same pack, cfg, node and set): the list then
+		 * costs this reader's part only, not the permutation of every
+		 * sample of the job */
+		struct ds_share_key k;
+		if (rc == 0) {
+			ds_share_key_make(&k, &ds__g.ix, &cfg, v->epoch, set, ds__g.node);
+			published = ds_share_map(ds__g.nodedir, &k, &ids, &n, &map, &maplen) == 0;
+		}
+		/* else compute it.  The share walks samples, partitions and
+		 * locations: the index was mapped without the full check, so
+		 * check those first (O(n), like the share itself), once: the
+		 * mapping is the process's for its life */
+		static int shuffle_ok;
+		if (rc == 0 && !published && !__atomic_load_n(&shuffle_ok, __ATOMIC_ACQUIRE)) {
+			rc = ds_index_check_shuffle(&ds__g.ix);
+			if (rc == 0)
+				__atomic_store_n(&shuffle_ok, 1, __ATOMIC_RELEASE);
+		}
+		if (rc == 0 && !published) {
+			rc = ds_epoch_share_set(&ds__g.ix, &cfg, v->epoch, set, ds__g.node, &own,
+			                        &n);
+			ids = own;
+		}
 		ds_nodes_release(&hist);
 	}
 	if (rc == 0 && v->n) {
 		rc = ds_epoch_reader_slice(ids, n, v->l, v->n, cfg.drop_last, &part, &np);
-		free(ids);
 		ids = part;
 		n = np;
 	}
-	if (rc) {
-		free(ids);
-		return rc < 0 && rc > -4096 ? rc : -EIO;
-	}
+	/* a published share's ids are the service's: each one used must be a
+	 * sample the index can follow (the computed ones are, by the check) */
+	for (size_t i = 0; rc == 0 && published && i < n; i++)
+		if (!ds_index_entry_ok(&ds__g.ix, ids[i]) || !S_ISREG(ds__g.ix.e[ids[i]].mode))
+			rc = -DS_ECORRUPT;
 	size_t total = 0;
-	for (size_t i = 0; i < n; i++)
-		total += ds__g.ix.e[ids[i]].name_len + 1;
-	char *buf = malloc(total + 1), *w = buf;
-	if (!buf) {
-		free(ids);
-		return -ENOMEM;
+	char *buf = NULL;
+	if (rc == 0) {
+		for (size_t i = 0; i < n; i++)
+			total += ds__g.ix.e[ids[i]].name_len + 1;
+		buf = malloc(total + 1);
+		if (!buf)
+			rc = -ENOMEM;
 	}
-	for (size_t i = 0; i < n; i++) {
-		const struct ds_entry *e = &ds__g.ix.e[ids[i]];
-		memcpy(w, ds__g.ix.strings + e->name, e->name_len);
-		w += e->name_len;
-		*w++ = '\n';
+	if (rc == 0) {
+		char *w = buf;
+		for (size_t i = 0; i < n; i++) {
+			const struct ds_entry *e = &ds__g.ix.e[ids[i]];
+			memcpy(w, ds__g.ix.strings + e->name, e->name_len);
+			w += e->name_len;
+			*w++ = '\n';
+		}
+		*w = 0;
 	}
-	*w = 0;
-	free(ids);
+	free(own);
+	free(part);
+	ds_share_unmap(map, maplen);
+	if (rc)
+		return rc < 0 && rc > -4096 ? rc : -EIO;
 	*data = buf;
 	*len = total;
 	return 0;
@@ -167,7 +196,7 @@ uint64_t ds__virt_ino(const struct ds__vent *v)
 	}
 }
 
-void ds__virt_stat(const struct ds__vent *v, struct stat *st)
+void ds__virt_stat(const struct ds__vent *v, struct stat *st, int with_size)
 {
 	const struct ds_index_header *h = ds__g.ix.h;
 	memset(st, 0, sizeof(*st));
@@ -182,7 +211,7 @@ void ds__virt_stat(const struct ds__vent *v, struct stat *st)
 	if (v->kind == DS__V_LIST) {
 		char *data;
 		size_t len = 0;
-		if (ds__virt_content(v, &data, &len) == 0)
+		if (with_size && ds__virt_content(v, &data, &len) == 0)
 			free(data);
 		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;

@@ -56,7 +56,11 @@ int ds__file_make(struct ds__res *r, int flags, struct ds__file **out)
 {
 	int acc = flags & O_ACCMODE;
 	struct stat st;
-	ds__stat_res(r, &st);
+	/* a list's size is its content, computed below once: not here too */
+	if (r->v.kind != DS__V_NONE)
+		ds__virt_stat(&r->v, &st, 0);
+	else
+		ds__stat_res(r, &st);
 	int isdir = S_ISDIR(st.st_mode);
 
 	if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL))

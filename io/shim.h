@@ -449,7 +449,10 @@ int ds__virt_lookup(const char *rest, size_t len, struct ds__vent *v, size_t *us
 /* The content of a list (malloc'd), its length. */
 int ds__virt_content(const struct ds__vent *v, char **data, size_t *len);
 uint64_t ds__virt_ino(const struct ds__vent *v);
-void ds__virt_stat(const struct ds__vent *v, struct stat *st);
+/* A virtual entry's stat.  A list's st_size is its content's length, which
+ * takes the epoch's share (O(samples)): with_size = 0 leaves it 0, for the
+ * callers that need the type, mode or inode only or know the size. */
+void ds__virt_stat(const struct ds__vent *v, struct stat *st, int with_size);
 /* Children of a virtual directory: count, and the i-th name. */
 size_t ds__virt_count(const struct ds__vent *v);
 int ds__virt_child(const struct ds__vent *v, size_t i, char *name, size_t len, struct ds__vent *c);

@@ -21,7 +21,7 @@ _Static_assert(sizeof(struct statvfs) == sizeof(struct statvfs64), "64-bit ABI")
 int ds__stat_res(const struct ds__res *r, struct stat *st)
 {
 	if (r->v.kind != DS__V_NONE)
-		ds__virt_stat(&r->v, st);
+		ds__virt_stat(&r->v, st, 1);
 	else
 		ds_index_stat(&ds__g.ix, (uint32_t)r->id, st);
 	return 0;
@@ -30,8 +30,11 @@ int ds__stat_res(const struct ds__res *r, struct stat *st)
 int ds__stat_file(const struct ds__file *f, struct stat *st)
 {
 	if (f->kind == DS__F_VIRT || f->kind == DS__F_VDIR) {
-		ds__virt_stat(&f->v, st);
-		if (f->kind == DS__F_VIRT && f->own)
+		/* an open list holds its content: its size without computing the
+		 * share again (Python's read() asks fstat for it) */
+		int own = f->kind == DS__F_VIRT && f->own;
+		ds__virt_stat(&f->v, st, !own);
+		if (own)
 			st->st_size = f->size, st->st_blocks = ds_stat_blocks(S_IFREG, f->size);
 	} else {
 		ds_index_stat(&ds__g.ix, (uint32_t)f->id, st);

@@ -30,6 +30,7 @@
  * read the epoch before (a measure of how random the assignment is), each
  * next to what a global shuffle (L = 0) would give. */
 #include "svc.h"
+#include "dsnodeset.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -67,6 +68,8 @@ struct xep {
 	int prep_rc, prep_done; /* prep_done: atomic */
 	pthread_t verify;
 	int verifying, vstop; /* vstop: atomic */
+	/* the share, until it is published for the readers (ds__share_publish) */
+	uint32_t *share;
 	/* the figures */
 	size_t share_n, local_n;
 	uint64_t share_bytes, local_bytes;
@@ -109,6 +112,7 @@ static void xep_free(struct ds__svc *s, struct xep *x)
 	}
 	if (x->ce)
 		ds_cache_epoch_free(s->x->cache, x->ce);
+	free(x->share);
 	free(x->ids);
 	free(x->lens);
 	free(x->tgt);
@@ -128,6 +132,17 @@ static int share_bitmap(struct ds__svc *s, uint64_t e, uint8_t *bm)
 		bm[ids[i]] = 1;
 	free(ids);
 	return 0;
+}
+
+/* The readers' lists of x's epoch cost their own part: the share for them
+ * (NODEDIR/epochs/share.<e>), then freed. */
+static void share_publish(struct ds__svc *s, struct xep *x)
+{
+	if (!x->share)
+		return;
+	ds__share_publish(s, x->epoch, x->share, x->share_n);
+	free(x->share);
+	x->share = NULL;
 }
 
 /* Compute epoch e's share, what of it must be fetched, and the figures. */
@@ -175,6 +190,8 @@ static int plan(struct ds__svc *s, uint64_t e, struct xep **out)
 	x->need = ds_cache_epoch_need(x->lens, x->n);
 	for (size_t i = 0; i < x->n; i++)
 		x->bytes += x->lens[i];
+	x->share = ids; /* published once the cache directory is there */
+	ids = NULL;
 	*out = x;
 	x = NULL;
 out:
@@ -262,9 +279,13 @@ int ds__exchange_new(struct ds__svc *s)
 	        ds_fmt_size(a->need, n1, sizeof(n1)), ds_fmt_size(b->need, n2, sizeof(n2)), a->share_n,
 	        ds_fmt_size(a->share_bytes, n3, sizeof(n3)));
 	rc = ds_cache_svc_new(s->nodedir, &X->cache);
-	if (rc)
+	if (rc) {
 		ds_error("node %u: '%s/epochs': %s", s->node, s->nodedir, ds_strerror(rc));
-	return rc;
+		return rc;
+	}
+	share_publish(s, a);
+	share_publish(s, b);
+	return 0;
 }
 
 void ds__exchange_free(struct ds__svc *s)
@@ -300,6 +321,7 @@ static struct xep *find_ep(struct ds__exchange *X, uint64_t e)
 static void drop_ep(struct ds__svc *s, int i)
 {
 	struct ds__exchange *X = s->x;
+	ds_share_unlink(s->nodedir, X->ep[i]->epoch);
 	if (X->inflight == X->ep[i])
 		X->inflight = NULL;
 	xep_free(s, X->ep[i]);
@@ -531,6 +553,7 @@ static int follow(struct ds__svc *s)
 			ds_error("node %u: planning epoch %llu: %s", s->node, (unsigned long long)e, ds_strerror(rc));
 			return rc;
 		}
+		share_publish(s, x);
 		X->ep[X->nep++] = x;
 	}
 	ds__status_write(s, "running");
@@ -763,7 +786,9 @@ void ds__status_write(struct ds__svc *s, const char *state)
 	fprintf(f, DS_SS_STATE "=%s\n" DS_SS_PID "=%ld\n", state, (long)getpid());
 	fprintf(f, "node=%u\nnnodes=%u\nseed=%llu\nlocality=%g\ndrop_last=%d\n", s->node, s->nnodes,
 	        (unsigned long long)s->o.cfg.seed, s->o.cfg.locality, s->o.cfg.drop_last);
-	if (X) {
+	/* the live figures only while the service runs: after a stop they
+	 * would describe an epoch nobody serves any more */
+	if (X && !strcmp(state, "running")) {
 		fprintf(f, "reader_epoch=%llu\nprefetch_epoch=%llu\nprefetch_done=%llu\nprefetch_total=%llu\n",
 		        (unsigned long long)X->followed,
 		        (unsigned long long)__atomic_load_n(&s->stats->prefetch_epoch, __ATOMIC_RELAXED),

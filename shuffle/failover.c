@@ -214,6 +214,17 @@ int ds__share(struct ds__svc *s, uint64_t e, uint32_t **ids, size_t *n)
 	return rc;
 }
 
+void ds__share_publish(struct ds__svc *s, uint64_t e, const uint32_t *ids, size_t n)
+{
+	struct ds_share_key k;
+	ds_share_key_make(&k, &s->ix, &s->o.cfg, e,
+	                  s->fo ? ds_nodes_for_epoch(&s->fo->hist, e) : NULL, s->node);
+	int rc = ds_share_publish(s->nodedir, &k, ids, n);
+	if (rc)
+		ds_info("node %u: epoch %llu: the share for the readers: %s (they compute it)",
+		        s->node, (unsigned long long)e, ds_strerror(rc));
+}
+
 int ds__reachable(const struct ds__svc *s, uint32_t id)
 {
 	const struct ds_entry *e = &s->ix.e[id];

@@ -539,6 +539,10 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 		svc_release(s);
 		return 1;
 	}
+	/* ours now: say so before the start's long steps (the index check, the
+	 * first epoch's share and cache, the window: seconds at millions of
+	 * files), so that `dstage status` says "starting", not "down" */
+	ds__status_write(s, "starting");
 	s->wake_main = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	s->wake_sock = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->wake_main < 0 || s->wake_sock < 0)
@@ -582,6 +586,7 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	if (!failed)
 		failed = ds_any_failed(s->comm, ds__sock_start(s));
 	if (failed) {
+		ds__status_write(s, "failed");
 		ds__out_stop(s);
 		ds__out_free(s);
 		ds__sock_stop(s);

@@ -153,7 +153,9 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s);
 /* Is a prefetch in progress (the peers should keep up their progress)? */
 int ds__exchange_busy(const struct ds__svc *s);
-/* NODEDIR/serve.status, rewritten on each change (for dstage status). */
+/* NODEDIR/serve.status, rewritten on each change (for dstage status).  state:
+ * starting (the lock is ours, not serving yet), running (with the live
+ * figures and the epoch lines), stopped or failed (without them). */
 void ds__status_write(struct ds__svc *s, const char *state);
 
 /* ---- progress.c: telling a target we have gets in flight to it ---------- */
@@ -234,6 +236,9 @@ int ds__failover_nodes_ok(const struct ds__svc *s, uint32_t staged_nnodes);
 int ds__rank_of(const struct ds__svc *s, uint32_t node);
 /* This node's share of epoch e over the set that epoch is dealt over. */
 int ds__share(struct ds__svc *s, uint64_t e, uint32_t **ids, size_t *n);
+/* Write it down for the readers (NODEDIR/epochs/share.<e>, dsnodeset.h):
+ * best effort, a reader computes it when it is not there. */
+void ds__share_publish(struct ds__svc *s, uint64_t e, const uint32_t *ids, size_t n);
 /* Is some living node (this one included) holding entry id? */
 int ds__reachable(const struct ds__svc *s, uint32_t id);
 /* A read of entry id no living node holds: named in the log; the status

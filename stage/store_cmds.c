@@ -9,9 +9,11 @@
 #include "stage_int.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -248,6 +250,32 @@ static const char *status_usage =
 	"  bytes held, reads served locally / from the epoch cache / remotely,\n"
 	"  reads served to other nodes, epoch and prefetch progress\n";
 
+/* The service's state on a node stored here, from NODEDIR/serve.status
+ * (DS_SS_STATE): "" without the file; "starting" and "running" only while
+ * the pid it names lives (a killed service cannot rewrite them: "gone"). */
+static void serve_state(const char *jobdir, const char *name, char *state, size_t len)
+{
+	char path[PATH_MAX], line[256];
+	long pid = 0;
+	*state = 0;
+	ds_store_node_path(path, sizeof(path), jobdir, name, DS_SERVE_STATUS_NAME);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		if (!strncmp(line, DS_SS_STATE "=", strlen(DS_SS_STATE) + 1))
+			snprintf(state, len, "%.*s", (int)len - 1, line + strlen(DS_SS_STATE) + 1);
+		else
+			sscanf(line, DS_SS_PID "=%ld", &pid);
+	}
+	fclose(f);
+	/* node stores are node-local: the pid is one of this host */
+	if ((!strcmp(state, "starting") || !strcmp(state, "running")) &&
+	    (pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno == ESRCH)))
+		snprintf(state, len, "gone");
+}
+
 static int node_status(const char *jobdir, const char *name)
 {
 	char path[PATH_MAX];
@@ -284,7 +312,13 @@ static int node_status(const char *jobdir, const char *name)
 	}
 	ds_store_node_path(path, sizeof(path), jobdir, name, DS_SOCK_NAME);
 	struct stat sst;
-	const char *svc = stat(path, &sst) == 0 ? "up" : "-";
+	char state[32];
+	serve_state(jobdir, name, state, sizeof(state));
+	const char *svc = "-";
+	if (!strcmp(state, "starting"))
+		svc = "start";
+	else if (stat(path, &sst) == 0 && strcmp(state, "gone"))
+		svc = "up";
 	char a[32], b[32], c[32], d[32], e[32];
 	printf("%-5u %9llu %10s %10s %7llu %7llu %7llu %7llu %7llu %6s %6llu %6llu/%-6llu %10s %10s "
 	       "%10s\n",
@@ -305,8 +339,12 @@ static int node_status(const char *jobdir, const char *name)
  * and randomness. */
 static void node_epoch_report(const char *jobdir, const char *name)
 {
-	char path[PATH_MAX], line[1024], last[1024] = "";
+	char path[PATH_MAX], line[1024], last[1024] = "", state[32];
 	double l0 = -1, o0 = -1;
+	/* only a live service's: a stopped or killed one's would read as now */
+	serve_state(jobdir, name, state, sizeof(state));
+	if (strcmp(state, "running"))
+		return;
 	ds_store_node_path(path, sizeof(path), jobdir, name, DS_SERVE_STATUS_NAME);
 	FILE *f = fopen(path, "re");
 	if (!f)
@@ -403,13 +441,24 @@ int ds_cmd_status(int argc, char **argv)
 	if (prc > 0)
 		rc = 1;
 	if (prc < 0) {
-		for (size_t i = 0; i < n; i++)
+		/* a service that holds the job but does not answer yet (its start
+		 * takes seconds at millions of files) is starting, not down */
+		int starting = 0;
+		for (size_t i = 0; i < n; i++) {
+			char state[32];
+			serve_state(jobdir, names[i], state, sizeof(state));
+			starting |= !strcmp(state, "starting");
 			if (node_status(jobdir, names[i]))
 				rc = 1;
+		}
 		/* on stderr: the table stays one row per node for scripts */
 		fflush(stdout);
-		fprintf(stderr, "dstage: status: '%s': %s: figures of the node(s) stored on this host only\n",
-		        jobdir, up ? "service up, nothing gathered yet" : "service down");
+		const char *why = up ? "service up, nothing gathered yet" : "service down";
+		if (!up && starting)
+			why = "service starting";
+		fprintf(stderr,
+		        "dstage: status: '%s': %s: figures of the node(s) stored on this host only\n",
+		        jobdir, why);
 	}
 	for (size_t i = 0; i < n; i++) {
 		node_epoch_report(jobdir, names[i]);

@@ -17,6 +17,7 @@ own data), and between the readers of a node the way DistributedSampler
 does (reader l takes items l, l+n, ... of the node's share).
 """
 
+import array
 import json
 import os
 import subprocess
@@ -57,10 +58,11 @@ def local_rank_and_size():
     return l, max(n, 1)
 
 
-def _dstage_epoch(args):
+def _dstage_epoch(args, raw=False):
     """Run `dstage epoch` for this reader's job and node (DSTAGE_STORE,
     DSTAGE_NODE or SLURM_NODEID); the binary from $DSTAGE_BIN, else next to
-    the preloaded library (PREFIX/lib -> PREFIX/bin), else on PATH."""
+    the preloaded library (PREFIX/lib -> PREFIX/bin), else on PATH.  Its
+    output as text, or as bytes when raw."""
     store = os.environ.get("DSTAGE_STORE")
     if not store:
         raise RuntimeError("DSTAGE_STORE is not set: eval \"$(dstage env --to DIR)\" first")
@@ -84,23 +86,200 @@ def _dstage_epoch(args):
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     if r.returncode:
         raise RuntimeError("%s: %s" % (" ".join(cmd), r.stderr.decode(errors="replace").strip()))
-    return r.stdout.decode("utf-8", "surrogateescape")
+    return r.stdout if raw else r.stdout.decode("utf-8", "surrogateescape")
+
+
+def _open_list(epoch, rank, num_replicas, mount):
+    """The shim's list file of reader `rank` of `num_replicas`, open for
+    reading in binary (lines are mount-relative paths, as bytes)."""
+    if not 0 <= rank < num_replicas:
+        raise ValueError("reader %d of %d: out of range" % (rank, num_replicas))
+    path = "%s/.dstage/epochs/%d/%d-of-%d" % (mount_point(mount), epoch, rank, num_replicas)
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            "'%s': no epoch list: is libdstage-preload.so preloaded "
+            "(eval \"$(dstage env --to DIR)\") and DSTAGE_MOUNT right?" % path) from None
 
 
 def epoch_list(epoch, rank=0, num_replicas=1, mount=None):
     """The paths (relative to the mount) local reader `rank` of `num_replicas`
     reads in `epoch`, in order.  Raises OSError when the shim is not there."""
-    if not 0 <= rank < num_replicas:
-        raise ValueError("reader %d of %d: out of range" % (rank, num_replicas))
-    path = "%s/.dstage/epochs/%d/%d-of-%d" % (mount_point(mount), epoch, rank, num_replicas)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            "'%s': no epoch list: is libdstage-preload.so preloaded "
-            "(eval \"$(dstage env --to DIR)\") and DSTAGE_MOUNT right?" % path) from None
+    with _open_list(epoch, rank, num_replicas, mount) as f:
+        data = f.read()
     return [p.decode("utf-8", "surrogateescape") for p in data.split(b"\n") if p]
+
+
+# ---- the dataset's table, compact --------------------------------------------
+# A reader process (and every DataLoader worker forked from it) holds the
+# dataset's paths.  As Python objects (a tuple, a str for the path and one for
+# the relative path, a dict entry each) that is ~700 B per file: 1 GB per
+# process at ImageNet-1k, ~8 GB per reader at 14M files.  Here a file costs
+# its name's bytes and one offset: the names of a directory are one run of a
+# bytes object, in the order the walk gives them; directories (few) keep their
+# path and class.  A path is decoded when a sample is fetched, and a lookup is
+# a binary search in its directory's run (names are sorted there).
+
+_SEP = os.sep.encode()
+
+
+def _u64_array():
+    return array.array("Q")
+
+
+class _Table:
+    """The files under one root: per directory (walk order) its absolute
+    path, its mount-relative path (bytes) and its class index; per file its
+    name in `blob` between off[i] and off[i + 1]."""
+
+    def __init__(self):
+        self.dir_abs = []     # str, as os.walk gives it
+        self.dir_rel = []     # bytes, relative to the mount ("" for the mount itself)
+        self.dir_target = array.array("l")
+        self.dir_start = _u64_array()  # first file of each directory; one more at the end
+        self.dir_bytes_sorted = array.array("b")  # names sorted as bytes too (binary search on bytes)
+        self.dir_ids = {}     # dir_rel -> directory number
+        self._chunks = []
+        self._blob_len = 0
+        self.off = _u64_array()
+        self.off.append(0)
+        self.blob = b""
+
+    def add_dir(self, dirpath, rel, target, names):
+        """names: str, sorted (as os.walk + sorted() give them)."""
+        d = len(self.dir_abs)
+        self.dir_abs.append(dirpath)
+        relb = b"" if rel == "." else os.fsencode(rel)
+        self.dir_rel.append(relb)
+        self.dir_target.append(target)
+        self.dir_start.append(len(self.off) - 1)
+        enc = [os.fsencode(n) for n in names]
+        ok = all(a < b for a, b in zip(enc, enc[1:]))
+        self.dir_bytes_sorted.append(1 if ok else 0)
+        # the first directory of a relative path wins, as the first file of
+        # a path did in the dict it replaces (only symlinked trees repeat one)
+        self.dir_ids.setdefault(relb, d)
+        pos = self._blob_len
+        off = self.off
+        for e in enc:
+            pos += len(e)
+            off.append(pos)
+        self._blob_len = pos
+        self._chunks.append(b"".join(enc))
+
+    def finish(self):
+        self.dir_start.append(len(self.off) - 1)
+        self.blob = b"".join(self._chunks)
+        self._chunks = None
+
+    def __len__(self):
+        return len(self.off) - 1
+
+    def dir_of(self, i):
+        # the last directory starting at or before i (empty ones share a start)
+        lo, hi, ds = 0, len(self.dir_abs), self.dir_start
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if ds[mid] <= i:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo - 1
+
+    def name(self, i):
+        return self.blob[self.off[i]:self.off[i + 1]]
+
+    def find(self, rel):
+        """Index of a mount-relative path (bytes), or -1."""
+        k = rel.rfind(_SEP)
+        d = self.dir_ids.get(rel[:k] if k >= 0 else b"")
+        if d is None:
+            return -1
+        name = rel[k + 1:]
+        lo, hi = self.dir_start[d], self.dir_start[d + 1]
+        blob, off = self.blob, self.off
+        if self.dir_bytes_sorted[d]:
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                s = blob[off[mid]:off[mid + 1]]
+                if s < name:
+                    lo = mid + 1
+                elif s > name:
+                    hi = mid
+                else:
+                    return mid
+            return -1
+        # names that are not UTF-8 sort by their decoded (surrogate) form
+        key = os.fsdecode(name)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            s = os.fsdecode(blob[off[mid]:off[mid + 1]])
+            if s < key:
+                lo = mid + 1
+            elif s > key:
+                hi = mid
+            else:
+                return mid
+        return -1
+
+
+class _View:
+    """A read-only sequence over the table, built on demand per item."""
+
+    __slots__ = ("_t", "_f")
+
+    def __init__(self, table, fn):
+        self._t = table
+        self._f = fn
+
+    def __len__(self):
+        return len(self._t)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._f(self._t, j) for j in range(*i.indices(len(self._t)))]
+        n = len(self._t)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("index out of range")
+        return self._f(self._t, i)
+
+    def __iter__(self):
+        t, f = self._t, self._f
+        for i in range(len(t)):
+            yield f(t, i)
+
+    def __eq__(self, other):
+        try:
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        except TypeError:
+            return NotImplemented
+
+    def __ne__(self, other):
+        r = self.__eq__(other)
+        return r if r is NotImplemented else not r
+
+    __hash__ = None
+
+    def __repr__(self):
+        return "<%d items>" % len(self)
+
+
+def _sample_at(t, i):
+    d = t.dir_of(i)
+    return (os.path.join(t.dir_abs[d], os.fsdecode(t.name(i))), t.dir_target[d])
+
+
+def _path_at(t, i):
+    d = t.dir_of(i)
+    rel = t.dir_rel[d]
+    return os.fsdecode(rel + _SEP + t.name(i) if rel else t.name(i))
+
+
+def _target_at(t, i):
+    return t.dir_target[t.dir_of(i)]
 
 
 class DstageFiles(_Dataset):
@@ -110,7 +289,10 @@ class DstageFiles(_Dataset):
 
     The default loader returns the file's bytes; pass loader=PIL-style for
     images (e.g. torchvision.datasets.folder.default_loader).  `paths` holds
-    the mount-relative paths, the names the epoch lists use."""
+    the mount-relative paths, the names the epoch lists use.  `samples`,
+    `targets` and `paths` are read-only sequences that build an item when it
+    is asked for: a file costs its name's bytes and an offset, not Python
+    objects (see _Table)."""
 
     def __init__(self, subdir="train", mount=None, transform=None, target_transform=None,
                  loader=None, extensions=None):
@@ -124,18 +306,21 @@ class DstageFiles(_Dataset):
         self.classes = sorted(e.name for e in os.scandir(self.root) if e.is_dir())
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         exts = tuple(e.lower() for e in extensions) if extensions else None
-        self.samples = []
+        t = _Table()
         for c in self.classes or [""]:
             top = os.path.join(self.root, c) if c else self.root
+            target = self.class_to_idx.get(c, 0)
             for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
                 dirnames.sort()
-                for name in sorted(filenames):
-                    if exts and not name.lower().endswith(exts):
-                        continue
-                    self.samples.append((os.path.join(dirpath, name), self.class_to_idx.get(c, 0)))
-        self.targets = [t for _, t in self.samples]
-        self.paths = [os.path.relpath(p, self.mount) for p, _ in self.samples]
-        self._index = {p: i for i, p in enumerate(self.paths)}
+                filenames.sort()
+                if exts:
+                    filenames = [n for n in filenames if n.lower().endswith(exts)]
+                t.add_dir(dirpath, os.path.relpath(dirpath, self.mount), target, filenames)
+        t.finish()
+        self._table = t
+        self.samples = _View(t, _sample_at)
+        self.targets = _View(t, _target_at)
+        self.paths = _View(t, _path_at)
 
     @staticmethod
     def _read_bytes(path):
@@ -144,7 +329,16 @@ class DstageFiles(_Dataset):
 
     def index_of(self, relpath):
         """Index of a mount-relative path (as in the epoch lists); KeyError if absent."""
-        return self._index[relpath]
+        i = self._table.find(os.fsencode(relpath))
+        if i < 0:
+            raise KeyError(relpath)
+        return i
+
+    def _index_of_bytes(self, relpath):
+        i = self._table.find(relpath)
+        if i < 0:
+            raise KeyError(os.fsdecode(relpath))
+        return i
 
     def __len__(self):
         return len(self.samples)
@@ -166,7 +360,9 @@ class EpochSampler(_Sampler):
     the epoch, like DistributedSampler.set_epoch.
 
     `dataset` maps paths to indices: DstageFiles (index_of), torchvision's
-    ImageFolder/DatasetFolder (samples), or anything with `paths`."""
+    ImageFolder/DatasetFolder (samples), or anything with `paths`.  The
+    list is read line by line and held as one array of indices (8 bytes a
+    sample of this reader's share)."""
 
     def __init__(self, dataset, rank=None, num_replicas=None, mount=None, epoch=0, start=0,
                  resume=None):
@@ -198,8 +394,12 @@ class EpochSampler(_Sampler):
             self.start = 0
 
     def _make_lookup(self, ds):
+        """A function from a list line (bytes, mount-relative) to an index."""
+        if hasattr(ds, "_index_of_bytes"):
+            return ds._index_of_bytes
         if hasattr(ds, "index_of"):
-            return ds.index_of
+            f = ds.index_of
+            return lambda p: f(os.fsdecode(p))
         if hasattr(ds, "samples"):
             paths = [s[0] if isinstance(s, (tuple, list)) else s for s in ds.samples]
         elif hasattr(ds, "paths"):
@@ -209,7 +409,7 @@ class EpochSampler(_Sampler):
         table = {}
         for i, p in enumerate(paths):
             rel = os.path.relpath(p, self.mount) if os.path.isabs(p) else p
-            table[rel] = i
+            table[os.fsencode(rel)] = i
         return table.__getitem__
 
     def set_epoch(self, epoch, start=None):
@@ -238,28 +438,41 @@ class EpochSampler(_Sampler):
         os.replace(tmp, path)
         return st
 
-    def _paths(self):
+    def _lines(self):
+        """This reader's list of the current epoch: mount-relative paths as
+        bytes, one at a time (the list is never held whole)."""
         if self._resume and self._resume[0] == self.epoch:
-            return _dstage_epoch(["--resume", self._resume[1],
-                                  "%d-of-%d" % (self.rank, self.num_replicas)]).splitlines()
-        paths = epoch_list(self.epoch, self.rank, self.num_replicas, self.mount)
-        if self.start and self.epoch == self._start_epoch:
-            paths = paths[self.start:]
-        return paths
+            out = _dstage_epoch(["--resume", self._resume[1],
+                                 "%d-of-%d" % (self.rank, self.num_replicas)], raw=True)
+            for p in out.split(b"\n"):
+                if p:
+                    yield p
+            return
+        skip = self.start if self.start and self.epoch == self._start_epoch else 0
+        with _open_list(self.epoch, self.rank, self.num_replicas, self.mount) as f:
+            for line in f:
+                p = line[:-1] if line.endswith(b"\n") else line
+                if not p:
+                    continue
+                if skip:
+                    skip -= 1
+                    continue
+                yield p
 
     def _indices(self):
         if self._cached and self._cached[0] == self.epoch:
             return self._cached[1]
-        out = []
-        for p in self._paths():
+        out = array.array("q")
+        lookup = self._lookup
+        for p in self._lines():
             try:
-                out.append(self._lookup(p))
+                out.append(lookup(p))
             except KeyError:
                 raise KeyError("'%s' (epoch %d list) is not in the dataset: build it over the "
                                "staged tree under '%s'; every file outside the pack's "
                                "--replicate subtrees is a training sample, so pack files "
                                "that are not samples with --replicate or --exclude"
-                               % (p, self.epoch, self.mount)) from None
+                               % (os.fsdecode(p), self.epoch, self.mount)) from None
         self._cached = (self.epoch, out)
         return out
 
