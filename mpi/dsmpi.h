@@ -128,7 +128,7 @@ void ds__lock_refusal(const char *jobdir, const char *to, const char *who, int r
 /* ---- stepopt.c: the command lines of the job steps ---------------------
  * One table of every option of stage, serve and run: its name, its getopt
  * code and which commands take it.  Each value is checked by one function
- * (stage's options: ds_stage_opt in stage/stage.c; serve's: ds__serve_opt
+ * (stage's options: ds_stage_opt in stage/stage.c; serve's: ds_serve_opt
  * in shuffle/serve.c) whichever command it is given to, so run takes
  * exactly what stage and serve take, with the same limits and messages. */
 enum { DS_STEP_STAGE = 1, DS_STEP_SERVE = 2, DS_STEP_RUN = 4 };
