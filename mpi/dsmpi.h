@@ -123,7 +123,7 @@ int ds_step_lock(MPI_Comm world, const char *to, const char *job, const char *wh
                  int *held);
 void ds_step_unlock(const char *to, const char *job, int held);
 /* The message for a lock that could not be taken (rc from ds_joblock_take). */
-void ds__lock_refusal(const char *jobdir, const char *to, const char *who, int rc);
+void ds_lock_refusal(const char *jobdir, const char *to, const char *who, int rc);
 
 /* ---- stepopt.c: the command lines of the job steps ---------------------
  * One table of every option of stage, serve and run: its name, its getopt

@@ -68,6 +68,26 @@ test_expect_success 'a folder has one face (common/ aside)' '
 	test_grep "b/ has two faces" err
 '
 
+test_expect_success 'no folder calls another folder'"'"'s internal (ds__) function' '
+	# the objects say what the headers may hide (a prototype written by
+	# hand): a ds__ name is shared by the files of one folder alone
+	(cd "$SRCDIR/build" && ls */*.o pic/*/*.o) | grep -v "^t/" >objs &&
+	test -s objs &&
+	(cd "$SRCDIR/build" && nm -A $(cat "$TRASH/objs")) >syms &&
+	cat >cross.awk <<-\EOF &&
+	{ f = $1; sub(/:.*/, "", f); n = split(f, p, "/"); d = p[n - 1] }
+	$(NF - 1) ~ /^[TDBR]$/ && $NF ~ /^ds__/ { def[$NF] = d; next }
+	$(NF - 1) == "U" && $NF ~ /^ds__/ { k++; ud[k] = d; us[k] = $NF; uf[k] = f }
+	END {
+		for (i = 1; i <= k; i++)
+			if ((us[i] in def) && def[us[i]] != ud[i])
+				print uf[i] " uses " us[i] " of " def[us[i]] "/"
+	}
+	EOF
+	awk -f cross.awk syms >cross &&
+	test_cmp /dev/null cross
+'
+
 test_expect_success 'the shim (io/) and the MPI layer (mpi/) include common/ alone' '
 	sh "$G" "$SRCDIR" >graph &&
 	awk "(\$1 == \"io\" || \$1 == \"mpi\") && \$2 != \"common\"" graph >wrong &&
