@@ -4,12 +4,14 @@
  * nothing else to do between the two).
  *
  * Here in cli/, above both steps: stage/ and shuffle/ know nothing of each
- * other.  It drives the service through shuffle/'s step interface (svc.h:
- * its options and ds__serve_step), as serve.c's own command does. */
+ * other.  It drives each step through its module's face alone: stage's
+ * (dsstage.h: its options and ds_stage_step) and the service's (dsserve.h:
+ * its options and ds_serve_step, as serve.c's own command does). */
 #include "cli.h"
+#include "dscommon.h"
 #include "dsmpi.h"
+#include "dsserve.h"
 #include "dsstage.h"
-#include "svc.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -32,18 +34,18 @@ static const char *run_usage =
 int ds_cmd_run(int argc, char **argv)
 {
 	/* one table (mpi/stepopt.c); each value checked by its owner: serve's
-	 * and the shared ones by ds__serve_opt, stage's by ds_stage_opt, with
+	 * and the shared ones by ds_serve_opt, stage's by ds_stage_opt, with
 	 * the limits and messages of `dstage stage` and `dstage serve` */
 	struct ds_step_getopt g;
 	ds_step_getopt(DS_STEP_RUN, &g);
-	struct ds__serve_opts o;
+	struct ds_serve_opts o;
 	struct ds_stage_opts so;
-	ds__serve_defaults(&o);
+	ds_serve_defaults(&o);
 	ds_stage_defaults(&so);
 	int c, bad = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, g.shortopts, g.lo, NULL)) != -1) {
-		if (ds__serve_opt(&o, c, optarg, &bad)) {
+		if (ds_serve_opt(&o, c, optarg, &bad)) {
 			if (o.help) {
 				fputs(run_usage, stdout);
 				return 0;
@@ -59,7 +61,7 @@ int ds_cmd_run(int argc, char **argv)
 		fputs(run_usage, stderr);
 		return 2;
 	}
-	if (bad || ds__out_check_opts(&o))
+	if (bad || ds_serve_check_opts(&o))
 		return 2;
 	so.pack = argv[optind];
 	so.to = o.to;
@@ -72,7 +74,7 @@ int ds_cmd_run(int argc, char **argv)
 		return 2;
 	ds_log_init(o.quiet > 0 ? -1 : o.quiet < 0 ? 1 : 0);
 
-	ds__serve_env();
+	ds_serve_env();
 	if (ds_mpi_init(&argc, &argv)) /* the thread level: main.c's table */
 		return 1;
 	struct ds_node nd;
@@ -90,9 +92,9 @@ int ds_cmd_run(int argc, char **argv)
 	ds_node_release(&nd);
 	if (!rc) {
 		ds_log_set_cmd("serve");
-		rc = ds__serve_step(MPI_COMM_WORLD, &o);
+		rc = ds_serve_step(MPI_COMM_WORLD, &o);
 	}
 	ds_step_unlock(o.to, o.job, locked);
-	ds__serve_finalize();
+	ds_serve_finalize();
 	return rc;
 }

@@ -123,12 +123,12 @@ int ds_step_lock(MPI_Comm world, const char *to, const char *job, const char *wh
                  int *held);
 void ds_step_unlock(const char *to, const char *job, int held);
 /* The message for a lock that could not be taken (rc from ds_joblock_take). */
-void ds__lock_refusal(const char *jobdir, const char *to, const char *who, int rc);
+void ds_lock_refusal(const char *jobdir, const char *to, const char *who, int rc);
 
 /* ---- stepopt.c: the command lines of the job steps ---------------------
  * One table of every option of stage, serve and run: its name, its getopt
  * code and which commands take it.  Each value is checked by one function
- * (stage's options: ds_stage_opt in stage/stage.c; serve's: ds__serve_opt
+ * (stage's options: ds_stage_opt in stage/stage.c; serve's: ds_serve_opt
  * in shuffle/serve.c) whichever command it is given to, so run takes
  * exactly what stage and serve take, with the same limits and messages. */
 enum { DS_STEP_STAGE = 1, DS_STEP_SERVE = 2, DS_STEP_RUN = 4 };

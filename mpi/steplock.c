@@ -23,7 +23,7 @@ struct lock_key {
 	uint64_t dev, ino, hash; /* of DIR; hash of its name when it cannot be stat'ed */
 };
 
-void ds__lock_refusal(const char *jobdir, const char *to, const char *who, int rc)
+void ds_lock_refusal(const char *jobdir, const char *to, const char *who, int rc)
 {
 	int service = (strstr(who, "dstage serve") || strstr(who, "dstage run")) &&
 	              !strstr(who, "leaving");
@@ -78,7 +78,7 @@ int ds_step_lock(MPI_Comm world, const char *to, const char *job, const char *wh
 		if (!rc) {
 			rc = ds_joblock_take(jobdir, what, who, sizeof(who));
 			if (rc)
-				ds__lock_refusal(jobdir, to, who, rc);
+				ds_lock_refusal(jobdir, to, who, rc);
 			else
 				*held = 1;
 		}

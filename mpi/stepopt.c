@@ -3,7 +3,7 @@
  * (dsmpi.h).  A name, a getopt code, whether it has a short form, and the
  * commands that take it.  Run takes stage's and serve's options but for
  * serve's failover ones (a run always stages every node).  The values are
- * checked by their owner's one handler (ds_stage_opt, ds__serve_opt,
+ * checked by their owner's one handler (ds_stage_opt, ds_serve_opt,
  * ds__out_opt), whichever command they come with. */
 #include "dscommon.h"
 #include "dsmpi.h"
@@ -36,7 +36,7 @@ static const struct stepopt {
 	/* the RAM budget: ds_headroom_opt (common/membudget.c), stage and serve */
 	{"ram-headroom", required_argument, 'H', 0, ST | SV | RN},
 	{"spill", required_argument, 'Z', 0, ST | RN}, /* the spill tier */
-	/* serve: ds__serve_opt */
+	/* serve: ds_serve_opt */
 	{"seed", required_argument, 's', 0, SV | RN},
 	{"locality", required_argument, 'L', 0, SV | RN},
 	{"drop-last", no_argument, 'd', 0, SV | RN},

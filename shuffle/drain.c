@@ -505,7 +505,7 @@ static int mkdir_durable(const char *dir)
 	}
 }
 
-int ds__drain_new(struct ds__out *o, const struct ds__serve_opts *so, struct ds__drain **out)
+int ds__drain_new(struct ds__out *o, const struct ds_serve_opts *so, struct ds__drain **out)
 {
 	struct ds__drain *d = ds_xcalloc(1, sizeof(*d));
 	d->o = o;

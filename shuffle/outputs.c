@@ -1768,7 +1768,7 @@ static void rm_rf_at(int dfd, const char *name, int depth)
 
 int ds__out_start(struct ds__svc *s)
 {
-	const struct ds__serve_opts *so = &s->o;
+	const struct ds_serve_opts *so = &s->o;
 	if (!so->outputs)
 		return 0;
 	ds_fault("serve.outputs_start", (int)s->node); /* tests: a slow start (t/2207) */
@@ -2149,7 +2149,7 @@ struct ds__orec *ds__out_find_seq(struct ds__out *o, uint64_t seq)
 int ds__out_wfd(struct ds__out *o) { return o->wfd; }
 
 /* ---- options -------------------------------------------------------------- */
-int ds__out_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad)
+int ds__out_opt(struct ds_serve_opts *o, int c, const char *arg, int *bad)
 {
 	uint64_t v;
 	double d;
@@ -2183,7 +2183,7 @@ int ds__out_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad)
 	return 0;
 }
 
-int ds__out_check_opts(const struct ds__serve_opts *o)
+int ds__out_check_opts(const struct ds_serve_opts *o)
 {
 	const char *why;
 	if (!o->outputs) {

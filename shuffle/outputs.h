@@ -11,7 +11,7 @@
 
 struct ds__out;
 struct ds__drain;
-struct ds__serve_opts;
+struct ds_serve_opts;
 
 #define DS_OUT_MAX_REPL 8 /* --outputs-replicas: holders of an output, at most */
 
@@ -69,7 +69,7 @@ int ds__out_wfd(struct ds__out *o); /* AREA/w, by descriptor */
 /* drain.c: copies of the held outputs to --drain-to, oldest first, each
  * durable (temporary name, fsync, rename, fsync of the directory) before it
  * counts as drained.  All but new/end/free with the outputs mutex held. */
-int ds__drain_new(struct ds__out *o, const struct ds__serve_opts *so, struct ds__drain **out);
+int ds__drain_new(struct ds__out *o, const struct ds_serve_opts *so, struct ds__drain **out);
 /* the drain directory (its real path) */
 const char *ds__drain_dir(const struct ds__drain *d);
 void ds__drain_add(struct ds__drain *d, struct ds__orec *r);

@@ -95,9 +95,8 @@ static const char *serve_usage =
 	"  -v, --verbose             per-epoch figures (as DSTAGE_LOG=info)\n"
 	"  -h, --help                this text\n";
 
-/* Options shared by serve and run.  Returns the getopt code it handled, or
- * 0 when c is not one of them; sets *bad on an invalid value. */
-int ds__serve_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad)
+/* Options shared by serve and run (dsserve.h). */
+int ds_serve_opt(struct ds_serve_opts *o, int c, const char *arg, int *bad)
 {
 	uint64_t v;
 	double d;
@@ -151,7 +150,12 @@ int ds__serve_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad)
 	return 0;
 }
 
-void ds__serve_defaults(struct ds__serve_opts *o)
+int ds_serve_check_opts(const struct ds_serve_opts *o)
+{
+	return ds__out_check_opts(o); /* outputs.c: the only options that depend on each other */
+}
+
+void ds_serve_defaults(struct ds_serve_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->agree_timeout = o->watchdog = 20;
@@ -159,15 +163,15 @@ void ds__serve_defaults(struct ds__serve_opts *o)
 	o->drain_timeout = 600;
 }
 
-static int parse(int argc, char **argv, struct ds__serve_opts *o)
+static int parse(int argc, char **argv, struct ds_serve_opts *o)
 {
 	struct ds_step_getopt g; /* mpi/stepopt.c: one table for stage, serve, run */
 	ds_step_getopt(DS_STEP_SERVE, &g);
-	ds__serve_defaults(o);
+	ds_serve_defaults(o);
 	optind = 1;
 	int c, bad = 0;
 	while ((c = getopt_long(argc, argv, g.shortopts, g.lo, NULL)) != -1) {
-		if (!ds__serve_opt(o, c, optarg, &bad)) {
+		if (!ds_serve_opt(o, c, optarg, &bad)) {
 			fputs(serve_usage, stderr);
 			return 2;
 		}
@@ -182,7 +186,7 @@ static int parse(int argc, char **argv, struct ds__serve_opts *o)
 		ds_error("need --to DIR");
 		return 2;
 	}
-	if (!bad && ds__out_check_opts(o))
+	if (!bad && ds_serve_check_opts(o))
 		return 2;
 	return bad ? 2 : 0;
 }
@@ -486,7 +490,7 @@ static void svc_release(struct ds__svc *s)
 	free(s->nodedir);
 }
 
-int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
+int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 {
 	struct ds__svc S, *s = &S;
 	memset(s, 0, sizeof(*s));
@@ -680,7 +684,7 @@ int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o)
 	return res ? 1 : 0;
 }
 
-void ds__serve_env(void)
+void ds_serve_env(void)
 {
 	/* UCX on one host emulates RMA with active messages through a FIFO of
 	 * 64 cells per process by default; the replies to a batch of gets fill
@@ -690,7 +694,7 @@ void ds__serve_env(void)
 	setenv("UCX_MM_FIFO_SIZE", "1024", 0);
 }
 
-void ds__serve_finalize(void)
+void ds_serve_finalize(void)
 {
 	beat();
 	MPI_Finalize();
@@ -699,7 +703,7 @@ void ds__serve_finalize(void)
 
 int ds_cmd_serve(int argc, char **argv)
 {
-	struct ds__serve_opts o;
+	struct ds_serve_opts o;
 	int rc = parse(argc, argv, &o);
 	if (o.help) {
 		fputs(serve_usage, stdout);
@@ -708,10 +712,10 @@ int ds_cmd_serve(int argc, char **argv)
 	if (rc)
 		return rc;
 	ds_log_init(o.quiet > 0 ? -1 : o.quiet < 0 ? 1 : 0);
-	ds__serve_env();
+	ds_serve_env();
 	if (ds_mpi_init(&argc, &argv)) /* the thread level: cli/main.c's table */
 		return 1;
-	rc = ds__serve_step(MPI_COMM_WORLD, &o);
-	ds__serve_finalize();
+	rc = ds_serve_step(MPI_COMM_WORLD, &o);
+	ds_serve_finalize();
 	return rc;
 }

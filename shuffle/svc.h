@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* svc.h: the node service's private face, shared by the files of shuffle/.
+/* svc.h: the node service's inside, shared by the files of shuffle/ and
+ * private to them (t/0001-modules.t); its public face, the options and the
+ * step, is dsserve.h.
  *
  * One service rank per node.  Threads:
  *   main    every MPI call (MPI_THREAD_FUNNELED is enough): the one-sided
@@ -20,32 +22,11 @@
 #include "dsindex.h"
 #include "dsmem.h"
 #include "dsproto.h"
+#include "dsserve.h" /* struct ds_serve_opts, the step */
 
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
-
-struct ds__serve_opts {
-	const char *to, *job;
-	struct ds_epoch_cfg cfg;
-	uint64_t shuffle_buffer; /* 0: two epochs' remote share, whatever it is */
-	int node_per_rank, clean, help, quiet;
-	double agree_timeout;    /* s without an answer from the peers => failure */
-	double watchdog;         /* s one MPI call may take */
-	const char *nodes;       /* --nodes LIST: the staged nodes this step serves (failover.c) */
-	int failover;            /* --failover: readers wait for a restarted service */
-	int no_rerep;            /* --no-rereplicate: no copies after a loss */
-	/* write-once outputs (outputs.c, drain.c) */
-	const char *outputs;     /* SUBDIR of the mount that takes writes, or NULL */
-	const char *outputs_to;  /* where the output area lives (default NODEDIR) */
-	const char *drain_to;    /* the shared file system's directory */
-	uint64_t drain_rate;     /* bytes/s, 0: no bound */
-	double drain_timeout;    /* s a stop waits for the drain */
-	unsigned outputs_replicas; /* holders of each output (outrepl.c), 0 = 1 */
-	struct ds_headroom headroom; /* --ram-headroom (when headroom_set): the epoch cache's
-	                              * RAM budget, common/dsmem.h */
-	int headroom_set;
-};
 
 /* A read the socket thread cannot serve from this node: main fetches it. */
 struct ds__rreq {
@@ -63,7 +44,7 @@ struct ds__pw;
 struct ds__direct;
 
 struct ds__svc {
-	struct ds__serve_opts o;
+	struct ds_serve_opts o;
 	MPI_Comm comm; /* one rank per node; rank == node */
 	uint32_t node, nnodes;
 	char *jobdir, *nodedir;
@@ -194,9 +175,6 @@ int ds__pw_take(struct ds__svc *s);
 /* Does some peer have gets in flight to us (poll MPI for it)? */
 int ds__pw_wanted(const struct ds__svc *s);
 
-/* ---- serve.c: the step, shared with `dstage run` ------------------------ */
-void ds__serve_defaults(struct ds__serve_opts *o);
-
 /* gather.c: every node's figures gathered over MPI into JOBDIR/status.all
  * (dsstatus.h).  start once the store is open; tick after each completed
  * agreement (collective: same order on every rank); poll in the loop; end
@@ -205,16 +183,6 @@ void ds__gather_start(struct ds__svc *s);
 void ds__gather_tick(struct ds__svc *s);
 void ds__gather_poll(struct ds__svc *s);
 void ds__gather_end(struct ds__svc *s, int peers_alive);
-/* Handle one getopt code of the serve options (the long options use these
- * codes: t j n s L d B T c q v h).  Returns c, or 0 when c is not one. */
-int ds__serve_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad);
-/* The service on every rank of world (collective; MPI initialised with at
- * least MPI_THREAD_FUNNELED).  0 after a stop, 1 after a failure. */
-int ds__serve_step(MPI_Comm world, const struct ds__serve_opts *o);
-/* Environment for MPI, before MPI_Init (UCX tuning; user values win). */
-void ds__serve_env(void);
-/* MPI_Finalize under the watchdog. */
-void ds__serve_finalize(void);
 
 /* ---- failover.c: serving the survivors of a lost node -------------------
  * Without --nodes and without JOBDIR/nodes every call below is the
@@ -272,8 +240,8 @@ int ds__out_inflight(struct ds__svc *s);
 int ds__out_stop(struct ds__svc *s);
 void ds__out_free(struct ds__svc *s); /* collective */
 /* Handle the serve options of outputs (codes O W D Y X K); c or 0. */
-int ds__out_opt(struct ds__serve_opts *o, int c, const char *arg, int *bad);
-int ds__out_check_opts(const struct ds__serve_opts *o);
+int ds__out_opt(struct ds_serve_opts *o, int c, const char *arg, int *bad);
+int ds__out_check_opts(const struct ds_serve_opts *o);
 /* drain_cmd.c: from every NODEDIR/outputs.status of jobdir here, report
  * (error messages) what was closed and not drained; cleanup: remove the
  * half-made copy a killed service left; print: the figures.  1 if any. */

@@ -524,7 +524,7 @@ static int clean_locked(const char *jobdir, const char *to)
 		usleep(CLEAN_POLL_US);
 	}
 	if (rc) {
-		ds__lock_refusal(jobdir, to, who, rc);
+		ds_lock_refusal(jobdir, to, who, rc);
 		return 1;
 	}
 	ds_outputs_clean(jobdir); /* --outputs-to areas outside the job directory */
