@@ -2170,10 +2170,9 @@ static uint64_t status_build(struct ds__out *o, struct ds_buf *b)
 	return ++o->status_gen;
 }
 
-/* One writer at a time (status_mu, taken after mu when mu is held): threads
- * sharing the temporary name PATH.tmp.<pid> would rename each other's
- * half-written file (a torn crash record); a snapshot older than the one
- * on disk is dropped. */
+/* One writer at a time (status_mu, taken after mu when mu is held), so that
+ * a snapshot older than the one on disk is dropped, never written over a
+ * newer one (each write has a temporary of its own: ds_write_file_atomic). */
 static void status_put(struct ds__out *o, struct ds_buf *b, uint64_t gen)
 {
 	pthread_mutex_lock(&o->status_mu);
