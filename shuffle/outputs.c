@@ -696,6 +696,10 @@ static void request(struct ds__out *o, struct omsg *m)
 			send_msg(o, ds__rank_of(o->s, m->origin), T_DONE, &d);
 		return;
 	}
+	if (m->op == DS_OUT_RENAME || m->op == DS_OUT_UNLINK || m->op == DS_OUT_MKDIR ||
+	    m->op == DS_OUT_RMDIR)
+		ds_fault("outputs.ns_apply", (int)o->s->node); /* tests: node 0 slow after the
+		                                                * check (t/2218) */
 	if (rc) {
 		struct omsg d = *m;
 		d.status = rc == 1 ? 0 : rc;
