@@ -696,10 +696,6 @@ static void request(struct ds__out *o, struct omsg *m)
 			send_msg(o, ds__rank_of(o->s, m->origin), T_DONE, &d);
 		return;
 	}
-	if (m->op == DS_OUT_RENAME || m->op == DS_OUT_UNLINK || m->op == DS_OUT_MKDIR ||
-	    m->op == DS_OUT_RMDIR)
-		ds_fault("outputs.ns_apply", (int)o->s->node); /* tests: node 0 slow after the
-		                                                * check (t/2218) */
 	if (rc) {
 		struct omsg d = *m;
 		d.status = rc == 1 ? 0 : rc;
@@ -1589,9 +1585,11 @@ static int ns_commit_wait(struct ds__out *o, int fd, struct ds_out_req *q)
 		     n->flags == (q->flags & ~DS_OUT_F_PREPARE) && n->mode == q->mode &&
 		     !strcmp(n->path, q->path) && !strcmp(n->path2, q->path2);
 	}
-	if (ok)
+	if (ok) {
 		q->flags = n->flags;
-	else
+		/* tests: the way to node 0 slow after the check (t/2218) */
+		ds_fault("outputs.ns_commit", (int)o->s->node);
+	} else
 		ds_warn("node %u: '%s/%s': its writer gave up its %s before node 0 had checked "
 		        "it: nothing applied",
 		        o->s->node, o->s->o.outputs, q->path,

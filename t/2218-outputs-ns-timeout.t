@@ -86,25 +86,26 @@ test_expect_success 'the retry works: the rotation lands everywhere' '
 serve_stop
 test_expect_success 'stopped cleanly' 'test "$(cat serve.rc)" = 0 && test "$(cat stop.rc)" = 0'
 
-# Node 0 slow after it answered the check (DSTAGE_FAULT sleeps 5 s before
-# it applies a change): the change is decided, so the call waits for it past
-# its DSTAGE_TIMEOUT=2 and returns 0, never EIO for a change that lands.
+# The change slow to be applied after node 0 answered the check
+# (DSTAGE_FAULT: node 1's service sleeps 7 s before it hands node 0 the
+# confirmed change): it is decided, so the call waits for it past its
+# DSTAGE_TIMEOUT=3 and returns 0, never EIO for a change that lands.
 rm -f serve.log
-DSTAGE_FAULT=outputs.ns_apply:rank=0:action=sleep:secs=5
+DSTAGE_FAULT=outputs.ns_commit:rank=1:action=sleep:secs=7
 export DSTAGE_FAULT
 serve_start 2 --outputs out2 --drain-to "$DR"
 unset DSTAGE_FAULT
-test_expect_success 'served again, node 0 slow to apply' 'serve_up 2'
+test_expect_success 'served again, confirmed changes slow to reach node 0' 'serve_up 2'
 cat >slowmv.py <<'PY'
 import os, sys, time
 t = time.monotonic()
 os.rename(sys.argv[1], sys.argv[2])
 print("rename took %.1f s" % (time.monotonic() - t))
-sys.exit(0 if time.monotonic() - t > 2.5 else 5)
+sys.exit(0 if time.monotonic() - t > 3.5 else 5)
 PY
-test_expect_success 'a rename decided before node 0 stalled returns 0 after its timeout, and lands' '
+test_expect_success 'a rename slow after its check returns 0 after its timeout, and lands' '
 	shim_on 1 cp new "$MOUNT/out2/c.tmp" &&
-	shim_on 1 env DSTAGE_TIMEOUT=2 "$PY" slowmv.py "$MOUNT/out2/c.tmp" "$MOUNT/out2/c" &&
+	shim_on 1 env DSTAGE_TIMEOUT=3 "$PY" slowmv.py "$MOUNT/out2/c.tmp" "$MOUNT/out2/c" &&
 	shim_on 0 cmp new "$MOUNT/out2/c" && shim_on 1 cmp new "$MOUNT/out2/c" &&
 	! shim_on 0 test -e "$MOUNT/out2/c.tmp"
 '
