@@ -6,9 +6,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -440,15 +442,27 @@ int ds_write_full(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+/* The temporary is PATH.tmp.<pid>.<tid>.<n>, made with O_EXCL: unique to
+ * this call, so that threads (and processes) writing the same PATH at once
+ * each rename only their own whole file, never another's half-written one
+ * (one name per process did that: a torn outputs.status).  A name left by
+ * an earlier process with the same pid and tid is stepped over, never
+ * reused.  Mode: as open(2) gives it (the callers ask 0600). */
+static _Atomic unsigned long tmp_ctr;
+
 int ds_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
 {
-	char tmp[PATH_MAX + 32];
-	if (snprintf(tmp, sizeof(tmp), "%s" DS_TMP_SUFFIX ".%ld", path, (long)getpid()) >=
-	    (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (fd < 0)
-		return -errno;
+	char tmp[PATH_MAX];
+	int fd = -1;
+	for (int tries = 0; fd < 0; tries++) {
+		unsigned long n = atomic_fetch_add(&tmp_ctr, 1);
+		if (snprintf(tmp, sizeof(tmp), "%s" DS_TMP_SUFFIX ".%ld.%ld.%lu", path,
+		             (long)getpid(), (long)syscall(SYS_gettid), n) >= (int)sizeof(tmp))
+			return -ENAMETOOLONG;
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		if (fd < 0 && (errno != EEXIST || tries == 100))
+			return -errno;
+	}
 	int rc = ds_write_full(fd, buf, len);
 	if (!rc && fsync(fd) < 0)
 		rc = -errno;

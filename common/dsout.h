@@ -44,7 +44,9 @@
  *           fetched here first; outputs whose writers have gone without a
  *           close (exit, exec) are published first.
  *   RENAME  path -> path2 (files only; EXDEV for a directory);
- *   UNLINK  path; MKDIR path, mode; RMDIR path
+ *   UNLINK  path; MKDIR path, mode; RMDIR path: first with
+ *           DS_OUT_F_PREPARE (checked, not applied), then, on the same
+ *           connection, again without it (applied)
  *   DRAIN   wait until every output closed so far is durable in the drain
  *           directory (`dstage drain --wait`); status -EIO when one failed.
  *   PING    status 0 when the outputs service is up. */
@@ -92,6 +94,14 @@ enum ds_out_op {
 	               * connection, unanswered */
 	DS_OUT_ABORT, /* token: drop it (the shim closes the CREATE's connection instead) */
 };
+
+/* RENAME, UNLINK, MKDIR, RMDIR with this in flags: node 0 checks the change
+ * and applies nothing; an answer 0 leaves the connection open for the same
+ * request again without it, which is applied and answered when every node
+ * has it.  A connection closed before that second request (a writer that
+ * gave up at its DSTAGE_TIMEOUT) applies nothing, ever: a change whose call
+ * failed with EIO never lands later (docs/outputs.md). */
+#define DS_OUT_F_PREPARE 0x40000000
 
 struct ds_out_req {
 	uint32_t magic;

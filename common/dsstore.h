@@ -103,7 +103,8 @@
  *                                      outrepl.c (w/r.<token>: a replica);
  *                                      until drained and clean
  *
- * Temporaries: ds_write_file_atomic writes PATH.tmp.<pid>; serve.status and
+ * Temporaries: ds_write_file_atomic writes PATH.tmp.<pid>.<tid>.<n> (O_EXCL,
+ * one per call: threads writing PATH at once never share one); serve.status and
  * the cache's ctl go through NAME DS_TMP_SUFFIX; all in the same directory
  * (rename is atomic), removed on success. */
 #ifndef DSSTORE_H

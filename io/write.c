@@ -397,6 +397,45 @@ static int simple(enum ds_out_op op, const char *rel, const char *rel2, int flag
 	return simple_keep(op, rel, rel2, flags, mode, token, tok_out, NULL, NULL);
 }
 
+/* rename, unlink, mkdir, rmdir: never applied after the call failed
+ * (docs/outputs.md).  Node 0 first checks it (DS_OUT_F_PREPARE, within
+ * DSTAGE_TIMEOUT: EIO applies nothing, ever, as the service applies
+ * only what comes again on this connection); then the same request on
+ * the same connection is the point of no return, so its answer is
+ * waited for as long as the service is there (a hard NFS mount's way):
+ * the caller is told what happened, never EIO for a change that lands. */
+static int ns_change(enum ds_out_op op, const char *rel, const char *rel2, int flags,
+                     unsigned mode)
+{
+	int fd = -1;
+	int rc = simple_keep(op, rel, rel2, flags | DS_OUT_F_PREPARE, mode, 0, NULL, &fd, NULL);
+	if (rc || fd < 0)
+		return rc;
+	struct ds_out_req *q = calloc(1, sizeof(*q));
+	struct ds_out_resp a;
+	if (q) {
+		q->magic = DS_OUT_MAGIC;
+		q->op = op;
+		q->flags = flags;
+		q->mode = mode;
+		snprintf(q->path, sizeof(q->path), "%s", rel);
+		if (rel2)
+			snprintf(q->path2, sizeof(q->path2), "%s", rel2);
+		rc = ds_sock_xfer(fd, q, sizeof(*q), 1, 0);
+		if (!rc)
+			rc = ds_sock_xfer(fd, &a, sizeof(a), 0, 0);
+		/* the service gone (its node lost): what it did is what the
+		 * restarted one or the recovery shows (docs/failover.md) */
+		rc = rc ? -EIO : a.magic != DS_OUT_MAGIC ? -EIO : a.status;
+		free(q);
+	} else {
+		rc = -ENOMEM; /* nothing sent again: nothing applied */
+	}
+	ds__fd_private(fd, 0);
+	DS__REAL(close)(fd);
+	return rc;
+}
+
 /* ---- the writers' descriptors ------------------------------------------ */
 struct wfd {
 	int fd; /* -1: being closed (its close waits for the publish) */
@@ -1086,13 +1125,13 @@ static int out_path_op(int op, struct ds__res *r, unsigned arg)
 	case DS_OUT_MKDIR:
 		if (!rel[0])
 			return ds__fail(EEXIST);
-		rc = simple(DS_OUT_MKDIR, rel, NULL, 0, arg & 07777 & ~cur_umask(), 0, NULL);
+		rc = ns_change(DS_OUT_MKDIR, rel, NULL, 0, arg & 07777 & ~cur_umask());
 		break;
 	case DS_OUT_UNLINK:
 	case DS_OUT_RMDIR:
 		if (!rel[0])
 			return ds__fail(EBUSY);
-		rc = simple(op, rel, NULL, 0, 0, 0, NULL);
+		rc = ns_change(op, rel, NULL, 0, 0);
 		break;
 	default: /* symlink, link, mknod, truncate: not in write-once outputs */
 		rc = -EPERM;
@@ -1109,7 +1148,7 @@ static int out_rename(struct ds__res *a, struct ds__res *b, unsigned flags)
 		return ds__fail(EINVAL);
 	if (!ra[0] || !rb[0])
 		return ds__fail(EBUSY);
-	int rc = simple(DS_OUT_RENAME, ra, rb, (int)flags, 0, 0, NULL);
+	int rc = ns_change(DS_OUT_RENAME, ra, rb, (int)flags, 0);
 	return rc ? ds__fail(-rc) : 0;
 }
 

@@ -683,6 +683,19 @@ static void ack_in(struct ds__out *o, uint64_t seq, int status);
 static void request(struct ds__out *o, struct omsg *m)
 {
 	int rc = decide(o, m);
+	if ((m->flags & DS_OUT_F_PREPARE) &&
+	    (m->op == DS_OUT_RENAME || m->op == DS_OUT_UNLINK || m->op == DS_OUT_MKDIR ||
+	     m->op == DS_OUT_RMDIR)) {
+		/* only the check: the change comes again, without the flag, if
+		 * its writer is still there to hear the answer (dsout.h) */
+		struct omsg d = *m;
+		d.status = rc < 0 ? rc : 0;
+		if (m->origin == o->s->node)
+			finish(o, m->rid, d.status);
+		else
+			send_msg(o, ds__rank_of(o->s, m->origin), T_DONE, &d);
+		return;
+	}
 	if (rc) {
 		struct omsg d = *m;
 		d.status = rc == 1 ? 0 : rc;
@@ -1509,7 +1522,11 @@ static int handle(struct ds__out *o, struct ds_out_req *q, struct ds_out_resp *a
 	case DS_OUT_RMDIR:
 		if ((rc = rel_ok(q->path, 0)) || (q->op == DS_OUT_RENAME && (rc = rel_ok(q->path2, 0))))
 			return rc;
-		if (q->op == DS_OUT_UNLINK || q->op == DS_OUT_RENAME)
+		if ((q->op == DS_OUT_MKDIR || q->op == DS_OUT_RMDIR || q->op == DS_OUT_UNLINK) &&
+		    (q->flags & ~DS_OUT_F_PREPARE))
+			return -EINVAL;
+		if ((q->op == DS_OUT_UNLINK || q->op == DS_OUT_RENAME) &&
+		    !(q->flags & DS_OUT_F_PREPARE))
 			sweep(o);
 		memset(&m, 0, sizeof(m));
 		m.op = q->op;
@@ -1531,6 +1548,58 @@ struct conn_arg {
 	struct ds__out *o;
 	int fd;
 };
+
+/* A rename, unlink, mkdir or rmdir node 0 has checked (DS_OUT_F_PREPARE,
+ * answered 0): it is applied only when its writer sends the same request
+ * again, without the flag, on this connection, which proves that the writer
+ * heard the answer within its DSTAGE_TIMEOUT and will wait for the outcome.
+ * A connection closed first (the writer gave up: its call failed with EIO)
+ * applies nothing, ever (docs/outputs.md, issue 24's follow-up: a rename
+ * reported failed must not land later).  Not bounded in time, as for a
+ * create's confirmation: a writer stopped between the two holds nothing.
+ * On 1, *q is the request to apply. */
+static int ns_commit_wait(struct ds__out *o, int fd, struct ds_out_req *q)
+{
+	struct ds_out_req *n = ds_xmalloc(sizeof(*n));
+	size_t got = 0;
+	while (got < sizeof(*n)) {
+		struct pollfd pf = {fd, POLLIN, 0};
+		int k = poll(&pf, 1, 100);
+		if (k < 0 && errno != EINTR)
+			break;
+		if (k <= 0 && __atomic_load_n(&o->quit, __ATOMIC_RELAXED))
+			break;
+		if (k <= 0)
+			continue;
+		ssize_t r = recv(fd, (char *)n + got, sizeof(*n) - got, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	int ok = 0;
+	if (got == sizeof(*n)) {
+		n->path[PATH_MAX - 1] = n->path2[PATH_MAX - 1] = 0;
+		ok = n->magic == DS_OUT_MAGIC && n->op == q->op &&
+		     n->flags == (q->flags & ~DS_OUT_F_PREPARE) && n->mode == q->mode &&
+		     !strcmp(n->path, q->path) && !strcmp(n->path2, q->path2);
+	}
+	if (ok) {
+		q->flags = n->flags;
+		/* tests: the way to node 0 slow after the check (t/2218) */
+		ds_fault("outputs.ns_commit", (int)o->s->node);
+	} else
+		ds_warn("node %u: '%s/%s': its writer gave up its %s before node 0 had checked "
+		        "it: nothing applied",
+		        o->s->node, o->s->o.outputs, q->path,
+		        q->op == DS_OUT_RENAME   ? "rename"
+		        : q->op == DS_OUT_UNLINK ? "unlink"
+		        : q->op == DS_OUT_MKDIR  ? "mkdir"
+		                                 : "rmdir");
+	free(n);
+	return ok;
+}
 
 static void *conn_main(void *arg)
 {
@@ -1560,6 +1629,16 @@ static void *conn_main(void *arg)
 		if (q->op == DS_OUT_CREATE && !a.status) {
 			confirm_wait(o, c->fd, a.token);
 			ds__out_status_write(o);
+		}
+		if ((q->op == DS_OUT_RENAME || q->op == DS_OUT_UNLINK || q->op == DS_OUT_MKDIR ||
+		     q->op == DS_OUT_RMDIR) &&
+		    (q->flags & DS_OUT_F_PREPARE) && !a.status && ns_commit_wait(o, c->fd, q)) {
+			pthread_mutex_lock(&o->mu);
+			a.status = handle(o, q, &a);
+			pthread_mutex_unlock(&o->mu);
+			if (q->op == DS_OUT_RENAME || q->op == DS_OUT_UNLINK)
+				ds__out_status_write(o);
+			(void)!send(c->fd, &a, sizeof(a), MSG_NOSIGNAL);
 		}
 	}
 	close(c->fd);
@@ -2093,10 +2172,9 @@ static uint64_t status_build(struct ds__out *o, struct ds_buf *b)
 	return ++o->status_gen;
 }
 
-/* One writer at a time (status_mu, taken after mu when mu is held): threads
- * sharing the temporary name PATH.tmp.<pid> would rename each other's
- * half-written file (a torn crash record); a snapshot older than the one
- * on disk is dropped. */
+/* One writer at a time (status_mu, taken after mu when mu is held), so that
+ * a snapshot older than the one on disk is dropped, never written over a
+ * newer one (each write has a temporary of its own: ds_write_file_atomic). */
 static void status_put(struct ds__out *o, struct ds_buf *b, uint64_t gen)
 {
 	pthread_mutex_lock(&o->status_mu);

@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test-common.c: unit tests of common/ (checksums, sizes, names, index). */
+/* test-common.c: unit tests of common/ (checksums, sizes, names, index,
+ * atomic file writes). */
 #include "dscommon.h"
 #include "dsindex.h"
 #include "dsplace.h"
 #include "tap.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static void test_crc(void)
 {
@@ -190,6 +196,96 @@ static void test_tiers(void)
 	ds_placement_release(&pl);
 }
 
+/* ds_write_file_atomic from threads of one process writing the same file
+ * at once (the service's status writers): every call succeeds, the file
+ * always holds one whole version (one thread's bytes, all of them), and no
+ * temporary is left.  With one temporary name per process the threads
+ * truncate and rename each other's: ENOENT, torn or short files. */
+#define AW_THREADS 4
+#define AW_ROUNDS 60
+#define AW_LEN (256 * 1024)
+static char aw_path[PATH_MAX + 16];
+static atomic_int aw_errors, aw_torn, aw_stop;
+
+static void *aw_writer(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	char *buf = malloc(AW_LEN);
+	memset(buf, 'A' + id, AW_LEN);
+	for (int i = 0; i < AW_ROUNDS; i++) {
+		int rc = ds_write_file_atomic(aw_path, buf, AW_LEN, 0600);
+		if (rc) {
+			if (atomic_fetch_add(&aw_errors, 1) < 3)
+				diag("thread %d: ds_write_file_atomic: %s", id, ds_strerror(rc));
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+static void *aw_reader(void *arg)
+{
+	(void)arg;
+	char *buf = malloc(AW_LEN + 1);
+	while (!atomic_load(&aw_stop)) {
+		FILE *f = fopen(aw_path, "rb");
+		if (!f)
+			continue;
+		size_t n = fread(buf, 1, AW_LEN + 1, f);
+		fclose(f);
+		int whole = n == AW_LEN;
+		for (size_t k = 1; whole && k < n; k++)
+			whole = buf[k] == buf[0];
+		if (!whole && atomic_fetch_add(&aw_torn, 1) < 3)
+			diag("read %zu bytes, not one whole version", n);
+	}
+	free(buf);
+	return NULL;
+}
+
+static void test_write_atomic(void)
+{
+	const char *td = getenv("TMPDIR");
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s/dstage-test-common.XXXXXX", td && *td ? td : "/tmp");
+	if (!mkdtemp(dir)) {
+		skip(4, "no temporary directory");
+		return;
+	}
+	snprintf(aw_path, sizeof(aw_path), "%s/status", dir);
+	pthread_t w[AW_THREADS], r;
+	pthread_create(&r, NULL, aw_reader, NULL);
+	for (int i = 0; i < AW_THREADS; i++)
+		pthread_create(&w[i], NULL, aw_writer, (void *)(intptr_t)i);
+	for (int i = 0; i < AW_THREADS; i++)
+		pthread_join(w[i], NULL);
+	atomic_store(&aw_stop, 1);
+	pthread_join(r, NULL);
+	is(atomic_load(&aw_errors), 0, "%d threads x %d atomic writes of one file: all succeed",
+	   AW_THREADS, AW_ROUNDS);
+	is(atomic_load(&aw_torn), 0, "a reader meanwhile always sees one whole version");
+	struct stat st;
+	ok(stat(aw_path, &st) == 0 && st.st_size == AW_LEN && (st.st_mode & 0777) == 0600,
+	   "the file is whole, mode 0600");
+	int left = 0;
+	DIR *d = opendir(dir);
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (strcmp(e->d_name, "status")) {
+			left++;
+			diag("left behind: %s", e->d_name);
+		}
+		char p[PATH_MAX + NAME_MAX + 2];
+		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+		unlink(p);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+	is(left, 0, "no temporary left behind");
+}
+
 int main(void)
 {
 	test_place();
@@ -199,5 +295,6 @@ int main(void)
 	test_sizes();
 	test_names();
 	test_index();
+	test_write_atomic();
 	return done_testing();
 }
