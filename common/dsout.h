@@ -43,7 +43,8 @@
  *   OPEN    path: about to be opened for reading: bytes held elsewhere are
  *           fetched here first; outputs whose writers have gone without a
  *           close (exit, exec) are published first.
- *   RENAME  path -> path2 (files only; EXDEV for a directory);
+ *   RENAME  path -> path2 (a closed file, or a directory of closed outputs:
+ *           one change, EBUSY while a file under it is written);
  *   UNLINK  path; MKDIR path, mode; RMDIR path: first with
  *           DS_OUT_F_PREPARE (checked, not applied), then, on the same
  *           connection, again without it (applied)
