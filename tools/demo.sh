@@ -6,7 +6,8 @@
 #   stop -> clean
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-B="$top/build/bin/dstage"
+. "$top/tools/mpienv.sh" # DSTAGE_MPILIB (make demo MPI=openmpi): the build and its mpiexec
+B="$ds_build/bin/dstage"
 NODES=${DSTAGE_DEMO_NODES:-4}
 work=$(mktemp -d "${TMPDIR:-/tmp}/dstage-demo.XXXXXX")
 to=/dev/shm
@@ -25,7 +26,7 @@ trap cleanup EXIT INT TERM
 step() { printf '\n== %s\n' "$*"; }
 
 step "sample dataset: 4 classes x 32 training images, 4 validation images each"
-"$top/build/t/mksample" -c 4 -n 32 -v 4 "$work/src"
+"$ds_build/t/mksample" -c 4 -n 32 -v 4 "$work/src"
 find "$work/src" -type f | wc -l | sed 's/^/files: /'
 
 step "dstage pack -p 8 --replicate val (once, offline)"
@@ -33,7 +34,7 @@ step "dstage pack -p 8 --replicate val (once, offline)"
 "$B" verify "$work/pack" --against "$work/src"
 
 step "dstage stage on $NODES simulated nodes (mpiexec -n $NODES --node-per-rank)"
-mpiexec.mpich -n "$NODES" "$B" stage "$work/pack" --to "$to" --job "$job" --node-per-rank
+$ds_mpiexec -n "$NODES" "$B" stage "$work/pack" --to "$to" --job "$job" --node-per-rank
 "$B" status --to "$to" --job "$job"
 
 if ! "$B" serve --help >/dev/null 2>&1; then
@@ -42,7 +43,7 @@ if ! "$B" serve --help >/dev/null 2>&1; then
 fi
 
 step "dstage serve on $NODES nodes (seed 7), readers on every node read 2 epochs"
-mpiexec.mpich -n "$NODES" "$B" serve --to "$to" --job "$job" --node-per-rank --seed 7 &
+$ds_mpiexec -n "$NODES" "$B" serve --to "$to" --job "$job" --node-per-rank --seed 7 &
 serve_pid=$!
 k=0
 while [ $k -lt 50 ] && [ "$(ls "$to/dstage.$(id -u).$job"/*/sock 2>/dev/null | wc -l)" -lt "$NODES" ]; do

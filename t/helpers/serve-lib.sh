@@ -56,7 +56,7 @@ serve_start() {
 	n=$1
 	shift
 	rm -f serve.rc stop.rc "$JOBDIR"/*/serve.status # a killed service leaves "running"
-	timeout -k 5 "${DSTAGE_TEST_MPI_TIMEOUT:-120}" mpiexec.mpich -n "$n" \
+	timeout -k 5 "${DSTAGE_TEST_MPI_TIMEOUT:-120}" $ds_mpiexec -n "$n" \
 		"$DSTAGE" serve --to "$SHM" --job "$JOB" --node-per-rank "$@" >serve.log 2>&1 &
 	SERVE_PID=$!
 	test_bg "$SERVE_PID"
