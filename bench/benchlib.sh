@@ -10,9 +10,12 @@
 # /dev/shm for "node-local" data, BENCH_SHARED on /var/tmp for the "shared
 # file system"); run alone, a script makes and removes its own.
 top=$(cd "$(dirname "$0")/.." && pwd)
+# DSTAGE_MPILIB=openmpi: the Open MPI build and its mpiexec (docs/mpi.md);
+# its sections' rows are named SECTION-openmpi
+. "$top/tools/mpienv.sh"
 # run.sh hands us a snapshot of the build (BENCH_DSTAGE, BENCH_PRELOAD)
-DSTAGE=${BENCH_DSTAGE:-$top/build/bin/dstage}
-PRELOAD=${BENCH_PRELOAD:-$top/build/lib/libdstage-preload.so}
+DSTAGE=${BENCH_DSTAGE:-$ds_build/bin/dstage}
+PRELOAD=${BENCH_PRELOAD:-$ds_build/lib/libdstage-preload.so}
 [ -x "$DSTAGE" ] && [ -f "$PRELOAD" ] || { echo "bench: run make first" >&2; exit 1; }
 
 QUICK=0
@@ -30,6 +33,7 @@ if [ -z "${BENCH_SCR:-}" ]; then
 fi
 BENCH_BIN=${BENCH_BIN:-$BENCH_SCR/bin}
 SEC=$(basename "$0" .sh)
+[ "$ds_mpilib" = mpich ] || SEC="$SEC-$ds_mpilib"
 W="$BENCH_SCR/$SEC"         # this section's node-local scratch
 WS="$BENCH_SHARED/$SEC"     # its "shared FS" scratch
 rm -rf "$W" "$WS"
@@ -59,10 +63,30 @@ bench_build() {
 	mkdir -p "$BENCH_BIN"
 	[ -x "$BENCH_BIN/reader" ] || gcc -O2 -Wall -Wextra -o "$BENCH_BIN/reader" "$top/bench/reader.c" || exit 1
 	[ -x "$BENCH_BIN/mpibench" ] || mpicc.mpich -O2 -Wall -Wextra -o "$BENCH_BIN/mpibench" "$top/bench/mpibench.c" || exit 1
+	if command -v mpicc.openmpi >/dev/null; then
+		[ -x "$BENCH_BIN/mpibench-openmpi" ] ||
+			mpicc.openmpi -O2 -Wall -Wextra -o "$BENCH_BIN/mpibench-openmpi" "$top/bench/mpibench.c" || exit 1
+	fi
 }
 bench_build
 READER="$BENCH_BIN/reader"
 MPIBENCH="$BENCH_BIN/mpibench"
+[ "$ds_mpilib" = mpich ] || MPIBENCH="$BENCH_BIN/mpibench-$ds_mpilib"
+# the MPIs whose peers a section can run side by side: mpich, and openmpi
+# where its mpibench was built; mpi_bench MPI N ARGS...: bench/mpibench ARGS
+# on N ranks under that MPI's mpiexec, with its settings (tools/mpienv.sh)
+BENCH_MPIS=mpich
+[ -x "$BENCH_BIN/mpibench-openmpi" ] && command -v mpiexec.openmpi >/dev/null && BENCH_MPIS="mpich openmpi"
+mpi_bench() {
+	(
+		DSTAGE_MPILIB=$1 _n=$2
+		shift 2
+		. "$top/tools/mpienv.sh"
+		_b="$BENCH_BIN/mpibench"
+		[ "$ds_mpilib" = mpich ] || _b="$BENCH_BIN/mpibench-$ds_mpilib"
+		$ds_mpiexec -n "$_n" "$_b" "$@"
+	)
+}
 
 say() { echo "bench: $SEC: $*" >&2; }
 now() { date +%s.%N; }
@@ -114,7 +138,7 @@ stage_nodes() {
 	_p=$1 _to=$2 _job=$3 _n=$4
 	shift 4
 	_jobs="$_jobs $_to:$_job"
-	mpiexec.mpich -n "$_n" "$DSTAGE" stage "$_p" --to "$_to" --job "$_job" --node-per-rank "$@"
+	$ds_mpiexec -n "$_n" "$DSTAGE" stage "$_p" --to "$_to" --job "$_job" --node-per-rank "$@"
 }
 # shim ENVSTORE NODE MOUNT CMD...: CMD as a reader of node NODE through the shim
 shim() {
@@ -138,7 +162,7 @@ bench_serve_start() {
 	while [ $# -gt 0 ]; do
 		case $1 in -*) break ;; *=*) _senv="$_senv $1" && shift ;; *) break ;; esac
 	done
-	env $_senv mpiexec.mpich -n 2 "$DSTAGE" serve --to "$W/st" --job "$_sj" --node-per-rank "$@" \
+	env $_senv $ds_mpiexec -n 2 "$DSTAGE" serve --to "$W/st" --job "$_sj" --node-per-rank "$@" \
 		>>"$W/serve.log" 2>&1 &
 	SERVE_PID=$!
 	_bgpids="$_bgpids $SERVE_PID"

@@ -18,6 +18,8 @@
 #                     (bench/stage.sh, the stage module's own script)
 #   readonce   row 4  bytes read from the shared FS per staged byte
 #   exchange   row 5  epoch exchange vs MPI_Alltoallv, epoch read, remote reads
+#   exchange-openmpi  the same on the Open MPI build (make MPI=openmpi), the
+#                     peers under both MPIs (docs/mpi.md)
 #   zlib       row 6  compressed vs uncompressed packs
 #   e2e        row 7  torchvision ImageFolder + DataLoader images/s
 #   outputs           write-once outputs (issue 15): torch.save of 1 GiB
@@ -88,6 +90,13 @@ cp build/lib/libdstage-preload.so "$BENCH_SCR/dstage/lib/"
 BENCH_DSTAGE="$BENCH_SCR/dstage/bin/dstage"
 BENCH_PRELOAD="$BENCH_SCR/dstage/lib/libdstage-preload.so"
 export BENCH_DSTAGE BENCH_PRELOAD
+# and of the Open MPI build, where there is one (make MPI=openmpi): the
+# exchange section runs again on it, side by side (docs/mpi.md)
+if [ -x build-openmpi/bin/dstage ] && command -v mpiexec.openmpi >/dev/null; then
+	mkdir -p "$BENCH_SCR/dstage-openmpi/bin" "$BENCH_SCR/dstage-openmpi/lib"
+	cp build-openmpi/bin/dstage "$BENCH_SCR/dstage-openmpi/bin/"
+	cp build-openmpi/lib/libdstage-preload.so "$BENCH_SCR/dstage-openmpi/lib/"
+fi
 gcc -O2 -Wall -Wextra -o "$BENCH_BIN/reader" bench/reader.c
 mpicc.mpich -O2 -Wall -Wextra -o "$BENCH_BIN/mpibench" bench/mpibench.c
 
@@ -95,7 +104,7 @@ T0=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "bench: $(nproc) cores, load $load0, $( [ $QUICK = 1 ] && echo quick || echo full) mode; scratch $BENCH_SCR, $BENCH_SHARED" >&2
 
-SECTIONS="bystander fanstore small zlib packrate readonce stage exchange modelcheck scale e2e outputs shim shuffle s3 spill"
+SECTIONS="bystander fanstore small zlib packrate readonce stage exchange exchange-openmpi modelcheck scale e2e outputs shim shuffle s3 spill"
 [ -n "$ONLY" ] && SECTIONS=$ONLY
 if [ $QUICK = 1 ]; then TMO=240; else TMO=3600; fi
 : >"$RT/sections.txt"
@@ -145,6 +154,12 @@ section() {
 		fi
 		timeout -k 10 $TMO sh bench/packrate.sh $q "$RT" 2>"$RT/packrate.err" || rc=$?
 		;;
+	*-openmpi)
+		[ -x "$BENCH_SCR/dstage-openmpi/bin/dstage" ] || { echo "$s absent (make MPI=openmpi)" >>"$RT/sections.txt"; return 0; }
+		DSTAGE_MPILIB=openmpi BENCH_DSTAGE="$BENCH_SCR/dstage-openmpi/bin/dstage" \
+			BENCH_PRELOAD="$BENCH_SCR/dstage-openmpi/lib/libdstage-preload.so" \
+			timeout -k 10 $TMO sh bench/${s%-openmpi}.sh $q "$RT" 2>"$RT/$s.err" || rc=$?
+		;;
 	shim | shuffle)
 		[ -f bench/$s.sh ] || { echo "$s absent" >>"$RT/sections.txt"; return 0; }
 		a=$q
@@ -185,12 +200,12 @@ fi
 rownum() {
 	case $1 in
 	fanstore) echo 1 ;; small) echo 2 ;; bystander) echo 3 ;;
-	packrate | stage | readonce) echo 4 ;; exchange) echo 5 ;; zlib) echo 6 ;; e2e) echo 7 ;; *) echo 9 ;;
+	packrate | stage | readonce) echo 4 ;; exchange | exchange-openmpi) echo 5 ;; zlib) echo 6 ;; e2e) echo 7 ;; *) echo 9 ;;
 	esac
 }
 touch "$RT/rows.tsv"
 # rows sorted by issue 7's row number, keeping each section's order
-awk -F'\t' 'BEGIN { split("fanstore small bystander packrate stage readonce exchange zlib e2e", o, " "); for (i in o) rank[o[i]] = i }
+awk -F'\t' 'BEGIN { split("fanstore small bystander packrate stage readonce exchange exchange-openmpi zlib e2e", o, " "); for (i in o) rank[o[i]] = i }
 	{ r = ($1 in rank) ? rank[$1] : 99; printf "%02d\t%05d\t%s\n", r, NR, $0 }' "$RT/rows.tsv" | sort | cut -f3- >"$RT/rows.sorted"
 : >"$RT/ratios.txt"
 n=0 met=0 miss=0 nogoal=0
@@ -239,7 +254,7 @@ dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -v '^.. b
 	echo "| memory | $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) |"
 	echo "| kernel | $(uname -sr) |"
 	echo "| OS | $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME") |"
-	echo "| MPI | MPICH $mpich (mpiexec.mpich) |"
+	echo "| MPI | MPICH $mpich (mpiexec.mpich)$( [ -x build-openmpi/bin/dstage ] && echo "; Open MPI $(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p') (mpiexec.openmpi, exchange-openmpi)") |"
 	echo "| dstage | commit $commit$( [ "$dirty" -gt 0 ] && echo " + $dirty uncommitted files outside bench/ (other work in progress)") |"
 	echo "| load average | $load0 at the start, $load1 at the end |"
 	echo
@@ -283,7 +298,7 @@ dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -v '^.. b
 	echo
 	echo "## How each row was measured"
 	echo
-	for s in fanstore small bystander packrate stage readonce exchange zlib e2e outputs; do
+	for s in fanstore small bystander packrate stage readonce exchange exchange-openmpi zlib e2e outputs; do
 		[ -s "$RT/notes-$s.md" ] && { echo "- **$s** (row $(rownum $s)): $(cat "$RT/notes-$s.md" | tr '\n' ' ')"; }
 	done
 	[ -s "$RT/stage.md" ] && echo "- **stage** (row 4): bench/stage.sh (the stage module's script, unchanged logic): dstage stage on 2 simulated nodes vs cp of the partition files vs tar -x of the same tree, into /dev/shm, medians of 5 interleaved runs."

@@ -244,8 +244,18 @@ int ds__window_create(struct ds__svc *s)
 	MPI_Info_free(&info);
 	if (rc != MPI_SUCCESS) {
 		char m[MPI_MAX_ERROR_STRING];
-		ds_error("node %u: MPI_Win_create over %zu bytes: %s", s->node, s->store_len,
-		         ds_mpi_strerror(rc, m, (int)sizeof(m)));
+		/* Open MPI 4.1 on nodes joined by Ethernet alone: osc/rdma needs an
+		 * RDMA transport to every peer, pt2pt refuses MPI_THREAD_MULTIPLE,
+		 * and Debian's openmpi-mca-params.conf excludes osc/ucx, the one
+		 * that works there (docs/mpi.md "One-sided components") */
+#if defined(OPEN_MPI)
+		const char *hint = " (Open MPI: no one-sided component for these ranks: "
+		                   "OMPI_MCA_osc=ucx,rdma,sm, docs/mpi.md)";
+#else
+		const char *hint = "";
+#endif
+		ds_error("node %u: MPI_Win_create over %zu bytes: %s%s", s->node, s->store_len,
+		         ds_mpi_strerror(rc, m, (int)sizeof(m)), hint);
 		s->win = MPI_WIN_NULL;
 		return -EIO;
 	}
@@ -313,10 +323,18 @@ void ds__get_release(void)
 	nrq = caprq = 0;
 }
 
-int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp)
+/* The largest get issued as one call.  MPI-4 (MPICH 4) has the large-count
+ * MPI_Get_c/MPI_Rget_c; an MPI-3.1 library (Open MPI 4.1) counts in int, so a
+ * longer span goes as gets of 1 GiB (a multiple of every page size) in the
+ * same passive epoch: ds__flush completes them all together, as it does one. */
+#if MPI_VERSION >= 4
+#define GET_PIECE UINT64_MAX
+#else
+#define GET_PIECE ((uint64_t)1 << 30)
+#endif
+
+static int get_piece(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp)
 {
-	if (!len)
-		return 0;
 	int rc;
 	if (rget_on()) {
 		if (nrq == caprq) {
@@ -326,20 +344,44 @@ int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp)
 		}
 		if (len <= INT_MAX)
 			rc = MPI_Rget(buf, (int)len, MPI_BYTE, node, disp, (int)len, MPI_BYTE, s->win, &rq[nrq]);
+#if MPI_VERSION >= 4
 		else
 			rc = MPI_Rget_c(buf, (MPI_Count)len, MPI_BYTE, node, disp, (MPI_Count)len, MPI_BYTE,
 			                s->win, &rq[nrq]);
+#else
+		else
+			rc = MPI_ERR_COUNT; /* GET_PIECE keeps len <= INT_MAX */
+#endif
 		if (rc == MPI_SUCCESS)
 			nrq++;
 	} else if (len <= INT_MAX)
 		rc = MPI_Get(buf, (int)len, MPI_BYTE, node, disp, (int)len, MPI_BYTE, s->win);
+#if MPI_VERSION >= 4
 	else
 		rc = MPI_Get_c(buf, (MPI_Count)len, MPI_BYTE, node, disp, (MPI_Count)len, MPI_BYTE, s->win);
+#else
+	else
+		rc = MPI_ERR_COUNT;
+#endif
 	if (rc != MPI_SUCCESS) {
 		char m[MPI_MAX_ERROR_STRING];
 		ds_error("node %u: MPI_Get of %llu bytes from node %d: %s", s->node,
 		         (unsigned long long)len, node, ds_mpi_strerror(rc, m, (int)sizeof(m)));
 		return -EIO;
+	}
+	return 0;
+}
+
+int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp)
+{
+	while (len) {
+		uint64_t n = len < GET_PIECE ? len : GET_PIECE;
+		int rc = get_piece(s, buf, n, node, disp);
+		if (rc < 0)
+			return rc;
+		buf = (char *)buf + n;
+		disp += (MPI_Aint)n;
+		len -= n;
 	}
 	return 0;
 }

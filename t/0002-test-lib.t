@@ -5,12 +5,15 @@
 # Ctrl-C removed the scratch directory and the script went on from "/");
 # a script that dies before test_done fails; background pids registered
 # from inside a test are killed at the end.  Each case is a small script
-# run against the library in a copy of the layout (t/, build/ linked).
+# run against the library in a copy of the layout (t/, tools/, the builds
+# linked).
 . "$(dirname "$0")/test-lib.sh"
 
 mkdir -p fake/t tmp &&
 	ln -s "$SRCDIR/t/test-lib.sh" fake/t/test-lib.sh &&
-	ln -s "$SRCDIR/build" fake/build || exit 1
+	ln -s "$SRCDIR/build" fake/build &&
+	ln -s "$SRCDIR/build-openmpi" fake/build-openmpi &&
+	ln -s "$SRCDIR/tools" fake/tools || exit 1
 
 # run_case NAME: run fake/t/NAME.t (its scratch dirs under $TRASH/tmp),
 # stdout to NAME.out, exit status to NAME.rc

@@ -31,10 +31,16 @@ serve_start 2 --timeout 3
 test_expect_success 'served (--timeout 3)' 'serve_up 2'
 test_expect_success 'node 1 hangs (SIGSTOP)' 'kill -STOP "$(node_pid 1)"'
 t0=$(date +%s)
+# Under Open MPI a get needs nothing of node 1's CPU (osc/rdma reads its
+# window through shared memory, docs/mpi.md): the reads may then end well,
+# within the bound too, and must give the right bytes.
 test_expect_success 'a reader waiting on node 1 gets EIO within the bound' '
 	start=$(date +%s) &&
-	! DSTAGE_TIMEOUT=10 shim_on 0 sh -c "for f in \$(cd src && find train -type f); do cat $MOUNT/\$f >/dev/null || exit 1; done" 2>err &&
-	cat err && grep -q "Input/output error" err &&
+	if DSTAGE_TIMEOUT=10 shim_on 0 sh -c "for f in \$(cd src && find train -type f); do cmp src/\$f $MOUNT/\$f || exit 1; done" 2>err; then
+		echo "every read ended well" && test "$ds_mpilib" = openmpi
+	else
+		cat err && grep -q "Input/output error" err
+	fi &&
 	test $(( $(date +%s) - start )) -le 12
 '
 serve_wait

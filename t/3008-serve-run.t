@@ -8,7 +8,7 @@ test_expect_success 'a pack' '
 	make_samples src 10 &&
 	"$DSTAGE" pack -p 4 --replicate val src pack >/dev/null
 '
-timeout -k 5 "${DSTAGE_TEST_MPI_TIMEOUT:-120}" mpiexec.mpich -n 2 \
+timeout -k 5 "${DSTAGE_TEST_MPI_TIMEOUT:-120}" $ds_mpiexec -n 2 \
 	"$DSTAGE" run pack --to "$SHM" --job "$JOB" --node-per-rank -q --seed 9 --locality 0.5 >serve.log 2>&1 &
 SERVE_PID=$!
 test_bg $SERVE_PID

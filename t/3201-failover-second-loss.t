@@ -9,7 +9,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/serve-lib.sh"
 
-HOLDERS="$SRCDIR/build/t/index-holders"
+HOLDERS="$DSTAGE_TEST_BUILD/t/index-holders"
 
 test_expect_success 'four nodes staged with R=2' '
 	make_samples src 24 &&

@@ -10,7 +10,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/serve-lib.sh"
 
-HOLDERS="$SRCDIR/build/t/index-holders"
+HOLDERS="$DSTAGE_TEST_BUILD/t/index-holders"
 running() {
 	for i in "$@"; do
 		grep -qs ^state=running "$JOBDIR/$i/serve.status" && test -S "$JOBDIR/$i/sock" || return 1

@@ -22,7 +22,7 @@ test_expect_success 'four nodes staged with R=2' '
 	make_samples src 25 &&
 	pack_stage src 4 -R 2 &&
 	(cd src/train && find . -type f | sed "s|^\./|train/|" | sort) >train.sorted &&
-	"$SRCDIR/build/t/index-holders" "$JOBDIR/0/index" >holders
+	"$DSTAGE_TEST_BUILD/t/index-holders" "$JOBDIR/0/index" >holders
 '
 test_expect_success 'no history: the lists of every node, as before' '
 	conf 3 0 0 && rm -f "$JOBDIR/nodes" &&

@@ -12,7 +12,7 @@ uid=$(id -u)
 JOBS=$SRCDIR/jobs
 DIR=$SHM/stores
 PATH_NO_DSTAGE=$PATH
-PATH=$SRCDIR/build/bin:$PATH
+PATH=$DSTAGE_TEST_BUILD/bin:$PATH
 export PATH
 unset DSTAGE_PACK DSTAGE_DIR DSTAGE_REPLICAS DSTAGE_BIN DSTAGE_CLEAN DSTAGE_STAGE_OPTS DSTAGE_MPI
 
@@ -92,7 +92,7 @@ test_expect_success 'dstage clean removes them' '
 '
 
 test_expect_success 'DSTAGE_REPLICAS=2, DSTAGE_BIN instead of PATH, DSTAGE_CLEAN=1: nothing left' '
-	PATH=$PATH_NO_DSTAGE DSTAGE_BIN=$SRCDIR/build/bin DSTAGE_REPLICAS=2 DSTAGE_CLEAN=1 \
+	PATH=$PATH_NO_DSTAGE DSTAGE_BIN=$DSTAGE_TEST_BUILD/bin DSTAGE_REPLICAS=2 DSTAGE_CLEAN=1 \
 		DSTAGE_PACK=$TRASH/pack DSTAGE_DIR=$DIR submit s2.out "$JOBS/stage-in.sbatch" &&
 	test_grep "^staged .* on 4 node(s), R=2" s2.out &&
 	test_grep "^forwarded over MPI: [1-9]" s2.out &&

@@ -67,7 +67,7 @@ chmod +x "$TRASH/epilog.sh"
 slurm_extra_conf="Epilog=$TRASH/epilog.sh"
 slurm_start || skip_all "$slurm_skip_reason"
 
-PATH=$SRCDIR/build/bin:$PATH
+PATH=$DSTAGE_TEST_BUILD/bin:$PATH
 DSTAGE_DIR=$SHM/epi
 export PATH DSTAGE_DIR
 unset DSTAGE_REPLICAS DSTAGE_CLEAN DSTAGE_BIN DSTAGE_MPI DSTAGE_STAGE_OPTS DSTAGE_SERVE_OPTS

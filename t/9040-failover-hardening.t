@@ -70,7 +70,7 @@ test_expect_success 'a resume state with damaged fields is refused, named' '
 		grep -q "bad.json" err || { cat err; exit 1; }
 	done
 '
-"$SRCDIR/build/t/index-holders" "$JOBDIR/0/index" | awk '$2 == "1" { print $1 }' | sort >only1
+"$DSTAGE_TEST_BUILD/t/index-holders" "$JOBDIR/0/index" | awk '$2 == "1" { print $1 }' | sort >only1
 test_expect_success 'R=1, node 1 lost: its files EIO at once, named; the rest right' '
 	test -s only1 && kill -KILL "$(node_pid 1)"
 '

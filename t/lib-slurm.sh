@@ -34,6 +34,11 @@
 #   DSTAGE_SLURM_CPUS    CPUs per node (default: the machine's, from nproc)
 #   DSTAGE_SLURM_TIMEOUT seconds to wait for the nodes to be idle (default 60)
 #   DSTAGE_SLURM_DEBUG   slurmctld/slurmd log level (default info)
+#   DSTAGE_SLURM_MPI     the cluster's MpiDefault, the PMI srun offers MPI
+#                        steps (default: pmi2 for MPICH, pmix for Open MPI,
+#                        DSTAGE_MPILIB; Debian's Open MPI 4.1 speaks PMIx
+#                        only); the cluster does not start when
+#                        `srun --mpi=list` lacks it
 #   slurm_extra_conf     extra slurm.conf lines (e.g. "Epilog=/path/epilog.sh")
 #   slurm_cgroup_conf    extra cgroup.conf lines (e.g. "ConstrainRAMSpace=yes")
 #   slurm_ctld_addr      address slurmctld is reached at (default 127.0.0.1)
@@ -44,7 +49,7 @@
 #                        start node I's slurmd (t/lib-hosts.sh: inside host I)
 #   DSTAGE_TEST_KEEP     keep STATE_DIR (logs) after slurm_stop
 # Set after slurm_start: SLURM_CONF (exported), slurm_dir, slurm_nodes
-# ("n[1-4]"), slurm_hostname, slurm_ctld_port, slurm_node_ports.
+# ("n[1-4]"), slurm_hostname, slurm_ctld_port, slurm_node_ports, slurm_mpi.
 #
 # Helpers: slurm_log_tail [N] prints the last N lines of every daemon log;
 # slurm_wait_idle waits until no job is left in the queue.
@@ -53,6 +58,7 @@
 
 slurm_skip_reason=
 slurm_dir=
+slurm_mpi=
 slurm_started=
 _slurm_atexit=
 slurm_lib_dir="${SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}/t/helpers/slurm"
@@ -291,10 +297,17 @@ _slurm_write_conf() {
 		-e "s|^SlurmdSpoolDir=.*|SlurmdSpoolDir=${slurm_spool_dir:-$slurm_dir/spool/%n}|" \
 		-e "s|@DEBUG@|${DSTAGE_SLURM_DEBUG:-info}|g" \
 		-e "s|@NODES@|$slurm_nodes|g" \
+		-e "s|^MpiDefault=.*|MpiDefault=$slurm_mpi|" \
 		"$slurm_lib_dir/slurm.conf.in" >"$slurm_dir/slurm.conf" || return 1
 	printf '%s' "$_nodelines" >>"$slurm_dir/slurm.conf"
 	echo "PartitionName=debug Nodes=$slurm_nodes Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES" \
 		>>"$slurm_dir/slurm.conf"
+	# mpi/pmix makes its clients' directory (spmix_appdir_UID_JOB.STEP) under
+	# TmpFS: one per node, or the second node's step fails on EEXIST
+	case $slurm_mpi in pmix*)
+		echo "TmpFS=$slurm_dir/tmp/%n" >>"$slurm_dir/slurm.conf"
+		for _i in $(seq 1 "$_slurm_n"); do mkdir -p "$slurm_dir/tmp/n$_i" || return 1; done
+	esac
 	if [ -n "$slurm_extra_conf" ]; then
 		printf '%s\n' "# slurm_extra_conf" "$slurm_extra_conf" >>"$slurm_dir/slurm.conf"
 	fi
@@ -399,6 +412,10 @@ slurm_start() {
 	slurm_nodes="n[1-$_slurm_n]"
 	[ "$_slurm_n" = 1 ] && slurm_nodes=n1
 	slurm_hostname=$(hostname -s 2>/dev/null || hostname)
+	case ${DSTAGE_MPILIB:-mpich} in
+	openmpi) slurm_mpi=${DSTAGE_SLURM_MPI:-pmix} ;;
+	*) slurm_mpi=${DSTAGE_SLURM_MPI:-pmi2} ;;
+	esac
 	slurm_dir=${1:-/tmp/dstage-slurm.$$}
 	case $slurm_dir in /*) ;; *) slurm_dir="$(pwd)/$slurm_dir" ;; esac
 	# unix socket paths (munge, slurmd spool) must stay short
@@ -449,6 +466,11 @@ slurm_start() {
 		_slurm_kill_pidfile "$slurm_dir/run/slurmctld.pid" "$slurm_dir/slurm.conf"
 		_try=$((_try + 1))
 	done
+	# srun's plugin for MpiDefault (pmix needs libpmix2, which Open MPI pulls in)
+	if ! srun --mpi=list 2>&1 | grep -qw "$slurm_mpi"; then
+		_slurm_fail "srun --mpi=list has no $slurm_mpi (DSTAGE_SLURM_MPI)"
+		return 1
+	fi
 	return 0
 }
 

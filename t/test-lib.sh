@@ -40,7 +40,8 @@
 #   $DSTAGE       the dstage binary          $PRELOAD  the preload library
 #   $T            build/t (test helpers)     $SRCDIR   the project root
 #   $PY           /usr/bin/python3 (Debian's torch, h5py and Pillow)
-#   mpirun_n N .. mpiexec.mpich -n N with a timeout, for a shared 2-core box
+#   mpirun_n N .. mpiexec.mpich (or mpiexec.openmpi) -n N with a timeout, for
+#                 a shared 2-core box
 #   test_bg PID   kill PID at the end (also works from inside a test body)
 #   test_atexit 'cmd'   run cmd at the end (last registered runs first)
 #   skip_all why  print "1..0 # SKIP why" and exit 0
@@ -55,11 +56,16 @@
 
 SRCDIR=$(cd "$(dirname "$0")/.." && pwd)
 export SRCDIR
-DSTAGE="$SRCDIR/build/bin/dstage"
-PRELOAD="$SRCDIR/build/lib/libdstage-preload.so"
-T="$SRCDIR/build/t"
+# DSTAGE_MPILIB=openmpi (make test MPI=openmpi): the Open MPI build in
+# build-openmpi/ and its mpiexec (tools/mpienv.sh, docs/mpi.md)
+top=$SRCDIR
+. "$SRCDIR/tools/mpienv.sh"
+DSTAGE_TEST_BUILD=$ds_build
+DSTAGE="$DSTAGE_TEST_BUILD/bin/dstage"
+PRELOAD="$DSTAGE_TEST_BUILD/lib/libdstage-preload.so"
+T="$DSTAGE_TEST_BUILD/t"
 PY=/usr/bin/python3
-export DSTAGE PRELOAD T PY
+export DSTAGE PRELOAD T PY DSTAGE_TEST_BUILD
 unset DSTAGE_MOUNT DSTAGE_NODE LD_PRELOAD SLURM_JOB_ID SLURM_NODEID SLURM_PROCID
 export DSTAGE_LOG=${DSTAGE_LOG:-warn}
 export LC_ALL=C.UTF-8 TZ=UTC
@@ -417,7 +423,7 @@ wait_gone() {
 mpirun_n() {
 	n=$1
 	shift
-	timeout -k 5 ${DSTAGE_TEST_MPI_TIMEOUT:-120} mpiexec.mpich -n "$n" "$@"
+	timeout -k 5 ${DSTAGE_TEST_MPI_TIMEOUT:-120} $ds_mpiexec -n "$n" "$@"
 }
 
 have_py_module() {
@@ -444,7 +450,7 @@ _test_std_prereqs() {
 	test_lazy_prereq TORCHVISION 'have_py_module torchvision' "python3-torchvision not importable by $PY"
 	test_lazy_prereq YAML_C '"$PY" -c "import yaml; assert yaml.__with_libyaml__"' \
 		"python3-yaml with its C extension (_yaml) not importable by $PY"
-	test_lazy_prereq MPI 'command -v mpiexec.mpich' "mpiexec.mpich not installed (mpich)"
+	test_lazy_prereq MPI 'command -v $ds_mpiexec' "$ds_mpiexec not installed (mpich, openmpi-bin)"
 	test_lazy_prereq MPICC 'command -v mpicc.mpich' "mpicc.mpich not installed (libmpich-dev)"
 	test_lazy_prereq CC 'command -v cc' "no C compiler"
 	test_lazy_prereq CLANG 'command -v "${CLANG:-clang}"' "${CLANG:-clang} not installed (apt-get install clang)"

@@ -11,11 +11,24 @@
 # check an install with nothing from the source tree.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-B="$top/build/bin/dstage"
-MKSAMPLE="$top/build/t/mksample"
-if [ ! -x "$B" ] && [ -x "$top/../bin/dstage" ]; then
+if [ -f "$top/tools/mpienv.sh" ]; then
+	# the source tree: DSTAGE_MPILIB (make demo MPI=openmpi), the build and its mpiexec
+	. "$top/tools/mpienv.sh"
+	B="$ds_build/bin/dstage"
+	MKSAMPLE="$ds_build/t/mksample"
+else
+	# installed (PREFIX/share/dstage/demo.sh): the launcher of the MPI the
+	# installed dstage was built with
 	B=$(cd "$top/../bin" && pwd)/dstage
 	MKSAMPLE=$(cd "$top/../libexec/dstage" && pwd)/mksample
+	ds_mpiexec=mpiexec.mpich
+	if "$B" --version 2>/dev/null | grep -q "Open MPI"; then
+		ds_mpiexec=mpiexec.openmpi
+		export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+		if [ "$(id -u)" = 0 ]; then
+			export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+		fi
+	fi
 fi
 NODES=${DSTAGE_DEMO_NODES:-4}
 work=$(mktemp -d "${TMPDIR:-/tmp}/dstage-demo.XXXXXX")
@@ -43,7 +56,7 @@ step "dstage pack -p 8 --replicate val (once, offline)"
 "$B" verify "$work/pack" --against "$work/src"
 
 step "dstage stage on $NODES simulated nodes (mpiexec -n $NODES --node-per-rank)"
-mpiexec.mpich -n "$NODES" "$B" stage "$work/pack" --to "$to" --job "$job" --node-per-rank
+$ds_mpiexec -n "$NODES" "$B" stage "$work/pack" --to "$to" --job "$job" --node-per-rank
 "$B" status --to "$to" --job "$job"
 
 if ! "$B" serve --help >/dev/null 2>&1; then
@@ -52,7 +65,7 @@ if ! "$B" serve --help >/dev/null 2>&1; then
 fi
 
 step "dstage serve on $NODES nodes (seed 7), readers on every node read 2 epochs"
-mpiexec.mpich -n "$NODES" "$B" serve --to "$to" --job "$job" --node-per-rank --seed 7 &
+$ds_mpiexec -n "$NODES" "$B" serve --to "$to" --job "$job" --node-per-rank --seed 7 &
 serve_pid=$!
 k=0
 while [ $k -lt 50 ] && [ "$(ls "$to/dstage.$(id -u).$job"/*/sock 2>/dev/null | wc -l)" -lt "$NODES" ]; do

@@ -60,7 +60,7 @@ serve_start() {
 	# the shell truncates serve.log in the child, after the `&`: serve_up
 	# must not find the "error" of the previous service there meanwhile
 	rm -f serve.log
-	timeout -k 5 "${DSTAGE_TEST_MPI_TIMEOUT:-120}" mpiexec.mpich -n "$n" \
+	timeout -k 5 "${DSTAGE_TEST_MPI_TIMEOUT:-120}" $ds_mpiexec -n "$n" \
 		"$DSTAGE" serve --to "$SHM" --job "$JOB" --node-per-rank "$@" >serve.log 2>&1 &
 	SERVE_PID=$!
 	test_bg "$SERVE_PID"
