@@ -67,8 +67,18 @@ fi
 step "dstage serve on $NODES nodes (seed 7), readers on every node read 2 epochs"
 $ds_mpiexec -n "$NODES" "$B" serve --to "$to" --job "$job" --node-per-rank --seed 7 &
 serve_pid=$!
+# every node's socket, within 120 s (a loaded machine starts ranks slowly);
+# a service that exits or never comes up stops the demo with the reason
 k=0
-while [ $k -lt 50 ] && [ "$(ls "$to/dstage.$(id -u).$job"/*/sock 2>/dev/null | wc -l)" -lt "$NODES" ]; do
+while [ "$(ls "$to/dstage.$(id -u).$job"/*/sock 2>/dev/null | wc -l)" -lt "$NODES" ]; do
+	if ! kill -0 "$serve_pid" 2>/dev/null; then
+		echo "dstage demo: the service exited before every node was up" >&2
+		exit 1
+	fi
+	if [ $k -ge 600 ]; then
+		echo "dstage demo: the service is not up on $NODES nodes after 120 s" >&2
+		exit 1
+	fi
 	sleep 0.2
 	k=$((k + 1))
 done
