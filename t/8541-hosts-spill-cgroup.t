@@ -85,7 +85,9 @@ test_expect_success "the bed's Slurm constrains RAM: a step on each host runs in
 	done
 '
 
-# the training step on each host: the job's cgroup (limit, peak, OOM kills),
+# the training step on each host: the job's cgroup (limit, OOM kills; its
+# peak and failcnt are shown only: the page cache of the spill tier, which
+# the kernel reclaims, may take the job to its limit without harm),
 # the RAM and spill bytes of its store, every file through the mount
 cat >node-check.sh <<\EOS
 #!/bin/sh
@@ -101,7 +103,10 @@ find "$m" -type f | sort | xargs -d '\n' sha256sum | sed "s|  $m/|  |" >"$rec/su
 cat "$j/memory.limit_in_bytes" >"$rec/limit.$k"
 cat "$j/memory.max_usage_in_bytes" >"$rec/peak.$k"
 cat "$j/memory.failcnt" >"$rec/failcnt.$k"
-sed -n "s/^oom_kill //p" "$j/memory.oom_control" >"$rec/oomkill.$k"
+# OOM kills in the job's cgroup and its steps' (the service's among them;
+# a step that ended is in slurmstepd's "oom-kill event" message instead)
+find "$j" -name memory.oom_control | xargs sed -n "s/^oom_kill //p" |
+	awk "{ n += \$1 } END { print n + 0 }" >"$rec/oomkill.$k"
 echo "node $k checked"
 EOS
 
@@ -156,8 +161,7 @@ test_expect_success 'on every host: RAM part within the limit less the headroom,
 		test "$(cat rec2/limit.$k)" = $((80 << 20)) &&
 		test "$(cat rec2/ram.$k)" -le $((48 << 20)) &&
 		test "$(cat rec2/spill.$k)" -gt 0 &&
-		test "$(cat rec2/peak.$k)" -le $((80 << 20)) &&
-		{ test ! -s rec2/oomkill.$k || test "$(cat rec2/oomkill.$k)" = 0; } || exit 1
+		test "$(cat rec2/oomkill.$k)" = 0 || exit 1
 	done &&
 	sort -u rec2/host.* >hosts && test "$(wc -l <hosts)" = $n
 '
