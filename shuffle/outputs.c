@@ -1291,6 +1291,34 @@ static void rollback(struct ds__out *o, struct opend *p)
 	pthread_cond_broadcast(&o->fetched);
 }
 
+/* The second message of a two-step request on its kept connection (a
+ * create's confirmation, a namespace change's commit): 1 when a whole
+ * request arrived, 0 when the connection closed first (the writer gave up
+ * or died).  Waits as long as the writer is there; the service stopping
+ * ends the wait, but a message already sent is still taken (its writer has
+ * a descriptor and will close).  mu NOT held. */
+static int recv_second(struct ds__out *o, int fd, struct ds_out_req *q)
+{
+	size_t got = 0;
+	while (got < sizeof(*q)) {
+		struct pollfd pf = {fd, POLLIN, 0};
+		int n = poll(&pf, 1, 100);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n <= 0 && __atomic_load_n(&o->quit, __ATOMIC_RELAXED))
+			break;
+		if (n <= 0)
+			continue;
+		ssize_t k = recv(fd, (char *)q + got, sizeof(*q) - got, 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	return got == sizeof(*q);
+}
+
 /* A create takes effect only once its writer confirms it, on the create's
  * own connection (the shim's confirm(): a WATCH with the token, sent when
  * the writer has opened its file and taken its lock, so that its open
@@ -1303,26 +1331,7 @@ static void rollback(struct ds__out *o, struct opend *p)
 static void confirm_wait(struct ds__out *o, int fd, uint64_t token)
 {
 	struct ds_out_req *q = ds_xmalloc(sizeof(*q));
-	size_t got = 0;
-	while (got < sizeof(*q)) {
-		struct pollfd pf = {fd, POLLIN, 0};
-		int n = poll(&pf, 1, 100);
-		if (n < 0 && errno != EINTR)
-			break;
-		/* the service stopping: a confirmation already sent is
-		 * still taken (its writer has a descriptor and will close) */
-		if (n <= 0 && __atomic_load_n(&o->quit, __ATOMIC_RELAXED))
-			break;
-		if (n <= 0)
-			continue;
-		ssize_t k = recv(fd, (char *)q + got, sizeof(*q) - got, 0);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
-	int ok = got == sizeof(*q) && q->magic == DS_OUT_MAGIC && q->op == DS_OUT_WATCH &&
+	int ok = recv_second(o, fd, q) && q->magic == DS_OUT_MAGIC && q->op == DS_OUT_WATCH &&
 	         q->token == token;
 	free(q);
 	pthread_mutex_lock(&o->mu);
@@ -1561,25 +1570,8 @@ struct conn_arg {
 static int ns_commit_wait(struct ds__out *o, int fd, struct ds_out_req *q)
 {
 	struct ds_out_req *n = ds_xmalloc(sizeof(*n));
-	size_t got = 0;
-	while (got < sizeof(*n)) {
-		struct pollfd pf = {fd, POLLIN, 0};
-		int k = poll(&pf, 1, 100);
-		if (k < 0 && errno != EINTR)
-			break;
-		if (k <= 0 && __atomic_load_n(&o->quit, __ATOMIC_RELAXED))
-			break;
-		if (k <= 0)
-			continue;
-		ssize_t r = recv(fd, (char *)n + got, sizeof(*n) - got, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
 	int ok = 0;
-	if (got == sizeof(*n)) {
+	if (recv_second(o, fd, n)) {
 		n->path[PATH_MAX - 1] = n->path2[PATH_MAX - 1] = 0;
 		ok = n->magic == DS_OUT_MAGIC && n->op == q->op &&
 		     n->flags == (q->flags & ~DS_OUT_F_PREPARE) && n->mode == q->mode &&
