@@ -629,9 +629,19 @@ static void *prep_main(void *arg)
 		if (!x->tgt || !x->disp)
 			rc = -ENOMEM;
 	}
+	/* the plan's ids have no repeats, so slot i holds ids[i] (the cache
+	 * keeps first occurrences in order): walk them, prefetching the index
+	 * entries ahead (random reads over the index, like the plan's) */
+	int same = m == x->n;
 	for (size_t i = 0; !rc && i < m; i++) {
 		uint32_t id;
-		ds_cache_epoch_slot(x->ce, i, &id, NULL);
+		if (same) {
+			id = x->ids[i];
+			if (i + PLAN_AHEAD < m)
+				__builtin_prefetch(&s->ix.e[x->ids[i + PLAN_AHEAD]]);
+		} else {
+			ds_cache_epoch_slot(x->ce, i, &id, NULL);
+		}
 		x->tgt[i] = ds__holder(s, id, &x->disp[i]);
 		if (x->tgt[i] < 0) {
 			ds_error("node %u: '%s': no other node holds it", s->node, ds_index_name(&s->ix, id));
