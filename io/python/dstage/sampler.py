@@ -18,6 +18,8 @@ does (reader l takes items l, l+n, ... of the node's share).
 """
 
 import array
+import bisect
+import ctypes
 import json
 import os
 import subprocess
@@ -267,19 +269,110 @@ class _View:
         return "<%d items>" % len(self)
 
 
-def _sample_at(t, i):
-    d = t.dir_of(i)
-    return (os.path.join(t.dir_abs[d], os.fsdecode(t.name(i))), t.dir_target[d])
+def _where(ds, i):
+    """Dataset index i: (class number, index in the class's run of the sample
+    table or -1, index in the walked table or -1)."""
+    c = bisect.bisect_right(ds._cls_base, i) - 1
+    off = i - ds._cls_base[c]
+    s0 = ds._cls_s0[c]
+    if s0 >= 0:
+        return c, s0 + off, -1
+    return c, -1, ds._cls_tab[c] + off
 
 
-def _path_at(t, i):
-    d = t.dir_of(i)
-    rel = t.dir_rel[d]
-    return os.fsdecode(rel + _SEP + t.name(i) if rel else t.name(i))
+def _sample_at(ds, i):
+    c, pos, k = _where(ds, i)
+    if pos < 0:
+        t = ds._table
+        d = t.dir_of(k)
+        return (os.path.join(t.dir_abs[d], os.fsdecode(t.name(k))), t.dir_target[d])
+    name = _c_name(ds._lib.ds_py_sample_name, pos)
+    top = os.path.join(ds.root, ds.classes[c]) if ds.classes else ds.root
+    return (os.path.join(top, os.fsdecode(name[name.rfind(_SEP) + 1:])), c if ds.classes else 0)
 
 
-def _target_at(t, i):
-    return t.dir_target[t.dir_of(i)]
+def _path_at(ds, i):
+    c, pos, k = _where(ds, i)
+    if pos < 0:
+        t = ds._table
+        d = t.dir_of(k)
+        rel = t.dir_rel[d]
+        return os.fsdecode(rel + _SEP + t.name(k) if rel else t.name(k))
+    return os.fsdecode(_c_name(ds._lib.ds_py_sample_name, pos))
+
+
+def _target_at(ds, i):
+    c = bisect.bisect_right(ds._cls_base, i) - 1
+    return c if ds.classes else 0
+
+
+# ---- the shim's entry points (io/pyapi.c) ---------------------------------------
+# The preloaded library answers from its mapped index what a walk of the tree
+# computes: a class directory that holds only sample files is a run of the
+# index's sample table, in ImageFolder's order, so a dataset keeps three
+# numbers for it, not a name per file.  Absent (no shim, another ABI,
+# DSTAGE_PY_WALK=1), everything is walked as before.
+
+_ABI = 1
+_LIB = [False]
+
+
+def _binding():
+    """The preloaded shim's ds_py_* functions (ctypes), or None."""
+    if _LIB[0] is not False:
+        return _LIB[0]
+    _LIB[0] = None
+    if os.environ.get("DSTAGE_PY_WALK") not in (None, "", "0"):
+        return None
+    try:
+        lib = ctypes.CDLL(None)
+        abi = lib.ds_py_abi
+    except (OSError, AttributeError):
+        return None
+    abi.restype = ctypes.c_int
+    abi.argtypes = []
+    if abi() != _ABI:
+        return None
+    c_u64p = ctypes.POINTER(ctypes.c_uint64)
+    c_sizep = ctypes.POINTER(ctypes.c_size_t)
+    lib.ds_py_mount.restype = ctypes.c_char_p
+    lib.ds_py_mount.argtypes = []
+    lib.ds_py_dir.restype = ctypes.c_int
+    lib.ds_py_dir.argtypes = [ctypes.c_char_p, ctypes.c_size_t, c_u64p]
+    for f in (lib.ds_py_sample_name, lib.ds_py_entry_name):
+        f.restype = ctypes.c_void_p
+        f.argtypes = [ctypes.c_uint64, c_sizep]
+    lib.ds_py_sample_pos.restype = ctypes.c_int64
+    lib.ds_py_sample_pos.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    lib.ds_py_list.restype = ctypes.c_int
+    lib.ds_py_list.argtypes = [ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32,
+                               ctypes.POINTER(ctypes.c_void_p), c_sizep]
+    lib.ds_py_map.restype = ctypes.c_int64
+    lib.ds_py_map.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                              ctypes.c_void_p]
+    lib.ds_py_free.restype = None
+    lib.ds_py_free.argtypes = [ctypes.c_void_p]
+    _LIB[0] = lib
+    return lib
+
+
+def _c_name(fn, k):
+    n = ctypes.c_size_t()
+    p = fn(k, ctypes.byref(n))
+    if not p:
+        raise OSError("dstage: the shim's index has no entry %d" % k)
+    return ctypes.string_at(p, n.value)
+
+
+def _class_run(lib, rel):
+    """The run [s0, s1) of the sample table that is directory rel's whole
+    subtree, in ImageFolder's order (the directory holds sample files only),
+    or None (walk it)."""
+    out = (ctypes.c_uint64 * 8)()
+    if lib.ds_py_dir(rel, len(rel), out) != 0:
+        return None
+    # every entry of the subtree a child of it and a sample, names UTF-8
+    return (out[5], out[6]) if out[2] == 1 else None
 
 
 class DstageFiles(_Dataset):
@@ -306,21 +399,71 @@ class DstageFiles(_Dataset):
         self.classes = sorted(e.name for e in os.scandir(self.root) if e.is_dir())
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         exts = tuple(e.lower() for e in extensions) if extensions else None
+        # with the shim's entry points, a class that is a run of the index's
+        # sample table costs three numbers; any other is walked into t
+        lib = _binding() if not exts else None
+        if lib is not None and os.fsdecode(lib.ds_py_mount() or b"") != self.mount:
+            lib = None
+        self._lib = lib
         t = _Table()
+        base, s0s, tabs = array.array("q"), array.array("q"), array.array("q")
+        runs = []
+        n = 0
         for c in self.classes or [""]:
             top = os.path.join(self.root, c) if c else self.root
             target = self.class_to_idx.get(c, 0)
-            for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
-                dirnames.sort()
+            base.append(n)
+            rel = os.path.relpath(top, self.mount)
+            run = None
+            if lib is not None and not rel.startswith(".."):
+                run = _class_run(lib, b"" if rel == "." else os.fsencode(rel))
+            if run:
+                s0s.append(run[0])
+                tabs.append(-1)
+                runs.append((run[0], run[1], n))
+                n += run[1] - run[0]
+                continue
+            s0s.append(-1)
+            tabs.append(len(t))
+            k = len(t)
+            # ImageFolder's order: directories by their path as a str
+            # (not the walk's: class/a/b comes after class/a.b)
+            for dirpath, _, filenames in sorted(os.walk(top, followlinks=True)):
                 filenames.sort()
                 if exts:
-                    filenames = [n for n in filenames if n.lower().endswith(exts)]
+                    filenames = [f for f in filenames if f.lower().endswith(exts)]
                 t.add_dir(dirpath, os.path.relpath(dirpath, self.mount), target, filenames)
+            n += len(t) - k
+        base.append(n)
         t.finish()
         self._table = t
-        self.samples = _View(t, _sample_at)
-        self.targets = _View(t, _target_at)
-        self.paths = _View(t, _path_at)
+        self._n = n
+        self._cls_base, self._cls_s0, self._cls_tab = base, s0s, tabs
+        # the runs by their place in the sample table: (s0, s1, first index)
+        runs.sort()
+        self._runs = array.array("q", [x for r in runs for x in r])
+        self._run_s0 = array.array("q", [r[0] for r in runs])
+        # the walked classes by their place in t: (first in t, first index)
+        walked = [(tabs[i], base[i]) for i in range(len(tabs)) if tabs[i] >= 0]
+        self._walk_t0 = array.array("q", [w[0] for w in walked])
+        self._walk_base = array.array("q", [w[1] for w in walked])
+        self.samples = _View(self, _sample_at)
+        self.targets = _View(self, _target_at)
+        self.paths = _View(self, _path_at)
+
+    def __getstate__(self):
+        st = dict(self.__dict__)
+        st["_lib"] = st["_lib"] is not None
+        return st
+
+    def __setstate__(self, st):
+        self.__dict__.update(st)
+        if self._lib:
+            self._lib = _binding()
+            if self._lib is None:
+                raise RuntimeError("DstageFiles: unpickled where the shim is not preloaded")
+        else:
+            self._lib = None
 
     @staticmethod
     def _read_bytes(path):
@@ -329,19 +472,54 @@ class DstageFiles(_Dataset):
 
     def index_of(self, relpath):
         """Index of a mount-relative path (as in the epoch lists); KeyError if absent."""
-        i = self._table.find(os.fsencode(relpath))
-        if i < 0:
-            raise KeyError(relpath)
-        return i
+        return self._index_of_bytes(os.fsencode(relpath))
 
     def _index_of_bytes(self, relpath):
-        i = self._table.find(relpath)
-        if i < 0:
+        if self._lib is not None and self._runs:
+            pos = self._lib.ds_py_sample_pos(relpath, len(relpath))
+            if pos >= 0:
+                r = bisect.bisect_right(self._run_s0, pos) - 1
+                if r >= 0 and pos < self._runs[3 * r + 1]:
+                    return self._runs[3 * r + 2] + pos - self._runs[3 * r]
+        k = self._table.find(relpath)
+        if k < 0:
             raise KeyError(os.fsdecode(relpath))
-        return i
+        w = bisect.bisect_right(self._walk_t0, k) - 1
+        return self._walk_base[w] + k - self._walk_t0[w]
+
+    def _dstage_list(self, epoch, rank, num_replicas, skip=0):
+        """Epoch `epoch`'s list of reader rank of num_replicas as an array of
+        indices (from sample `skip` on), straight from the shim: no text,
+        no path decoded but for samples of walked classes.  None without
+        the shim's entry points."""
+        lib = self._lib
+        if lib is None:
+            return None
+        ids = ctypes.c_void_p()
+        cnt = ctypes.c_size_t()
+        rc = lib.ds_py_list(epoch, rank, num_replicas, ctypes.byref(ids), ctypes.byref(cnt))
+        if rc:
+            raise OSError(-rc, "epoch %d list of reader %d of %d: %s"
+                          % (epoch, rank, num_replicas, os.strerror(-rc)))
+        try:
+            k = max(cnt.value - skip, 0)
+            out = array.array("q", [0]) * k
+            if k == 0:
+                return out
+            first = ids.value + 4 * min(skip, cnt.value)
+            miss = lib.ds_py_map(first, k, self._runs.buffer_info()[0] if self._runs else None,
+                                 len(self._runs) // 3, out.buffer_info()[0])
+            if miss:
+                at = (ctypes.c_uint32 * k).from_address(first)
+                for j in range(k):
+                    if out[j] < 0:
+                        out[j] = self._index_of_bytes(_c_name(lib.ds_py_entry_name, at[j]))
+            return out
+        finally:
+            lib.ds_py_free(ids)
 
     def __len__(self):
-        return len(self.samples)
+        return self._n
 
     def __getitem__(self, i):
         path, target = self.samples[i]
@@ -380,6 +558,11 @@ class EpochSampler(_Sampler):
         self.mount = mount_point(mount or getattr(dataset, "mount", None))
         self.epoch = epoch
         self._lookup = self._make_lookup(dataset)
+        # DstageFiles with the shim's entry points: the list as entry ids,
+        # mapped to indices in C (no text, no lookup per path in Python)
+        fast = getattr(dataset, "_dstage_list", None)
+        self._fast = (fast if fast and getattr(dataset, "_lib", None) is not None and
+                      getattr(dataset, "mount", None) == self.mount else None)
         self._cached = None  # (epoch, indices)
         self.start = int(start)
         self._start_epoch = epoch
@@ -462,19 +645,30 @@ class EpochSampler(_Sampler):
     def _indices(self):
         if self._cached and self._cached[0] == self.epoch:
             return self._cached[1]
-        out = array.array("q")
-        lookup = self._lookup
-        for p in self._lines():
+        out = None
+        if self._fast and not (self._resume and self._resume[0] == self.epoch):
+            skip = self.start if self.start and self.epoch == self._start_epoch else 0
             try:
-                out.append(lookup(p))
-            except KeyError:
-                raise KeyError("'%s' (epoch %d list) is not in the dataset: build it over the "
-                               "staged tree under '%s'; every file outside the pack's "
-                               "--replicate subtrees is a training sample, so pack files "
-                               "that are not samples with --replicate or --exclude"
-                               % (os.fsdecode(p), self.epoch, self.mount)) from None
+                out = self._fast(self.epoch, self.rank, self.num_replicas, skip)
+            except KeyError as e:
+                self._not_in_dataset(os.fsencode(e.args[0]))
+        if out is None:
+            out = array.array("q")
+            lookup = self._lookup
+            for p in self._lines():
+                try:
+                    out.append(lookup(p))
+                except KeyError:
+                    self._not_in_dataset(p)
         self._cached = (self.epoch, out)
         return out
+
+    def _not_in_dataset(self, p):
+        raise KeyError("'%s' (epoch %d list) is not in the dataset: build it over the "
+                       "staged tree under '%s'; every file outside the pack's "
+                       "--replicate subtrees is a training sample, so pack files "
+                       "that are not samples with --replicate or --exclude"
+                       % (os.fsdecode(p), self.epoch, self.mount)) from None
 
     def __iter__(self):
         return iter(self._indices())
