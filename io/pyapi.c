@@ -67,65 +67,53 @@ static uint64_t sample_lb(uint64_t id)
 	return lo;
 }
 
-/* Is p[0, n) strict UTF-8 (what Python decodes without a surrogate escape:
- * no overlong form, no surrogate, nothing above U+10FFFF)?  Then the byte
- * order of such names is the order of their decoded str, which sorted()
- * gives; a name that is not decodes to U+DC80..U+DCFF and sorts otherwise.
- * ASCII eight bytes at a time (ImageNet's names are). */
-static int utf8_ok(const unsigned char *p, size_t n)
+/* The first entry after directory id's subtree (its path p, plen bytes):
+ * the entries after it that start with p/ are one run.  -1: damaged. */
+static int64_t subtree_end(uint32_t id, const char *p, size_t plen)
 {
-	size_t i = 0;
-	while (i < n) {
-		if (n - i >= 8) {
-			uint64_t w;
-			memcpy(&w, p + i, 8);
-			if (!(w & 0x8080808080808080ull)) {
-				i += 8;
-				continue;
-			}
-		}
-		unsigned c = p[i];
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		size_t k;
-		unsigned lo = 0x80, hi = 0xbf;
-		if (c >= 0xc2 && c <= 0xdf)
-			k = 1;
-		else if (c >= 0xe0 && c <= 0xef) {
-			k = 2;
-			if (c == 0xe0)
-				lo = 0xa0;
-			else if (c == 0xed)
-				hi = 0x9f; /* no surrogates */
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			k = 3;
-			if (c == 0xf0)
-				lo = 0x90;
-			else if (c == 0xf4)
-				hi = 0x8f;
-		} else
-			return 0;
-		if (n - i <= k || p[i + 1] < lo || p[i + 1] > hi)
-			return 0;
-		for (size_t j = 2; j <= k; j++)
-			if (p[i + j] < 0x80 || p[i + j] > 0xbf)
-				return 0;
-		i += k + 1;
+	uint64_t lo = (uint64_t)id + 1, hi = ds__g.ix.h->nentries;
+	if (!id)
+		return hi; /* the root's subtree is every entry */
+	while (lo < hi) {
+		uint64_t mid = (lo + hi) >> 1;
+		int u = under((uint32_t)mid, p, plen);
+		if (u < 0)
+			return -1;
+		if (u)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
-	return 1;
+	return (int64_t)lo;
+}
+
+/* Directory id, its subtree ending before entry end: out[2] = 1 when the
+ * subtree is one run of samples in ImageFolder's order: every entry of it
+ * is a child of the directory and a sample (so a file: no subdirectory, no
+ * symlink, no replicated file).  Its files are then the entries [id + 1,
+ * end) (out[0], out[1]), in name order, which is sorted()'s order of their
+ * names: names are UTF-8 (ds_name_check at pack, docs/formats.md), whose
+ * byte order is their code point order.  The samples of the subtree are
+ * positions [s0, s1) of the sample table: a run when it has as many as the
+ * directory has children and entries. */
+static int dir_run(uint32_t id, uint64_t end, int64_t *out)
+{
+	const struct ds_entry *e = &ds__g.ix.e[id];
+	uint64_t s0 = sample_lb((uint64_t)id + 1), s1 = sample_lb(end);
+	if (s1 < s0)
+		return -DS_ECORRUPT; /* the table is not in increasing order */
+	out[0] = (int64_t)id + 1;
+	out[1] = (int64_t)end;
+	out[2] = end - id - 1 == e->stored && s1 - s0 == e->stored;
+	return 0;
 }
 
 /* Directory rel (mount-relative, normalised: no leading or trailing '/',
  * "" the mount root; symlinks are not followed).  out[8]: its entry id,
- * mode, whether it is one run of the sample table in ImageFolder's order
- * (below), number of children, the first entry after its subtree, the
- * run [out[5], out[6]) of the sample table inside its subtree, and the
- * number of samples of the dataset.  A run: every entry of the subtree is
- * a child of it and a sample (so a file: no subdirectory, no symlink, no
- * replicated file), and the names are strict UTF-8 (the pool holds them
- * back to back in entry order, as the builder writes it: one scan).  0, -ENOENT, -ENOTDIR (out[1] set),
+ * mode, 1 when its files are one run of samples in ImageFolder's order
+ * (dir_run), number of children, the first entry after its subtree, the
+ * run's entries [out[5], out[6]), and the number of samples of the
+ * dataset.  0, -ENOENT, -ENOTDIR (out[1] set),
  * -DS_ECORRUPT, -ENODEV (no store mapped). */
 DS__EXPORT int ds_py_dir(const char *rel, size_t len, uint64_t *out)
 {
@@ -143,36 +131,64 @@ DS__EXPORT int ds_py_dir(const char *rel, size_t len, uint64_t *out)
 	if (!S_ISDIR(e->mode))
 		return -ENOTDIR;
 	out[3] = e->stored;
-	/* the subtree: the entries after id that start with rel/ (a run) */
-	uint64_t lo = (uint64_t)id + 1, hi = ix->h->nentries;
-	if (len) {
-		while (lo < hi) {
-			uint64_t mid = (lo + hi) >> 1;
-			int u = under((uint32_t)mid, rel, len);
-			if (u < 0)
-				return -DS_ECORRUPT;
-			if (u)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-	}
-	out[4] = lo;
-	out[5] = sample_lb((uint64_t)id + 1);
-	out[6] = sample_lb(lo);
-	if (out[6] < out[5])
-		return -DS_ECORRUPT; /* the table is not in increasing order */
-	if (lo - (uint64_t)id - 1 == e->stored && out[6] - out[5] == e->stored) {
-		if (!e->stored) {
-			out[2] = 1;
-		} else if (ds_index_entry_ok(ix, id + 1) && ds_index_entry_ok(ix, lo - 1)) {
-			/* the entries between are the run's samples (their ids are in
-			 * the table): only their names are read, inside the pool */
-			uint64_t a = ix->e[id + 1].name, b = ix->e[lo - 1].name + ix->e[lo - 1].name_len;
-			out[2] = a <= b && utf8_ok((const unsigned char *)ix->strings + a, b - a);
-		}
-	}
+	int64_t end = subtree_end((uint32_t)id, rel, len), run[3];
+	if (end < 0 || dir_run((uint32_t)id, (uint64_t)end, run))
+		return -DS_ECORRUPT;
+	out[2] = (uint64_t)run[2];
+	out[4] = (uint64_t)end;
+	out[5] = (uint64_t)run[0];
+	out[6] = (uint64_t)run[1];
 	return 0;
+}
+
+/* The children of directory rel (as ds_py_dir names it), in name order:
+ * rows[6 * k ...] of child k: its mode, the offset and length of its name
+ * in names (NUL-terminated there), and for a directory dir_run's answer
+ * (its entries [id + 1, end), 1 when they are its files, every one a
+ * sample, in ImageFolder's order), else 0, 0, 0.  One call for every class of a dataset: a child's
+ * subtree ends where the next child's starts.  Returns the bytes the names
+ * take (nothing written past cap: call again with that much), or -errno;
+ * nrows must be at least ds_py_dir's count of children. */
+DS__EXPORT int64_t ds_py_children(const char *rel, size_t len, int64_t *rows, size_t nrows,
+                                  char *names, size_t cap)
+{
+	if (!ds_py_active())
+		return -ENODEV;
+	const struct ds_index *ix = &ds__g.ix;
+	int64_t id = ds_index_lookup(ix, rel, len);
+	if (id < 0)
+		return -ENOENT;
+	const struct ds_entry *e = &ix->e[id];
+	if (!S_ISDIR(e->mode))
+		return -ENOTDIR;
+	if (e->stored > nrows)
+		return -ENOSPC;
+	int64_t end = subtree_end((uint32_t)id, rel, len);
+	if (end < 0)
+		return -DS_ECORRUPT;
+	uint64_t used = 0;
+	for (uint64_t k = 0; k < e->stored; k++) {
+		uint32_t c = ix->dirents[e->poff + k];
+		uint32_t next = k + 1 < e->stored ? ix->dirents[e->poff + k + 1] : (uint32_t)end;
+		if (!ds_index_entry_ok(ix, c) || c <= (uint32_t)id || next <= c ||
+		    next > (uint64_t)end || ix->e[c].parent != (uint32_t)id)
+			return -DS_ECORRUPT;
+		const struct ds_entry *ce = &ix->e[c];
+		int64_t *r = rows + 6 * k;
+		size_t nl = ce->name_len - ce->base_off;
+		r[0] = ce->mode;
+		r[1] = (int64_t)used;
+		r[2] = (int64_t)nl;
+		r[3] = r[4] = r[5] = 0;
+		if (S_ISDIR(ce->mode) && dir_run(c, next, r + 3))
+			return -DS_ECORRUPT;
+		if (used + nl + 1 <= cap) {
+			memcpy(names + used, ix->strings + ce->name + ce->base_off, nl);
+			names[used + nl] = 0;
+		}
+		used += nl + 1;
+	}
+	return (int64_t)used;
 }
 
 /* Entry id's mount-relative path (in the mapped index, NUL-terminated) and
@@ -185,29 +201,10 @@ DS__EXPORT const char *ds_py_entry_name(uint64_t id, size_t *len)
 	return ds_index_name(&ds__g.ix, (uint32_t)id);
 }
 
-/* The path of the sample at position pos of the sample table. */
-DS__EXPORT const char *ds_py_sample_name(uint64_t pos, size_t *len)
+/* Entry id of the path rel (mount-relative, normalised), or -1. */
+DS__EXPORT int64_t ds_py_lookup(const char *rel, size_t len)
 {
-	if (!ds_py_active() || pos >= ds__g.ix.h->nsamples)
-		return NULL;
-	return ds_py_entry_name(ds__g.ix.samples[pos], len);
-}
-
-/* Position of sample id in the table, or -1. */
-static int64_t sample_pos(uint64_t id)
-{
-	uint64_t p = sample_lb(id);
-	return p < ds__g.ix.h->nsamples && ds__g.ix.samples[p] == id ? (int64_t)p : -1;
-}
-
-/* Position in the sample table of the sample named rel (mount-relative,
- * normalised), or -1 when it is not a sample. */
-DS__EXPORT int64_t ds_py_sample_pos(const char *rel, size_t len)
-{
-	if (!ds_py_active())
-		return -1;
-	int64_t id = ds_index_lookup(&ds__g.ix, rel, len);
-	return id < 0 ? -1 : sample_pos((uint64_t)id);
+	return ds_py_active() ? ds_index_lookup(&ds__g.ix, rel, len) : -1;
 }
 
 /* Epoch `epoch`'s list of local reader l of nr (the file
@@ -228,28 +225,26 @@ DS__EXPORT int ds_py_list(uint64_t epoch, uint32_t l, uint32_t nr, uint32_t **id
 	return rc;
 }
 
-/* Dataset indices of n entry ids: seg holds nseg rows (s0, s1, base), runs
- * [s0, s1) of the sample table, increasing and disjoint; an id at position
- * p of the table in a row's run is base + p - s0, any other -1.  Returns
- * how many were -1. */
+/* Dataset indices of n entry ids: seg holds nseg rows (id0, id1, base),
+ * runs [id0, id1) of entry ids, increasing and disjoint; an id in a row's
+ * run is base + id - id0, any other -1.  Returns how many were -1.  No
+ * lookup in the index: O(log nseg) an id. */
 DS__EXPORT int64_t ds_py_map(const uint32_t *ids, size_t n, const int64_t *seg, size_t nseg,
                              int64_t *out)
 {
 	int64_t miss = 0;
 	for (size_t i = 0; i < n; i++) {
-		int64_t p = ds_py_active() ? sample_pos(ids[i]) : -1, r = -1;
-		if (p >= 0) {
-			size_t lo = 0, hi = nseg; /* the last row with s0 <= p */
-			while (lo < hi) {
-				size_t mid = (lo + hi) >> 1;
-				if (seg[3 * mid] <= p)
-					lo = mid + 1;
-				else
-					hi = mid;
-			}
-			if (lo && p < seg[3 * (lo - 1) + 1])
-				r = seg[3 * (lo - 1) + 2] + p - seg[3 * (lo - 1)];
+		int64_t id = ids[i], r = -1;
+		size_t lo = 0, hi = nseg; /* the last row with id0 <= id */
+		while (lo < hi) {
+			size_t mid = (lo + hi) >> 1;
+			if (seg[3 * mid] <= id)
+				lo = mid + 1;
+			else
+				hi = mid;
 		}
+		if (lo && id < seg[3 * (lo - 1) + 1])
+			r = seg[3 * (lo - 1) + 2] + id - seg[3 * (lo - 1)];
 		out[i] = r;
 		miss += r < 0;
 	}

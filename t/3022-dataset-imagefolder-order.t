@@ -89,7 +89,7 @@ def check(ds, sub, exts=None):
 fast = dstage.DstageFiles("train")
 want = check(fast, "train")
 # the classes that are one run of the index's sample table (no walk)
-runs = sorted(c for i, c in enumerate(fast.classes) if fast._cls_s0[i] >= 0)
+runs = sorted(c for i, c in enumerate(fast.classes) if fast._cls_id0[i] >= 0)
 assert runs == ["a", "a b", "a.b", "cat", "empty", "zz", "\u00e9t\u00e9"], runs
 if have_tv:
     cls = {c: i for i, c in enumerate(fast.classes) if c != "empty"}
@@ -98,7 +98,7 @@ if have_tv:
 S._LIB[0] = None  # the walk (no shim entry points)
 walk = dstage.DstageFiles("train")
 S._LIB[0] = False
-assert walk._lib is None and all(s < 0 for s in walk._cls_s0)
+assert walk._lib is None and all(s < 0 for s in walk._cls_id0)
 check(walk, "train")
 check(dstage.DstageFiles("train", extensions=(".jpg",)), "train", (".jpg",))
 check(dstage.DstageFiles("val"), "val")

@@ -22,6 +22,7 @@ import bisect
 import ctypes
 import json
 import os
+import stat
 import subprocess
 
 try:
@@ -270,13 +271,14 @@ class _View:
 
 
 def _where(ds, i):
-    """Dataset index i: (class number, index in the class's run of the sample
-    table or -1, index in the walked table or -1)."""
+    """Dataset index i: (class number, its entry id in the index when the
+    class is a run of the index's entries, else -1, its index in the walked
+    table, else -1)."""
     c = bisect.bisect_right(ds._cls_base, i) - 1
     off = i - ds._cls_base[c]
-    s0 = ds._cls_s0[c]
-    if s0 >= 0:
-        return c, s0 + off, -1
+    id0 = ds._cls_id0[c]
+    if id0 >= 0:
+        return c, id0 + off, -1
     return c, -1, ds._cls_tab[c] + off
 
 
@@ -286,7 +288,7 @@ def _sample_at(ds, i):
         t = ds._table
         d = t.dir_of(k)
         return (os.path.join(t.dir_abs[d], os.fsdecode(t.name(k))), t.dir_target[d])
-    name = _c_name(ds._lib.ds_py_sample_name, pos)
+    name = _c_name(ds._lib.ds_py_entry_name, pos)
     top = os.path.join(ds.root, ds.classes[c]) if ds.classes else ds.root
     return (os.path.join(top, os.fsdecode(name[name.rfind(_SEP) + 1:])), c if ds.classes else 0)
 
@@ -298,7 +300,7 @@ def _path_at(ds, i):
         d = t.dir_of(k)
         rel = t.dir_rel[d]
         return os.fsdecode(rel + _SEP + t.name(k) if rel else t.name(k))
-    return os.fsdecode(_c_name(ds._lib.ds_py_sample_name, pos))
+    return os.fsdecode(_c_name(ds._lib.ds_py_entry_name, pos))
 
 
 def _target_at(ds, i):
@@ -339,11 +341,13 @@ def _binding():
     lib.ds_py_mount.argtypes = []
     lib.ds_py_dir.restype = ctypes.c_int
     lib.ds_py_dir.argtypes = [ctypes.c_char_p, ctypes.c_size_t, c_u64p]
-    for f in (lib.ds_py_sample_name, lib.ds_py_entry_name):
-        f.restype = ctypes.c_void_p
-        f.argtypes = [ctypes.c_uint64, c_sizep]
-    lib.ds_py_sample_pos.restype = ctypes.c_int64
-    lib.ds_py_sample_pos.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    lib.ds_py_entry_name.restype = ctypes.c_void_p
+    lib.ds_py_entry_name.argtypes = [ctypes.c_uint64, c_sizep]
+    lib.ds_py_children.restype = ctypes.c_int64
+    lib.ds_py_children.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
+                                   ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    lib.ds_py_lookup.restype = ctypes.c_int64
+    lib.ds_py_lookup.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     lib.ds_py_list.restype = ctypes.c_int
     lib.ds_py_list.argtypes = [ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32,
                                ctypes.POINTER(ctypes.c_void_p), c_sizep]
@@ -365,14 +369,47 @@ def _c_name(fn, k):
 
 
 def _class_run(lib, rel):
-    """The run [s0, s1) of the sample table that is directory rel's whole
-    subtree, in ImageFolder's order (the directory holds sample files only),
-    or None (walk it)."""
+    """The entries [id0, id1) of the index that are directory rel's files
+    (bytes, mount-relative), every one a sample, in ImageFolder's order, or
+    None (walk it)."""
     out = (ctypes.c_uint64 * 8)()
     if lib.ds_py_dir(rel, len(rel), out) != 0:
         return None
-    # every entry of the subtree a child of it and a sample, names UTF-8
+    # every entry of the subtree a child of it and a sample (io/pyapi.c)
     return (out[5], out[6]) if out[2] == 1 else None
+
+
+def _class_dirs(lib, rel, root):
+    """The directories of directory rel (bytes, mount-relative; root: its
+    path) from the index's directory table, in one call: {name: (id0, id1),
+    the entries of the index that are that class's files, every one a
+    sample, in ImageFolder's order, or None: walk it}; symlinks to directories are classes too (walked), as
+    os.scandir's is_dir() says.  None when rel is not a directory of the
+    index (a symlink, say): list it the usual way."""
+    out = (ctypes.c_uint64 * 8)()
+    if lib.ds_py_dir(rel, len(rel), out) != 0:
+        return None
+    n = out[3]
+    rows = array.array("q", [0]) * (6 * n)
+    cap = 32 * n + 64
+    for _ in range(2):
+        buf = ctypes.create_string_buffer(cap)
+        used = lib.ds_py_children(rel, len(rel), rows.buffer_info()[0] if n else None, n, buf, cap)
+        if used <= cap:
+            break
+        cap = used
+    if used < 0:
+        return None
+    raw = buf.raw
+    res = {}
+    for k in range(0, 6 * n, 6):
+        mode, off, ln = rows[k], rows[k + 1], rows[k + 2]
+        name = raw[off:off + ln].decode("utf-8", "surrogateescape")
+        if stat.S_ISDIR(mode):
+            res[name] = (rows[k + 3], rows[k + 4]) if rows[k + 5] == 1 else None
+        elif stat.S_ISLNK(mode) and os.path.isdir(os.path.join(root, name)):
+            res[name] = None
+    return res
 
 
 class DstageFiles(_Dataset):
@@ -396,8 +433,6 @@ class DstageFiles(_Dataset):
         self.loader = loader or self._read_bytes
         if not os.path.isdir(self.root):
             raise FileNotFoundError("'%s': not a directory (is the shim preloaded?)" % self.root)
-        self.classes = sorted(e.name for e in os.scandir(self.root) if e.is_dir())
-        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         exts = tuple(e.lower() for e in extensions) if extensions else None
         # with the shim's entry points, a class that is a run of the index's
         # sample table costs three numbers; any other is walked into t
@@ -405,25 +440,37 @@ class DstageFiles(_Dataset):
         if lib is not None and os.fsdecode(lib.ds_py_mount() or b"") != self.mount:
             lib = None
         self._lib = lib
+        dirs = None
+        relroot = os.path.relpath(self.root, self.mount)
+        if lib is not None and not relroot.startswith(".."):
+            relroot = b"" if relroot == "." else os.fsencode(relroot)
+            dirs = _class_dirs(lib, relroot, self.root)
+        if dirs is None:
+            dirs = {e.name: None for e in os.scandir(self.root) if e.is_dir()}
+        # classes as ImageFolder's find_classes: the directories, sorted
+        self.classes = sorted(dirs)
+        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         t = _Table()
-        base, s0s, tabs = array.array("q"), array.array("q"), array.array("q")
+        base, id0s, tabs = array.array("q"), array.array("q"), array.array("q")
         runs = []
         n = 0
         for c in self.classes or [""]:
             top = os.path.join(self.root, c) if c else self.root
             target = self.class_to_idx.get(c, 0)
             base.append(n)
-            rel = os.path.relpath(top, self.mount)
-            run = None
-            if lib is not None and not rel.startswith(".."):
-                run = _class_run(lib, b"" if rel == "." else os.fsencode(rel))
+            if c:
+                run = dirs[c]
+            elif lib is not None and isinstance(relroot, bytes):
+                run = _class_run(lib, relroot)  # no classes: the files of the root
+            else:
+                run = None
             if run:
-                s0s.append(run[0])
+                id0s.append(run[0])
                 tabs.append(-1)
                 runs.append((run[0], run[1], n))
                 n += run[1] - run[0]
                 continue
-            s0s.append(-1)
+            id0s.append(-1)
             tabs.append(len(t))
             k = len(t)
             # ImageFolder's order: directories by their path as a str
@@ -438,11 +485,11 @@ class DstageFiles(_Dataset):
         t.finish()
         self._table = t
         self._n = n
-        self._cls_base, self._cls_s0, self._cls_tab = base, s0s, tabs
-        # the runs by their place in the sample table: (s0, s1, first index)
+        self._cls_base, self._cls_id0, self._cls_tab = base, id0s, tabs
+        # the runs by their entry ids: (id0, id1, first index)
         runs.sort()
         self._runs = array.array("q", [x for r in runs for x in r])
-        self._run_s0 = array.array("q", [r[0] for r in runs])
+        self._run_id0 = array.array("q", [r[0] for r in runs])
         # the walked classes by their place in t: (first in t, first index)
         walked = [(tabs[i], base[i]) for i in range(len(tabs)) if tabs[i] >= 0]
         self._walk_t0 = array.array("q", [w[0] for w in walked])
@@ -476,11 +523,11 @@ class DstageFiles(_Dataset):
 
     def _index_of_bytes(self, relpath):
         if self._lib is not None and self._runs:
-            pos = self._lib.ds_py_sample_pos(relpath, len(relpath))
-            if pos >= 0:
-                r = bisect.bisect_right(self._run_s0, pos) - 1
-                if r >= 0 and pos < self._runs[3 * r + 1]:
-                    return self._runs[3 * r + 2] + pos - self._runs[3 * r]
+            ident = self._lib.ds_py_lookup(relpath, len(relpath))
+            if ident >= 0:
+                r = bisect.bisect_right(self._run_id0, ident) - 1
+                if r >= 0 and ident < self._runs[3 * r + 1]:
+                    return self._runs[3 * r + 2] + ident - self._runs[3 * r]
         k = self._table.find(relpath)
         if k < 0:
             raise KeyError(os.fsdecode(relpath))
