@@ -8,25 +8,23 @@
  * path order with '/' ranking first (common/index.c, ds_path_cmp), so a
  * directory's subtree is one run of entries after it, and the sample table,
  * the ids of every training sample in increasing order.  A class directory
- * whose subtree is its own files only, every one a sample, is therefore a
- * run [s0, s1) of the sample table, in the order ImageFolder gives (names
- * sorted); the helper keeps three numbers for it and decodes a path when a
- * sample is fetched.  Anything else (subdirectories, symlinks, files that
- * are not samples) the helper walks as before, for that class only.
+ * whose subtree is its own files only, every one a sample, is therefore the
+ * entries [dir + 1, end), in the order ImageFolder gives (names sorted);
+ * the helper keeps three numbers for it, decodes a path when a sample is
+ * fetched and maps a list's ids to indices by the runs alone.  Anything
+ * else (subdirectories, symlinks, files that are not samples) the helper
+ * walks as before, for that class only.
  *
  * The index was mapped without the full check: every entry followed here
- * passes ds_index_entry_ok, and an id read from the sample table is checked
- * before it is used (the table's order is not trusted either: a position
- * found by binary search is returned only when the table holds the id
- * there).  docs/shim.md, "The Python helper's entry points". */
+ * passes ds_index_entry_ok, and a directory is a run only when the sample
+ * table, searched, agrees with its counts (its order is not trusted: a
+ * table out of order is -DS_ECORRUPT).  docs/shim.md, "The Python helper's
+ * entry points". */
 #include "shim.h"
 
 #include <stdlib.h>
 
-DS__EXPORT int ds_py_abi(void)
-{
-	return DS_PY_ABI;
-}
+DS__EXPORT int ds_py_abi(void) { return DS_PY_ABI; }
 
 /* Start the shim if it has not started: 1 when a store is mapped. */
 DS__EXPORT int ds_py_active(void)
@@ -36,10 +34,7 @@ DS__EXPORT int ds_py_active(void)
 }
 
 /* The mount prefix the shim serves (normalised, no trailing '/'), or NULL. */
-DS__EXPORT const char *ds_py_mount(void)
-{
-	return ds_py_active() ? ds__g.mount : NULL;
-}
+DS__EXPORT const char *ds_py_mount(void) { return ds_py_active() ? ds__g.mount : NULL; }
 
 /* Does entry i's path start with p/ (plen bytes of p)?  -1: a damaged entry. */
 static int under(uint32_t i, const char *p, size_t plen)
@@ -251,7 +246,4 @@ DS__EXPORT int64_t ds_py_map(const uint32_t *ids, size_t n, const int64_t *seg, 
 	return miss;
 }
 
-DS__EXPORT void ds_py_free(void *p)
-{
-	free(p);
-}
+DS__EXPORT void ds_py_free(void *p) { free(p); }

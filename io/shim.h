@@ -464,7 +464,7 @@ int ds__virt_child(const struct ds__vent *v, size_t i, char *name, size_t len, s
 /* ---- the Python helper's entry points (pyapi.c) ---------------------------
  * ds_py_*: exported for io/python/dstage (ctypes, on the library already
  * preloaded), so that a dataset and a sampler cost a reader its share, not
- * the dataset (docs/shim.md, "The Python helper's C entry points").  ABI:
+ * the dataset (docs/shim.md, "The Python helper's entry points").  ABI:
  * ds_py_abi() == DS_PY_ABI; the helper falls back to walking the tree
  * when it differs or the symbols are absent. */
 #define DS_PY_ABI 1

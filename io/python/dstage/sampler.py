@@ -421,8 +421,10 @@ class DstageFiles(_Dataset):
     images (e.g. torchvision.datasets.folder.default_loader).  `paths` holds
     the mount-relative paths, the names the epoch lists use.  `samples`,
     `targets` and `paths` are read-only sequences that build an item when it
-    is asked for: a file costs its name's bytes and an offset, not Python
-    objects (see _Table)."""
+    is asked for, in ImageFolder's order.  With the preloaded shim's entry
+    points a class directory of sample files costs three numbers (a run of
+    the index's entries), whatever its size; any other class is walked and
+    costs its names' bytes and an offset a file (see _Table)."""
 
     def __init__(self, subdir="train", mount=None, transform=None, target_transform=None,
                  loader=None, extensions=None):
@@ -585,9 +587,11 @@ class EpochSampler(_Sampler):
     the epoch, like DistributedSampler.set_epoch.
 
     `dataset` maps paths to indices: DstageFiles (index_of), torchvision's
-    ImageFolder/DatasetFolder (samples), or anything with `paths`.  The
-    list is read line by line and held as one array of indices (8 bytes a
-    sample of this reader's share)."""
+    ImageFolder/DatasetFolder (samples), or anything with `paths`.  Over a
+    DstageFiles with the shim's entry points the list comes as entry ids,
+    mapped to indices in C; else it is read line by line.  Either way it is
+    held as one array of indices (8 bytes a sample of this reader's
+    share)."""
 
     def __init__(self, dataset, rank=None, num_replicas=None, mount=None, epoch=0, start=0,
                  resume=None):
