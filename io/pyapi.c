@@ -205,7 +205,11 @@ DS__EXPORT int64_t ds_py_lookup(const char *rel, size_t len)
 /* Epoch `epoch`'s list of local reader l of nr (the file
  * .dstage/epochs/<epoch>/<l>-of-<nr>, nr = 0: .../all) as entry ids,
  * malloc'd (ds_py_free); like opening the file, it tells the service the
- * epoch started.  0 or -errno. */
+ * epoch started.  0 or -errno.  The ids of a published share are not
+ * checked against the index here (that reads an entry all over the index
+ * for each: the whole entry table, 64 B an entry of the dataset, in every
+ * reader): ds_py_map follows none (an id inside a run is a sample by the
+ * run's construction) and ds_py_entry_name checks the one it names. */
 DS__EXPORT int ds_py_list(uint64_t epoch, uint32_t l, uint32_t nr, uint32_t **ids, size_t *count)
 {
 	*ids = NULL;
@@ -214,7 +218,7 @@ DS__EXPORT int ds_py_list(uint64_t epoch, uint32_t l, uint32_t nr, uint32_t **id
 		return -ENODEV;
 	if (nr && l >= nr)
 		return -EINVAL;
-	int rc = ds__epoch_ids(epoch, l, nr, ids, count);
+	int rc = ds__epoch_ids(epoch, l, nr, 0, ids, count);
 	if (rc == 0)
 		ds__remote_epoch(epoch);
 	return rc;

@@ -447,9 +447,12 @@ void ds__remote_atfork_child(void);
  * back to the mount root: the walk goes on from rest + *used. */
 int ds__virt_lookup(const char *rest, size_t len, struct ds__vent *v, size_t *used);
 /* Epoch `epoch`'s list of local reader l of nr on this node (nr = 0: the
- * node's whole share) as entry ids, malloc'd, each a sample the index can
- * follow: the published share sliced when it is ours, else computed. */
-int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, uint32_t **out, size_t *count);
+ * node's whole share) as entry ids, malloc'd: the published share sliced
+ * when it is ours, else computed.  With check (or computed), each is a
+ * sample the index can follow; without, a published id is the service's
+ * word only, for a caller that checks what it follows. */
+int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, int check, uint32_t **out,
+                  size_t *count);
 /* The content of a list (malloc'd), its length. */
 int ds__virt_content(const struct ds__vent *v, char **data, size_t *len);
 uint64_t ds__virt_ino(const struct ds__vent *v);
