@@ -159,13 +159,9 @@ int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, int check, uint32_t *
 	 * sample the index can follow (the computed ones are, by the check);
 	 * a caller that follows none of them itself (ds_py_list) checks the
 	 * ones it uses, and saves the reads of entries all over the index */
-	for (size_t i = 0; rc == 0 && published && check && i < n; i++) {
-		/* the entries are all over the index: ask for them ahead */
-		if (i + 16 < n && ids[i + 16] < ds__g.ix.h->nentries)
-			__builtin_prefetch(&ds__g.ix.e[ids[i + 16]]);
+	for (size_t i = 0; rc == 0 && published && check && i < n; i++)
 		if (!ds_index_entry_ok(&ds__g.ix, ids[i]) || !S_ISREG(ds__g.ix.e[ids[i]].mode))
 			rc = -DS_ECORRUPT;
-	}
 	ds_share_unmap(map, maplen);
 	if (rc == 0 && ids == own) {
 		*out = own;
@@ -189,42 +185,25 @@ int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 	int rc = ds__epoch_ids(v->epoch, v->l, v->n, 1, &ids, &n);
 	if (rc)
 		return rc;
-	/* one pass over the list's entries and names, both scattered over the
-	 * index: each asked for ahead (the entry 16 ahead, its name 8 ahead),
-	 * the text grown as it comes */
 	const struct ds_entry *ent = ds__g.ix.e;
 	const char *pool = ds__g.ix.strings;
-	size_t cap = n * 48 + 64, total = 0;
-	char *buf = malloc(cap);
-	for (size_t i = 0; buf && i < n; i++) {
-		if (i + 16 < n)
-			__builtin_prefetch(&ent[ids[i + 16]]);
-		if (i + 8 < n)
-			__builtin_prefetch(pool + ent[ids[i + 8]].name);
-		const struct ds_entry *e = &ent[ids[i]];
-		if (total + e->name_len + 2 > cap) {
-			cap = cap * 2 + e->name_len + 2;
-			char *nb = realloc(buf, cap);
-			if (!nb) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = nb;
-		}
-		memcpy(buf + total, pool + e->name, e->name_len);
-		total += e->name_len;
-		buf[total++] = '\n';
-	}
-	free(ids);
-	if (!buf)
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += ent[ids[i]].name_len + 1;
+	char *buf = malloc(total + 1);
+	if (!buf) {
+		free(ids);
 		return -ENOMEM;
-	buf[total] = 0;
-	if (cap > total + total / 8 + 64) {
-		char *nb = realloc(buf, total + 1); /* held while the list is open */
-		if (nb)
-			buf = nb;
 	}
+	char *w = buf;
+	for (size_t i = 0; i < n; i++) {
+		const struct ds_entry *e = &ent[ids[i]];
+		memcpy(w, pool + e->name, e->name_len);
+		w += e->name_len;
+		*w++ = '\n';
+	}
+	*w = 0;
+	free(ids);
 	*data = buf;
 	*len = total;
 	return 0;
