@@ -143,10 +143,57 @@ DS__EXPORT int ds_py_dir(const char *rel, size_t len, uint64_t *out)
  * sample, in ImageFolder's order), else 0, 0, 0.  One call for every class of a dataset: a child's
  * subtree ends where the next child's starts.  Returns the bytes the names
  * take (nothing written past cap: call again with that much), or -errno;
- * nrows must be at least ds_py_dir's count of children. */
-DS__EXPORT int64_t ds_py_children(const char *rel, size_t len, int64_t *rows, size_t nrows,
-                                  char *names, size_t cap)
+ * nrows must be at least ds_py_dir's count of children.  exts (elen bytes,
+ * or NULL): lowercase suffixes, each NUL-terminated; a directory is then a
+ * run only when every file of it ends with one (run_exts: its names are
+ * read, O(files)). */
+/* Does every file of run [a, b) end with one of the suffixes exts (elen
+ * bytes: lowercase ASCII, each NUL-terminated), as Python's
+ * name.lower().endswith(exts) says?  A name with a byte above ASCII is
+ * not decided here (str.lower() of some of those is ASCII): 0, walk it. */
+static int run_exts(uint32_t a, uint32_t b, const char *exts, size_t elen)
 {
+	const struct ds_index *ix = &ds__g.ix;
+	for (uint32_t i = a; i < b; i++) {
+		if (!ds_index_entry_ok(ix, i))
+			return 0;
+		const struct ds_entry *e = &ix->e[i];
+		const unsigned char *nm =
+			(const unsigned char *)ix->strings + e->name + e->base_off;
+		size_t nl = e->name_len - e->base_off, k;
+		for (k = 0; k < nl && nm[k] < 0x80; k++)
+			;
+		if (k < nl)
+			return 0;
+		int ok = 0;
+		for (size_t p = 0; !ok && p < elen;) {
+			size_t sl = strnlen(exts + p, elen - p);
+			if (sl <= nl) { /* "" ends every name */
+				ok = 1;
+				for (size_t j = 0; ok && j < sl; j++) {
+					unsigned c = nm[nl - sl + j];
+					if (c >= 'A' && c <= 'Z')
+						c += 'a' - 'A';
+					ok = c == (unsigned char)exts[p + j];
+				}
+			}
+			p += sl + 1;
+		}
+		if (!ok)
+			return 0;
+	}
+	return 1;
+}
+
+DS__EXPORT int64_t ds_py_children(const char *rel, size_t len, int64_t *rows, size_t nrows,
+                                  char *names, size_t cap, const char *exts, size_t elen)
+{
+	/* with suffixes (ImageFolder's extensions), a run holds when every
+	 * file of it has one; a suffix that is not ASCII decides no run here */
+	int runs = 1;
+	for (size_t p = 0; exts && p < elen; p++)
+		if ((unsigned char)exts[p] >= 0x80)
+			runs = 0;
 	if (!ds_py_active())
 		return -ENODEV;
 	const struct ds_index *ix = &ds__g.ix;
@@ -177,6 +224,8 @@ DS__EXPORT int64_t ds_py_children(const char *rel, size_t len, int64_t *rows, si
 		r[3] = r[4] = r[5] = 0;
 		if (S_ISDIR(ce->mode) && dir_run(c, next, r + 3))
 			return -DS_ECORRUPT;
+		if (r[5] && (!runs || (exts && !run_exts(c + 1, next, exts, elen))))
+			r[5] = 0;
 		if (used + nl + 1 <= cap) {
 			memcpy(names + used, ix->strings + ce->name + ce->base_off, nl);
 			names[used + nl] = 0;

@@ -476,7 +476,7 @@ int ds_py_active(void);
 const char *ds_py_mount(void);
 int ds_py_dir(const char *rel, size_t len, uint64_t *out);
 int64_t ds_py_children(const char *rel, size_t len, int64_t *rows, size_t nrows, char *names,
-                       size_t cap);
+                       size_t cap, const char *exts, size_t elen);
 int64_t ds_py_lookup(const char *rel, size_t len);
 int ds_py_list(uint64_t epoch, uint32_t l, uint32_t nr, uint32_t **ids, size_t *count);
 int64_t ds_py_map(const uint32_t *ids, size_t n, const int64_t *seg, size_t nseg, int64_t *out);

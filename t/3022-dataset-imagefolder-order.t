@@ -5,7 +5,8 @@
 # tricky trees too (classes "a", "a b", "a.b"; a class with files and
 # subdirectories named so that sorting directories as paths differs from a
 # walk; UTF-8 names (pack refuses others); symlinks to a file and to a class; an
-# empty class; a replicated subtree; extensions), whether a class comes
+# empty class; a replicated subtree; extensions, a class whose files all
+# have one being a run of the index too), whether a class comes
 # from the shim's index (a run of its sample table) or is walked, and
 # EpochSampler gives the shim's lists either way, from the list's ids.
 . "$(dirname "$0")/test-lib.sh"
@@ -100,7 +101,13 @@ walk = dstage.DstageFiles("train")
 S._LIB[0] = False
 assert walk._lib is None and all(s < 0 for s in walk._cls_id0)
 check(walk, "train")
-check(dstage.DstageFiles("train", extensions=(".jpg",)), "train", (".jpg",))
+# (names above ASCII are walked: str.lower() is Unicode's)
+for exts, want_runs in (((".jpg",), ["empty"]),
+                        ((".JPEG", ".png"), ["a", "a b", "cat", "empty"])):
+    ds = dstage.DstageFiles("train", extensions=exts)
+    check(ds, "train", tuple(e.lower() for e in exts))
+    got_runs = sorted(c for i, c in enumerate(ds.classes) if ds._cls_id0[i] >= 0)
+    assert got_runs == want_runs, (exts, got_runs)
 check(dstage.DstageFiles("val"), "val")
 # bytes, pickling (DataLoader workers under spawn)
 for i in (0, len(fast) // 2, len(fast) - 1):

@@ -345,7 +345,8 @@ def _binding():
     lib.ds_py_entry_name.argtypes = [ctypes.c_uint64, c_sizep]
     lib.ds_py_children.restype = ctypes.c_int64
     lib.ds_py_children.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
-                                   ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+                                   ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t,
+                                   ctypes.c_char_p, ctypes.c_size_t]
     lib.ds_py_lookup.restype = ctypes.c_int64
     lib.ds_py_lookup.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     lib.ds_py_list.restype = ctypes.c_int
@@ -379,22 +380,26 @@ def _class_run(lib, rel):
     return (out[5], out[6]) if out[2] == 1 else None
 
 
-def _class_dirs(lib, rel, root):
+def _class_dirs(lib, rel, root, exts=None):
     """The directories of directory rel (bytes, mount-relative; root: its
     path) from the index's directory table, in one call: {name: (id0, id1),
     the entries of the index that are that class's files, every one a
     sample, in ImageFolder's order, or None: walk it}; symlinks to directories are classes too (walked), as
     os.scandir's is_dir() says.  None when rel is not a directory of the
-    index (a symlink, say): list it the usual way."""
+    index (a symlink, say): list it the usual way.  exts: ImageFolder's
+    extensions, lowercase; a class is then a run when every file of it has
+    one (the shim reads its names)."""
     out = (ctypes.c_uint64 * 8)()
     if lib.ds_py_dir(rel, len(rel), out) != 0:
         return None
     n = out[3]
     rows = array.array("q", [0]) * (6 * n)
+    ext_b = b"".join(os.fsencode(e) + b"\0" for e in exts) if exts else None
     cap = 32 * n + 64
     for _ in range(2):
         buf = ctypes.create_string_buffer(cap)
-        used = lib.ds_py_children(rel, len(rel), rows.buffer_info()[0] if n else None, n, buf, cap)
+        used = lib.ds_py_children(rel, len(rel), rows.buffer_info()[0] if n else None, n, buf,
+                                  cap, ext_b, len(ext_b) if ext_b else 0)
         if used <= cap:
             break
         cap = used
@@ -438,7 +443,7 @@ class DstageFiles(_Dataset):
         exts = tuple(e.lower() for e in extensions) if extensions else None
         # with the shim's entry points, a class that is a run of the index's
         # sample table costs three numbers; any other is walked into t
-        lib = _binding() if not exts else None
+        lib = _binding()
         if lib is not None and os.fsdecode(lib.ds_py_mount() or b"") != self.mount:
             lib = None
         self._lib = lib
@@ -446,7 +451,7 @@ class DstageFiles(_Dataset):
         relroot = os.path.relpath(self.root, self.mount)
         if lib is not None and not relroot.startswith(".."):
             relroot = b"" if relroot == "." else os.fsencode(relroot)
-            dirs = _class_dirs(lib, relroot, self.root)
+            dirs = _class_dirs(lib, relroot, self.root, exts)
         if dirs is None:
             dirs = {e.name: None for e in os.scandir(self.root) if e.is_dir()}
         # classes as ImageFolder's find_classes: the directories, sorted
@@ -462,7 +467,7 @@ class DstageFiles(_Dataset):
             base.append(n)
             if c:
                 run = dirs[c]
-            elif lib is not None and isinstance(relroot, bytes):
+            elif lib is not None and isinstance(relroot, bytes) and not exts:
                 run = _class_run(lib, relroot)  # no classes: the files of the root
             else:
                 run = None
