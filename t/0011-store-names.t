@@ -14,7 +14,7 @@ test_expect_success 'the names and the path helpers (build/t/test-store)' '
 '
 
 test_expect_success 'no store name spelled as a literal outside common/' '
-	(cd "$SRCDIR" && $scan cli/*.[ch] mpi/*.[ch] stage/*.[ch] shuffle/*.[ch] io/*.[ch] hdf5/*.[ch] s3/*.[ch]) >found ||
+	(cd "$SRCDIR" && $scan cli/*.[ch] mpi/*.[ch] stage/*.[ch] shuffle/*.[ch] outputs/*.[ch] io/*.[ch] hdf5/*.[ch] s3/*.[ch]) >found ||
 	{ cat found; false; }
 '
 

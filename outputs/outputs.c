@@ -25,10 +25,10 @@
  * queue; main (ds__out_poll, from the service loop) does every MPI call;
  * the drain thread (drain.c) copies the held files to --drain-to.  One
  * mutex guards the state below. */
+#include "dsindex.h" /* ds_store_jobdir */
 #include "dsout.h"
 #include "outputs.h"
 #include "outrepl.h"
-#include "svc.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -164,8 +164,9 @@ struct odefer {
 	int peer;
 };
 
-struct ds__out {
-	struct ds__svc *s;
+struct ds_out {
+	struct ds_out_host h;  /* the service's (dsoutputs.h) */
+	struct ds_out_opts oo;
 	MPI_Comm oc, dc;
 	int rank; /* in oc: rank 0 orders the namespace.  Messages name nodes
 	           * (origin, holder); after a failover rank != node, so a
@@ -211,7 +212,7 @@ struct ds__out {
  * name in the area is used from the descriptors the service opened and
  * checked at its start, never by a path through --outputs-to DIR (another
  * user can rename things there: docs/outputs.md "Privacy") */
-static int nspath(struct ds__out *o, const char *rel, char *buf)
+static int nspath(struct ds_out *o, const char *rel, char *buf)
 {
 	(void)o;
 	int n = pfmt(buf, PATH_MAX, "%s", *rel ? rel : ".");
@@ -231,7 +232,7 @@ static int rel_ok(const char *rel, int root_ok)
 	return 0;
 }
 
-static int parent_dir(struct ds__out *o, const char *rel)
+static int parent_dir(struct ds_out *o, const char *rel)
 {
 	char p[PATH_MAX], b[PATH_MAX];
 	pfmt(p, sizeof(p), "%s", rel);
@@ -247,7 +248,7 @@ static int parent_dir(struct ds__out *o, const char *rel)
 	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
-struct ds__orec *ds__out_find(struct ds__out *o, const char *path)
+struct ds__orec *ds__out_find(struct ds_out *o, const char *path)
 {
 	for (struct ds__orec *r = o->recs; r; r = r->next)
 		if (!r->gone && !strcmp(r->path, path))
@@ -261,7 +262,7 @@ static int64_t mtime_of(const struct stat *st)
 }
 
 /* ---- main: sending ----------------------------------------------------- */
-static void send_msg(struct ds__out *o, int to, int tag, const struct omsg *m)
+static void send_msg(struct ds_out *o, int to, int tag, const struct omsg *m)
 {
 	struct osend *x = ds_xmalloc(sizeof(*x));
 	x->m = *m;
@@ -271,15 +272,10 @@ static void send_msg(struct ds__out *o, int to, int tag, const struct omsg *m)
 	/* the peer's main may sleep up to 50 ms between polls (progress.c):
 	 * wake it, or each hop of a publish (REQ, APPLY, ACK, DONE) waits for
 	 * it, 65 ms per close measured (bench/outputs.sh) */
-	if (ds__pw_on(o->s) && to >= 0 && (uint32_t)to < o->s->nnodes) {
-		uint8_t *t = ds_xcalloc(o->s->nnodes, 1);
-		t[to] = 1;
-		ds__pw_begin(o->s, t);
-		free(t);
-	}
+	ds__out_poke(&o->h, to);
 }
 
-static void sends_test(struct ds__out *o)
+static void sends_test(struct ds_out *o)
 {
 	for (struct osend **pp = &o->sends; *pp;) {
 		int done = 0;
@@ -295,7 +291,7 @@ static void sends_test(struct ds__out *o)
 }
 
 /* A request of this node is answered (DONE, or decided locally on node 0). */
-static void finish(struct ds__out *o, uint64_t rid, int status)
+static void finish(struct ds_out *o, uint64_t rid, int status)
 {
 	for (struct oreq **pp = &o->wait; *pp; pp = &(*pp)->next) {
 		if ((*pp)->m.rid != rid)
@@ -310,15 +306,15 @@ static void finish(struct ds__out *o, uint64_t rid, int status)
 }
 
 /* ---- applying a change (every node, in node 0's order) ------------------- */
-static void rec_drop(struct ds__out *o, struct ds__orec *r, int unlinked)
+static void rec_drop(struct ds_out *o, struct ds__orec *r, int unlinked)
 {
 	/* replaced or unlinked: the drain forgets or undoes it */
 	r->gone = 1;
-	if (r->local && r->holder == o->s->node)
+	if (r->local && r->holder == o->h.node)
 		ds__drain_forget(o->dr, r, unlinked);
 }
 
-static int placeholder(struct ds__out *o, const struct omsg *m, const char *dst)
+static int placeholder(struct ds_out *o, const struct omsg *m, const char *dst)
 {
 	char tmp[PATH_MAX];
 	pfmt(tmp, sizeof(tmp), "ph.%llu", (unsigned long long)m->seq);
@@ -339,11 +335,11 @@ static int placeholder(struct ds__out *o, const struct omsg *m, const char *dst)
 	return rc;
 }
 
-static int apply(struct ds__out *o, const struct omsg *m)
+static int apply(struct ds_out *o, const struct omsg *m)
 {
 	char a[PATH_MAX], b[PATH_MAX];
 	int rc = 0;
-	uint32_t me = o->s->node;
+	uint32_t me = o->h.node;
 	if (nspath(o, m->path, a) || nspath(o, m->path2, b))
 		return -ENAMETOOLONG;
 	switch (m->op) {
@@ -469,7 +465,7 @@ static int apply(struct ds__out *o, const struct omsg *m)
  * fits every node's AREA/ns and the drain's temporary name in DIR, a file
  * name that leaves room for the drain's suffix.  Never cut later: refused
  * now (ENAMETOOLONG). */
-static int name_fits(const struct ds__out *o, const char *rel, int file)
+static int name_fits(const struct ds_out *o, const char *rel, int file)
 {
 	size_t l = strlen(rel);
 	if (l > o->rel_max)
@@ -515,7 +511,7 @@ static size_t longest_under(int dfd, int depth)
 	return best;
 }
 
-static struct owriting *writing_find(struct ds__out *o, const char *path)
+static struct owriting *writing_find(struct ds_out *o, const char *path)
 {
 	for (struct owriting *w = o->writing; w; w = w->next)
 		if (!strcmp(w->path, path))
@@ -523,7 +519,7 @@ static struct owriting *writing_find(struct ds__out *o, const char *path)
 	return NULL;
 }
 
-static int writing_under(struct ds__out *o, const char *dir)
+static int writing_under(struct ds_out *o, const char *dir)
 {
 	size_t l = strlen(dir);
 	for (struct owriting *w = o->writing; w; w = w->next)
@@ -532,7 +528,7 @@ static int writing_under(struct ds__out *o, const char *dir)
 	return 0;
 }
 
-static int dir_empty(struct ds__out *o, const char *p)
+static int dir_empty(struct ds_out *o, const char *p)
 {
 	int fd = openat(o->nsfd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);
@@ -556,7 +552,7 @@ static int dir_empty(struct ds__out *o, const char *p)
  * publish names the file by its path).  Applied by every node as one
  * rename(2) of its directory, in node 0's order: every node shows the
  * directory under one name or the other, never half moved. */
-static int decide_dir_rename(struct ds__out *o, const struct omsg *m, const char *b)
+static int decide_dir_rename(struct ds_out *o, const struct omsg *m, const char *b)
 {
 	size_t l = strlen(m->path);
 	if (!strncmp(m->path2, m->path, l) && (m->path2[l] == '/' || !m->path2[l]))
@@ -580,7 +576,7 @@ static int decide_dir_rename(struct ds__out *o, const struct omsg *m, const char
 
 /* Node 0's check of a change against its view: 0 to go on, 1 done without
  * a broadcast, or -errno. */
-static int decide(struct ds__out *o, struct omsg *m)
+static int decide(struct ds_out *o, struct omsg *m)
 {
 	char a[PATH_MAX], b[PATH_MAX];
 	struct stat st, st2;
@@ -668,7 +664,7 @@ static int decide(struct ds__out *o, struct omsg *m)
 	return -EINVAL;
 }
 
-static void drain_wait_add(struct ds__out *o, uint64_t seq)
+static void drain_wait_add(struct ds_out *o, uint64_t seq)
 {
 	struct odw *d = ds_xcalloc(1, sizeof(*d));
 	d->seq = seq;
@@ -677,10 +673,10 @@ static void drain_wait_add(struct ds__out *o, uint64_t seq)
 	o->dwaits = d;
 }
 
-static void ack_in(struct ds__out *o, uint64_t seq, int status);
+static void ack_in(struct ds_out *o, uint64_t seq, int status);
 
 /* rank 0: a request from node `origin` (or this rank's node) */
-static void request(struct ds__out *o, struct omsg *m)
+static void request(struct ds_out *o, struct omsg *m)
 {
 	int rc = decide(o, m);
 	if ((m->flags & DS_OUT_F_PREPARE) &&
@@ -690,19 +686,19 @@ static void request(struct ds__out *o, struct omsg *m)
 		 * its writer is still there to hear the answer (dsout.h) */
 		struct omsg d = *m;
 		d.status = rc < 0 ? rc : 0;
-		if (m->origin == o->s->node)
+		if (m->origin == o->h.node)
 			finish(o, m->rid, d.status);
 		else
-			send_msg(o, ds__rank_of(o->s, m->origin), T_DONE, &d);
+			send_msg(o, ds__out_rank_of(&o->h, m->origin), T_DONE, &d);
 		return;
 	}
 	if (rc) {
 		struct omsg d = *m;
 		d.status = rc == 1 ? 0 : rc;
-		if (m->origin == o->s->node) /* this rank's own */
+		if (m->origin == o->h.node) /* this rank's own */
 			finish(o, m->rid, d.status);
 		else
-			send_msg(o, ds__rank_of(o->s, m->origin), T_DONE, &d);
+			send_msg(o, ds__out_rank_of(&o->h, m->origin), T_DONE, &d);
 		return;
 	}
 	m->seq = ++o->seq;
@@ -711,10 +707,10 @@ static void request(struct ds__out *o, struct omsg *m)
 	a->rid = m->rid;
 	a->origin = m->origin;
 	a->drain = m->op == DS_OUT_DRAIN;
-	a->left = (int)o->s->nnodes;
+	a->left = (int)o->h.nnodes;
 	a->next = o->acks;
 	o->acks = a;
-	for (uint32_t k = 1; k < o->s->nnodes; k++)
+	for (uint32_t k = 1; k < o->h.nnodes; k++)
 		send_msg(o, (int)k, T_APPLY, m);
 	int st = apply(o, m);
 	if (m->op == DS_OUT_DRAIN)
@@ -723,7 +719,7 @@ static void request(struct ds__out *o, struct omsg *m)
 		ack_in(o, m->seq, st);
 }
 
-static void ack_in(struct ds__out *o, uint64_t seq, int status)
+static void ack_in(struct ds_out *o, uint64_t seq, int status)
 {
 	for (struct oack **pp = &o->acks; *pp; pp = &(*pp)->next) {
 		struct oack *a = *pp;
@@ -734,21 +730,21 @@ static void ack_in(struct ds__out *o, uint64_t seq, int status)
 		if (--a->left > 0)
 			return;
 		*pp = a->next;
-		if (a->origin == o->s->node) { /* this rank's own */
+		if (a->origin == o->h.node) { /* this rank's own */
 			finish(o, a->rid, a->status);
 		} else {
 			struct omsg d;
 			memset(&d, 0, sizeof(d));
 			d.rid = a->rid;
 			d.status = a->status;
-			send_msg(o, ds__rank_of(o->s, a->origin), T_DONE, &d);
+			send_msg(o, ds__out_rank_of(&o->h, a->origin), T_DONE, &d);
 		}
 		free(a);
 		return;
 	}
 }
 
-static void ack_out(struct ds__out *o, uint64_t seq, int status)
+static void ack_out(struct ds_out *o, uint64_t seq, int status)
 {
 	if (o->rank == 0) {
 		ack_in(o, seq, status);
@@ -776,14 +772,14 @@ static void xfer_free(struct oxfer *x)
 }
 
 /* the holder: send path's bytes to node peer under transfer id xfer */
-static void fetch_serve(struct ds__out *o, const struct omsg *m, int peer)
+static void fetch_serve(struct ds_out *o, const struct omsg *m, int peer)
 {
 	struct omsg h;
 	memset(&h, 0, sizeof(h));
 	h.xfer = m->xfer;
 	pfmt(h.path, sizeof(h.path), "%s", m->path);
 	struct ds__orec *r = ds__out_find(o, m->path);
-	if (r && r->local && r->holder == o->s->node && !r->summed) {
+	if (r && r->local && r->holder == o->h.node && !r->summed) {
 		/* closed a moment ago, not summed yet: answered when it is
 		 * (ds__out_poll), so that the copy is checked against it */
 		struct odefer *f = ds_xcalloc(1, sizeof(*f));
@@ -796,7 +792,7 @@ static void fetch_serve(struct ds__out *o, const struct omsg *m, int peer)
 	char p[PATH_MAX];
 	struct oxfer *x = ds_xcalloc(1, sizeof(*x));
 	x->fd = -1;
-	if (!r || !r->local || r->holder != o->s->node || nspath(o, m->path, p)) {
+	if (!r || !r->local || r->holder != o->h.node || nspath(o, m->path, p)) {
 		h.status = -ENOENT;
 	} else if (r->sum_err) {
 		h.status = r->sum_err;
@@ -831,10 +827,10 @@ static void fetch_serve(struct ds__out *o, const struct omsg *m, int peer)
 	x->peer = peer;
 	x->next = o->xfers;
 	o->xfers = x;
-	DS__COUNT(o->s, served_bytes, h.size);
+	DS__OUT_COUNT(&o->h, served_bytes, h.size);
 }
 
-static void fetch_end(struct ds__out *o, struct ds__orec *r, int rc)
+static void fetch_end(struct ds_out *o, struct ds__orec *r, int rc)
 {
 	if (r) {
 		r->fetching = 0;
@@ -844,7 +840,7 @@ static void fetch_end(struct ds__out *o, struct ds__orec *r, int rc)
 }
 
 /* the fetcher: the holder's header arrived */
-static void fetch_header(struct ds__out *o, const struct omsg *h, int peer)
+static void fetch_header(struct ds_out *o, const struct omsg *h, int peer)
 {
 	struct ds__orec *r = ds__out_find(o, h->path);
 	if (h->status) {
@@ -872,7 +868,7 @@ static void fetch_header(struct ds__out *o, const struct omsg *h, int peer)
 	x->nreq = h->size ? nchunks(h->size) : 0;
 	x->reqs = ds_xcalloc((size_t)x->nreq + 1, sizeof(MPI_Request));
 	if (rc) {
-		ds_error("node %u: '%s': cannot fetch from node %d: %s", o->s->node, h->path, peer,
+		ds_error("node %u: '%s': cannot fetch from node %d: %s", o->h.node, h->path, peer,
 		         ds_strerror(rc));
 		/* the holder sends anyway: take its bytes and drop them */
 		void *junk = ds_xmalloc(CHUNK);
@@ -894,7 +890,7 @@ static void fetch_header(struct ds__out *o, const struct omsg *h, int peer)
 	o->xfers = x;
 }
 
-static void fetch_complete(struct ds__out *o, struct oxfer *x)
+static void fetch_complete(struct ds_out *o, struct oxfer *x)
 {
 	struct ds__orec *r = ds__out_find(o, x->path);
 	int rc = 0;
@@ -913,17 +909,17 @@ static void fetch_complete(struct ds__out *o, struct oxfer *x)
 	if (rc) {
 		unlinkat(o->wfd, x->tmp, 0);
 		if (rc != -ESTALE)
-			ds_error("node %u: '%s' from node %d: %s", o->s->node, x->path, x->peer, ds_strerror(rc));
+			ds_error("node %u: '%s' from node %d: %s", o->h.node, x->path, x->peer, ds_strerror(rc));
 	} else {
 		r->local = 1;
 		r->crc = x->crc;
 		r->summed = 1;
-		DS__COUNT(o->s, fetched_bytes, x->size);
+		DS__OUT_COUNT(&o->h, fetched_bytes, x->size);
 	}
 	fetch_end(o, r, rc == -ESTALE ? -EAGAIN : rc);
 }
 
-static void xfers_test(struct ds__out *o)
+static void xfers_test(struct ds_out *o)
 {
 	for (struct oxfer **pp = &o->xfers; *pp;) {
 		struct oxfer *x = *pp;
@@ -945,7 +941,7 @@ static void xfers_test(struct ds__out *o)
 }
 
 /* ---- main --------------------------------------------------------------- */
-static void from_queue(struct ds__out *o)
+static void from_queue(struct ds_out *o)
 {
 	for (;;) {
 		struct oreq *q = o->queue;
@@ -955,7 +951,7 @@ static void from_queue(struct ds__out *o)
 		if (!o->queue)
 			o->qtail = &o->queue;
 		q->m.rid = ++o->rid;
-		q->m.origin = o->s->node;
+		q->m.origin = o->h.node;
 		if (q->m.op == OP_FETCH) { /* a fetch: answered by fetch_end */
 			struct ds__orec *r = ds__out_find(o, q->m.path);
 			q->done = 1;
@@ -964,10 +960,10 @@ static void from_queue(struct ds__out *o)
 				fetch_end(o, r, 0);
 				continue;
 			}
-			int holder = ds__rank_of(o->s, r->holder);
+			int holder = ds__out_rank_of(&o->h, r->holder);
 			if (holder < 0) { /* its node is lost, and its outputs with it */
 				ds_error("node %u: '%s': its only copy was on node %u, which is lost",
-				         o->s->node, r->path, r->holder);
+				         o->h.node, r->path, r->holder);
 				fetch_end(o, r, -EIO);
 				continue;
 			}
@@ -984,9 +980,8 @@ static void from_queue(struct ds__out *o)
 	}
 }
 
-void ds__out_poll(struct ds__svc *s)
+void ds_out_poll(struct ds_out *o)
 {
-	struct ds__out *o = s->out;
 	if (!o)
 		return;
 	pthread_mutex_lock(&o->mu);
@@ -1048,7 +1043,7 @@ void ds__out_poll(struct ds__svc *s)
 
 /* ---- connection threads -------------------------------------------------- */
 /* Hand m to main and wait for its answer (mu held). */
-static int via_main(struct ds__out *o, struct omsg *m)
+static int via_main(struct ds_out *o, struct omsg *m)
 {
 	struct oreq q;
 	memset(&q, 0, sizeof(q));
@@ -1056,7 +1051,7 @@ static int via_main(struct ds__out *o, struct omsg *m)
 	pthread_cond_init(&q.cv, NULL);
 	*o->qtail = &q;
 	o->qtail = &q.next;
-	ds__wake(o->s->wake_main);
+	ds__out_wake(o);
 	while (!q.done)
 		pthread_cond_wait(&q.cv, &o->mu);
 	pthread_cond_destroy(&q.cv);
@@ -1078,7 +1073,7 @@ static int lock_free(int fd)
 
 /* Publish pending output p (its writers are gone); mu held, dropped while
  * the bytes are summed. */
-static int commit(struct ds__out *o, struct opend *p)
+static int commit(struct ds_out *o, struct opend *p)
 {
 	p->committing = 1;
 	double t0 = ds_now();
@@ -1102,7 +1097,7 @@ static int commit(struct ds__out *o, struct opend *p)
 	memset(&m, 0, sizeof(m));
 	m.op = rc ? OP_ABORT : OP_PUBLISH;
 	m.token = p->token;
-	m.holder = o->s->node;
+	m.holder = o->h.node;
 	m.size = (uint64_t)st.st_size;
 	m.mtime_ns = mtime_of(&st);
 	m.crc = crc;
@@ -1119,13 +1114,13 @@ static int commit(struct ds__out *o, struct opend *p)
 	if (!rc)
 		ds_debug(
 			"node %u: '%s' (%llu bytes) published in %.4f s (sum %.4f s, namespace %.4f s)",
-			o->s->node, p->path, (unsigned long long)m.size, ds_now() - t0, t1 - t0,
+			o->h.node, p->path, (unsigned long long)m.size, ds_now() - t0, t1 - t0,
 			ds_now() - t1);
 	if (rc) {
 		char wp[PATH_MAX];
 		pfmt(wp, sizeof(wp), "%016llx", (unsigned long long)p->token);
 		unlinkat(o->wfd, wp, 0);
-		ds_error("node %u: '%s': closed but not kept: %s", o->s->node, p->path, ds_strerror(rc));
+		ds_error("node %u: '%s': closed but not kept: %s", o->h.node, p->path, ds_strerror(rc));
 		struct ofail *f = ds_xmalloc(sizeof(*f));
 		f->token = p->token;
 		f->rc = rc;
@@ -1145,7 +1140,7 @@ static int commit(struct ds__out *o, struct opend *p)
 }
 
 /* the outcome of token's publish for its CLOSE: 0, or why it was not kept */
-static int fail_take(struct ds__out *o, uint64_t token)
+static int fail_take(struct ds_out *o, uint64_t token)
 {
 	for (struct ofail **pp = &o->fails; *pp; pp = &(*pp)->next)
 		if ((*pp)->token == token) {
@@ -1158,7 +1153,7 @@ static int fail_take(struct ds__out *o, uint64_t token)
 	return 0;
 }
 
-static struct opend *pend_find(struct ds__out *o, uint64_t token)
+static struct opend *pend_find(struct ds_out *o, uint64_t token)
 {
 	for (struct opend *p = o->pend; p; p = p->next)
 		if (p->token == token)
@@ -1167,7 +1162,7 @@ static struct opend *pend_find(struct ds__out *o, uint64_t token)
 }
 
 /* Publish every pending output whose writers are gone (mu held). */
-static void sweep(struct ds__out *o)
+static void sweep(struct ds_out *o)
 {
 	for (int again = 1; again;) {
 		again = 0;
@@ -1186,7 +1181,7 @@ static void sweep(struct ds__out *o)
 /* A writer's lock is in place: wait (blocking, in a thread of its own) until
  * every descriptor on it is gone, at close or at exit, then publish. */
 struct watch_arg {
-	struct ds__out *o;
+	struct ds_out *o;
 	uint64_t token;
 	int fd;
 };
@@ -1194,7 +1189,7 @@ struct watch_arg {
 static void *watch_main(void *arg)
 {
 	struct watch_arg *w = arg;
-	struct ds__out *o = w->o;
+	struct ds_out *o = w->o;
 	struct opend *p;
 	for (;;) {
 		struct flock lk = {.l_type = F_WRLCK,
@@ -1227,7 +1222,7 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
-static int watch(struct ds__out *o, uint64_t token)
+static int watch(struct ds_out *o, uint64_t token)
 {
 	struct opend *p = pend_find(o, token);
 	/* published (or given up) while the writer took its lock: the open
@@ -1266,7 +1261,7 @@ static int watch(struct ds__out *o, uint64_t token)
 
 /* Drop pending output p, publish nothing: its path is given back (node 0)
  * and its file removed; what the path held before stays (mu held). */
-static void rollback(struct ds__out *o, struct opend *p)
+static void rollback(struct ds_out *o, struct opend *p)
 {
 	p->committing = 1;
 	if (!__atomic_load_n(&o->quit, __ATOMIC_RELAXED)) { /* stopping: main polls no more */
@@ -1297,7 +1292,7 @@ static void rollback(struct ds__out *o, struct opend *p)
  * or died).  Waits as long as the writer is there; the service stopping
  * ends the wait, but a message already sent is still taken (its writer has
  * a descriptor and will close).  mu NOT held. */
-static int recv_second(struct ds__out *o, int fd, struct ds_out_req *q)
+static int recv_second(struct ds_out *o, int fd, struct ds_out_req *q)
 {
 	size_t got = 0;
 	while (got < sizeof(*q)) {
@@ -1328,7 +1323,7 @@ static int recv_second(struct ds__out *o, int fd, struct ds_out_req *q)
  * published (an empty file over a good checkpoint, issue 24).  Not
  * bounded in time: a writer stopped in its open holds its path as one
  * stopped in its write does.  mu NOT held. */
-static void confirm_wait(struct ds__out *o, int fd, uint64_t token)
+static void confirm_wait(struct ds_out *o, int fd, uint64_t token)
 {
 	struct ds_out_req *q = ds_xmalloc(sizeof(*q));
 	int ok = recv_second(o, fd, q) && q->magic == DS_OUT_MAGIC && q->op == DS_OUT_WATCH &&
@@ -1341,7 +1336,7 @@ static void confirm_wait(struct ds__out *o, int fd, uint64_t token)
 	} else if (p && !p->armed && !p->committing) {
 		ds_warn("node %u: '%s/%s': its writer gave up its open before it had the file: "
 		        "nothing published",
-		        o->s->node, o->s->o.outputs, p->path);
+		        o->h.node, o->oo.outputs, p->path);
 		rollback(o, p);
 	}
 	pthread_cond_broadcast(&o->fetched);
@@ -1362,7 +1357,7 @@ static int copy_fd(int from, int to)
 	}
 }
 
-static int do_create(struct ds__out *o, struct ds_out_req *q, struct ds_out_resp *a_out)
+static int do_create(struct ds_out *o, struct ds_out_req *q, struct ds_out_resp *a_out)
 {
 	char a[PATH_MAX], wp[PATH_MAX];
 	int rc = rel_ok(q->path, 0);
@@ -1385,7 +1380,7 @@ static int do_create(struct ds__out *o, struct ds_out_req *q, struct ds_out_resp
 	memset(&m, 0, sizeof(m));
 	m.op = DS_OUT_CREATE;
 	m.flags = q->flags;
-	m.token = ((uint64_t)o->s->node << 48) | ((uint64_t)o->inst << 32) | (++o->token_ctr & 0xffffffffu);
+	m.token = ((uint64_t)o->h.node << 48) | ((uint64_t)o->inst << 32) | (++o->token_ctr & 0xffffffffu);
 	pfmt(m.path, sizeof(m.path), "%s", q->path);
 	rc = via_main(o, &m);
 	if (rc)
@@ -1431,7 +1426,7 @@ static int do_create(struct ds__out *o, struct ds_out_req *q, struct ds_out_resp
 }
 
 /* Make path's bytes local (mu held).  0, or -errno. */
-int ds__out_fetch_locked(struct ds__out *o, const char *path)
+int ds__out_fetch_locked(struct ds_out *o, const char *path)
 {
 	for (int tries = 0; tries < 3; tries++) {
 		struct ds__orec *r = ds__out_find(o, path);
@@ -1460,17 +1455,17 @@ int ds__out_fetch_locked(struct ds__out *o, const char *path)
 
 /* A writer's token taken from an earlier service of this job (the one
  * before a failover restart): its file went with that service. */
-static int token_stale(struct ds__out *o, uint64_t token)
+static int token_stale(struct ds_out *o, uint64_t token)
 {
 	if (((token >> 32) & 0xffff) == o->inst)
 		return 0;
 	ds_warn("node %u: an output opened under an earlier service of this job (token %016llx) "
 	        "is not kept: the writer gets EIO",
-	        o->s->node, (unsigned long long)token);
+	        o->h.node, (unsigned long long)token);
 	return 1;
 }
 
-static int handle(struct ds__out *o, struct ds_out_req *q, struct ds_out_resp *a)
+static int handle(struct ds_out *o, struct ds_out_req *q, struct ds_out_resp *a)
 {
 	struct omsg m;
 	int rc;
@@ -1554,7 +1549,7 @@ static int handle(struct ds__out *o, struct ds_out_req *q, struct ds_out_resp *a
 }
 
 struct conn_arg {
-	struct ds__out *o;
+	struct ds_out *o;
 	int fd;
 };
 
@@ -1567,7 +1562,7 @@ struct conn_arg {
  * reported failed must not land later).  Not bounded in time, as for a
  * create's confirmation: a writer stopped between the two holds nothing.
  * On 1, *q is the request to apply. */
-static int ns_commit_wait(struct ds__out *o, int fd, struct ds_out_req *q)
+static int ns_commit_wait(struct ds_out *o, int fd, struct ds_out_req *q)
 {
 	struct ds_out_req *n = ds_xmalloc(sizeof(*n));
 	int ok = 0;
@@ -1580,11 +1575,11 @@ static int ns_commit_wait(struct ds__out *o, int fd, struct ds_out_req *q)
 	if (ok) {
 		q->flags = n->flags;
 		/* tests: the way to node 0 slow after the check (t/2218) */
-		ds_fault("outputs.ns_commit", (int)o->s->node);
+		ds_fault("outputs.ns_commit", (int)o->h.node);
 	} else
 		ds_warn("node %u: '%s/%s': its writer gave up its %s before node 0 had checked "
 		        "it: nothing applied",
-		        o->s->node, o->s->o.outputs, q->path,
+		        o->h.node, o->oo.outputs, q->path,
 		        q->op == DS_OUT_RENAME   ? "rename"
 		        : q->op == DS_OUT_UNLINK ? "unlink"
 		        : q->op == DS_OUT_MKDIR  ? "mkdir"
@@ -1596,7 +1591,7 @@ static int ns_commit_wait(struct ds__out *o, int fd, struct ds_out_req *q)
 static void *conn_main(void *arg)
 {
 	struct conn_arg *c = arg;
-	struct ds__out *o = c->o;
+	struct ds_out *o = c->o;
 	struct ds_out_req *q = ds_xmalloc(sizeof(*q));
 	struct ds_out_resp a = {.magic = DS_OUT_MAGIC, .status = -EINVAL};
 	size_t got = 0;
@@ -1645,7 +1640,7 @@ static void *conn_main(void *arg)
 
 static void *accept_main(void *arg)
 {
-	struct ds__out *o = arg;
+	struct ds_out *o = arg;
 	for (;;) {
 		struct pollfd pf = {o->lfd, POLLIN, 0};
 		int n = poll(&pf, 1, SWEEP_MS);
@@ -1668,7 +1663,7 @@ static void *accept_main(void *arg)
 		struct ucred cred;
 		socklen_t cl = sizeof(cred);
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != geteuid()) {
-			ds_warn("node %u: outputs: refused a connection from uid %u", o->s->node,
+			ds_warn("node %u: outputs: refused a connection from uid %u", o->h.node,
 			        (unsigned)cred.uid);
 			close(fd);
 			continue;
@@ -1702,7 +1697,7 @@ static void *accept_main(void *arg)
  * once its sum is known; both check the bytes they move against it. */
 static void *sum_main(void *arg)
 {
-	struct ds__out *o = arg;
+	struct ds_out *o = arg;
 	pthread_mutex_lock(&o->mu);
 	for (;;) {
 		while (!o->sums && !o->squit)
@@ -1725,7 +1720,7 @@ static void *sum_main(void *arg)
 		uint64_t size = r->size;
 		double t0 = ds_now();
 		pthread_mutex_unlock(&o->mu);
-		ds_fault("outputs.sum", (int)o->s->node); /* tests: a slow sum (t/2209) */
+		ds_fault("outputs.sum", (int)o->h.node); /* tests: a slow sum (t/2209) */
 		uint32_t crc = 0;
 		struct stat st;
 		if (!rc && (fstat(fd, &st) < 0 || (uint64_t)st.st_size != size))
@@ -1748,14 +1743,14 @@ static void *sum_main(void *arg)
 		r->summed = 1;
 		if (rc)
 			ds_error("node %u: '%s': cannot read it back after its close: %s",
-			         o->s->node, r->path, ds_strerror(rc));
+			         o->h.node, r->path, ds_strerror(rc));
 		else
 			ds_debug(
 				"node %u: '%s' (%llu bytes) summed in %.4f s, %.4f s after its close",
-				o->s->node, r->path, (unsigned long long)size, ds_now() - t0,
+				o->h.node, r->path, (unsigned long long)size, ds_now() - t0,
 				ds_now() - r->t_closed);
 		pthread_cond_broadcast(&o->summed);
-		ds__wake(o->s->wake_main); /* fetches waiting for it */
+		ds__out_wake(o); /* fetches waiting for it */
 		pthread_mutex_unlock(&o->mu);
 		ds__out_status_write(o); /* its CRC, for a recovery */
 		pthread_mutex_lock(&o->mu);
@@ -1764,9 +1759,9 @@ static void *sum_main(void *arg)
 	return NULL;
 }
 
-void ds__out_wake(struct ds__out *o) { ds__wake(o->s->wake_main); }
+void ds__out_wake(struct ds_out *o) { o->h.wake(o->h.ctx); }
 
-void ds__out_wait_summed(struct ds__out *o)
+void ds__out_wait_summed(struct ds_out *o)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -1837,14 +1832,24 @@ static void rm_rf_at(int dfd, const char *name, int depth)
 	unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
-int ds__out_start(struct ds__svc *s)
+void ds_out_defaults(struct ds_out_opts *o)
 {
-	const struct ds_serve_opts *so = &s->o;
+	memset(o, 0, sizeof(*o));
+	o->drain_rate = 1ull << 30;
+	o->drain_timeout = 600;
+}
+
+int ds_out_start(const struct ds_out_host *h, const struct ds_out_opts *so, struct ds_out **out)
+{
+	*out = NULL;
 	if (!so->outputs)
 		return 0;
-	ds_fault("serve.outputs_start", (int)s->node); /* tests: a slow start (t/2207) */
-	struct ds__out *o = ds_xcalloc(1, sizeof(*o));
-	o->s = s;
+	ds_fault("serve.outputs_start", (int)h->node); /* tests: a slow start (t/2207) */
+	struct ds_out *o = ds_xcalloc(1, sizeof(*o));
+	o->h = *h;
+	o->oo = *so;
+	so = &o->oo;
+	h = &o->h;
 	o->lfd = -1;
 	o->qtail = &o->queue;
 	pthread_mutex_init(&o->mu, NULL);
@@ -1854,17 +1859,17 @@ int ds__out_start(struct ds__svc *s)
 	pthread_cond_init(&o->sum_cv, NULL);
 	pthread_cond_init(&o->summed, NULL);
 	o->sums_tail = &o->sums;
-	s->out = o;
-	MPI_Comm_dup(s->comm, &o->oc);
+	*out = o;
+	MPI_Comm_dup(h->comm, &o->oc);
 	MPI_Comm_rank(o->oc, &o->rank);
-	MPI_Comm_dup(s->comm, &o->dc);
+	MPI_Comm_dup(h->comm, &o->dc);
 	int rc = 0, jdfd = AT_FDCWD;
 	o->areafd = o->nsfd = o->wfd = -1;
 	if (so->outputs_to) {
 		/* DIR may be a scratch directory others can write: DIR opened
 		 * once, dstage.<uid>.<job> and <node>.out made and checked from
 		 * it by descriptor, and only ever used from there */
-		char *jd = ds_store_jobdir(so->outputs_to, s->o.job && *s->o.job ? s->o.job : ds_store_default_job());
+		char *jd = ds_store_jobdir(so->outputs_to, h->job && *h->job ? h->job : ds_store_default_job());
 		rc = ds_mkdir_p(so->outputs_to, 0700);
 		int top = rc ? -1 : open(so->outputs_to, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (!rc && top < 0)
@@ -1877,20 +1882,20 @@ int ds__out_start(struct ds__svc *s)
 		}
 		if (top >= 0)
 			close(top);
-		if ((size_t)pfmt(o->area, sizeof(o->area), "%s/%u.out", jd, s->node) >= sizeof(o->area))
+		if ((size_t)pfmt(o->area, sizeof(o->area), "%s/%u.out", jd, h->node) >= sizeof(o->area))
 			rc = -ENAMETOOLONG;
 		free(jd);
-	} else if ((size_t)pfmt(o->area, sizeof(o->area), "%s/" DS_OUT_AREA_NAME, s->nodedir) >=
+	} else if ((size_t)pfmt(o->area, sizeof(o->area), "%s/" DS_OUT_AREA_NAME, h->nodedir) >=
 	           sizeof(o->area)) {
 		rc = -ENAMETOOLONG;
 	}
-	pfmt(o->sock, sizeof(o->sock), "%s/" DS_OUT_SOCK, s->nodedir);
+	pfmt(o->sock, sizeof(o->sock), "%s/" DS_OUT_SOCK, h->nodedir);
 	/* a new service starts from an empty namespace; outputs an earlier one
 	 * of this job left undrained are not thrown away: refused until
 	 * `dstage drain --wait` has recovered them */
 	if (!rc) {
 		char st[PATH_MAX], *text;
-		pfmt(st, sizeof(st), "%s/" DS_OUT_STATUS, s->nodedir);
+		pfmt(st, sizeof(st), "%s/" DS_OUT_STATUS, h->nodedir);
 		/* all of it (one line per output not drained, any number): the
 		 * area is wiped below only when no line lists one */
 		ssize_t n = ds__out_read_text(st, &text);
@@ -1908,14 +1913,14 @@ int ds__out_start(struct ds__svc *s)
 			ds_error(
 				"node %u: '%s': %s (it may list outputs not drained: the output area "
 				"is not wiped)",
-				s->node, st, ds_strerror((int)n));
+				h->node, st, ds_strerror((int)n));
 			rc = (int)n;
 		} else if (left) {
 			ds_error(
 				"node %u: %lu output(s) of an earlier service of this job were not drained "
 				"(%s): run 'dstage drain --wait --to %s%s%s' first to recover them",
-				s->node, left, st, so->to, so->job ? " --job " : "",
-				so->job ? so->job : "");
+				h->node, left, st, h->to, h->job ? " --job " : "",
+				h->job ? h->job : "");
 			rc = -EEXIST;
 		}
 	}
@@ -1947,7 +1952,7 @@ int ds__out_start(struct ds__svc *s)
 	if (!rc)
 		rc = ds__drain_new(o, so, &o->dr);
 	{ /* collective, whatever rc is here */
-		int rrc = ds__repl_start(o, s, &o->repl);
+		int rrc = ds__repl_start(o, &o->repl);
 		if (!rc)
 			rc = rrc;
 	}
@@ -1985,7 +1990,7 @@ int ds__out_start(struct ds__svc *s)
 	}
 	if (!rc) {
 		char conf[PATH_MAX], text[2 * PATH_MAX + 8];
-		pfmt(conf, sizeof(conf), "%s/" DS_OUT_CONF, s->nodedir);
+		pfmt(conf, sizeof(conf), "%s/" DS_OUT_CONF, h->nodedir);
 		int n = pfmt(text, sizeof(text), "%s\n%s\n", so->outputs, o->area);
 		rc = ds_write_file_atomic(conf, text, (size_t)n, 0600);
 	}
@@ -1996,15 +2001,14 @@ int ds__out_start(struct ds__svc *s)
 			o->athread_on = 1;
 	}
 	if (rc)
-		ds_error("node %u: outputs in '%s': %s", s->node, o->area, ds_strerror(rc));
+		ds_error("node %u: outputs in '%s': %s", h->node, o->area, ds_strerror(rc));
 	else
 		ds__out_status_write(o);
 	return rc;
 }
 
-int ds__out_busy(struct ds__svc *s)
+int ds_out_busy(struct ds_out *o)
 {
-	struct ds__out *o = s->out;
 	if (!o || !o->dr)
 		return 0;
 	pthread_mutex_lock(&o->mu);
@@ -2014,9 +2018,8 @@ int ds__out_busy(struct ds__svc *s)
 	return busy;
 }
 
-int ds__out_inflight(struct ds__svc *s)
+int ds_out_inflight(struct ds_out *o)
 {
-	struct ds__out *o = s->out;
 	if (!o)
 		return 0;
 	if (pthread_mutex_trylock(&o->mu))
@@ -2031,16 +2034,15 @@ int ds__out_inflight(struct ds__svc *s)
 	return busy;
 }
 
-int ds__out_stop(struct ds__svc *s)
+int ds_out_stop(struct ds_out *o)
 {
-	struct ds__out *o = s->out;
 	if (!o)
 		return 0;
 	__atomic_store_n(&o->quit, 1, __ATOMIC_RELAXED);
 	if (o->athread_on)
 		pthread_join(o->athread, NULL);
 	char conf[PATH_MAX];
-	pfmt(conf, sizeof(conf), "%s/" DS_OUT_CONF, s->nodedir);
+	pfmt(conf, sizeof(conf), "%s/" DS_OUT_CONF, o->h.nodedir);
 	unlink(o->sock);
 	if (o->lfd >= 0)
 		close(o->lfd);
@@ -2067,7 +2069,7 @@ int ds__out_stop(struct ds__svc *s)
 	int lost = 0;
 	for (struct opend *p = o->pend; p; p = p->next) {
 		ds_error("node %u: '%s/%s': still open for writing when the service stopped: not kept",
-		         s->node, s->o.outputs, p->path);
+		         o->h.node, o->oo.outputs, p->path);
 		lost++;
 	}
 	pthread_mutex_unlock(&o->mu);
@@ -2088,16 +2090,14 @@ int ds__out_stop(struct ds__svc *s)
 	return lost;
 }
 
-void ds__out_free(struct ds__svc *s)
+void ds_out_free(struct ds_out *o)
 {
-	struct ds__out *o = s->out;
 	if (!o)
 		return;
 	MPI_Comm_free(&o->oc);
 	MPI_Comm_free(&o->dc);
 	ds__repl_free(o->repl); /* collective */
 	o->repl = NULL;
-	s->out = NULL;
 	pthread_mutex_lock(&o->mu);
 	int watching = o->nwatch;
 	pthread_mutex_unlock(&o->mu);
@@ -2151,7 +2151,7 @@ void ds__out_free(struct ds__svc *s)
 /* ---- NODEDIR/outputs.status ------------------------------------------------ */
 /* The snapshot (mu held): numbered, so that an older one never replaces a
  * newer one on disk (status_put). */
-static uint64_t status_build(struct ds__out *o, struct ds_buf *b)
+static uint64_t status_build(struct ds_out *o, struct ds_buf *b)
 {
 	char line[PATH_MAX + 64];
 	unsigned writing = 0;
@@ -2167,17 +2167,17 @@ static uint64_t status_build(struct ds__out *o, struct ds_buf *b)
 /* One writer at a time (status_mu, taken after mu when mu is held), so that
  * a snapshot older than the one on disk is dropped, never written over a
  * newer one (each write has a temporary of its own: ds_write_file_atomic). */
-static void status_put(struct ds__out *o, struct ds_buf *b, uint64_t gen)
+static void status_put(struct ds_out *o, struct ds_buf *b, uint64_t gen)
 {
 	pthread_mutex_lock(&o->status_mu);
 	if (gen > o->status_put) {
 		char p[PATH_MAX];
-		pfmt(p, sizeof(p), "%s/" DS_OUT_STATUS, o->s->nodedir);
+		pfmt(p, sizeof(p), "%s/" DS_OUT_STATUS, o->h.nodedir);
 		int rc = ds_write_file_atomic(p, b->data ? b->data : "", b->len, 0600);
 		if (rc) /* the crash record is behind: said, every time */
 			ds_error(
 				"node %u: '%s' not updated (a recovery after a crash reads it): %s",
-				o->s->node, p, ds_strerror(rc));
+				o->h.node, p, ds_strerror(rc));
 		else
 			o->status_put = gen;
 	}
@@ -2185,7 +2185,7 @@ static void status_put(struct ds__out *o, struct ds_buf *b, uint64_t gen)
 	ds_buf_release(b);
 }
 
-void ds__out_status_write_held(struct ds__out *o)
+void ds__out_status_write_held(struct ds_out *o)
 {
 	if (!o->dr)
 		return;
@@ -2194,7 +2194,7 @@ void ds__out_status_write_held(struct ds__out *o)
 	status_put(o, &b, gen);
 }
 
-void ds__out_status_write(struct ds__out *o)
+void ds__out_status_write(struct ds_out *o)
 {
 	if (!o->dr)
 		return;
@@ -2205,21 +2205,23 @@ void ds__out_status_write(struct ds__out *o)
 	status_put(o, &b, gen);
 }
 
-pthread_mutex_t *ds__out_mutex(struct ds__out *o) { return &o->mu; }
-int ds__out_nsfd(struct ds__out *o) { return o->nsfd; }
-uint32_t ds__out_node(struct ds__out *o) { return o->s->node; }
-struct ds__orepl *ds__out_repl(struct ds__out *o) { return o->repl; }
-struct ds__orec *ds__out_find_seq(struct ds__out *o, uint64_t seq)
+pthread_mutex_t *ds__out_mutex(struct ds_out *o) { return &o->mu; }
+int ds__out_nsfd(struct ds_out *o) { return o->nsfd; }
+uint32_t ds__out_node(struct ds_out *o) { return o->h.node; }
+const struct ds_out_host *ds__out_host(struct ds_out *o) { return &o->h; }
+const struct ds_out_opts *ds__out_opts(struct ds_out *o) { return &o->oo; }
+struct ds__orepl *ds__out_repl(struct ds_out *o) { return o->repl; }
+struct ds__orec *ds__out_find_seq(struct ds_out *o, uint64_t seq)
 {
 	for (struct ds__orec *r = o->recs; r; r = r->next)
 		if (!r->gone && r->seq == seq)
 			return r;
 	return NULL;
 }
-int ds__out_wfd(struct ds__out *o) { return o->wfd; }
+int ds__out_wfd(struct ds_out *o) { return o->wfd; }
 
 /* ---- options -------------------------------------------------------------- */
-int ds__out_opt(struct ds_serve_opts *o, int c, const char *arg, int *bad)
+int ds_out_opt(struct ds_out_opts *o, int c, const char *arg, int *bad)
 {
 	uint64_t v;
 	double d;
@@ -2253,7 +2255,7 @@ int ds__out_opt(struct ds_serve_opts *o, int c, const char *arg, int *bad)
 	return 0;
 }
 
-int ds__out_check_opts(const struct ds_serve_opts *o)
+int ds_out_check_opts(const struct ds_out_opts *o)
 {
 	const char *why;
 	if (!o->outputs) {

@@ -1,19 +1,30 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* outputs.h: write-once outputs inside the service (outputs.c, drain.c). */
-#ifndef DS_SHUFFLE_OUTPUTS_H
-#define DS_SHUFFLE_OUTPUTS_H
+/* outputs.h: the inside of outputs/, shared by its files and private to
+ * them (t/0001-modules.t); the face is dsoutputs.h. */
+#ifndef DS_OUTPUTS_OUTPUTS_H
+#define DS_OUTPUTS_OUTPUTS_H
 
 #include "dscommon.h"
+#include "dsoutputs.h"
 
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-struct ds__out;
 struct ds__drain;
-struct ds_serve_opts;
 
-#define DS_OUT_MAX_REPL 8 /* --outputs-replicas: holders of an output, at most */
+/* the host's services (dsoutputs.h) */
+static inline int ds__out_rank_of(const struct ds_out_host *h, uint32_t node)
+{
+	return h->rank_of(h->ctx, node);
+}
+static inline void ds__out_poke(const struct ds_out_host *h, int rank)
+{
+	if (h->poke)
+		h->poke(h->ctx, rank);
+}
+#define DS__OUT_COUNT(h, field, n) \
+	__atomic_fetch_add(&(h)->stats->field, (uint64_t)(n), __ATOMIC_RELAXED)
 
 enum ds__dstate { DS_D_NONE = 0, DS_D_QUEUED, DS_D_DRAINING, DS_D_DRAINED, DS_D_FAILED };
 
@@ -44,32 +55,34 @@ struct ds__orec {
 int ds__out_pfmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* outputs.c, for drain.c (the state's mutex is held where it says so) */
-pthread_mutex_t *ds__out_mutex(struct ds__out *o);
-int ds__out_nsfd(struct ds__out *o); /* AREA/ns, by descriptor */
-uint32_t ds__out_node(struct ds__out *o);
-struct ds__orec *ds__out_find(struct ds__out *o, const char *path);
+pthread_mutex_t *ds__out_mutex(struct ds_out *o);
+int ds__out_nsfd(struct ds_out *o); /* AREA/ns, by descriptor */
+uint32_t ds__out_node(struct ds_out *o);
+const struct ds_out_host *ds__out_host(struct ds_out *o);
+const struct ds_out_opts *ds__out_opts(struct ds_out *o);
+struct ds__orec *ds__out_find(struct ds_out *o, const char *path);
 /* the output published by change seq, whatever its name now (outrepl.c) */
-struct ds__orec *ds__out_find_seq(struct ds__out *o, uint64_t seq);
-int ds__out_fetch_locked(struct ds__out *o, const char *path);
+struct ds__orec *ds__out_find_seq(struct ds_out *o, uint64_t seq);
+int ds__out_fetch_locked(struct ds_out *o, const char *path);
 /* wake the service's main loop (it checks the drain waits) */
-void ds__out_wake(struct ds__out *o);
+void ds__out_wake(struct ds_out *o);
 /* wait (mutex held, at most a tenth of a second) for a sum to end */
-void ds__out_wait_summed(struct ds__out *o);
+void ds__out_wait_summed(struct ds_out *o);
 /* the CRC-32C of r as outputs.status shows it: 8 hex digits, or "--------"
  * while the holder has not summed it yet */
 const char *ds__out_crc_str(const struct ds__orec *r, char buf[9]);
 /* rewrite NODEDIR/outputs.status (mutex NOT held) */
-void ds__out_status_write(struct ds__out *o);
+void ds__out_status_write(struct ds_out *o);
 /* the same, mutex held (outrepl.c: a replica's status before its ack) */
-void ds__out_status_write_held(struct ds__out *o);
+void ds__out_status_write_held(struct ds_out *o);
 /* outrepl.c's state, and the area's directory of files in flight */
-struct ds__orepl *ds__out_repl(struct ds__out *o);
-int ds__out_wfd(struct ds__out *o); /* AREA/w, by descriptor */
+struct ds__orepl *ds__out_repl(struct ds_out *o);
+int ds__out_wfd(struct ds_out *o); /* AREA/w, by descriptor */
 
 /* drain.c: copies of the held outputs to --drain-to, oldest first, each
  * durable (temporary name, fsync, rename, fsync of the directory) before it
  * counts as drained.  All but new/end/free with the outputs mutex held. */
-int ds__drain_new(struct ds__out *o, const struct ds_serve_opts *so, struct ds__drain **out);
+int ds__drain_new(struct ds_out *o, const struct ds_out_opts *so, struct ds__drain **out);
 /* the drain directory (its real path) */
 const char *ds__drain_dir(const struct ds__drain *d);
 void ds__drain_add(struct ds__drain *d, struct ds__orec *r);

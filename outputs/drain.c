@@ -18,7 +18,6 @@
 #include "dsout.h"
 #include "outputs.h"
 #include "outrepl.h"
-#include "svc.h"
 
 #include <fcntl.h>
 #include <stdarg.h>
@@ -44,7 +43,7 @@ struct dq {
 };
 
 struct ds__drain {
-	struct ds__out *o;
+	struct ds_out *o;
 	char dir[PATH_MAX];
 	int dfd;       /* DIR, opened once: every later use is relative to it */
 	uint64_t rate; /* bytes/s, 0: no bound */
@@ -505,7 +504,7 @@ static int mkdir_durable(const char *dir)
 	}
 }
 
-int ds__drain_new(struct ds__out *o, const struct ds_serve_opts *so, struct ds__drain **out)
+int ds__drain_new(struct ds_out *o, const struct ds_out_opts *so, struct ds__drain **out)
 {
 	struct ds__drain *d = ds_xcalloc(1, sizeof(*d));
 	d->o = o;
