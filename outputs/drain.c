@@ -4,7 +4,7 @@
  *
  * Each file goes to DIR/<path>.dstage-drain.<node>.<seq> first; its bytes
  * are summed on the way and must match the CRC-32C its holder took just
- * after the close (outputs.c: sum_main, at the same time: the copy is
+ * after the close (sum.c: ds__out_sum_main, at the same time: the copy is
  * renamed into place only once that sum is known and matches); then
  * fsync, the mode and mtime of the output, rename to DIR/<path>, fsync of
  * the directory.  Only then does it count as drained: a file is never
@@ -320,7 +320,7 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 	close(sfd);
 	pthread_mutex_lock(mu);
 	double t1 = ds_now();
-	/* the output's sum, taken just after its close by outputs.c's sum
+	/* the output's sum, taken just after its close by the sum
 	 * thread, at the same time as this copy: the copy is renamed into
 	 * place only if it matches */
 	while (!rc && !r->summed && !r->gone && !d->quit)

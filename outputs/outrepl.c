@@ -158,7 +158,7 @@ static void send_ctl(struct ds__orepl *rp, int to, const struct rmsg *m)
 	MPI_Isend(&x->m, (int)sizeof(x->m), MPI_BYTE, to, R_CTL, rp->rc, &x->req);
 	x->next = rp->sends;
 	rp->sends = x;
-	/* wake the peer's main (it may sleep 50 ms between polls: outputs.c) */
+	/* wake the peer's main (it may sleep 50 ms between polls: shuffle/outhost.c) */
 	ds__out_poke(rp->host, to);
 }
 
@@ -192,7 +192,7 @@ int ds__repl_push(struct ds__orepl *rp, int fd, uint64_t size, uint64_t token, c
 	if (!k)
 		return 0;
 	/* the sum the replicas check their copy against: taken here, on the
-	 * close's path (without replicas it is taken just after: outputs.c) */
+	 * close's path (without replicas it is taken just after: sum.c) */
 	void *map = NULL;
 	if (size) {
 		map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
@@ -457,7 +457,7 @@ int ds__repl_take(struct ds__orepl *rp, uint64_t token, const char *dst, uint32_
 		return -ENOENT;
 	struct timespec ts[2] = {{mtime_ns / 1000000000ll, mtime_ns % 1000000000ll},
 	                         {mtime_ns / 1000000000ll, mtime_ns % 1000000000ll}};
-	/* dst: a name relative to AREA/ns (outputs.c's nspath) */
+	/* dst: a name relative to AREA/ns (ds__out_nspath) */
 	int wfd = ds__out_wfd(rp->o);
 	int rc = 0, fd = openat(wfd, k->tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 || fchmod(fd, mode & 07777) < 0 || futimens(fd, ts) < 0 ||

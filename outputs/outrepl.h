@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* outrepl.h: replicated write-once outputs (outrepl.c, --outputs-replicas N,
- * docs/outputs.md "Replicated outputs").  The hooks outputs.c and drain.c
- * call; everything here runs with the outputs mutex held unless it says
- * otherwise. */
+ * docs/outputs.md "Replicated outputs").  The hooks the other files of
+ * outputs/ call; everything here runs with the outputs mutex held unless
+ * it says otherwise. */
 #ifndef DS_OUTPUTS_OUTREPL_H
 #define DS_OUTPUTS_OUTREPL_H
 
