@@ -146,7 +146,7 @@
 
 #define DS_TMP_SUFFIX ".tmp"
 
-/* ---- NODEDIR/serve.status keys (shuffle/exchange.c -> stage/store_cmds.c) */
+/* ---- NODEDIR/serve.status keys (shuffle/exchange.c -> stage/cmd_store.c) */
 #define DS_SS_STATE "state"           /* starting, running, stopped, failed (sh) */
 #define DS_SS_PID "pid"               /* the service's pid (sh: tests kill it) */
 #define DS_SS_LOCAL_L0 "local_l0"     /* L=0: expected fraction held here */

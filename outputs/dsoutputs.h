@@ -79,7 +79,7 @@ int ds_out_inflight(struct ds_out *o);
 int ds_out_stop(struct ds_out *o);
 void ds_out_free(struct ds_out *o); /* collective */
 
-/* `dstage drain` (drain_cmd.c). */
+/* `dstage drain` (cmd_drain.c). */
 int ds_cmd_drain(int argc, char **argv);
 /* From every NODEDIR/outputs.status of jobdir here, report (error
  * messages) what was closed and not drained; cleanup: remove the half-made

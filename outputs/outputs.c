@@ -4,7 +4,7 @@
  * the options.  The rest of outputs/: the ordering of the changes and the
  * main loop's part (order.c), fetches (fetch.c), the writers' connections
  * (conn.c), the sums after close (sum.c), replicas (outrepl.c), the drain
- * (drain.c) and `dstage drain` (drain_cmd.c).
+ * (drain.c) and `dstage drain` (cmd_drain.c).
  *
  * Every node keeps the outputs namespace in AREA/ns: the files it holds,
  * placeholders (right size, mode and mtime, no bytes) of the files other

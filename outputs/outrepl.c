@@ -13,7 +13,7 @@
  * AREA/ns in place of the placeholder, records itself as a replica
  * (ds__orec.repl) and rewrites NODEDIR/outputs.status, listing the output
  * as not drained, before it acknowledges: when the close returns, a
- * recovery (`dstage drain --wait`, drain_cmd.c) on a replica node can copy
+ * recovery (`dstage drain --wait`, cmd_drain.c) on a replica node can copy
  * the output even if the holder's node and its store are gone.
  *
  * The drain is the holder's, as without replicas (one copy to the drain

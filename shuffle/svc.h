@@ -83,9 +83,9 @@ struct ds__svc {
 #define DS__SET(s, field, v) __atomic_store_n(&(s)->stats->field, (uint64_t)(v), __ATOMIC_RELAXED)
 
 /* ---- window.c: the store and the one-sided gets ------------------------- */
-/* Map NODEDIR/index and NODEDIR/store; create the window (collective). */
 /* Move the store's mapping (both tiers) to addr (failover.c). */
 int ds__store_move(struct ds__svc *s, void *addr);
+/* Map NODEDIR/index and NODEDIR/store; create the window (collective). */
 int ds__store_open(struct ds__svc *s);
 int ds__window_create(struct ds__svc *s);
 void ds__window_free(struct ds__svc *s);
@@ -139,7 +139,6 @@ int ds__exchange_busy(const struct ds__svc *s);
  * figures and the epoch lines), stopped or failed (without them). */
 void ds__status_write(struct ds__svc *s, const char *state);
 
-/* ---- progress.c: telling a target we have gets in flight to it ---------- */
 /* ---- direct.c: remote reads fetched by the socket thread ---------------- */
 /* With MPI_THREAD_MULTIPLE (and not DSTAGE_SERVE_DIRECT=0): set s->direct. */
 int ds__direct_start(struct ds__svc *s);
@@ -151,6 +150,7 @@ int ds__direct_fetch(struct ds__svc *s, struct ds__rreq *list);
 /* END to targets unused for a while; seconds until the next is due, or -1. */
 double ds__direct_idle(struct ds__svc *s);
 
+/* ---- progress.c: telling a target we have gets in flight to it ---------- */
 /* Collective: the UDP wake sockets, or none on every rank (then ds__pw_on
  * is 0 and the service polls periodically as before).  Always 0. */
 int ds__pw_start(struct ds__svc *s);

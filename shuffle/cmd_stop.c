@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* stop.c: `dstage stop`: stop the node service on every node, from one
+/* cmd_stop.c: `dstage stop`: stop the node service on every node, from one
  * call anywhere in the job.
  *
  * It creates JOBDIR/stop on the node it runs on; that node's service sees

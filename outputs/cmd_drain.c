@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* drain_cmd.c: `dstage drain`: wait until every closed output is durable in
+/* cmd_drain.c: `dstage drain`: wait until every closed output is durable in
  * the drain directory, or, when no service runs any more (stopped, killed),
  * report from NODEDIR/outputs.status what was closed and not drained and
  * remove the copy that was half made (it only ever has a temporary name). */
