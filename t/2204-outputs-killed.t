@@ -8,7 +8,7 @@
 # copy and recovers those outputs from the node's output area, the drain's
 # way (CRC-checked, fsync, rename), naming each.  2 simulated nodes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 2 &&

@@ -9,7 +9,7 @@
 # killed before the sum: `dstage drain --wait` recovers the file all the
 # same (without a CRC to check).  2 simulated nodes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 2 &&

@@ -10,7 +10,7 @@
 # leaves them (one status line each, the bytes in the node's output area),
 # after a real service of the job was SIGKILLed with a real one pending.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 2 &&

@@ -12,7 +12,7 @@
 # the drain directory, once; the service restarts on the survivors 0 and
 # 2 (--failover) and goes on replicating and draining.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_code 2 'usage: --outputs-replicas 0' '
 	"$DSTAGE" serve --to "$SHM" --outputs out --drain-to d --outputs-replicas 0

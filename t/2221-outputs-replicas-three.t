@@ -12,7 +12,7 @@
 # temporary or unlinked name, each once; the replica of another output on
 # node 0 too.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'four nodes staged' '
 	make_samples src 2 &&

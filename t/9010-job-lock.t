@@ -5,7 +5,7 @@
 # refused with the holder named (pid, command, host), exit 1 on every rank,
 # nothing of the holder's touched; the lock dies with its holder.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 uid=$(id -u)
 host=$(hostname)
