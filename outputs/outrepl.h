@@ -12,7 +12,7 @@
 
 struct ds__orepl;
 
-/* ds__out_start (collective, mutex not held): the replicas' communicator,
+/* ds_out_start (collective, mutex not held): the replicas' communicator,
  * the replica count of this step (capped to the step's nodes, said so).
  * 0 or -errno. */
 int ds__repl_start(struct ds_out *o, struct ds__orepl **out);
