@@ -9,8 +9,8 @@ command -v perl >/dev/null || skip_all "no perl (the literal scan is a perl scri
 scan="perl $SRCDIR/t/helpers/store-names.pl $SRCDIR/common/dsstore.h"
 
 test_expect_success 'the names and the path helpers (build/t/test-store)' '
-	"$T/test-store" >out; rc=$?; cat out &&
-	test $rc = 0 && ! grep "^not ok" out && grep -q "^ok" out
+	test_status --show out 0 "$T/test-store" >out &&
+	! grep "^not ok" out && grep -q "^ok" out
 '
 
 test_expect_success 'no store name spelled as a literal outside common/' '

@@ -64,7 +64,7 @@ test_expect_success 'killed after the close, before the sum' '
 	wait_until 20 sh -c "! kill -0 $SERVE_PID 2>/dev/null"
 '
 test_expect_success 'dstage drain --wait recovers it' '
-	"$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err; rc=$?; cat err &&
-	test $rc = 0 && grep -q "late.pt.*recovered" err && cmp ck "$DR/late.pt"
+	test_status --show err 0 "$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err &&
+	grep -q "late.pt.*recovered" err && cmp ck "$DR/late.pt"
 '
 test_done

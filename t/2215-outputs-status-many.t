@@ -112,8 +112,8 @@ test_expect_success 'a new service of the job is refused and wipes nothing' '
 '
 test_expect_success 'its bytes back: recovered, exit 0' '
 	echo "$LOST" >"$JOBDIR/1/outputs/ns/$LOST" &&
-	"$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err; rc=$?; cat err &&
-	test $rc = 0 && grep -q "model-shard-099999.*recovered" err &&
+	test_status --show err 0 "$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err &&
+	grep -q "model-shard-099999.*recovered" err &&
 	"$PY" checkshards.py "$DR"
 '
 serve_start 2 --outputs out --drain-to "$DR"
