@@ -42,7 +42,7 @@ int ds_cmd_stage(int argc, char **argv);
 int ds_cmd_env(int argc, char **argv);
 int ds_cmd_status(int argc, char **argv);
 int ds_cmd_clean(int argc, char **argv);
-/* epochcmd.c: `dstage epoch` (lists, node sets, resume; no MPI). */
+/* cmd_epoch.c: `dstage epoch` (lists, node sets, resume; no MPI). */
 int ds_cmd_epoch(int argc, char **argv);
 
 #endif

@@ -18,7 +18,7 @@ int ds__status_service_up(const char *jobdir);
 int ds__status_print_all(const char *jobdir, long node, char **local, size_t nlocal,
                          int (*local_row)(const char *jobdir, const char *name),
                          unsigned long *nnodes, const uint64_t *spill, size_t nspill);
-/* store_cmds.c: every node's spill-tier bytes as an index records them (the
+/* cmd_store.c: every node's spill-tier bytes as an index records them (the
  * tier of each location, dsindex.h): a malloc'd array of ix->h->nnodes. */
 uint64_t *ds__spill_bytes(const struct ds_index *ix);
 

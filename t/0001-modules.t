@@ -100,6 +100,13 @@ test_expect_success 'nothing includes cli/ (the top); stage/ and shuffle/ not bo
 	! { grep -q "^stage shuffle$" graph && grep -q "^shuffle stage$" graph; }
 '
 
+test_expect_success 'the service hosts the outputs: outputs/ sees neither shuffle/ nor stage/; stage/ reaches the outputs without shuffle/' '
+	sh "$G" "$SRCDIR" >graph &&
+	grep -q "^shuffle outputs$" graph && grep -q "^stage outputs$" graph &&
+	! grep -E "^outputs (shuffle|stage|cli)$" graph &&
+	! grep "^stage shuffle$" graph
+'
+
 test_expect_success 'the preload library carries no MPI' '
 	! nm -D "$PRELOAD" | grep -E " (MPI_|PMPI_|ds_mpi_|ds_any_failed)" &&
 	! readelf -d "$PRELOAD" | grep -i "NEEDED.*mpi"

@@ -5,7 +5,7 @@
 # C reader checks each file's CRC-32C), in parallel from many connections;
 # the socket is private (0600) and nonsense gets an error, not bytes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'three nodes staged (R=1)' '
 	make_samples src 30 &&

@@ -4,7 +4,7 @@
 # every node; SIGTERM to one rank stops all; --clean removes the stores;
 # the service refuses to start, with the numbers, when it cannot work.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'serve --help, stop --help' '
 	"$DSTAGE" serve --help >out && grep -q -- "--locality" out &&

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* run.c: `dstage run OUT --to DIR [...]`: stage, then serve, in one job
+/* cmd_run.c: `dstage run OUT --to DIR [...]`: stage, then serve, in one job
  * step (one MPI_Init, one launch: the usual way in a batch script that has
  * nothing else to do between the two).
  *
