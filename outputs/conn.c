@@ -118,7 +118,8 @@ static int commit(struct ds_out *o, struct ds__opend *p)
 		char wp[PATH_MAX];
 		pfmt(wp, sizeof(wp), "%016llx", (unsigned long long)p->token);
 		unlinkat(o->wfd, wp, 0);
-		ds_error("node %u: '%s': closed but not kept: %s", o->h.node, p->path, ds_strerror(rc));
+		ds_error("node %u: '%s': closed but not kept: %s", o->h.node, p->path,
+		         ds_strerror(rc));
 		struct ds__ofail *f = ds_xmalloc(sizeof(*f));
 		f->token = p->token;
 		f->rc = rc;
@@ -378,7 +379,8 @@ static int do_create(struct ds_out *o, struct ds_out_req *q, struct ds_out_resp 
 	memset(&m, 0, sizeof(m));
 	m.op = DS_OUT_CREATE;
 	m.flags = q->flags;
-	m.token = ((uint64_t)o->h.node << 48) | ((uint64_t)o->inst << 32) | (++o->token_ctr & 0xffffffffu);
+	m.token = ((uint64_t)o->h.node << 48) | ((uint64_t)o->inst << 32) |
+	          (++o->token_ctr & 0xffffffffu);
 	pfmt(m.path, sizeof(m.path), "%s", q->path);
 	rc = via_main(o, &m);
 	if (rc)
@@ -470,10 +472,8 @@ static int handle(struct ds_out *o, struct ds_out_req *q, struct ds_out_resp *a)
 	if ((q->op == DS_OUT_WATCH || q->op == DS_OUT_CLOSE) && token_stale(o, q->token))
 		return -EIO;
 	switch (q->op) {
-	case DS_OUT_PING:
-		return 0;
-	case DS_OUT_WATCH:
-		return watch(o, q->token);
+	case DS_OUT_PING: return 0;
+	case DS_OUT_WATCH: return watch(o, q->token);
 	case DS_OUT_ABORT: {
 		struct ds__opend *p = pend_find(o, q->token);
 		if (p && !p->committing)
@@ -522,7 +522,8 @@ static int handle(struct ds_out *o, struct ds_out_req *q, struct ds_out_resp *a)
 	case DS_OUT_UNLINK:
 	case DS_OUT_MKDIR:
 	case DS_OUT_RMDIR:
-		if ((rc = rel_ok(q->path, 0)) || (q->op == DS_OUT_RENAME && (rc = rel_ok(q->path2, 0))))
+		if ((rc = rel_ok(q->path, 0)) ||
+		    (q->op == DS_OUT_RENAME && (rc = rel_ok(q->path2, 0))))
 			return rc;
 		if ((q->op == DS_OUT_MKDIR || q->op == DS_OUT_RMDIR || q->op == DS_OUT_UNLINK) &&
 		    (q->flags & ~DS_OUT_F_PREPARE))
@@ -660,7 +661,8 @@ void *ds__out_accept_main(void *arg)
 			continue;
 		struct ucred cred;
 		socklen_t cl = sizeof(cred);
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != geteuid()) {
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 ||
+		    cred.uid != geteuid()) {
 			ds_warn("node %u: outputs: refused a connection from uid %u", o->h.node,
 			        (unsigned)cred.uid);
 			close(fd);

@@ -44,11 +44,11 @@ int ds_out_check_opts(const struct ds_out_opts *o);
 
 /* What the outputs need of the service that hosts them; copied at start. */
 struct ds_out_host {
-	MPI_Comm comm;         /* one rank per node (the outputs dup it) */
-	uint32_t node, nnodes; /* the staged node this rank serves; the step's nodes */
+	MPI_Comm comm;          /* one rank per node (the outputs dup it) */
+	uint32_t node, nnodes;  /* the staged node this rank serves; the step's nodes */
 	uint32_t staged_nnodes; /* the nodes of the staging (a failover may serve fewer) */
-	const char *nodedir;   /* NODEDIR: osock, outputs.conf, outputs.status */
-	const char *to, *job;  /* --to and --job, as the user gave them (messages,
+	const char *nodedir;    /* NODEDIR: osock, outputs.conf, outputs.status */
+	const char *to, *job;   /* --to and --job, as the user gave them (messages,
 	                        * the job's directory under --outputs-to) */
 	struct ds_stats *stats; /* NODEDIR/stats: bytes served to and fetched from peers */
 	void *ctx;              /* the callbacks' first argument */

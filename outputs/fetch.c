@@ -61,7 +61,8 @@ void ds__fetch_serve(struct ds_out *o, const struct ds__omsg *m, int peer)
 		struct stat st;
 		if (x->fd < 0 || fstat(x->fd, &st) < 0 || (uint64_t)st.st_size != r->size)
 			h.status = -EIO;
-		else if (r->size && (x->map = mmap(NULL, r->size, PROT_READ, MAP_SHARED, x->fd, 0)) == MAP_FAILED)
+		else if (r->size && (x->map = mmap(NULL, r->size, PROT_READ, MAP_SHARED, x->fd,
+		                                   0)) == MAP_FAILED)
 			h.status = -errno;
 		h.size = r->size;
 		h.crc = r->crc;
@@ -80,8 +81,10 @@ void ds__fetch_serve(struct ds_out *o, const struct ds__omsg *m, int peer)
 	x->nreq = nchunks(h.size);
 	x->reqs = ds_xcalloc((size_t)x->nreq, sizeof(MPI_Request));
 	for (int i = 0; i < x->nreq; i++) {
-		uint64_t off = (uint64_t)i * CHUNK, len = h.size - off < CHUNK ? h.size - off : CHUNK;
-		MPI_Isend((char *)x->map + off, (int)len, MPI_BYTE, peer, m->xfer, o->dc, &x->reqs[i]);
+		uint64_t off = (uint64_t)i * CHUNK,
+			 len = h.size - off < CHUNK ? h.size - off : CHUNK;
+		MPI_Isend((char *)x->map + off, (int)len, MPI_BYTE, peer, m->xfer, o->dc,
+		          &x->reqs[i]);
 	}
 	x->xfer = m->xfer;
 	x->peer = peer;
@@ -121,7 +124,8 @@ void ds__fetch_header(struct ds_out *o, const struct ds__omsg *h, int peer)
 	x->fd = openat(o->wfd, x->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	int rc = x->fd < 0 ? -errno : 0;
 	if (!rc && h->size && (rc = -posix_fallocate(x->fd, 0, (off_t)h->size)) == 0 &&
-	    (x->map = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd, 0)) == MAP_FAILED) {
+	    (x->map = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd, 0)) ==
+	            MAP_FAILED) {
 		x->map = NULL;
 		rc = -errno;
 	}
@@ -133,7 +137,8 @@ void ds__fetch_header(struct ds_out *o, const struct ds__omsg *h, int peer)
 		/* the holder sends anyway: take its bytes and drop them */
 		void *junk = ds_xmalloc(CHUNK);
 		for (int i = 0; i < x->nreq; i++) {
-			uint64_t off = (uint64_t)i * CHUNK, len = h->size - off < CHUNK ? h->size - off : CHUNK;
+			uint64_t off = (uint64_t)i * CHUNK,
+				 len = h->size - off < CHUNK ? h->size - off : CHUNK;
 			MPI_Recv(junk, (int)len, MPI_BYTE, peer, h->xfer, o->dc, MPI_STATUS_IGNORE);
 		}
 		free(junk);
@@ -143,8 +148,10 @@ void ds__fetch_header(struct ds_out *o, const struct ds__omsg *h, int peer)
 		return;
 	}
 	for (int i = 0; i < x->nreq; i++) {
-		uint64_t off = (uint64_t)i * CHUNK, len = h->size - off < CHUNK ? h->size - off : CHUNK;
-		MPI_Irecv((char *)x->map + off, (int)len, MPI_BYTE, peer, h->xfer, o->dc, &x->reqs[i]);
+		uint64_t off = (uint64_t)i * CHUNK,
+			 len = h->size - off < CHUNK ? h->size - off : CHUNK;
+		MPI_Irecv((char *)x->map + off, (int)len, MPI_BYTE, peer, h->xfer, o->dc,
+		          &x->reqs[i]);
 	}
 	x->next = o->xfers;
 	o->xfers = x;
@@ -169,7 +176,8 @@ static void fetch_complete(struct ds_out *o, struct ds__oxfer *x)
 	if (rc) {
 		unlinkat(o->wfd, x->tmp, 0);
 		if (rc != -ESTALE)
-			ds_error("node %u: '%s' from node %d: %s", o->h.node, x->path, x->peer, ds_strerror(rc));
+			ds_error("node %u: '%s' from node %d: %s", o->h.node, x->path, x->peer,
+			         ds_strerror(rc));
 	} else {
 		r->local = 1;
 		r->crc = x->crc;

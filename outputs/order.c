@@ -173,7 +173,8 @@ static int apply(struct ds_out *o, const struct ds__omsg *m)
 		struct ds__orec *r = ds__out_find(o, m->path), *old = ds__out_find(o, m->path2);
 		if (renameat(o->nsfd, a, o->nsfd, b) < 0) {
 			rc = -errno;
-			ds_error("node %u: rename '%s' -> '%s': %s", me, m->path, m->path2, ds_strerror(rc));
+			ds_error("node %u: rename '%s' -> '%s': %s", me, m->path, m->path2,
+			         ds_strerror(rc));
 			break;
 		}
 		if (old && old != r)
@@ -227,8 +228,7 @@ static int apply(struct ds_out *o, const struct ds__omsg *m)
 		if (unlinkat(o->nsfd, a, AT_REMOVEDIR) < 0)
 			rc = -errno;
 		break;
-	case DS_OUT_DRAIN:
-		break; /* the acknowledgement waits for the drain (dwaits) */
+	case DS_OUT_DRAIN: break; /* the acknowledgement waits for the drain (dwaits) */
 	}
 	return rc;
 }
@@ -431,8 +431,7 @@ static int decide(struct ds_out *o, struct ds__omsg *m)
 		if (dir_empty(o, a) != 1 || writing_under(o, m->path))
 			return -ENOTEMPTY;
 		return 0;
-	case DS_OUT_DRAIN:
-		return 0;
+	case DS_OUT_DRAIN: return 0;
 	}
 	return -EINVAL;
 }
@@ -452,9 +451,8 @@ static void ack_in(struct ds_out *o, uint64_t seq, int status);
 static void request(struct ds_out *o, struct ds__omsg *m)
 {
 	int rc = decide(o, m);
-	if ((m->flags & DS_OUT_F_PREPARE) &&
-	    (m->op == DS_OUT_RENAME || m->op == DS_OUT_UNLINK || m->op == DS_OUT_MKDIR ||
-	     m->op == DS_OUT_RMDIR)) {
+	if ((m->flags & DS_OUT_F_PREPARE) && (m->op == DS_OUT_RENAME || m->op == DS_OUT_UNLINK ||
+	                                      m->op == DS_OUT_MKDIR || m->op == DS_OUT_RMDIR)) {
 		/* only the check: the change comes again, without the flag, if
 		 * its writer is still there to hear the answer (dsout.h) */
 		struct ds__omsg d = *m;
@@ -552,8 +550,9 @@ static void from_queue(struct ds_out *o)
 			}
 			int holder = ds__out_rank_of(&o->h, r->holder);
 			if (holder < 0) { /* its node is lost, and its outputs with it */
-				ds_error("node %u: '%s': its only copy was on node %u, which is lost",
-				         o->h.node, r->path, r->holder);
+				ds_error(
+					"node %u: '%s': its only copy was on node %u, which is lost",
+					o->h.node, r->path, r->holder);
 				ds__fetch_end(o, r, -EIO);
 				continue;
 			}
@@ -583,7 +582,8 @@ void ds_out_poll(struct ds_out *o)
 		if (!flag)
 			break;
 		struct ds__omsg *m = ds_xmalloc(sizeof(*m));
-		MPI_Recv(m, (int)sizeof(*m), MPI_BYTE, stt.MPI_SOURCE, stt.MPI_TAG, o->oc, MPI_STATUS_IGNORE);
+		MPI_Recv(m, (int)sizeof(*m), MPI_BYTE, stt.MPI_SOURCE, stt.MPI_TAG, o->oc,
+		         MPI_STATUS_IGNORE);
 		switch (stt.MPI_TAG) {
 		case DS__OUT_T_REQ: request(o, m); break;
 		case DS__OUT_T_APPLY: {

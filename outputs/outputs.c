@@ -165,7 +165,8 @@ int ds_out_start(const struct ds_out_host *h, const struct ds_out_opts *so, stru
 		/* DIR may be a scratch directory others can write: DIR opened
 		 * once, dstage.<uid>.<job> and <node>.out made and checked from
 		 * it by descriptor, and only ever used from there */
-		char *jd = ds_store_jobdir(so->outputs_to, h->job && *h->job ? h->job : ds_store_default_job());
+		char *jd = ds_store_jobdir(so->outputs_to,
+		                           h->job && *h->job ? h->job : ds_store_default_job());
 		rc = ds_mkdir_p(so->outputs_to, 0700);
 		int top = rc ? -1 : open(so->outputs_to, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (!rc && top < 0)
@@ -178,7 +179,8 @@ int ds_out_start(const struct ds_out_host *h, const struct ds_out_opts *so, stru
 		}
 		if (top >= 0)
 			close(top);
-		if ((size_t)pfmt(o->area, sizeof(o->area), "%s/%u.out", jd, h->node) >= sizeof(o->area))
+		if ((size_t)pfmt(o->area, sizeof(o->area), "%s/%u.out", jd, h->node) >=
+		    sizeof(o->area))
 			rc = -ENAMETOOLONG;
 		free(jd);
 	} else if ((size_t)pfmt(o->area, sizeof(o->area), "%s/" DS_OUT_AREA_NAME, h->nodedir) >=
@@ -364,8 +366,9 @@ int ds_out_stop(struct ds_out *o)
 		pthread_cond_wait(&o->threads_cv, &o->mu);
 	int lost = 0;
 	for (struct ds__opend *p = o->pend; p; p = p->next) {
-		ds_error("node %u: '%s/%s': still open for writing when the service stopped: not kept",
-		         o->h.node, o->oo.outputs, p->path);
+		ds_error(
+			"node %u: '%s/%s': still open for writing when the service stopped: not kept",
+			o->h.node, o->oo.outputs, p->path);
 		lost++;
 	}
 	pthread_mutex_unlock(&o->mu);
@@ -453,7 +456,8 @@ static uint64_t status_build(struct ds_out *o, struct ds_buf *b)
 	unsigned writing = 0;
 	for (struct ds__opend *p = o->pend; p; p = p->next)
 		writing++;
-	int n = pfmt(line, sizeof(line), "area=%s\nwriting=%u\ninstance=%u\n", o->area, writing, o->inst);
+	int n = pfmt(line, sizeof(line), "area=%s\nwriting=%u\ninstance=%u\n", o->area, writing,
+	             o->inst);
 	ds_buf_add(b, line, (size_t)n);
 	ds__drain_status(o->dr, b);
 	ds__repl_status(o->repl, o->recs, b); /* the replicas this node holds */
@@ -527,7 +531,8 @@ int ds_out_opt(struct ds_out_opts *o, int c, const char *arg, int *bad)
 	case 'D': o->drain_to = arg; return c;
 	case 'Y':
 		if (ds_parse_size(arg, &v)) {
-			ds_error("--drain-rate '%s': not a size (bytes per second, 0: no bound)", arg);
+			ds_error("--drain-rate '%s': not a size (bytes per second, 0: no bound)",
+			         arg);
 			*bad = 1;
 		}
 		o->drain_rate = v;
@@ -565,12 +570,14 @@ int ds_out_check_opts(const struct ds_out_opts *o)
 	size_t l = strlen(o->outputs);
 	if (!l || strchr(o->outputs, '/') || ds_name_check(o->outputs, l, &why) ||
 	    ds_name_reserved(o->outputs, l, &why)) {
-		ds_error("--outputs '%s': not one plain name under the mount (e.g. 'out')", o->outputs);
+		ds_error("--outputs '%s': not one plain name under the mount (e.g. 'out')",
+		         o->outputs);
 		return 2;
 	}
 	if (!o->drain_to) {
-		ds_error("--outputs '%s' needs --drain-to DIR (a directory on the shared file system)",
-		         o->outputs);
+		ds_error(
+			"--outputs '%s' needs --drain-to DIR (a directory on the shared file system)",
+			o->outputs);
 		return 2;
 	}
 	return 0;

@@ -25,7 +25,7 @@ static inline void ds__out_poke(const struct ds_out_host *h, int rank)
 	if (h->poke)
 		h->poke(h->ctx, rank);
 }
-#define DS__OUT_COUNT(h, field, n) \
+#define DS__OUT_COUNT(h, field, n)                                                                 \
 	__atomic_fetch_add(&(h)->stats->field, (uint64_t)(n), __ATOMIC_RELAXED)
 
 enum ds__dstate { DS_D_NONE = 0, DS_D_QUEUED, DS_D_DRAINING, DS_D_DRAINED, DS_D_FAILED };
@@ -33,20 +33,20 @@ enum ds__dstate { DS_D_NONE = 0, DS_D_QUEUED, DS_D_DRAINING, DS_D_DRAINED, DS_D_
 /* A closed output this node knows (every node knows every one). */
 struct ds__orec {
 	struct ds__orec *next;
-	char *path;        /* current name, relative to the outputs root */
+	char *path; /* current name, relative to the outputs root */
 	uint64_t size, seq;
 	int64_t mtime_ns;
 	uint32_t crc, mode, holder;
-	int summed;        /* crc is known (the holder sums a file after its
+	int summed;      /* crc is known (the holder sums a file after its
 	                    * close, off the writer's path: sum.c) */
-	int sum_err;       /* its sum failed: no fetch, no drain */
-	double t_closed;   /* the holder: when it was published */
-	int local;         /* its bytes are in this node's AREA/ns */
+	int sum_err;     /* its sum failed: no fetch, no drain */
+	double t_closed; /* the holder: when it was published */
+	int local;       /* its bytes are in this node's AREA/ns */
 	int fetching, fetch_err;
-	int gone;          /* unlinked or replaced */
+	int gone; /* unlinked or replaced */
 	/* the holder's drain */
-	int dstate;        /* enum ds__dstate */
-	char *dpath;       /* name in the drain directory once drained */
+	int dstate;  /* enum ds__dstate */
+	char *dpath; /* name in the drain directory once drained */
 	/* --outputs-replicas (outrepl.c): the other nodes holding its bytes */
 	uint32_t nrepl, repl[DS_OUT_MAX_REPL];
 	int repl_drained; /* a replica: the holder reported it drained */
@@ -56,7 +56,14 @@ struct ds__orec {
  * conn.c, sum.c).  Node 0's protocol: a change is a REQ to node 0, an
  * APPLY to every node, their ACK and the DONE to its origin; FETCH and
  * FHDR move a file's bytes (fetch.c).  The ops extend dsout.h's. */
-enum { DS__OUT_T_REQ = 1, DS__OUT_T_APPLY, DS__OUT_T_ACK, DS__OUT_T_DONE, DS__OUT_T_FETCH, DS__OUT_T_FHDR };
+enum {
+	DS__OUT_T_REQ = 1,
+	DS__OUT_T_APPLY,
+	DS__OUT_T_ACK,
+	DS__OUT_T_DONE,
+	DS__OUT_T_FETCH,
+	DS__OUT_T_FHDR
+};
 enum { DS__OUT_PUBLISH = 100, DS__OUT_ABORT, DS__OUT_FETCH };
 #define DS__OUT_SUM_LATER 1 /* DS__OUT_PUBLISH: the holder sums the bytes after the close */
 
@@ -163,7 +170,7 @@ struct ds__odefer {
 };
 
 struct ds_out {
-	struct ds_out_host h;  /* the service's (dsoutputs.h) */
+	struct ds_out_host h; /* the service's (dsoutputs.h) */
 	struct ds_out_opts oo;
 	MPI_Comm oc, dc;
 	int rank; /* in oc: rank 0 orders the namespace.  Messages name nodes
@@ -178,22 +185,22 @@ struct ds_out {
 	int lfd;
 	pthread_t athread;
 	int athread_on, quit;
-	struct ds__oreq *queue, **qtail;  /* to main */
-	struct ds__oreq *wait;            /* sent, waiting for DONE (by m.rid) */
+	struct ds__oreq *queue, **qtail; /* to main */
+	struct ds__oreq *wait;           /* sent, waiting for DONE (by m.rid) */
 	uint64_t rid, token_ctr, seq;
 	uint32_t inst; /* this service of the job on this node: 1, 2, ... (in its
 	                * tokens: a writer's token from an earlier one is refused) */
 	int xfer_ctr;
 	struct ds__opend *pend;
-	struct ds__owriting *writing;     /* node 0 */
-	struct ds__oack *acks;            /* node 0 */
+	struct ds__owriting *writing; /* node 0 */
+	struct ds__oack *acks;        /* node 0 */
 	struct ds__odw *dwaits;
 	struct ds__oxfer *xfers;
 	struct ds__osend *sends;
 	struct ds__orec *recs;
-	pthread_cond_t fetched;       /* a fetch ended */
+	pthread_cond_t fetched; /* a fetch ended */
 	struct ds__drain *dr;
-	size_t rel_max;                 /* the longest relative name of an output (name_fits) */
+	size_t rel_max;                     /* the longest relative name of an output (name_fits) */
 	struct ds__osum *sums, **sums_tail; /* to the sum thread, oldest first */
 	struct ds__odefer *fdefer;
 	pthread_t sthread;

@@ -8,10 +8,7 @@
 
 #include <stdlib.h>
 
-static int host_rank_of(void *ctx, uint32_t node)
-{
-	return ds__rank_of(ctx, node);
-}
+static int host_rank_of(void *ctx, uint32_t node) { return ds__rank_of(ctx, node); }
 
 static void host_wake(void *ctx)
 {

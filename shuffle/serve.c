@@ -152,7 +152,8 @@ int ds_serve_opt(struct ds_serve_opts *o, int c, const char *arg, int *bad)
 
 int ds_serve_check_opts(const struct ds_serve_opts *o)
 {
-	return ds_out_check_opts(&o->out); /* outputs/: the only options that depend on each other */
+	/* outputs/: the only options that depend on each other */
+	return ds_out_check_opts(&o->out);
 }
 
 void ds_serve_defaults(struct ds_serve_opts *o)
@@ -385,7 +386,8 @@ static int run_loop(struct ds__svc *s)
 				/* a stop waits for the outputs' drain, up to --drain-timeout */
 				if (a.all[0] && a.all[3] && !stop_since)
 					stop_since = now;
-				if (a.all[0] && (!a.all[3] || now - stop_since > s->o.out.drain_timeout))
+				if (a.all[0] &&
+				    (!a.all[3] || now - stop_since > s->o.out.drain_timeout))
 					break;
 				ds__gather_tick(s);
 			} else if (arc == -ETIMEDOUT) {
@@ -577,9 +579,11 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 	}
 	if (!failed)
 		ds__pw_start(s);
-	if (!failed && o->out.outputs && ds_index_lookup(&s->ix, o->out.outputs, strlen(o->out.outputs)) >= 0) {
+	if (!failed && o->out.outputs &&
+	    ds_index_lookup(&s->ix, o->out.outputs, strlen(o->out.outputs)) >= 0) {
 		if (rank == 0)
-			ds_error("--outputs '%s': the dataset has an entry of that name", o->out.outputs);
+			ds_error("--outputs '%s': the dataset has an entry of that name",
+			         o->out.outputs);
 		failed = 1;
 	}
 	/* the outputs (osock, out.conf) before the readers' socket: a job

@@ -73,7 +73,7 @@ struct ds__svc {
 	struct ds__exchange *x;
 	struct ds__sock *sock;
 	struct ds__failover *fo; /* failover.c: the node set; rank != node after a loss */
-	struct ds_out *out; /* outputs/ (outhost.c), NULL without --outputs */
+	struct ds_out *out;      /* outputs/ (outhost.c), NULL without --outputs */
 	struct ds__pw *pw; /* progress.c: wake-ups of the targets of our gets */
 	struct ds__direct *direct; /* direct.c: the socket thread's own gets, or NULL */
 };

@@ -71,13 +71,12 @@ test_expect_success 'a folder has one face (common/ aside)' '
 test_expect_success 'no folder calls another folder'"'"'s internal (ds__) function' '
 	# the objects say what the headers may hide (a prototype written by
 	# hand): a ds__ name is shared by the files of one folder alone
-	# objects of sources the tree still has (a build dir kept across a
-	# move or rename holds stale ones)
+	# (objects of today'"'"'s sources only: a file moved to another folder
+	# leaves its old object in build/, which would define its symbols twice)
 	(cd "$SRCDIR/build" && ls */*.o pic/*/*.o) | grep -v "^t/" |
-	while read -r o; do
-		c=${o#pic/}
-		if test -f "$SRCDIR/${c%.o}.c"; then echo "$o"; fi
-	done >objs &&
+		while read -r o; do
+			c=${o#pic/}; test -f "$SRCDIR/${c%.o}.c" && echo "$o"
+		done >objs &&
 	test -s objs &&
 	(cd "$SRCDIR/build" && nm -A $(cat "$TRASH/objs")) >syms &&
 	cat >cross.awk <<-\EOF &&

@@ -101,7 +101,7 @@ test_expect_success 'a planted lock that is not a regular file: refused, no hang
 	mkfifo "$SHM/dstage.$uid.fifo/lock" &&
 	! mpirun_n 2 "$DSTAGE" stage packA --to "$SHM" --job fifo --node-per-rank 2>err &&
 	cat err && test_grep "lock.: not a regular file of this user" err &&
-	{ "$DSTAGE" clean --to "$SHM" --job fifo 2>err; rc=$?; cat err; test $rc = 1; } &&
+	test_status --show err 1 "$DSTAGE" clean --to "$SHM" --job fifo 2>err &&
 	test_grep "lock.: not a regular file of this user" err && test -p "$SHM/dstage.$uid.fifo/lock"
 '
 test_done
