@@ -75,7 +75,8 @@ test_expect_success 'no folder calls another folder'"'"'s internal (ds__) functi
 	# leaves its old object in build/, which would define its symbols twice)
 	(cd "$SRCDIR/build" && ls */*.o pic/*/*.o) | grep -v "^t/" |
 		while read -r o; do
-			c=${o#pic/}; test -f "$SRCDIR/${c%.o}.c" && echo "$o"
+			c=${o#pic/}
+			if test -f "$SRCDIR/${c%.o}.c"; then echo "$o"; fi
 		done >objs &&
 	test -s objs &&
 	(cd "$SRCDIR/build" && nm -A $(cat "$TRASH/objs")) >syms &&
