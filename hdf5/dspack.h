@@ -9,6 +9,7 @@
 #ifndef DSPACK_H
 #define DSPACK_H
 
+#include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -102,6 +103,17 @@ int ds_src_check_after(int fd, const struct ds_manifest *m, const char *src,
 typedef int (*ds_src_sink_fn)(void *ctx, const void *buf, size_t len);
 int ds_src_read_entry(int rootfd, const struct ds_manifest *m, const struct ds_mentry *e,
                       ds_src_sink_fn fn, void *ctx);
+
+/* A plain tree SRC (a directory that is not a pack) as an in-place
+ * manifest, for `dstage stage SRC`: collective over world.  Rank 0 lists
+ * SRC's top level once; each rank walks the subtrees of its share of those
+ * names (the checks of pack's scan: names, links out, special files);
+ * rank 0 merges, sorts (the result does not depend on the number of
+ * ranks), flags the --replicate subtrees and plans partitions (about
+ * 1 GiB, at least 4 per node); every rank gets the same manifest, with
+ * m->nocrc set.  0, or a negative code after every rank agreed (said). */
+int ds_tree_manifest(MPI_Comm world, const char *src, char **replicate, size_t nreplicate,
+                     uint32_t nnodes, struct ds_manifest *m);
 
 /* ---- packs in object storage (s3pack.c) --------------------------------- */
 struct ds_s3;

@@ -335,3 +335,156 @@ void ds__manifest_from_plan(const struct ds__plan *pl, const char *root, struct 
 	m->root = ds_xstrdup(root);
 	m->nocrc = 1;
 }
+
+/* ---- a plain tree staged as it is: the walk shared by the ranks ---------- */
+/* Send / receive len bytes in pieces below MPI's int count. */
+static int send_big(MPI_Comm c, const void *buf, uint64_t len, int to)
+{
+	const char *p = buf;
+	for (uint64_t off = 0; off < len;) {
+		int n = len - off > (1u << 30) ? (1 << 30) : (int)(len - off);
+		if (MPI_Send(p + off, n, MPI_BYTE, to, 0x7e5, c) != MPI_SUCCESS)
+			return -EIO;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int recv_big(MPI_Comm c, void *buf, uint64_t len, int from)
+{
+	char *p = buf;
+	for (uint64_t off = 0; off < len;) {
+		int n = len - off > (1u << 30) ? (1 << 30) : (int)(len - off);
+		if (MPI_Recv(p + off, n, MPI_BYTE, from, 0x7e5, c, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+			return -EIO;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Partitions of a plain tree: about 1 GiB each, and at least 4 per node so
+ * the placement can spread and balance them (ds__plan_make clamps to the
+ * file count; --replicate subtrees get theirs on top). */
+static uint32_t tree_parts(const struct ds__tree *t, uint32_t nnodes)
+{
+	uint64_t k = (t->bytes + (1ull << 30) - 1) >> 30;
+	if (k < 4ull * nnodes)
+		k = 4ull * nnodes;
+	if (k > DS__MAX_PARTS)
+		k = DS__MAX_PARTS;
+	return (uint32_t)k;
+}
+
+int ds_tree_manifest(MPI_Comm world, const char *src, char **replicate, size_t nreplicate,
+                     uint32_t nnodes, struct ds_manifest *m)
+{
+	int rank, size, rc = 0;
+	MPI_Comm_rank(world, &rank);
+	MPI_Comm_size(world, &size);
+	memset(m, 0, sizeof(*m));
+	char root[PATH_MAX];
+	struct ds_buf top = {0};
+	struct ds__scan_opts so = {.src = src, .srcfd = -1, .replicate = replicate,
+	                           .nreplicate = nreplicate, .verb = "stage"};
+	/* rank 0: the root and its names, once */
+	uint64_t hdr[2] = {0, 0};
+	if (rank == 0) {
+		if (!realpath(src, root)) {
+			rc = -errno;
+			ds_error("'%s': %s", src, strerror(errno));
+		} else if ((so.srcfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+			rc = -errno;
+			ds_error("'%s': %s", src, strerror(errno));
+		} else {
+			rc = ds__scan_top_names(&so, &top);
+		}
+		hdr[0] = (uint64_t)(rc != 0);
+		hdr[1] = top.len;
+	}
+	ds_mpi_bcast(world, hdr, sizeof(hdr), 0);
+	if (hdr[0]) {
+		if (so.srcfd >= 0)
+			close(so.srcfd);
+		return -EIO;
+	}
+	ds_mpi_bcast(world, root, sizeof(root), 0);
+	if (rank != 0)
+		ds_buf_reserve(&top, hdr[1] + 1);
+	ds_mpi_bcast(world, top.data, hdr[1], 0);
+	top.len = hdr[1];
+	/* every rank: the subtrees of its share of the top-level names */
+	struct ds__tree t;
+	memset(&t, 0, sizeof(t));
+	if (rank != 0 && (so.srcfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		rc = -errno;
+		ds_error("'%s': %s", src, strerror(errno));
+	}
+	if (!rc)
+		rc = ds__scan_share(&so, top.data, top.len, (uint32_t)rank, (uint32_t)size, &t);
+	ds_buf_release(&top);
+	if (so.srcfd >= 0)
+		close(so.srcfd);
+	if (ds_any_failed(world, rc)) {
+		ds__tree_release(&t);
+		return rc ? rc : -EIO;
+	}
+	/* rank 0 merges the shares, sorts, plans; the plan goes to every rank */
+	struct ds__plan pl;
+	memset(&pl, 0, sizeof(pl));
+	if (rank != 0) {
+		uint64_t h[6] = {t.n, t.names.len, t.nfiles, t.ndirs, t.nlinks, t.bytes};
+		rc = send_big(world, h, sizeof(h), 0);
+		if (!rc)
+			rc = send_big(world, t.e, t.n * sizeof(*t.e), 0);
+		if (!rc)
+			rc = send_big(world, t.names.data, t.names.len, 0);
+		ds__tree_release(&t);
+	} else {
+		pl.tree = t;
+		for (int r = 1; r < size && !rc; r++) {
+			uint64_t h[6];
+			struct ds__tree o;
+			memset(&o, 0, sizeof(o));
+			rc = recv_big(world, h, sizeof(h), r);
+			if (rc)
+				break;
+			o.n = o.cap = h[0];
+			o.e = ds_xmalloc(h[0] * sizeof(*o.e) + 1);
+			ds_buf_reserve(&o.names, h[1] + 1);
+			o.names.len = h[1];
+			o.nfiles = h[2], o.ndirs = h[3], o.nlinks = h[4], o.bytes = h[5];
+			rc = recv_big(world, o.e, h[0] * sizeof(*o.e), r);
+			if (!rc)
+				rc = recv_big(world, o.names.data, h[1], r);
+			if (!rc)
+				ds__tree_merge(&pl.tree, &o);
+			ds__tree_release(&o);
+		}
+		if (!rc)
+			rc = ds__scan_finish(&so, &pl.tree);
+		pl.codec = DS_CODEC_NONE;
+		if (!rc)
+			rc = ds__plan_make(&pl, tree_parts(&pl.tree, nnodes), 0);
+	}
+	struct ds_buf img = {0};
+	uint64_t ph[2] = {(uint64_t)(rc != 0), 0};
+	if (rank == 0 && !rc) {
+		ds__plan_encode(&pl, &img);
+		ph[1] = img.len;
+	}
+	ds_mpi_bcast(world, ph, sizeof(ph), 0);
+	if (ph[0]) {
+		ds__plan_release(&pl);
+		return -EIO;
+	}
+	if (rank != 0)
+		ds_buf_reserve(&img, ph[1] + 1);
+	ds_mpi_bcast(world, img.data, ph[1], 0);
+	if (rank != 0 && (rc = ds__plan_decode(&pl, img.data, ph[1])))
+		ds_error("cannot decode the plan of '%s' from rank 0", src);
+	ds_buf_release(&img);
+	if (!rc)
+		ds__manifest_from_plan(&pl, root, m);
+	ds__plan_release(&pl);
+	return ds_any_failed(world, rc) ? (rc ? rc : -EIO) : 0;
+}

@@ -78,6 +78,8 @@ struct sink {
 static const char *cmd_usage =
 	"usage: dstage stage OUT --to DIR [options]\n"
 	"  MPI job step: stage pack OUT into node-local DIR (RAM: /dev/shm; SSD: $TMPDIR)\n"	"  (OUT may be s3://BUCKET/PREFIX: fetched with ranged GETs, each byte once)\n"
+	"  (OUT may be a plain directory tree, not a pack: staged as it is, each file read\n"
+	"  once where it lies, its CRC-32C taken as it is read; docs/guide.md)\n"
 	"  -R, --replicas N      each partition on N nodes (1..65535, default 1; capped at the\n"
 	"                        node count)\n"
 	"      --to DIR          node-local directory; the store is DIR/dstage.<uid>.<job>/<node>\n"
@@ -90,6 +92,7 @@ static const char *cmd_usage =
 	"      --ram-headroom SIZE|N%  memory left to training under the job's memory cgroup when\n"
 	"                        DIR is RAM (default: 25% of the limit, at least 8 GiB per rank\n"
 	"                        of the step on the host; see docs/guide.md, The RAM budget)\n"
+	"      --replicate PATH  a plain tree: the subtree PATH goes to every node (repeatable)\n"
 	"      --spill DIR       what does not fit the RAM room of --to goes to DIR (node-local\n"
 	"                        SSD or disk, absolute), whole partitions, replicated ones last\n"
 	"  -q, --quiet           no summary\n"
@@ -128,6 +131,10 @@ int ds_stage_opt(struct ds_stage_opts *o, int c, const char *arg, int *bad)
 		return c;
 	case 't': o->to = arg; return c;
 	case 'Z': o->spill = arg; return c;
+	case 'E':
+		o->replicate = ds_xrealloc(o->replicate, (o->nreplicate + 1) * sizeof(char *));
+		o->replicate[o->nreplicate++] = (char *)arg;
+		return c;
 	case 'j': o->job = arg; return c;
 	case 'n': o->node_per_rank = 1; return c;
 	case 'i': o->inflate = 1; return c;
@@ -986,6 +993,28 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 	set_err(x, status);
 }
 
+/* A plain tree: each file's CRC was taken by its partition's reader as it
+ * read (and by every holder as the bytes landed): the readers' go to every
+ * rank (each file has one reader: a bitwise OR of the arrays), every
+ * holder checks its own against them, and every node's index records
+ * them.  Collective; a rank that failed takes part all the same. */
+static void learn_crcs(struct xfer *x, struct ds_manifest *m)
+{
+	for (size_t off = 0; off < m->n;) {
+		int n = m->n - off > (1u << 28) ? (1 << 28) : (int)(m->n - off);
+		MPI_Allreduce(MPI_IN_PLACE, x->crc_read + off, n, MPI_UINT32_T, MPI_BOR, x->world);
+		off += (size_t)n;
+	}
+	for (size_t i = 0; i < m->n; i++) {
+		if (x->held[i] && x->crc_held[i] != x->crc_read[i] && !x->err) {
+			ds_error("node %u: '%s': the bytes that landed differ from those read", x->nd->node,
+			         m->e[i].path);
+			set_err(x, -DS_ECHECKSUM);
+		}
+		m->e[i].crc = x->crc_read[i];
+	}
+}
+
 /* ---- the step ----------------------------------------------------------- */
 static int make_rankmap(MPI_Comm world, const struct ds_node *nd, struct rankmap *rm)
 {
@@ -1196,8 +1225,30 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 			return 1;
 		}
 	}
-	if ((rc = bcast_manifest(world, o->pack, &m, &x.meta_read, &pack_id, x.s3, x.bucket,
-	                         x.prefix))) {
+	/* a plain tree (a directory without index.h5): its manifest is made
+	 * here, by a walk the ranks share; a pack's is read once and broadcast */
+	int tree = 0;
+	if (rank == 0 && !x.s3) {
+		struct stat st;
+		char ipath[PATH_MAX];
+		snprintf(ipath, sizeof(ipath), "%s/index.h5", o->pack);
+		tree = lstat(ipath, &st) < 0 && errno == ENOENT && stat(o->pack, &st) == 0 &&
+		       S_ISDIR(st.st_mode);
+	}
+	ds_mpi_bcast(world, &tree, sizeof(tree), 0);
+	if (o->nreplicate && !tree) {
+		if (rank == 0)
+			ds_error("--replicate: for a plain tree ('%s' is a pack: its replicated subtrees "
+			         "were chosen by pack --replicate)", o->pack);
+		rc = -EINVAL;
+	} else if (tree) {
+		rc = ds_tree_manifest(world, o->pack, o->replicate, o->nreplicate, nd->nnodes, &m);
+		pack_id = rc ? 0 : m.pack_id;
+	} else {
+		rc = bcast_manifest(world, o->pack, &m, &x.meta_read, &pack_id, x.s3, x.bucket,
+		                    x.prefix);
+	}
+	if (rc) {
 		stage_s3_release(&x);
 		unlock_and_tidy(world, o->to, job, locked);
 		return 1;
@@ -1355,6 +1406,8 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		move_partition(&x, p, buf);
 	free(lpos);
 	free(buf);
+	if (m.nocrc)
+		learn_crcs(&x, &m);
 	if (x.store_fd >= 0 && fsync(x.store_fd) < 0 && !x.err) {
 		x.err = -errno;
 		ds_error("'%s': %s", store_path, strerror(errno));
