@@ -152,7 +152,9 @@ int ds_src_open(int rootfd, const struct ds_manifest *m, const struct ds_mentry 
 		owner = k >= 0 ? &m->e[k] : NULL;
 	}
 	uint64_t size = (uint64_t)st->st_size;
-	if ((owner && (owner->size != size || owner->mtime_ns != mtime_of(st))) ||
+	int64_t ctime = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+	if ((owner && (owner->size != size || owner->mtime_ns != mtime_of(st) ||
+	               (owner->ctime_ns && owner->ctime_ns != ctime))) ||
 	    e->src_off > size || e->size > size - e->src_off) {
 		close(fd);
 		return src_fail(m, src, -ESTALE, changed(m));
@@ -315,6 +317,7 @@ void ds__manifest_from_plan(const struct ds__plan *pl, const char *root, struct 
 			arena += p->src_len + 1;
 		}
 		e->src_off = p->src_off;
+		e->ctime_ns = p->ctime_ns;
 		e->mode = p->mode;
 		e->mtime_ns = p->mtime_ns;
 		e->size = p->size;

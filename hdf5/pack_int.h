@@ -275,6 +275,7 @@ struct ds__pentry {
 	 * src_len != 0; else the entry's own path) from byte src_off on */
 	uint32_t src_len, pad2;
 	uint64_t src, src_off;
+	int64_t ctime_ns;   /* st_ctime at the scan (a plain tree: checked at open) */
 };
 
 struct ds__tree {

@@ -78,6 +78,7 @@ static struct ds__pentry *add_entry(struct scan *s, const struct stat *st)
 	e->path_len = (uint32_t)s->len;
 	e->mode = st->st_mode & (S_IFMT | 07777);
 	e->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	e->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
 	e->size = (uint64_t)st->st_size;
 	e->ino = (uint64_t)st->st_ino;
 	e->part = UINT32_MAX;
