@@ -13,6 +13,9 @@
  *   plan.c      partitioning, the plan broadcast to every rank
  *   writer.c    writing one part-NNNNN.h5 (sink, zlib, CRC-32C)
  *   pack.c      `dstage pack`: options, MPI, the temporary directory, commit
+ *   inplace.c   sources read where they lie: pack --in-place's CRC pass,
+ *               opening a manifest's sources safely, a plain tree's
+ *               manifest made by the ranks of a stage (ds_tree_manifest)
  *   verify.c    `dstage verify`
  *   cmd_read.c  `dstage ls`, `dstage cat` */
 #ifndef DS_PACK_INT_H
