@@ -4,7 +4,7 @@
 # byte and CRC right on every holder, -R, --replicate, the spill tier, the
 # same stores for any number of ranks, each file opened once per job.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 uid=$(id -u)
 test_lazy_prereq STRACE 'strace -f -qq -o /dev/null true' 'strace -f works here (ptrace allowed)'
