@@ -78,6 +78,7 @@ static struct ds__pentry *add_entry(struct scan *s, const struct stat *st)
 	e->path_len = (uint32_t)s->len;
 	e->mode = st->st_mode & (S_IFMT | 07777);
 	e->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	e->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
 	e->size = (uint64_t)st->st_size;
 	e->ino = (uint64_t)st->st_ino;
 	e->part = UINT32_MAX;
@@ -434,14 +435,15 @@ static int64_t tree_find(const struct ds__tree *t, const char *path)
 }
 
 /* Flag a --replicate subpath and its subtree (contiguous after it). */
-static int mark_replicated(struct ds__tree *t, const char *sub)
+static int mark_replicated(struct ds__tree *t, const char *sub, const char *verb)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s", sub);
 	size_t len = tidy_line(path, strlen(path));
 	int64_t i = len ? tree_find(t, path) : -1;
 	if (i < 0) {
-		ds_error("'%s': --replicate path not in the packed tree", sub);
+		ds_error("'%s': --replicate path not in the %s tree", sub,
+		         verb ? "staged" : "packed");
 		return -ENOENT;
 	}
 	for (size_t k = (size_t)i; k < t->n; k++) {
@@ -449,6 +451,30 @@ static int mark_replicated(struct ds__tree *t, const char *sub)
 		if (k > (size_t)i && (strncmp(p, path, len) || p[len] != '/'))
 			break;
 		t->e[k].flags |= DS_EF_REPLICATED;
+	}
+	return 0;
+}
+
+/* What every walk ends with: an empty selection refused, the entries
+ * sorted, replicated subtrees flagged, the count bounded. */
+int ds__scan_finish(const struct ds__scan_opts *o, struct ds__tree *t)
+{
+	int rc;
+	/* An empty selection is an error, not an empty pack: a training set
+	 * that silently came out empty is what dstage is here to prevent. */
+	if (!t->nfiles) {
+		ds_error("'%s': nothing to %s (no regular files%s)", o->src, o->verb ? o->verb : "pack",
+		         o->files_from ? " listed in --files-from"
+		         : o->nexclude ? " left after --exclude" : "");
+		return -ENOENT;
+	}
+	sort_unique(t);
+	for (size_t i = 0; i < o->nreplicate; i++)
+		if ((rc = mark_replicated(t, o->replicate[i], o->verb)))
+			return rc;
+	if (t->n > DS__MAX_ENTRIES) {
+		ds_error("'%s': %zu entries, more than dstage supports", o->src, t->n);
+		return -E2BIG;
 	}
 	return 0;
 }
@@ -464,25 +490,107 @@ int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t)
 	s.next_progress = ds_now() + o->progress;
 	rc = o->files_from ? scan_list(&s) : walk_dir(&s, o->srcfd, &st);
 	free(s.anc);
+	return rc ? rc : ds__scan_finish(o, t);
+}
+
+/* ---- a walk shared by the ranks of a job (a plain tree staged) ----------- */
+/* Directory dir ("" for SRC) open below SRC, no symlink followed on the way:
+ * its parents were walked by another rank, and may have been swapped since. */
+static int open_dir(struct scan *s, const char *dir, int *fd, struct stat *st)
+{
+	int rc = 0;
+	if (!*dir)
+		*fd = s->o->srcfd;
+	else
+		rc = ds__open_beneath(s->o->srcfd, dir, O_DIRECTORY, fd);
 	if (rc)
-		return rc;
-	/* An empty selection is an error, not an empty pack: a training set
-	 * that silently came out empty is what dstage is here to prevent. */
-	if (!t->nfiles) {
-		ds_error("'%s': nothing to pack (no regular files%s)", o->src,
-		         o->files_from ? " listed in --files-from"
-		         : o->nexclude ? " left after --exclude" : "");
-		return -ENOENT;
-	}
-	sort_unique(t);
-	for (size_t i = 0; i < o->nreplicate; i++)
-		if ((rc = mark_replicated(t, o->replicate[i])))
-			return rc;
-	if (t->n > DS__MAX_ENTRIES) {
-		ds_error("'%s': %zu entries, more than dstage supports", o->src, t->n);
-		return -E2BIG;
+		return fail(s, rc, rc == -ELOOP || rc == -EXDEV
+		                       ? "now reached through a symlink: refused"
+		                       : rc == -ENOENT ? "vanished while scanning" : ds_strerror(rc));
+	if (fstat(*fd, st) < 0) {
+		rc = -errno;
+		if (*dir)
+			close(*fd);
+		return fail(s, rc, ds_strerror(rc));
 	}
 	return 0;
+}
+
+static int set_path(struct scan *s, const char *dir)
+{
+	size_t n = strlen(dir);
+	if (n >= PATH_MAX)
+		return -ENAMETOOLONG;
+	memcpy(s->path, dir, n + 1);
+	s->len = n;
+	return 0;
+}
+
+int ds__scan_list_dir(const struct ds__scan_opts *o, const char *dir, struct ds__tree *t,
+                      struct ds_buf *subdirs)
+{
+	struct scan s = {.o = o, .t = t};
+	struct stat st;
+	int fd, rc = set_path(&s, dir);
+	if (rc || (rc = open_dir(&s, dir, &fd, &st)))
+		return rc;
+	struct ds_buf names = {0};
+	rc = read_names(&s, fd, &names);
+	size_t len = s.len;
+	for (size_t off = 0; !rc && off < names.len; off += strlen(names.data + off) + 1) {
+		const char *name = names.data + off;
+		size_t before = t->n;
+		if (ds_stop_signal()) {
+			rc = fail(&s, -EINTR, ds_stop_why());
+			break;
+		}
+		if (!(rc = push_name(&s, name)))
+			rc = visit(&s, fd, name, name, 0);
+		if (!rc && t->n > before && S_ISDIR(t->e[t->n - 1].mode))
+			ds_buf_add(subdirs, s.path, s.len + 1);
+		pop_name(&s, len);
+	}
+	ds_buf_release(&names);
+	if (*dir)
+		close(fd);
+	return rc;
+}
+
+int ds__scan_walk_dir(const struct ds__scan_opts *o, const char *dir, struct ds__tree *t)
+{
+	struct scan s = {.o = o, .t = t};
+	struct stat st;
+	int fd, rc = set_path(&s, dir);
+	if (rc || (rc = open_dir(&s, dir, &fd, &st)))
+		return rc;
+	rc = walk_dir(&s, fd, &st);
+	free(s.anc);
+	if (*dir)
+		close(fd);
+	return rc;
+}
+
+void ds__tree_merge(struct ds__tree *dst, const struct ds__tree *src)
+{
+	uint64_t base = dst->names.len;
+	ds_buf_add(&dst->names, src->names.data, src->names.len);
+	if (dst->n + src->n > dst->cap) {
+		dst->cap = dst->n + src->n + 1;
+		dst->e = ds_xrealloc(dst->e, dst->cap * sizeof(*dst->e));
+	}
+	for (size_t i = 0; i < src->n; i++) {
+		struct ds__pentry *e = &dst->e[dst->n++];
+		*e = src->e[i];
+		e->path += base;
+		if (e->target_len)
+			e->target += base;
+		if (e->src_len)
+			e->src += base;
+	}
+	dst->nfiles += src->nfiles;
+	dst->ndirs += src->ndirs;
+	dst->nlinks += src->nlinks;
+	dst->bytes += src->bytes;
 }
 
 void ds__tree_release(struct ds__tree *t)

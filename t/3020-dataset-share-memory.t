@@ -8,7 +8,7 @@
 # dataset's names come from the shim's mapped index, not from a walk of
 # the tree, and the list's ids are mapped to indices without its text.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_require PYTHON
 

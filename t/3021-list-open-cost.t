@@ -10,7 +10,7 @@
 # reads after many list opens still get every byte right.  Counts from
 # strace, never a time.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_lazy_prereq STRACE 'strace -f -qq -o /dev/null true' 'strace -f works here (ptrace allowed)'
 test_require PYTHON STRACE

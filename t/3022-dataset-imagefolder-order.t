@@ -10,7 +10,7 @@
 # from the shim's index (a run of its sample table) or is walked, and
 # EpochSampler gives the shim's lists either way, from the list's ids.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_require PYTHON
 

@@ -13,7 +13,7 @@
  * AREA/ns in place of the placeholder, records itself as a replica
  * (ds__orec.repl) and rewrites NODEDIR/outputs.status, listing the output
  * as not drained, before it acknowledges: when the close returns, a
- * recovery (`dstage drain --wait`, drain_cmd.c) on a replica node can copy
+ * recovery (`dstage drain --wait`, cmd_drain.c) on a replica node can copy
  * the output even if the holder's node and its store are gone.
  *
  * The drain is the holder's, as without replicas (one copy to the drain
@@ -30,7 +30,6 @@
  * thread queues notices.  The outputs mutex guards everything here. */
 #include "outrepl.h"
 #include "dsout.h"
-#include "svc.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -107,8 +106,8 @@ struct rnote {
 };
 
 struct ds__orepl {
-	struct ds__out *o;
-	struct ds__svc *s;
+	struct ds_out *o;
+	const struct ds_out_host *host; /* the service's (ds__out_host) */
 	MPI_Comm rc;
 	unsigned n; /* holders of each output, the writer's node included */
 	int xfer_ctr, stopped;
@@ -128,14 +127,15 @@ static uint64_t chunk_len(uint64_t size, int i)
 	return size - off < RCHUNK ? size - off : RCHUNK;
 }
 
-int ds__repl_start(struct ds__out *o, struct ds__svc *s, struct ds__orepl **out)
+int ds__repl_start(struct ds_out *o, struct ds__orepl **out)
 {
 	*out = NULL;
-	unsigned n = s->o.outputs_replicas ? s->o.outputs_replicas : 1;
+	const struct ds_out_host *s = ds__out_host(o);
+	unsigned want = ds__out_opts(o)->outputs_replicas, n = want ? want : 1;
 	if (n > s->nnodes) {
 		/* after a loss the survivors may be fewer than asked for:
 		 * every output is then on every node */
-		if (s->node == 0 || ds__rank_of(s, s->node) == 0)
+		if (s->node == 0 || ds__out_rank_of(s, s->node) == 0)
 			ds_warn("--outputs-replicas %u: the step has %u node(s); each output is held "
 			        "by %u",
 			        n, s->nnodes, s->nnodes);
@@ -143,7 +143,7 @@ int ds__repl_start(struct ds__out *o, struct ds__svc *s, struct ds__orepl **out)
 	}
 	struct ds__orepl *rp = ds_xcalloc(1, sizeof(*rp));
 	rp->o = o;
-	rp->s = s;
+	rp->host = s;
 	rp->n = n;
 	pthread_cond_init(&rp->cv, NULL);
 	MPI_Comm_dup(s->comm, &rp->rc); /* collective: every rank, whatever n */
@@ -158,14 +158,8 @@ static void send_ctl(struct ds__orepl *rp, int to, const struct rmsg *m)
 	MPI_Isend(&x->m, (int)sizeof(x->m), MPI_BYTE, to, R_CTL, rp->rc, &x->req);
 	x->next = rp->sends;
 	rp->sends = x;
-	/* wake the peer's main (it may sleep 50 ms between polls: outputs.c) */
-	struct ds__svc *s = rp->s;
-	if (ds__pw_on(s) && to >= 0 && (uint32_t)to < s->nnodes) {
-		uint8_t *t = ds_xcalloc(s->nnodes, 1);
-		t[to] = 1;
-		ds__pw_begin(s, t);
-		free(t);
-	}
+	/* wake the peer's main (it may sleep 50 ms between polls: shuffle/outhost.c) */
+	ds__out_poke(rp->host, to);
 }
 
 static void note(struct ds__orepl *rp, uint32_t to, const struct rmsg *m)
@@ -185,20 +179,20 @@ int ds__repl_push(struct ds__orepl *rp, int fd, uint64_t size, uint64_t token, c
 	*nrepl = 0;
 	if (!rp || rp->n <= 1)
 		return 0;
-	struct ds__svc *s = rp->s;
+	const struct ds_out_host *s = rp->host;
 	pthread_mutex_t *mu = ds__out_mutex(rp->o);
 	/* the next n-1 living nodes after this one, in staged-node order */
-	uint32_t staged = s->ix.h->nnodes, k = 0;
+	uint32_t staged = s->staged_nnodes, k = 0;
 	for (uint32_t i = 1; i < staged && k + 1 < rp->n; i++) {
 		uint32_t node = (s->node + i) % staged;
-		if (ds__rank_of(s, node) >= 0)
+		if (ds__out_rank_of(s, node) >= 0)
 			repl[k++] = node;
 	}
 	*nrepl = k;
 	if (!k)
 		return 0;
 	/* the sum the replicas check their copy against: taken here, on the
-	 * close's path (without replicas it is taken just after: outputs.c) */
+	 * close's path (without replicas it is taken just after: sum.c) */
 	void *map = NULL;
 	if (size) {
 		map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
@@ -270,7 +264,7 @@ static void push_start(struct ds__orepl *rp, struct rpush *p)
 	int nc = p->size ? nchunks(p->size) : 0;
 	p->reqs = ds_xcalloc((size_t)(nc * (int)p->nrepl) + 1, sizeof(MPI_Request));
 	for (uint32_t i = 0; i < p->nrepl; i++) {
-		int to = ds__rank_of(rp->s, p->repl[i]);
+		int to = ds__out_rank_of(rp->host, p->repl[i]);
 		if (to < 0) {
 			p->status = -EHOSTDOWN;
 			p->left--;
@@ -323,7 +317,7 @@ static void ack_in(struct ds__orepl *rp, const struct rmsg *m)
 		}
 }
 
-void ds__repl_drained(struct ds__out *o, struct ds__orec *r)
+void ds__repl_drained(struct ds_out *o, struct ds__orec *r)
 {
 	struct ds__orepl *rp = ds__out_repl(o);
 	if (!rp || !r->nrepl)
@@ -360,7 +354,7 @@ static void ack_out(struct ds__orepl *rp, int to, uint64_t token, int status)
 
 static void hdr_in(struct ds__orepl *rp, const struct rmsg *h, int src)
 {
-	struct ds__svc *s = rp->s;
+	const struct ds_out_host *s = rp->host;
 	struct rin *x = ds_xcalloc(1, sizeof(*x));
 	x->token = h->token;
 	x->size = h->size;
@@ -429,7 +423,7 @@ static void ins_test(struct ds__orepl *rp)
 		 * return: a copy that differs is refused (the close fails) */
 		int rc = x->sum == x->crc ? 0 : -DS_ECHECKSUM;
 		if (rc) {
-			ds_error("node %u: a replica from node rank %d: %s", rp->s->node, x->src,
+			ds_error("node %u: a replica from node rank %d: %s", rp->host->node, x->src,
 			         ds_strerror(rc));
 			unlinkat(ds__out_wfd(rp->o), x->tmp, 0);
 		} else {
@@ -463,7 +457,7 @@ int ds__repl_take(struct ds__orepl *rp, uint64_t token, const char *dst, uint32_
 		return -ENOENT;
 	struct timespec ts[2] = {{mtime_ns / 1000000000ll, mtime_ns % 1000000000ll},
 	                         {mtime_ns / 1000000000ll, mtime_ns % 1000000000ll}};
-	/* dst: a name relative to AREA/ns (outputs.c's nspath) */
+	/* dst: a name relative to AREA/ns (ds__out_nspath) */
 	int wfd = ds__out_wfd(rp->o);
 	int rc = 0, fd = openat(wfd, k->tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 || fchmod(fd, mode & 07777) < 0 || futimens(fd, ts) < 0 ||
@@ -483,7 +477,7 @@ static void drained_in(struct ds__orepl *rp, const struct rmsg *m)
 	struct ds__orec *r = ds__out_find_seq(rp->o, m->seq);
 	if (!r) { /* its publish is still on its way here */
 		ds_debug("node %u: '%s' drained by its holder before its publish reached this node",
-		         rp->s->node, m->path);
+		         rp->host->node, m->path);
 		struct rearly *e = ds_xmalloc(sizeof(*e));
 		e->seq = m->seq;
 		e->next = rp->early;
@@ -518,7 +512,7 @@ void ds__repl_poll(struct ds__orepl *rp)
 	while (rp->notes) {
 		struct rnote *q = rp->notes;
 		rp->notes = q->next;
-		int to = ds__rank_of(rp->s, q->to);
+		int to = ds__out_rank_of(rp->host, q->to);
 		if (to >= 0)
 			send_ctl(rp, to, &q->m);
 		free(q);
@@ -571,7 +565,7 @@ void ds__repl_status(struct ds__orepl *rp, struct ds__orec *recs, struct ds_buf 
 {
 	if (!rp || rp->n <= 1 || rp->stopped)
 		return;
-	uint32_t me = rp->s->node;
+	uint32_t me = rp->host->node;
 	char line[PATH_MAX + 64], cs[9];
 	for (struct ds__orec *r = recs; r; r = r->next) {
 		if (r->gone || !r->local || r->holder == me || r->repl_drained || !r->nrepl)

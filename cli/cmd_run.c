@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* run.c: `dstage run OUT --to DIR [...]`: stage, then serve, in one job
+/* cmd_run.c: `dstage run OUT --to DIR [...]`: stage, then serve, in one job
  * step (one MPI_Init, one launch: the usual way in a batch script that has
  * nothing else to do between the two).
  *
@@ -19,10 +19,11 @@
 
 static const char *run_usage =
 	"usage: dstage run OUT --to DIR [options]\n"
+	"  (OUT: a pack, or a plain directory tree staged as it is)\n"
 	"  MPI job step, one rank per node: 'dstage stage OUT --to DIR', then\n"
 	"  'dstage serve --to DIR' until 'dstage stop', SIGTERM or the end of the job.\n"
 	"  stage:  -R, --replicas N, --inflate, --force, --progress SECS,\n"
-	"          --spill DIR (the spill tier)\n"
+	"          --spill DIR (the spill tier), --replicate PATH (OUT a plain tree)\n"
 	"  serve:  --seed S, --locality L, --drop-last, --shuffle-buffer SIZE, --timeout SECS,\n"
 	"          --clean\n"
 	"  outputs: --outputs SUBDIR, --drain-to DIR, --outputs-to DIR, --drain-rate SIZE,\n"

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# serve-lib.sh: what the node service's tests (t/30NN-*.t) share.  Source it
+# t/lib-serve.sh: what the node service's tests (t/30NN-*.t) share.  Source it
 # after test-lib.sh.
 #
 #   make_samples DIR [FILES_PER_CLASS [SIZE]]

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* mpi-a2a: the MPI_Alltoallv peer of bench/shuffle.sh.
+/* bench/mpi-a2a.c: the MPI_Alltoallv peer of bench/shuffle.sh (not part of
+ * dstage; the script compiles it).
  *
  *   mpi-a2a REPS RECV_0 RECV_1 ... RECV_{P-1}
  *

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* shim-bench: the reader loop of bench/shim.sh (not a test).
+/* bench/shim-bench.c: the reader loop of bench/shim.sh and bench/hosts.sh
+ * (not part of dstage; libc only, each script compiles it).
  *
  *   shim-bench files ROOT LIST SECONDS   open+fstat+read+close of every file
  *                                        of LIST (relative to ROOT, in the

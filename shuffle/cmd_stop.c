@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* stop.c: `dstage stop`: stop the node service on every node, from one
+/* cmd_stop.c: `dstage stop`: stop the node service on every node, from one
  * call anywhere in the job.
  *
  * It creates JOBDIR/stop on the node it runs on; that node's service sees
@@ -8,9 +8,10 @@
  * real cluster only the services of this node see the file, which is all
  * it takes.  Then it waits until the services it could reach have gone. */
 #include "dslock.h"
+#include "dsmpi.h"
+#include "dsoutputs.h"
 #include "dsserve.h"
 #include "dssock.h"
-#include "jobcmd.h"
 #include "svc.h"
 
 #include <dirent.h>
@@ -56,8 +57,8 @@ static int ping(const char *sock, double timeout)
 
 int ds_cmd_stop(int argc, char **argv)
 {
-	struct ds__jobcmd j = {.timeout = 60};
-	int st = ds__jobcmd_args(argc, argv, stop_usage, 0, &j);
+	struct ds_jobcmd j = {.timeout = 60};
+	int st = ds_jobcmd_args(argc, argv, stop_usage, 0, &j);
 	if (st >= 0)
 		return st;
 	double timeout = j.timeout;
@@ -124,7 +125,7 @@ int ds_cmd_stop(int argc, char **argv)
 	if (lfd >= 0)
 		close(lfd);
 	/* outputs closed and not drained (the services said so too): fail */
-	if (!rc && ds__out_report(jobdir, 0, 0))
+	if (!rc && ds_out_report(jobdir, 0, 0))
 		rc = 1;
 out:
 	for (size_t i = 0; i < nlive; i++)

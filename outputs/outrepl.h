@@ -1,22 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* outrepl.h: replicated write-once outputs (outrepl.c, --outputs-replicas N,
- * docs/outputs.md "Replicated outputs").  The hooks outputs.c and drain.c
- * call; everything here runs with the outputs mutex held unless it says
- * otherwise. */
-#ifndef DS_SHUFFLE_OUTREPL_H
-#define DS_SHUFFLE_OUTREPL_H
+ * docs/outputs.md "Replicated outputs").  The hooks the other files of
+ * outputs/ call; everything here runs with the outputs mutex held unless
+ * it says otherwise. */
+#ifndef DS_OUTPUTS_OUTREPL_H
+#define DS_OUTPUTS_OUTREPL_H
 
 #include "outputs.h"
 
 #include <stdint.h>
 
-struct ds__svc;
 struct ds__orepl;
 
-/* ds__out_start (collective, mutex not held): the replicas' communicator,
+/* ds_out_start (collective, mutex not held): the replicas' communicator,
  * the replica count of this step (capped to the step's nodes, said so).
  * 0 or -errno. */
-int ds__repl_start(struct ds__out *o, struct ds__svc *s, struct ds__orepl **out);
+int ds__repl_start(struct ds_out *o, struct ds__orepl **out);
 /* main, every ds__out_poll: replica transfers and notices. */
 void ds__repl_poll(struct ds__orepl *rp);
 /* In flight (a stop waits for it)? */
@@ -40,7 +39,7 @@ int ds__repl_take(struct ds__orepl *rp, uint64_t token, const char *dst, uint32_
 void ds__repl_applied(struct ds__orepl *rp, struct ds__orec *r);
 /* The holder's drain made r durable: tell the replicas (they stop listing
  * it as not drained). */
-void ds__repl_drained(struct ds__out *o, struct ds__orec *r);
+void ds__repl_drained(struct ds_out *o, struct ds__orec *r);
 /* outputs.status: an undrained= line for each output this node holds a
  * replica of and whose holder has not reported it drained (a recovery
  * after a lost holder copies it from here).  Not after an orderly stop

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# shim-lib.sh: what the shim's tests (t/20NN-*.t) share.  Source it after
+# t/lib-shim.sh: what the shim's tests (t/20NN-*.t) share.  Source it after
 # test-lib.sh.
 #
 #   make_tree DIR        a source tree with every kind of entry the shim must

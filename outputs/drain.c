@@ -4,7 +4,7 @@
  *
  * Each file goes to DIR/<path>.dstage-drain.<node>.<seq> first; its bytes
  * are summed on the way and must match the CRC-32C its holder took just
- * after the close (outputs.c: sum_main, at the same time: the copy is
+ * after the close (sum.c: ds__out_sum_main, at the same time: the copy is
  * renamed into place only once that sum is known and matches); then
  * fsync, the mode and mtime of the output, rename to DIR/<path>, fsync of
  * the directory.  Only then does it count as drained: a file is never
@@ -18,7 +18,6 @@
 #include "dsout.h"
 #include "outputs.h"
 #include "outrepl.h"
-#include "svc.h"
 
 #include <fcntl.h>
 #include <stdarg.h>
@@ -44,7 +43,7 @@ struct dq {
 };
 
 struct ds__drain {
-	struct ds__out *o;
+	struct ds_out *o;
 	char dir[PATH_MAX];
 	int dfd;       /* DIR, opened once: every later use is relative to it */
 	uint64_t rate; /* bytes/s, 0: no bound */
@@ -321,7 +320,7 @@ static void drain_one(struct ds__drain *d, struct dq *q, pthread_mutex_t *mu)
 	close(sfd);
 	pthread_mutex_lock(mu);
 	double t1 = ds_now();
-	/* the output's sum, taken just after its close by outputs.c's sum
+	/* the output's sum, taken just after its close by the sum
 	 * thread, at the same time as this copy: the copy is renamed into
 	 * place only if it matches */
 	while (!rc && !r->summed && !r->gone && !d->quit)
@@ -505,7 +504,7 @@ static int mkdir_durable(const char *dir)
 	}
 }
 
-int ds__drain_new(struct ds__out *o, const struct ds_serve_opts *so, struct ds__drain **out)
+int ds__drain_new(struct ds_out *o, const struct ds_out_opts *so, struct ds__drain **out)
 {
 	struct ds__drain *d = ds_xcalloc(1, sizeof(*d));
 	d->o = o;

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* jobcmd.c: jobcmd.h. */
-#include "jobcmd.h"
+/* jobcmd.c: the command line of dstage stop and dstage drain (dsmpi.h). */
 #include "dscommon.h"
 #include "dsindex.h"
+#include "dsmpi.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
-int ds__jobcmd_args(int argc, char **argv, const char *usage, int wait_ok, struct ds__jobcmd *j)
+int ds_jobcmd_args(int argc, char **argv, const char *usage, int wait_ok, struct ds_jobcmd *j)
 {
 	static const struct option lo[] = {{"to", required_argument, 0, 't'},
 	                                   {"job", required_argument, 0, 'j'},

@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* drain_cmd.c: `dstage drain`: wait until every closed output is durable in
+/* cmd_drain.c: `dstage drain`: wait until every closed output is durable in
  * the drain directory, or, when no service runs any more (stopped, killed),
  * report from NODEDIR/outputs.status what was closed and not drained and
  * remove the copy that was half made (it only ever has a temporary name). */
+#include "dsmpi.h"
 #include "dsout.h"
+#include "dsoutputs.h"
 #include "dssock.h"
-#include "jobcmd.h"
-#include "dsserve.h"
 #include "outputs.h"
-#include "svc.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -257,7 +256,7 @@ void ds_outputs_clean(const char *jobdir)
 	closedir(d);
 }
 
-int ds__out_report(const char *jobdir, int cleanup, int print)
+int ds_out_report(const char *jobdir, int cleanup, int print)
 {
 	DIR *d = opendir(jobdir);
 	if (!d)
@@ -422,8 +421,8 @@ int ds__out_report(const char *jobdir, int cleanup, int print)
 
 int ds_cmd_drain(int argc, char **argv)
 {
-	struct ds__jobcmd j = {.timeout = 0};
-	int st = ds__jobcmd_args(argc, argv, drain_usage, 1, &j);
+	struct ds_jobcmd j = {.timeout = 0};
+	int st = ds_jobcmd_args(argc, argv, drain_usage, 1, &j);
 	if (st >= 0)
 		return st;
 	double timeout = j.timeout;
@@ -432,7 +431,7 @@ int ds_cmd_drain(int argc, char **argv)
 	DIR *d = j.d;
 	if (!wait) {
 		closedir(d);
-		int bad = ds__out_report(jobdir, 0, 1);
+		int bad = ds_out_report(jobdir, 0, 1);
 		free(jobdir);
 		return bad;
 	}
@@ -458,7 +457,7 @@ int ds_cmd_drain(int argc, char **argv)
 	int bad = 0;
 	if (rc == -ENOENT) {
 		/* nobody to wait for: what did the last service leave? */
-		bad = ds__out_report(jobdir, 1, 0);
+		bad = ds_out_report(jobdir, 1, 0);
 		if (!bad)
 			ds_info("'%s': no outputs service running; every closed output was drained", jobdir);
 	} else if (rc) {

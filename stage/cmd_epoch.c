@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* epochcmd.c: `dstage epoch`: the epoch lists, the node set each epoch is
+/* cmd_epoch.c: `dstage epoch`: the epoch lists, the node set each epoch is
  * dealt over, and exact resume from a checkpoint (docs/failover.md).  No
  * MPI: it reads this node's index, JOBDIR/epoch.conf and JOBDIR/nodes,
  * the same pure functions the shim's lists come from. */

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# hard-lib.sh: what the hardening tests (t/9NNN-*.t) share.  Source it after
+# t/lib-hard.sh: what the hardening tests (t/9NNN-*.t) share.  Source it after
 # test-lib.sh.
 #
 #   test_expect_todo 'title' 'reason' 'cmd'

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* store_cmds.c: commands on a node store that need no MPI: env, status,
+/* cmd_store.c: commands on a node store that need no MPI: env, status,
  * clean; and the host -> node note readers use outside Slurm. */
 #include "dscommon.h"
 #include "dsindex.h"
 #include "dslock.h"
+#include "dsoutputs.h"
 #include "dsproto.h"
-#include "dsserve.h"
 #include "stage_int.h"
 
 #include <dirent.h>
@@ -462,7 +462,7 @@ int ds_cmd_status(int argc, char **argv)
 	}
 	for (size_t i = 0; i < n; i++) {
 		node_epoch_report(jobdir, names[i]);
-		ds_outputs_status_line(jobdir, names[i]); /* shuffle/drain_cmd.c */
+		ds_outputs_status_line(jobdir, names[i]); /* outputs/cmd_drain.c */
 		free(names[i]);
 	}
 	free(names);
