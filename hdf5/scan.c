@@ -453,23 +453,15 @@ static int mark_replicated(struct ds__tree *t, const char *sub)
 	return 0;
 }
 
-int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t)
+/* What every walk ends with: an empty selection refused, the entries
+ * sorted, replicated subtrees flagged, the count bounded. */
+int ds__scan_finish(const struct ds__scan_opts *o, struct ds__tree *t)
 {
-	struct scan s = {.o = o, .t = t};
-	struct stat st;
 	int rc;
-	memset(t, 0, sizeof(*t));
-	if (fstat(o->srcfd, &st) < 0)
-		return fail(&s, -errno, strerror(errno));
-	s.next_progress = ds_now() + o->progress;
-	rc = o->files_from ? scan_list(&s) : walk_dir(&s, o->srcfd, &st);
-	free(s.anc);
-	if (rc)
-		return rc;
 	/* An empty selection is an error, not an empty pack: a training set
 	 * that silently came out empty is what dstage is here to prevent. */
 	if (!t->nfiles) {
-		ds_error("'%s': nothing to pack (no regular files%s)", o->src,
+		ds_error("'%s': nothing to %s (no regular files%s)", o->src, o->verb ? o->verb : "pack",
 		         o->files_from ? " listed in --files-from"
 		         : o->nexclude ? " left after --exclude" : "");
 		return -ENOENT;
@@ -483,6 +475,83 @@ int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t)
 		return -E2BIG;
 	}
 	return 0;
+}
+
+int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t)
+{
+	struct scan s = {.o = o, .t = t};
+	struct stat st;
+	int rc;
+	memset(t, 0, sizeof(*t));
+	if (fstat(o->srcfd, &st) < 0)
+		return fail(&s, -errno, strerror(errno));
+	s.next_progress = ds_now() + o->progress;
+	rc = o->files_from ? scan_list(&s) : walk_dir(&s, o->srcfd, &st);
+	free(s.anc);
+	return rc ? rc : ds__scan_finish(o, t);
+}
+
+/* ---- a walk shared by the ranks of a job (a plain tree staged) ----------- */
+int ds__scan_top_names(const struct ds__scan_opts *o, struct ds_buf *names)
+{
+	struct ds__tree t;
+	memset(&t, 0, sizeof(t));
+	struct scan s = {.o = o, .t = &t};
+	return read_names(&s, o->srcfd, names);
+}
+
+int ds__scan_share(const struct ds__scan_opts *o, const char *names, size_t len, uint32_t rank,
+                   uint32_t size, struct ds__tree *t)
+{
+	struct scan s = {.o = o, .t = t};
+	struct stat st;
+	memset(t, 0, sizeof(*t));
+	if (fstat(o->srcfd, &st) < 0)
+		return fail(&s, -errno, strerror(errno));
+	s.next_progress = ds_now() + o->progress;
+	/* the root is the first ancestor, as in walk_dir */
+	s.anc = ds_xmalloc(64 * sizeof(*s.anc));
+	s.capanc = 64;
+	s.anc[s.nanc++] = (struct ancestor){st.st_dev, st.st_ino};
+	int rc = 0;
+	uint64_t k = 0;
+	for (size_t off = 0; !rc && off < len; off += strlen(names + off) + 1, k++) {
+		if (k % size != rank)
+			continue;
+		const char *name = names + off;
+		if (ds_stop_signal()) {
+			rc = fail(&s, -EINTR, ds_stop_why());
+			break;
+		}
+		if (!(rc = push_name(&s, name)))
+			rc = visit(&s, o->srcfd, name, name, 1);
+		pop_name(&s, 0);
+	}
+	free(s.anc);
+	return rc;
+}
+
+void ds__tree_merge(struct ds__tree *dst, const struct ds__tree *src)
+{
+	uint64_t base = dst->names.len;
+	ds_buf_add(&dst->names, src->names.data, src->names.len);
+	if (dst->n + src->n > dst->cap) {
+		dst->cap = dst->n + src->n + 1;
+		dst->e = ds_xrealloc(dst->e, dst->cap * sizeof(*dst->e));
+	}
+	for (size_t i = 0; i < src->n; i++) {
+		struct ds__pentry *e = &dst->e[dst->n++];
+		*e = src->e[i];
+		e->path += base;
+		if (e->target_len)
+			e->target += base;
+		if (e->src_len)
+			e->src += base;
+	}
+	dst->nfiles += src->nfiles;
+	dst->ndirs += src->ndirs;
+	dst->nlinks += src->nlinks;
+	dst->bytes += src->bytes;
 }
 
 void ds__tree_release(struct ds__tree *t)

@@ -36,6 +36,7 @@ static const struct stepopt {
 	/* the RAM budget: ds_headroom_opt (common/membudget.c), stage and serve */
 	{"ram-headroom", required_argument, 'H', 0, ST | SV | RN},
 	{"spill", required_argument, 'Z', 0, ST | RN}, /* the spill tier */
+	{"replicate", required_argument, 'E', 0, ST | RN}, /* a plain tree's subtree */
 	/* serve: ds_serve_opt */
 	{"seed", required_argument, 's', 0, SV | RN},
 	{"locality", required_argument, 'L', 0, SV | RN},

@@ -21,6 +21,8 @@ struct ds_stage_opts {
 	double progress;    /* seconds between progress lines, 0: none */
 	struct ds_headroom headroom; /* --ram-headroom (when headroom_set) */
 	int headroom_set;
+	char **replicate;   /* --replicate PATH (a plain tree): to every node */
+	size_t nreplicate;
 };
 /* Defaults of the stage options. */
 void ds_stage_defaults(struct ds_stage_opts *o);

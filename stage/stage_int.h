@@ -34,4 +34,18 @@ uint64_t ds__s3src_len(const struct ds__s3src *r);
 int ds__s3src_read(struct ds__s3src *r, uint64_t pos, void *buf, size_t n);
 void ds__s3src_close(struct ds__s3src *r);
 
+/* inplace.c: a virtual partition's payload (an in-place pack, a plain
+ * tree) read from its files where they lie, in order: ents are the
+ * partition's manifest entries in offset order; rootfd the source root
+ * (ds_src_root_open).  _read takes the stream in order; _finish opens and
+ * checks the files after the last byte (empty ones) and the last source
+ * after its read; both return 0 or a negative code, the file named. */
+struct ds__ipsrc;
+int ds__ipsrc_open(int rootfd, const struct ds_manifest *m, const uint32_t *ents, uint32_t n,
+                   struct ds__ipsrc **out);
+int ds__ipsrc_read(struct ds__ipsrc *r, uint64_t pos, void *buf, size_t n);
+int ds__ipsrc_finish(struct ds__ipsrc *r);
+uint64_t ds__ipsrc_opens(const struct ds__ipsrc *r);
+void ds__ipsrc_close(struct ds__ipsrc *r);
+
 #endif
