@@ -22,7 +22,7 @@ static const char *run_usage =
 	"  MPI job step, one rank per node: 'dstage stage OUT --to DIR', then\n"
 	"  'dstage serve --to DIR' until 'dstage stop', SIGTERM or the end of the job.\n"
 	"  stage:  -R, --replicas N, --inflate, --force, --progress SECS,\n"
-	"          --spill DIR (the spill tier)\n"
+	"          --spill DIR (the spill tier); a plain tree: --replicate PATH, --expand-tar\n"
 	"  serve:  --seed S, --locality L, --drop-last, --shuffle-buffer SIZE, --timeout SECS,\n"
 	"          --clean\n"
 	"  outputs: --outputs SUBDIR, --drain-to DIR, --outputs-to DIR, --drain-rate SIZE,\n"

@@ -376,7 +376,7 @@ static uint32_t tree_parts(const struct ds__tree *t, uint32_t nnodes)
 }
 
 int ds_tree_manifest(MPI_Comm world, const char *src, char **replicate, size_t nreplicate,
-                     uint32_t nnodes, struct ds_manifest *m)
+                     int expand_tar, uint32_t nnodes, struct ds_manifest *m)
 {
 	int rank, size, rc = 0;
 	MPI_Comm_rank(world, &rank);
@@ -385,7 +385,8 @@ int ds_tree_manifest(MPI_Comm world, const char *src, char **replicate, size_t n
 	char root[PATH_MAX];
 	struct ds_buf top = {0};
 	struct ds__scan_opts so = {.src = src, .srcfd = -1, .replicate = replicate,
-	                           .nreplicate = nreplicate, .verb = "stage"};
+	                           .nreplicate = nreplicate, .verb = "stage",
+	                           .expand_tar = expand_tar};
 	/* rank 0: the root and its names, once */
 	uint64_t hdr[2] = {0, 0};
 	if (rank == 0) {

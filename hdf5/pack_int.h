@@ -300,6 +300,7 @@ struct ds__scan_opts {
 	int dereference;
 	double progress;       /* seconds between progress lines; 0: none */
 	const char *verb;      /* "nothing to VERB": NULL for "pack" */
+	int expand_tar;        /* --expand-tar: each *.tar a directory of its members */
 };
 
 /* Walk SRC (or the --files-from list) into t, sorted, replicated subtrees
