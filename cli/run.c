@@ -19,10 +19,12 @@
 
 static const char *run_usage =
 	"usage: dstage run OUT --to DIR [options]\n"
+	"  (OUT: a pack, or a plain directory tree staged as it is)\n"
 	"  MPI job step, one rank per node: 'dstage stage OUT --to DIR', then\n"
 	"  'dstage serve --to DIR' until 'dstage stop', SIGTERM or the end of the job.\n"
 	"  stage:  -R, --replicas N, --inflate, --force, --progress SECS,\n"
-	"          --spill DIR (the spill tier); a plain tree: --replicate PATH, --expand-tar\n"
+	"          --spill DIR (the spill tier), --replicate PATH and --expand-tar (OUT a\n"
+	"          plain tree)\n"
 	"  serve:  --seed S, --locality L, --drop-last, --shuffle-buffer SIZE, --timeout SECS,\n"
 	"          --clean\n"
 	"  outputs: --outputs SUBDIR, --drain-to DIR, --outputs-to DIR, --drain-rate SIZE,\n"

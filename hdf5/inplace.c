@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -466,6 +467,11 @@ int ds_tree_manifest(MPI_Comm world, const char *src, char **replicate, size_t n
 		pl.codec = DS_CODEC_NONE;
 		if (!rc)
 			rc = ds__plan_make(&pl, tree_parts(&pl.tree, nnodes), 0);
+		/* For tests only (as pack's): a command between the scan and the
+		 * reads, to change the tree under the stage deterministically. */
+		const char *hook = getenv("DSTAGE_TEST_AFTER_SCAN");
+		if (!rc && hook && *hook && system(hook) != 0)
+			ds_warn("DSTAGE_TEST_AFTER_SCAN failed");
 	}
 	struct ds_buf img = {0};
 	uint64_t ph[2] = {(uint64_t)(rc != 0), 0};

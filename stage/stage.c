@@ -1514,10 +1514,10 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		struct ds_s3_stats s3st = {0, 0, 0};
 		if (x.s3)
 			ds_s3_stats(x.s3, &s3st);
-		uint64_t mine[7] = {x.shared_read, x.meta_read, x.received, x.part_meta_read,
-		                    s3st.requests, s3st.bytes, s3st.retries};
-		uint64_t sum[7];
-		MPI_Reduce(mine, sum, 7, MPI_UINT64_T, MPI_SUM, 0, world);
+		uint64_t mine[8] = {x.shared_read, x.meta_read, x.received, x.part_meta_read,
+		                    s3st.requests, s3st.bytes, s3st.retries, x.src_opens};
+		uint64_t sum[8];
+		MPI_Reduce(mine, sum, 8, MPI_UINT64_T, MPI_SUM, 0, world);
 		uint64_t node_bytes = nd->local_rank == 0 ? pl.store_size[nd->node] : 0;
 		uint64_t nb[2] = {nd->local_rank == 0 ? node_bytes : 0,
 		                  nd->local_rank == 0 ? UINT64_MAX - node_bytes : 0};
@@ -1556,6 +1556,9 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 			       (unsigned long long)(sum[0] + sum[1] + sum[3]), (unsigned long long)sum[0],
 			       (unsigned long long)sum[1], (unsigned long long)sum[3],
 			       (unsigned long long)m.total_stored);
+			if (m.root)
+				printf("in place from '%s'%s: opened %llu source files\n", m.root,
+				       m.nocrc ? " (a plain tree)" : "", (unsigned long long)sum[7]);
 			printf("forwarded over MPI: %llu bytes\n", (unsigned long long)sum[2]);
 			if (room.is_ram) {
 				/* the store is the job's memory until clean: say so */
