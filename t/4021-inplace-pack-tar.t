@@ -71,10 +71,11 @@ serve_stop
 test_expect_success 'the service stopped cleanly' 'test "$(cat serve.rc)" = 0'
 
 test_expect_success STRACE 'stage of the in-place pack opens each tar once' '
-	strace -f -qq -e trace=open,openat,openat2 -o trace \
+	# -ff: one file per process, so no call is split by another's
+	strace -f -ff -qq -e trace=open,openat,openat2 -o trace \
 		$ds_mpiexec -n 2 "$DSTAGE" stage pack --to "$SHM" --job st2 --node-per-rank -q &&
 	for i in 0 1 2 3; do
-		n=$(grep -cE "shard-$i\.tar\", (\{flags=)?O_RDONLY.*= [0-9]+$" trace) &&
+		n=$(cat trace.* | grep -cE "shard-$i\.tar\", (\{flags=)?O_RDONLY.*= [0-9]+$") &&
 		echo "shard-$i.tar: $n opens" && test "$n" = 1 || return 1
 	done
 '
