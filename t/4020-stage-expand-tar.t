@@ -107,7 +107,7 @@ serve_stop
 test_expect_success 'the service stopped cleanly' 'test "$(cat serve.rc)" = 0'
 
 test_expect_success STRACE 'each tar opened twice per job: the scan (headers), its one reader' '
-	# -ff: one file per process, so no call is split by another's
+	# -ff: one file per process, so no call is split by another process
 	strace -f -ff -qq -e trace=open,openat,openat2 -o trace \
 		$ds_mpiexec -n 2 "$DSTAGE" stage src --expand-tar --to "$SHM" --job st2 \
 		--node-per-rank -q &&

@@ -71,7 +71,7 @@ serve_stop
 test_expect_success 'the service stopped cleanly' 'test "$(cat serve.rc)" = 0'
 
 test_expect_success STRACE 'stage of the in-place pack opens each tar once' '
-	# -ff: one file per process, so no call is split by another's
+	# -ff: one file per process, so no call is split by another process
 	strace -f -ff -qq -e trace=open,openat,openat2 -o trace \
 		$ds_mpiexec -n 2 "$DSTAGE" stage pack --to "$SHM" --job st2 --node-per-rank -q &&
 	for i in 0 1 2 3; do
