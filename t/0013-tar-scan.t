@@ -57,7 +57,7 @@ test_expect_success 'setup: a tree with long names, links, odd sizes' '
 	touch -d @1600000000.5 src/a/b/c/f
 '
 
-for fmt in gnu posix; do
+for fmt in gnu oldgnu posix; do
 	test_expect_success "GNU tar --format=$fmt: listing and bytes as tar extracts them" "
 		tar --format=$fmt -cf $fmt.tar -C src . &&
 		check_tar $fmt.tar
@@ -69,6 +69,11 @@ test_expect_success 'GNU tar --format=ustar (names that fit: prefix/name split)'
 	echo split >us/$(printf "%080d" 0 | tr 0 p)/$(printf "%090d" 0 | tr 0 q) &&
 	tar --format=ustar -cf ustar.tar -C us . &&
 	check_tar ustar.tar
+'
+
+test_expect_success 'GNU tar --format=v7 (no magic, no types for directories but a /)' '
+	tar --format=v7 -cf v7.tar -C src a utf &&
+	check_tar v7.tar
 '
 
 for fmt in gnu pax ustar; do
