@@ -201,6 +201,24 @@ static int file_fail(const struct ds__write_opts *o, const struct ds__tree *t,
 	return rc;
 }
 
+/* The entry of path src in the sorted tree t (a tar shown as a directory),
+ * or NULL. */
+static const struct ds__pentry *src_entry(const struct ds__tree *t, const char *src)
+{
+	size_t lo = 0, hi = t->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = ds_path_cmp(ds__tree_path(t, &t->e[mid]), src);
+		if (!c)
+			return &t->e[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
 int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__write_opts *o,
                      struct ds__result *res, struct ds__progress *pr)
 {
@@ -231,9 +249,12 @@ int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__
 				fd = -1;
 				break;
 			}
-			if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-			    (!e->src_len && ((uint64_t)st.st_ino != e->ino ||
-			                     (uint64_t)st.st_size != e->size || mtime_of(&st) != e->mtime_ns))) {
+			/* what the scan saw of the source: the file's own entry, or
+			 * the directory a tar became (--expand-tar) */
+			const struct ds__pentry *seen = e->src_len ? src_entry(t, src) : e;
+			if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !seen ||
+			    (uint64_t)st.st_ino != seen->ino || (uint64_t)st.st_size != seen->size ||
+			    mtime_of(&st) != seen->mtime_ns) {
 				rc = file_fail(o, t, e, -ESTALE, "changed while packing");
 				break;
 			}

@@ -3,7 +3,8 @@
 # Tar shards staged in place, attacked: a hostile or truncated tar in a
 # plain tree refuses the stage (exit 1, the tar and the member named, no
 # node store left) and pack --in-place --expand-tar (no OUT left); a tar
-# changed after an in-place pack (rewritten, one byte flipped with its
+# changed between the scan and the read of a stage or a pack, or after an
+# in-place pack (rewritten, one byte flipped with its
 # mtime put back, swapped for a symlink, truncated) is caught at stage time
 # and named.
 . "$(dirname "$0")/test-lib.sh"
@@ -46,6 +47,20 @@ test_expect_success 'pack --in-place --expand-tar of a hostile tar: refused, no 
 	rm -rf t-pk && cp -a good t-pk && mktar dotdot-pax t-pk/evil.tar &&
 	{ "$DSTAGE" pack -q --in-place --expand-tar t-pk pk 2>err; test $? = 1; } &&
 	grep "evil.tar'"'"': member '"'"'../evil'"'"'" err && ! test -e pk
+'
+
+test_expect_success 'a tar changed between the walk and its read: the stage fails, names it' '
+	rm -rf t-mid && cp -a good t-mid &&
+	(export DSTAGE_TEST_AFTER_SCAN="tar -rf t-mid/b.tar -C m 3.bin" &&
+	 stage_fails h-mid t-mid --expand-tar) &&
+	grep "t-mid/b.tar'"'"': changed during the stage" err
+'
+
+test_expect_success 'pack --in-place --expand-tar: a tar changed between scan and read is refused, no OUT' '
+	rm -rf t-pmid pk-mid && cp -a good t-pmid &&
+	{ DSTAGE_TEST_AFTER_SCAN="tar -rf t-pmid/d/a.tar -C m 3.bin" \
+		"$DSTAGE" pack -q --in-place --expand-tar t-pmid pk-mid 2>err; test $? = 1; } &&
+	grep "t-pmid/d/a.tar'"'"': changed while packing" err && ! test -e pk-mid
 '
 
 # A tar changed after the in-place pack: each case on a fresh copy
