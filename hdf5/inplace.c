@@ -30,10 +30,9 @@ static int64_t mtime_of(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 }
 
-/* Open path (relative) below dirfd without following any symlink. */
-static int open_beneath(int dirfd, const char *path, int *out)
+int ds__open_beneath(int dirfd, const char *path, int extra, int *out)
 {
-	int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+	int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | extra;
 #ifdef SYS_openat2
 	static int no_openat2;
 	if (!no_openat2) {
@@ -111,7 +110,7 @@ int ds_src_open(int rootfd, const struct ds_manifest *m, const struct ds_mentry 
                 struct stat *st)
 {
 	const char *src = e->src ? e->src : e->path;
-	int fd = -1, rc = open_beneath(rootfd, src, &fd);
+	int fd = -1, rc = ds__open_beneath(rootfd, src, 0, &fd);
 	if (rc == -ENOENT)
 		return src_fail(m, src, -ENOENT, m->nocrc ? "vanished during the stage"
 		                                          : "vanished since the in-place pack was made");
@@ -241,7 +240,7 @@ int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__
 				close(fd);
 			fd = -1;
 			open_src = NULL;
-			if ((rc = open_beneath(o->srcfd, src, &fd))) {
+			if ((rc = ds__open_beneath(o->srcfd, src, 0, &fd))) {
 				rc = file_fail(o, t, e, rc, rc == -ENOENT ? "vanished while packing"
 				                            : rc == -ELOOP || rc == -EXDEV
 				                                ? "changed while packing (now reached through a symlink)"
@@ -405,48 +404,88 @@ int ds_tree_manifest(MPI_Comm world, const char *src, char **replicate, size_t n
 	MPI_Comm_size(world, &size);
 	memset(m, 0, sizeof(*m));
 	char root[PATH_MAX];
-	struct ds_buf top = {0};
 	struct ds__scan_opts so = {.src = src, .srcfd = -1, .replicate = replicate,
 	                           .nreplicate = nreplicate, .verb = "stage",
 	                           .expand_tar = expand_tar};
-	/* rank 0: the root and its names, once */
-	uint64_t hdr[2] = {0, 0};
-	if (rank == 0) {
-		if (!realpath(src, root)) {
-			rc = -errno;
-			ds_error("'%s': %s", src, strerror(errno));
-		} else if ((so.srcfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-			rc = -errno;
-			ds_error("'%s': %s", src, strerror(errno));
-		} else {
-			rc = ds__scan_top_names(&so, &top);
-		}
-		hdr[0] = (uint64_t)(rc != 0);
-		hdr[1] = top.len;
-	}
-	ds_mpi_bcast(world, hdr, sizeof(hdr), 0);
-	if (hdr[0]) {
-		if (so.srcfd >= 0)
-			close(so.srcfd);
-		return -EIO;
-	}
-	ds_mpi_bcast(world, root, sizeof(root), 0);
-	if (rank != 0)
-		ds_buf_reserve(&top, hdr[1] + 1);
-	ds_mpi_bcast(world, top.data, hdr[1], 0);
-	top.len = hdr[1];
-	/* every rank: the subtrees of its share of the top-level names */
-	struct ds__tree t;
-	memset(&t, 0, sizeof(t));
-	if (rank != 0 && (so.srcfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+	if (rank == 0 && !realpath(src, root)) {
 		rc = -errno;
 		ds_error("'%s': %s", src, strerror(errno));
 	}
-	if (!rc)
-		rc = ds__scan_share(&so, top.data, top.len, (uint32_t)rank, (uint32_t)size, &t);
-	ds_buf_release(&top);
-	if (so.srcfd >= 0)
-		close(so.srcfd);
+	if (ds_any_failed(world, rc))
+		return rc ? rc : -EIO;
+	ds_mpi_bcast(world, root, sizeof(root), 0);
+	if ((so.srcfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		rc = -errno;
+		ds_error("'%s': %s", src, strerror(errno));
+	}
+	if (ds_any_failed(world, rc)) {
+		if (so.srcfd >= 0)
+			close(so.srcfd);
+		return rc ? rc : -EIO;
+	}
+	/* A level-synchronous walk: the directories of a level are shared out
+	 * (k % size), each rank lists its own without descending, and the
+	 * subdirectories found are the next level, known to every rank
+	 * (MPI_Allgatherv).  Once a level holds enough directories to keep
+	 * every rank busy (4 per rank), each rank walks its share of them to
+	 * the bottom.  Rank 0 alone lists the root; a tree of one top-level
+	 * directory (train/CLASS/...) still spreads at the next level. */
+	struct ds__tree t;
+	memset(&t, 0, sizeof(t));
+	struct ds_buf level = {0};
+	ds_buf_add(&level, "", 1);
+	uint64_t nlevel = 1;
+	while (nlevel && nlevel < 4ull * (uint64_t)size) {
+		struct ds_buf mine = {0};
+		uint64_t k = 0;
+		for (size_t off = 0; !rc && off < level.len; off += strlen(level.data + off) + 1, k++)
+			if (k % (uint64_t)size == (uint64_t)rank)
+				rc = ds__scan_list_dir(&so, level.data + off, &t, &mine);
+		if (ds_any_failed(world, rc)) {
+			ds_buf_release(&mine);
+			goto scan_failed;
+		}
+		/* the next level: every rank's subdirectories, in rank order */
+		int len = mine.len > INT_MAX ? -1 : (int)mine.len, *lens = ds_xcalloc(size, sizeof(int));
+		int *displs = ds_xcalloc(size, sizeof(int));
+		MPI_Allgather(&len, 1, MPI_INT, lens, 1, MPI_INT, world);
+		int64_t total = 0;
+		for (int r = 0; r < size; r++) {
+			if (lens[r] < 0 || total + lens[r] > INT_MAX)
+				total = -1;
+			if (total < 0)
+				break;
+			displs[r] = (int)total;
+			total += lens[r];
+		}
+		if (total < 0) {
+			if (rank == 0)
+				ds_error("'%s': too many directories on one level to share the walk", src);
+			rc = -E2BIG;
+		} else {
+			ds_buf_release(&level);
+			ds_buf_reserve(&level, (size_t)total + 1);
+			MPI_Allgatherv(mine.data, len, MPI_BYTE, level.data, lens, displs, MPI_BYTE, world);
+			level.len = (size_t)total;
+			nlevel = 0;
+			for (size_t off = 0; off < level.len; off += strlen(level.data + off) + 1)
+				nlevel++;
+		}
+		free(lens);
+		free(displs);
+		ds_buf_release(&mine);
+		if (rc)
+			goto scan_failed;
+	}
+	/* the rest: each rank walks the subtrees of its share of the last level */
+	uint64_t k = 0;
+	for (size_t off = 0; !rc && off < level.len; off += strlen(level.data + off) + 1, k++)
+		if (k % (uint64_t)size == (uint64_t)rank)
+			rc = ds__scan_walk_dir(&so, level.data + off, &t);
+scan_failed:
+	ds_buf_release(&level);
+	close(so.srcfd);
+	so.srcfd = -1;
 	if (ds_any_failed(world, rc)) {
 		ds__tree_release(&t);
 		return rc ? rc : -EIO;

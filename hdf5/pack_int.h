@@ -308,15 +308,20 @@ struct ds__scan_opts {
  * special files and escaping symlinks are skipped with a warning. */
 int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t);
 void ds__tree_release(struct ds__tree *t);
-/* ds__scan in pieces, for a walk shared by the ranks of a stage: the top
- * level's names (NUL-separated, as readdir gave them: one rank reads them,
- * all walk by that list); the subtrees of the names k with k % size ==
- * rank, unsorted; trees appended (names rebased); then, on the merged tree,
- * what every walk ends with (empty refused, sort, --replicate, bounds). */
-int ds__scan_top_names(const struct ds__scan_opts *o, struct ds_buf *names);
-int ds__scan_share(const struct ds__scan_opts *o, const char *names, size_t len, uint32_t rank,
-                   uint32_t size, struct ds__tree *t);
+/* ds__scan in pieces, for a walk shared by the ranks of a stage
+ * (inplace.c, ds_tree_manifest): the entries of directory dir ("" for SRC)
+ * without descending, the paths of its subdirectories appended to subdirs
+ * (NUL-terminated each); or all of what is below dir, recursively.  dir is
+ * opened below SRC without following a symlink.  Unsorted; trees appended
+ * (names rebased); then, on the merged tree, what every walk ends with
+ * (empty refused, sort, --replicate, bounds). */
+int ds__scan_list_dir(const struct ds__scan_opts *o, const char *dir, struct ds__tree *t,
+                      struct ds_buf *subdirs);
+int ds__scan_walk_dir(const struct ds__scan_opts *o, const char *dir, struct ds__tree *t);
 void ds__tree_merge(struct ds__tree *dst, const struct ds__tree *src);
+/* Open path (relative, no "..": a manifest's or the scan's) below dirfd
+ * with flags | O_RDONLY, following no symlink anywhere on it. */
+int ds__open_beneath(int dirfd, const char *path, int flags, int *fd);
 int ds__scan_finish(const struct ds__scan_opts *o, struct ds__tree *t);
 
 /* ---- an s3:// source (s3src.c) ------------------------------------------ */

@@ -570,42 +570,79 @@ int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t)
 }
 
 /* ---- a walk shared by the ranks of a job (a plain tree staged) ----------- */
-int ds__scan_top_names(const struct ds__scan_opts *o, struct ds_buf *names)
+/* Directory dir ("" for SRC) open below SRC, no symlink followed on the way:
+ * its parents were walked by another rank, and may have been swapped since. */
+static int open_dir(struct scan *s, const char *dir, int *fd, struct stat *st)
 {
-	struct ds__tree t;
-	memset(&t, 0, sizeof(t));
-	struct scan s = {.o = o, .t = &t};
-	return read_names(&s, o->srcfd, names);
+	int rc = 0;
+	if (!*dir)
+		*fd = s->o->srcfd;
+	else
+		rc = ds__open_beneath(s->o->srcfd, dir, O_DIRECTORY, fd);
+	if (rc)
+		return fail(s, rc, rc == -ELOOP || rc == -EXDEV
+		                       ? "now reached through a symlink: refused"
+		                       : rc == -ENOENT ? "vanished while scanning" : ds_strerror(rc));
+	if (fstat(*fd, st) < 0) {
+		rc = -errno;
+		if (*dir)
+			close(*fd);
+		return fail(s, rc, ds_strerror(rc));
+	}
+	return 0;
 }
 
-int ds__scan_share(const struct ds__scan_opts *o, const char *names, size_t len, uint32_t rank,
-                   uint32_t size, struct ds__tree *t)
+static int set_path(struct scan *s, const char *dir)
+{
+	size_t n = strlen(dir);
+	if (n >= PATH_MAX)
+		return -ENAMETOOLONG;
+	memcpy(s->path, dir, n + 1);
+	s->len = n;
+	return 0;
+}
+
+int ds__scan_list_dir(const struct ds__scan_opts *o, const char *dir, struct ds__tree *t,
+                      struct ds_buf *subdirs)
 {
 	struct scan s = {.o = o, .t = t};
 	struct stat st;
-	memset(t, 0, sizeof(*t));
-	if (fstat(o->srcfd, &st) < 0)
-		return fail(&s, -errno, strerror(errno));
-	s.next_progress = ds_now() + o->progress;
-	/* the root is the first ancestor, as in walk_dir */
-	s.anc = ds_xmalloc(64 * sizeof(*s.anc));
-	s.capanc = 64;
-	s.anc[s.nanc++] = (struct ancestor){st.st_dev, st.st_ino};
-	int rc = 0;
-	uint64_t k = 0;
-	for (size_t off = 0; !rc && off < len; off += strlen(names + off) + 1, k++) {
-		if (k % size != rank)
-			continue;
-		const char *name = names + off;
+	int fd, rc = set_path(&s, dir);
+	if (rc || (rc = open_dir(&s, dir, &fd, &st)))
+		return rc;
+	struct ds_buf names = {0};
+	rc = read_names(&s, fd, &names);
+	size_t len = s.len;
+	for (size_t off = 0; !rc && off < names.len; off += strlen(names.data + off) + 1) {
+		const char *name = names.data + off;
+		size_t before = t->n;
 		if (ds_stop_signal()) {
 			rc = fail(&s, -EINTR, ds_stop_why());
 			break;
 		}
 		if (!(rc = push_name(&s, name)))
-			rc = visit(&s, o->srcfd, name, name, 1);
-		pop_name(&s, 0);
+			rc = visit(&s, fd, name, name, 0);
+		if (!rc && t->n > before && S_ISDIR(t->e[t->n - 1].mode))
+			ds_buf_add(subdirs, s.path, s.len + 1);
+		pop_name(&s, len);
 	}
+	ds_buf_release(&names);
+	if (*dir)
+		close(fd);
+	return rc;
+}
+
+int ds__scan_walk_dir(const struct ds__scan_opts *o, const char *dir, struct ds__tree *t)
+{
+	struct scan s = {.o = o, .t = t};
+	struct stat st;
+	int fd, rc = set_path(&s, dir);
+	if (rc || (rc = open_dir(&s, dir, &fd, &st)))
+		return rc;
+	rc = walk_dir(&s, fd, &st);
 	free(s.anc);
+	if (*dir)
+		close(fd);
 	return rc;
 }
 

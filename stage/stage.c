@@ -27,7 +27,9 @@
 #include "dsstage.h"
 #include "stage_int.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -208,6 +210,32 @@ static int read_whole(const char *path, struct ds_buf *b, uint64_t *nread)
 	}
 	close(fd);
 	return rc;
+}
+
+/* Is SRC a plain tree (1), a pack (0: its manifest is read, and a missing
+ * one named), or a pack that lost its manifest (-1, said)?  A directory
+ * holding part-NNNNN.h5 or a pack's .tmp-PID but no index.h5 is a pack
+ * being written, or a damaged copy: never staged as a tree of HDF5 files. */
+static int plain_tree(const char *src)
+{
+	struct stat st;
+	char ipath[PATH_MAX];
+	snprintf(ipath, sizeof(ipath), "%s/index.h5", src);
+	if (lstat(ipath, &st) == 0 || errno != ENOENT || stat(src, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	DIR *d = opendir(src);
+	struct dirent *de;
+	const char *seen = NULL;
+	while (d && !seen && (de = readdir(d)))
+		if (!fnmatch("part-[0-9][0-9][0-9][0-9][0-9].h5", de->d_name, 0) ||
+		    !strncmp(de->d_name, ".tmp-", 5))
+			seen = de->d_name;
+	if (seen)
+		ds_error("'%s': a pack without its manifest (it holds '%s'): being written by dstage "
+		         "pack, or a damaged copy; not staged as a plain tree", ipath, seen);
+	if (d)
+		closedir(d);
+	return seen ? -1 : 1;
 }
 
 /* Rank 0 reads the manifest; its bytes go to every rank (ds_mpi_bcast: in
@@ -1230,16 +1258,11 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	}
 	/* a plain tree (a directory without index.h5): its manifest is made
 	 * here, by a walk the ranks share; a pack's is read once and broadcast */
-	int tree = 0;
-	if (rank == 0 && !x.s3) {
-		struct stat st;
-		char ipath[PATH_MAX];
-		snprintf(ipath, sizeof(ipath), "%s/index.h5", o->pack);
-		tree = lstat(ipath, &st) < 0 && errno == ENOENT && stat(o->pack, &st) == 0 &&
-		       S_ISDIR(st.st_mode);
-	}
+	int tree = rank == 0 && !x.s3 ? plain_tree(o->pack) : 0;
 	ds_mpi_bcast(world, &tree, sizeof(tree), 0);
-	if (o->nreplicate && !tree) {
+	if (tree < 0) {
+		rc = -DS_ECORRUPT; /* said */
+	} else if (o->nreplicate && !tree) {
 		if (rank == 0)
 			ds_error("--replicate: for a plain tree ('%s' is a pack: its replicated subtrees "
 			         "were chosen by pack --replicate)", o->pack);

@@ -6,6 +6,7 @@
 . "$(dirname "$0")/test-lib.sh"
 
 uid=$(id -u)
+test_lazy_prereq STRACE 'strace -f -qq -o /dev/null true' 'strace -f works here (ptrace allowed)'
 
 test_expect_success 'a tree, packed in place (serial, and on 2 ranks: the same bytes)' '
 	"$T/mksample" -c 3 -n 12 -v 2 src && head -c 3000000 /dev/urandom >src/train/big.bin &&
@@ -38,7 +39,7 @@ test_expect_success 'cat gives back every file' '
 	done <files
 '
 
-test_expect_success 'stage of OUT on 3 nodes, R=2: bytes and CRCs right, each file opened once' '
+test_expect_success STRACE 'stage of OUT on 3 nodes, R=2: bytes and CRCs right, each file opened once' '
 	strace -f -qq -s 4096 -e trace=openat,openat2,open -o trace \
 		$ds_mpiexec -n 3 "$DSTAGE" stage out --to "$SHM" --job s1 -R 2 --node-per-rank >st &&
 	"$T/storecheck" "$SHM/dstage.$uid.s1" src >holders &&

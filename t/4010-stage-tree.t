@@ -7,6 +7,7 @@
 . "$SRCDIR/t/helpers/serve-lib.sh"
 
 uid=$(id -u)
+test_lazy_prereq STRACE 'strace -f -qq -o /dev/null true' 'strace -f works here (ptrace allowed)'
 
 test_expect_success 'a plain tree: classes, a validation set, an empty file, a symlink' '
 	"$T/mksample" -c 3 -n 12 -v 2 src && seq 1 30000 >src/train/numbers.txt &&
@@ -35,7 +36,7 @@ test_expect_success 'R=2 and --replicate val: two holders, val on all three, sti
 	test_grep "forwarded over MPI: [1-9]" out2
 '
 
-test_expect_success 'each source file opened once in the whole job (strace), 3 nodes, R=3' '
+test_expect_success STRACE 'each source file opened once in the whole job (strace), 3 nodes, R=3' '
 	strace -f -qq -s 4096 -e trace=openat,openat2,open -o trace \
 		$ds_mpiexec -n 3 "$DSTAGE" stage src --to "$SHM" --job t3 -R 3 --node-per-rank -q &&
 	"$T/storecheck" "$SHM/dstage.$uid.t3" src >/dev/null &&
@@ -50,6 +51,20 @@ test_expect_success 'the stores do not depend on the number of ranks sharing the
 	mpirun_n 3 "$DSTAGE" stage src --to "$SHM" --job w3 -q &&
 	cmp "$SHM/dstage.$uid.w1/0/store" "$SHM/dstage.$uid.w3/0/store" &&
 	"$T/storecheck" "$SHM/dstage.$uid.w3" src >/dev/null
+'
+
+test_expect_success STRACE 'the walk is shared: every rank lists directories of a one-directory tree' '
+	for c in 00 01 02 03 04 05 06 07 08 09 10 11 12 13 14 15; do
+		mkdir -p one/train/c$c/s && seq 1 $((1$c * 7)) >one/train/c$c/f && echo $c >one/train/c$c/s/g
+	done &&
+	strace -f -qq -s 4096 -e trace=openat2,openat -o wtrace \
+		$ds_mpiexec -n 3 "$DSTAGE" stage one --to "$SHM" --job one --node-per-rank -q &&
+	grep "O_DIRECTORY" wtrace | grep "\"train/c" | cut -d" " -f1 | sort -u >pids &&
+	test "$(wc -l <pids)" = 3 &&
+	"$T/storecheck" "$SHM/dstage.$uid.one" one >h1 && test "$(wc -l <h1)" = 32 &&
+	mpirun_n 1 "$DSTAGE" stage one --to "$SHM" --job one1 -q &&
+	mpirun_n 3 "$DSTAGE" stage one --to "$SHM" --job one3 -q &&
+	cmp "$SHM/dstage.$uid.one1/0/store" "$SHM/dstage.$uid.one3/0/store"
 '
 
 test_expect_success 'the spill tier: what does not fit the RAM room goes to --spill' '
