@@ -27,6 +27,14 @@ mbytes=$($PY "$TP" shards "$WS/src/train" $NS $NM)
 tbytes=$(cat "$WS"/src/train/*.tar | wc -c)
 ls "$WS"/src/train/*.tar >"$W/shards"
 M=$(mount_prefix)
+# untar_all DIR [WRAP...]: every shard extracted into DIR/shard-N.tar/ by 2
+# processes (the 2 nodes), each tar run under WRAP when given
+untar_all() {
+	_d=$1
+	shift
+	xargs -P 2 -I{} "$@" sh -c 'd="$1/$(basename "$2")" && mkdir -p "$d" && tar -xf "$2" -C "$d"' \
+		sh "$_d" {} <"$W/shards"
+}
 say "$NS shards x $NM samples: $tbytes B of tars, $mbytes B of members"
 
 # ---- 1, 2: stage in place vs tar xf vs cp -------------------------------
@@ -42,8 +50,7 @@ while [ $r -lt $ROUNDS ]; do
 		t0=$(now)
 		case $who in
 		dstage) stage_nodes "$WS/src" "$W/st" s$r 2 --expand-tar -q ;;
-		tarx) xargs -P 2 -I{} sh -c 'd="$1/$(basename "$2")" && mkdir "$d" && tar -xf "$2" -C "$d"' \
-			sh "$W/x" {} <"$W/shards" ;;
+		tarx) untar_all "$W/x" ;;
 		cp) xargs -P 2 -I{} cp {} "$W/x/" <"$W/shards" ;;
 		esac
 		elapsed "$t0" >>"$W/t.$who"
@@ -61,35 +68,23 @@ row "stage --expand-tar of the same shards vs cp of the tars (time; cp leaves ta
 	"$(fmt_s "$td")" "cp: $(fmt_s "$tc")" "$(ratio "$td" "$tc")" "-" "issue 28"
 
 # ---- 3, 4: bytes and opens on the shared side -----------------------------
-cat >"$W/io.sh" <<'EOS'
-#!/bin/sh
-# io.sh FILE CMD...: run CMD, then add its rchar to FILE
-f=$1; shift
-"$@"; rc=$?
-awk '/^rchar/ { print $2 }' /proc/$$/io >>"$f"
-exit $rc
-EOS
 have_strace=0
 strace -f -qq -o /dev/null true 2>/dev/null && have_strace=1
 # opens TRACEPREFIX: successful opens of a shard, all processes
 # (not tar -C's directories of the same names)
 opens() { cat "$1".* 2>/dev/null | grep -v O_DIRECTORY | grep -cE 'shard-[0-9]+\.tar", (\{flags=)?O_RDONLY.*= [0-9]+$' || :; }
-traced() { # traced NAME CMD...: CMD under strace; the opens of the tars -> $W/op.NAME
-	_n=$1
-	shift
-	if [ $have_strace = 1 ]; then
-		strace -f -ff -qq -e trace=open,openat,openat2 -o "$W/tr.$_n" "$@" >/dev/null
-		opens "$W/tr.$_n" >"$W/op.$_n"
-		rm -f "$W/tr.$_n".*
-	else
-		"$@" >/dev/null
-		echo "-" >"$W/op.$_n"
-	fi
+# tracer NAME: the strace prefix that records a command's opens as
+# $W/tr.NAME.PID (empty without strace); opens_of NAME: their count -> $W/op.NAME
+tracer() { [ $have_strace = 1 ] && echo "strace -f -ff -qq -e trace=open,openat,openat2 -o $W/tr.$1"; }
+opens_of() {
+	if [ $have_strace = 1 ]; then opens "$W/tr.$1" >"$W/op.$1"; else echo - >"$W/op.$1"; fi
+	rm -f "$W/tr.$1".*
 }
-traced dstage-trace $ds_mpiexec -n 2 "$DSTAGE" stage "$WS/src" --expand-tar --to "$W/st" --job bo \
+$(tracer dstage-trace) $ds_mpiexec -n 2 "$DSTAGE" stage "$WS/src" --expand-tar --to "$W/st" --job bo \
 	--node-per-rank -q
+opens_of dstage-trace
 "$DSTAGE" clean --to "$W/st" --job bo
-$ds_mpiexec -n 2 sh "$W/io.sh" "$W/rc.dstage" "$DSTAGE" stage "$WS/src" --expand-tar --to "$W/st" \
+$ds_mpiexec -n 2 sh "$RCHAR" "$W/rc.dstage" "$DSTAGE" stage "$WS/src" --expand-tar --to "$W/st" \
 	--job bb --node-per-rank -q
 _jobs="$_jobs $W/st:bb $W/st:bo $W/st:bp"
 "$DSTAGE" clean --to "$W/st" --job bb
@@ -97,17 +92,17 @@ t0=$(now)
 "$DSTAGE" pack -q --no-fsync --in-place --expand-tar "$WS/src" "$WS/ipack"
 tpack=$(elapsed "$t0")
 ibytes=$(stat -c %s "$WS/ipack/index.h5")
-traced pack-trace $ds_mpiexec -n 2 "$DSTAGE" stage "$WS/ipack" --to "$W/st" --job bo --node-per-rank -q
+$(tracer pack-trace) $ds_mpiexec -n 2 "$DSTAGE" stage "$WS/ipack" --to "$W/st" --job bo --node-per-rank -q
+opens_of pack-trace
 "$DSTAGE" clean --to "$W/st" --job bo
-$ds_mpiexec -n 2 sh "$W/io.sh" "$W/rc.pack" "$DSTAGE" stage "$WS/ipack" --to "$W/st" --job bp \
+$ds_mpiexec -n 2 sh "$RCHAR" "$W/rc.pack" "$DSTAGE" stage "$WS/ipack" --to "$W/st" --job bp \
 	--node-per-rank -q
 "$DSTAGE" clean --to "$W/st" --job bp
 mkdir -p "$W/x"
-traced tarx-trace xargs -P 2 -I{} sh -c 'd="$1/$(basename "$2")" && mkdir -p "$d" && tar -xf "$2" -C "$d"' \
-	sh "$W/x" {} <"$W/shards"
+untar_all "$W/x" $(tracer tarx-trace)
+opens_of tarx-trace
 rm -rf "$W/x" && mkdir -p "$W/x"
-xargs -P 2 -I{} sh "$W/io.sh" "$W/rc.tarx" sh -c 'd="$1/$(basename "$2")" && mkdir -p "$d" && tar -xf "$2" -C "$d"' \
-	sh "$W/x" {} <"$W/shards"
+untar_all "$W/x" sh "$RCHAR" "$W/rc.tarx"
 rm -rf "$W/x"
 sum() { awk '{ s += $1 } END { print s + 0 }' "$1"; }
 bd=$(sum "$W/rc.dstage")

@@ -204,18 +204,8 @@ static int file_fail(const struct ds__write_opts *o, const struct ds__tree *t,
  * or NULL. */
 static const struct ds__pentry *src_entry(const struct ds__tree *t, const char *src)
 {
-	size_t lo = 0, hi = t->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = ds_path_cmp(ds__tree_path(t, &t->e[mid]), src);
-		if (!c)
-			return &t->e[mid];
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
+	int64_t k = ds__tree_find(t, src);
+	return k >= 0 ? &t->e[k] : NULL;
 }
 
 int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__write_opts *o,

@@ -218,6 +218,10 @@ int ds__target_check(const char *link, size_t link_len, const char *target, size
                      const char **why);
 /* Entry index of path in a manifest (binary search), or -1. */
 int64_t ds__manifest_find(const struct ds_manifest *m, const char *path);
+/* The same over any n elements sorted by path (ds_path_cmp), element i's
+ * path given by path_at(ctx, i): a tree, a tar's members. */
+int64_t ds__path_find(size_t n, const char *(*path_at)(const void *ctx, size_t i), const void *ctx,
+                      const char *path);
 
 /* ---- payload (payload.c) ------------------------------------------------ */
 /* An open partition: its file and where its payload lies in it. */
@@ -308,6 +312,8 @@ struct ds__scan_opts {
  * special files and escaping symlinks are skipped with a warning. */
 int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t);
 void ds__tree_release(struct ds__tree *t);
+/* Entry index of path in a sorted tree, or -1. */
+int64_t ds__tree_find(const struct ds__tree *t, const char *path);
 /* ds__scan in pieces, for a walk shared by the ranks of a stage
  * (inplace.c, ds_tree_manifest): the entries of directory dir ("" for SRC)
  * without descending, the paths of its subdirectories appended to subdirs

@@ -493,20 +493,14 @@ static void sort_unique(struct ds__tree *t)
 	t->n = w;
 }
 
-static int64_t tree_find(const struct ds__tree *t, const char *path)
+static const char *pentry_path(const void *t, size_t i)
 {
-	size_t lo = 0, hi = t->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = ds_path_cmp(ds__tree_path(t, &t->e[mid]), path);
-		if (!c)
-			return (int64_t)mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
+	return ds__tree_path(t, &((const struct ds__tree *)t)->e[i]);
+}
+
+int64_t ds__tree_find(const struct ds__tree *t, const char *path)
+{
+	return ds__path_find(t->n, pentry_path, t, path);
 }
 
 /* Flag a --replicate subpath and its subtree (contiguous after it). */
@@ -515,7 +509,7 @@ static int mark_replicated(struct ds__tree *t, const char *sub)
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s", sub);
 	size_t len = tidy_line(path, strlen(path));
-	int64_t i = len ? tree_find(t, path) : -1;
+	int64_t i = len ? ds__tree_find(t, path) : -1;
 	if (i < 0) {
 		ds_error("'%s': --replicate path not in the packed tree", sub);
 		return -ENOENT;

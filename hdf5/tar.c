@@ -733,21 +733,7 @@ static int last_wins(struct tscan *t)
 	return rc;
 }
 
-static int64_t find(const struct item *v, size_t n, const char *path)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = ds_path_cmp(v[mid].m.name, path);
-		if (!c)
-			return (int64_t)mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
-}
+static const char *item_name(const void *v, size_t i) { return ((const struct item *)v)[i].m.name; }
 
 /* Every parent directory a member's path implies, as an entry; a parent
  * that is a file or a symlink refuses the tar. */
@@ -766,7 +752,7 @@ static int add_parents(struct tscan *t)
 				continue;
 			memcpy(buf, name, k);
 			buf[k] = '\0';
-			int64_t j = find(t->v, n, buf);
+			int64_t j = ds__path_find(n, item_name, t->v, buf);
 			if (j >= 0) {
 				if (!S_ISDIR(t->v[j].m.mode)) {
 					rc = bad_member(t, -DS_ENAME, name, len,

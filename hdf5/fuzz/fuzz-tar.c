@@ -74,7 +74,8 @@ static void scan(const uint8_t *data, size_t size)
 					abort(); /* a range outside the tar */
 			} else if (S_ISLNK(m->mode)) {
 				if (!m->target || m->size != strlen(m->target) ||
-				    ds__target_check(m->name, len, m->target, strlen(m->target), &why))
+				    ds__target_check(m->name, len, m->target, strlen(m->target),
+				                     &why))
 					abort(); /* a link out of the tar */
 			} else if (!S_ISDIR(m->mode) || m->target || m->size) {
 				abort();
