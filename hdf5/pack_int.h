@@ -10,6 +10,7 @@
  *   manifest.c  reading and validating index.h5 and partition tables
  *   payload.c   locating a partition's payload, decoding one file's bytes
  *   scan.c      walking SRC into a sorted entry list (pack, rank 0)
+ *   tar.c       the members of a tar shard (--expand-tar; private face tar.h)
  *   plan.c      partitioning, the plan broadcast to every rank
  *   writer.c    writing one part-NNNNN.h5 (sink, zlib, CRC-32C)
  *   pack.c      `dstage pack`: options, MPI, the temporary directory, commit

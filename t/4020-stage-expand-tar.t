@@ -5,7 +5,8 @@
 # members, byte for byte what tar -x gives, on 2 simulated nodes (remote
 # members through the service); cat, ls and Python read them; each tar is
 # opened once by the scan (its headers) and once by the one reader of its
-# partition; the epoch shuffle deals members of all shards together.
+# partition; the epoch shuffle deals members of all shards together; run
+# takes --expand-tar as stage does.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/helpers/serve-lib.sh"
 
@@ -116,6 +117,20 @@ test_expect_success STRACE 'each tar opened twice per job: the scan (headers), i
 		echo "shard-$i.tar: $n opens" && test "$n" = 2 || return 1
 	done
 '
+
+# dstage run takes --expand-tar too (stage, then serve)
+timeout -k 5 "${DSTAGE_TEST_MPI_TIMEOUT:-120}" $ds_mpiexec -n 2 \
+	"$DSTAGE" run src --expand-tar --force --to "$SHM" --job "$JOB" --node-per-rank -q >serve.log 2>&1 &
+SERVE_PID=$!
+test_bg $SERVE_PID
+test_expect_success 'dstage run SRC --expand-tar: staged and served' 'serve_up 2'
+test_expect_success 'members read through the shim on node 1 after run' '
+	for f in shards/shard-0.tar/s0/16.jpg shards/shard-2.tar/s2/sub/deep.txt meta/readme.txt; do
+		shim_on 1 cat "$MOUNT/$f" | cmp - "ref/$f" || return 1
+	done
+'
+serve_stop
+test_expect_success 'dstage stop ends the run, exit 0' 'test "$(cat serve.rc)" = 0'
 
 test_expect_success '--expand-tar is for a plain tree: refused with a pack' '
 	"$DSTAGE" pack -q src/meta pack &&
