@@ -590,6 +590,25 @@ out:
 	return rc;
 }
 
+/* A truncated member: named (what its headers say its name is) when known. */
+static void truncated(const struct tscan *t, const unsigned char *h, const struct pend *p, int ext,
+                      uint64_t off, const char *why)
+{
+	char q[2 * PATH_MAX], name[101];
+	const char *s = p->xpath ? p->xpath : p->lname;
+	size_t len = p->xpath ? p->xpath_len : p->lname_len;
+	if (!s && !ext) {
+		len = field_len(h, 100);
+		memcpy(name, h, len);
+		s = name;
+	}
+	if (s)
+		ds_error("'%s': at byte %llu (member '%s'): truncated: %s", t->tar,
+		         (unsigned long long)off, ds__quote(s, len, q, sizeof(q)), why);
+	else
+		ds_error("'%s': at byte %llu: truncated: %s", t->tar, (unsigned long long)off, why);
+}
+
 /* Walk the headers from the start; items in archive order. */
 static int walk(struct tscan *t)
 {
@@ -638,18 +657,15 @@ static int walk(struct tscan *t)
 		int ext = type == 'x' || type == 'g' || type == 'L' || type == 'K';
 		uint64_t size = !ext && p.has_xsize ? p.xsize : (uint64_t)hsize;
 		uint64_t data = off + BLK;
-		if (size > t->fsize - data) {
-			rc = bad_at(t, -DS_ECORRUPT, off,
-			            "truncated: member data runs past the end of the tar");
-			break;
-		}
 		uint64_t next = data + (size + BLK - 1) / BLK * BLK;
-		t->stride = (7 * t->stride + (next - off)) / 8;
-		if (next > t->fsize) {
-			rc = bad_at(t, -DS_ECORRUPT, off,
-			            "truncated: the tar ends inside a member's padding");
+		if (size > t->fsize - data || next > t->fsize) {
+			truncated(t, h, &p, ext, off,
+			          size > t->fsize - data ? "member data runs past the end of the tar"
+			                                 : "the tar ends inside a member's padding");
+			rc = -DS_ECORRUPT;
 			break;
 		}
+		t->stride = (7 * t->stride + (next - off)) / 8;
 		if (ext) {
 			if (!p.any && type != 'g')
 				p.at = off;

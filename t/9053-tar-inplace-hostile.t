@@ -40,7 +40,7 @@ test_expect_success 'stage of a tree with a truncated tar: refused, named' '
 	rm -rf t-cut && cp -a good t-cut &&
 	head -c 3000 good/d/a.tar >t-cut/d/a.tar &&
 	stage_fails h-cut t-cut --expand-tar &&
-	grep "t-cut/d/a.tar'"'"': at byte [0-9]*: truncated" err
+	grep "t-cut/d/a.tar'"'"': at byte [0-9]* (member '"'"'./[0-9].bin'"'"'): truncated" err
 '
 
 test_expect_success 'pack --in-place --expand-tar of a hostile tar: refused, no OUT' '
