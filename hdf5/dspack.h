@@ -34,6 +34,8 @@ struct ds_mentry {
 	 * starts in it.  A pack that holds its bytes: src == path, src_off 0. */
 	char *src;
 	uint64_t src_off;
+	int64_t ctime_ns;  /* a plain tree staged as it is: st_ctime at the walk,
+	                      checked at open (0: not known, e.g. read from a pack) */
 };
 
 struct ds_mpart {

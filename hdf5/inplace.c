@@ -77,12 +77,29 @@ int ds__open_beneath(int dirfd, const char *path, int extra, int *out)
 	return 0;
 }
 
-static int src_fail(const struct ds_manifest *m, const char *src, int rc, const char *why)
+/* "'ROOT/SRC': why"; returns rc */
+static int fail_at(const char *root, const char *src, int rc, const char *why)
 {
 	char q[PATH_MAX + 64];
-	ds_error("'%s/%s': %s", m->root ? m->root : ".", ds__quote(src, strlen(src), q, sizeof(q)),
-	         why);
+	ds_error("'%s/%s': %s", root ? root : ".", ds__quote(src, strlen(src), q, sizeof(q)), why);
 	return rc;
+}
+
+static int src_fail(const struct ds_manifest *m, const char *src, int rc, const char *why)
+{
+	return fail_at(m->root, src, rc, why);
+}
+
+/* Is fd still what it was at open (size, mtime, ctime)?  Named under root. */
+static int same_after(int fd, const char *root, const char *src, const struct stat *a)
+{
+	struct stat b;
+	if (fstat(fd, &b) < 0)
+		return fail_at(root, src, -errno, strerror(errno));
+	if (b.st_size != a->st_size || mtime_of(&b) != mtime_of(a) ||
+	    b.st_ctim.tv_sec != a->st_ctim.tv_sec || b.st_ctim.tv_nsec != a->st_ctim.tv_nsec)
+		return fail_at(root, src, -ESTALE, "changed while it was read");
+	return 0;
 }
 
 static const char *changed(const struct ds_manifest *m)
@@ -135,7 +152,9 @@ int ds_src_open(int rootfd, const struct ds_manifest *m, const struct ds_mentry 
 		owner = k >= 0 ? &m->e[k] : NULL;
 	}
 	uint64_t size = (uint64_t)st->st_size;
-	if ((owner && (owner->size != size || owner->mtime_ns != mtime_of(st))) ||
+	int64_t ctime = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+	if ((owner && (owner->size != size || owner->mtime_ns != mtime_of(st) ||
+	               (owner->ctime_ns && owner->ctime_ns != ctime))) ||
 	    e->src_off > size || e->size > size - e->src_off) {
 		close(fd);
 		return src_fail(m, src, -ESTALE, changed(m));
@@ -147,13 +166,7 @@ int ds_src_open(int rootfd, const struct ds_manifest *m, const struct ds_mentry 
 int ds_src_check_after(int fd, const struct ds_manifest *m, const char *src,
                        const struct stat *a)
 {
-	struct stat b;
-	if (fstat(fd, &b) < 0)
-		return src_fail(m, src, -errno, strerror(errno));
-	if (b.st_size != a->st_size || mtime_of(&b) != mtime_of(a) ||
-	    b.st_ctim.tv_sec != a->st_ctim.tv_sec || b.st_ctim.tv_nsec != a->st_ctim.tv_nsec)
-		return src_fail(m, src, -ESTALE, "changed while it was read");
-	return 0;
+	return same_after(fd, m->root, src, a);
 }
 
 int ds_src_read_entry(int rootfd, const struct ds_manifest *m, const struct ds_mentry *e,
@@ -223,8 +236,7 @@ int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__
 		const char *src = e->src_len ? t->names.data + e->src : ds__tree_path(t, e);
 		struct ds__result *r = &res[pp->first + k];
 		if (!open_src || strcmp(open_src, src)) {
-			if (fd >= 0 && (rc = ds_src_check_after(fd, &(struct ds_manifest){.root = (char *)o->src},
-			                                        open_src, &st)))
+			if (fd >= 0 && (rc = same_after(fd, o->src, open_src, &st)))
 				break;
 			if (fd >= 0)
 				close(fd);
@@ -277,7 +289,7 @@ int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__
 		}
 	}
 	if (!rc && fd >= 0)
-		rc = ds_src_check_after(fd, &(struct ds_manifest){.root = (char *)o->src}, open_src, &st);
+		rc = same_after(fd, o->src, open_src, &st);
 	if (fd >= 0)
 		close(fd);
 	free(buf);
@@ -316,6 +328,7 @@ void ds__manifest_from_plan(const struct ds__plan *pl, const char *root, struct 
 			arena += p->src_len + 1;
 		}
 		e->src_off = p->src_off;
+		e->ctime_ns = p->ctime_ns;
 		e->mode = p->mode;
 		e->mtime_ns = p->mtime_ns;
 		e->size = p->size;

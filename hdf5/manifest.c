@@ -287,6 +287,8 @@ static void fill_entry(struct ds_mentry *e, const struct ds__row *r, const struc
 	e->codec = r->codec;
 	e->flags = r->flags;
 	e->crc = r->crc;
+	e->src_off = 0;
+	e->ctime_ns = 0; /* not in a pack: a copy or restore changes it */
 }
 
 static int check_row(struct check *c, uint64_t i)

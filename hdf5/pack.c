@@ -10,6 +10,9 @@
  *      every rank within one partition's time;
  *   3. the offsets, sizes and CRCs of every file reach rank 0, which writes
  *      index.h5 and renames everything into OUT, index.h5 last.
+ * With --in-place, step 2 writes no partition: each rank reads its
+ * partitions' files where they are, once, for their CRC-32C
+ * (inplace.c), and OUT gets index.h5 alone, naming SRC as the source.
  * Any failure: every rank exits 1, the failing one saying why, and the
  * temporary directory (and OUT, when pack made it) is removed.  Nothing
  * half-written is ever visible under its final name.

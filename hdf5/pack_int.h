@@ -14,6 +14,9 @@
  *   plan.c      partitioning, the plan broadcast to every rank
  *   writer.c    writing one part-NNNNN.h5 (sink, zlib, CRC-32C)
  *   pack.c      `dstage pack`: options, MPI, the temporary directory, commit
+ *   inplace.c   sources read where they lie: pack --in-place's CRC pass,
+ *               opening a manifest's sources safely, a plain tree's
+ *               manifest made by the ranks of a stage (ds_tree_manifest)
  *   verify.c    `dstage verify`
  *   cmd_read.c  `dstage ls`, `dstage cat` */
 #ifndef DS_PACK_INT_H
@@ -280,6 +283,7 @@ struct ds__pentry {
 	 * src_len != 0; else the entry's own path) from byte src_off on */
 	uint32_t src_len, pad2;
 	uint64_t src, src_off;
+	int64_t ctime_ns;   /* st_ctime at the scan (a plain tree: checked at open) */
 };
 
 struct ds__tree {

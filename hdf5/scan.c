@@ -79,6 +79,7 @@ static struct ds__pentry *add_entry(struct scan *s, const struct stat *st)
 	e->path_len = (uint32_t)s->len;
 	e->mode = st->st_mode & (S_IFMT | 07777);
 	e->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	e->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
 	e->size = (uint64_t)st->st_size;
 	e->ino = (uint64_t)st->st_ino;
 	e->part = UINT32_MAX;
@@ -504,14 +505,15 @@ int64_t ds__tree_find(const struct ds__tree *t, const char *path)
 }
 
 /* Flag a --replicate subpath and its subtree (contiguous after it). */
-static int mark_replicated(struct ds__tree *t, const char *sub)
+static int mark_replicated(struct ds__tree *t, const char *sub, const char *verb)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s", sub);
 	size_t len = tidy_line(path, strlen(path));
 	int64_t i = len ? ds__tree_find(t, path) : -1;
 	if (i < 0) {
-		ds_error("'%s': --replicate path not in the packed tree", sub);
+		ds_error("'%s': --replicate path not in the %s tree", sub,
+		         verb ? "staged" : "packed");
 		return -ENOENT;
 	}
 	for (size_t k = (size_t)i; k < t->n; k++) {
@@ -540,7 +542,7 @@ int ds__scan_finish(const struct ds__scan_opts *o, struct ds__tree *t)
 	}
 	sort_unique(t);
 	for (size_t i = 0; i < o->nreplicate; i++)
-		if ((rc = mark_replicated(t, o->replicate[i])))
+		if ((rc = mark_replicated(t, o->replicate[i], o->verb)))
 			return rc;
 	if (t->n > DS__MAX_ENTRIES) {
 		ds_error("'%s': %zu entries, more than dstage supports", o->src, t->n);

@@ -9,12 +9,17 @@
  * at open against the manifest and after its last byte against what it was
  * at open (hdf5/inplace.c: ds_src_open, ds_src_check_after); the CRC-32C
  * is the sink's, as for a pack's part file.  Every entry is opened, the
- * empty ones too, so a vanished file is named whatever its size. */
+ * empty ones too, so a vanished file is named whatever its size.
+ * Also here: whether what stage was given is a plain tree at all. */
 #include "dscommon.h"
 #include "dspack.h"
 #include "stage_int.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -152,3 +157,30 @@ void ds__ipsrc_close(struct ds__ipsrc *r)
 		close(r->fd);
 	free(r);
 }
+
+/* Is SRC a plain tree (1), a pack (0: its manifest is read, and a missing
+ * one named), or a pack that lost its manifest (-1, said)?  A directory
+ * holding part-NNNNN.h5 or a pack's .tmp-PID but no index.h5 is a pack
+ * being written, or a damaged copy: never staged as a tree of HDF5 files. */
+int ds__stage_plain_tree(const char *src)
+{
+	struct stat st;
+	char ipath[PATH_MAX];
+	snprintf(ipath, sizeof(ipath), "%s/index.h5", src);
+	if (lstat(ipath, &st) == 0 || errno != ENOENT || stat(src, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	DIR *d = opendir(src);
+	struct dirent *de;
+	const char *seen = NULL;
+	while (d && !seen && (de = readdir(d)))
+		if (!fnmatch("part-[0-9][0-9][0-9][0-9][0-9].h5", de->d_name, 0) ||
+		    !strncmp(de->d_name, ".tmp-", 5))
+			seen = de->d_name;
+	if (seen)
+		ds_error("'%s': a pack without its manifest (it holds '%s'): being written by dstage "
+		         "pack, or a damaged copy; not staged as a plain tree", ipath, seen);
+	if (d)
+		closedir(d);
+	return seen ? -1 : 1;
+}
+

@@ -2,7 +2,9 @@
 /* stage.c: `dstage stage`, the stage-in job step.
  *
  *  1. rank 0 reads OUT/index.h5 once and broadcasts its bytes; every rank
- *     parses the image (ds_manifest_read_image): no other rank opens it;
+ *     parses the image (ds_manifest_read_image): no other rank opens it
+ *     (OUT a plain tree: the ranks walk it together, ds_tree_manifest, and
+ *     its partitions are read from the files where they lie, inplace.c);
  *  2. every rank computes the same placement (common/place.c);
  *  3. each node checks it has room for its store, all ranks agree;
  *  4. each partition is read from the shared file system by exactly one rank
@@ -27,9 +29,7 @@
 #include "dsstage.h"
 #include "stage_int.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -210,32 +210,6 @@ static int read_whole(const char *path, struct ds_buf *b, uint64_t *nread)
 	}
 	close(fd);
 	return rc;
-}
-
-/* Is SRC a plain tree (1), a pack (0: its manifest is read, and a missing
- * one named), or a pack that lost its manifest (-1, said)?  A directory
- * holding part-NNNNN.h5 or a pack's .tmp-PID but no index.h5 is a pack
- * being written, or a damaged copy: never staged as a tree of HDF5 files. */
-static int plain_tree(const char *src)
-{
-	struct stat st;
-	char ipath[PATH_MAX];
-	snprintf(ipath, sizeof(ipath), "%s/index.h5", src);
-	if (lstat(ipath, &st) == 0 || errno != ENOENT || stat(src, &st) < 0 || !S_ISDIR(st.st_mode))
-		return 0;
-	DIR *d = opendir(src);
-	struct dirent *de;
-	const char *seen = NULL;
-	while (d && !seen && (de = readdir(d)))
-		if (!fnmatch("part-[0-9][0-9][0-9][0-9][0-9].h5", de->d_name, 0) ||
-		    !strncmp(de->d_name, ".tmp-", 5))
-			seen = de->d_name;
-	if (seen)
-		ds_error("'%s': a pack without its manifest (it holds '%s'): being written by dstage "
-		         "pack, or a damaged copy; not staged as a plain tree", ipath, seen);
-	if (d)
-		closedir(d);
-	return seen ? -1 : 1;
 }
 
 /* Rank 0 reads the manifest; its bytes go to every rank (ds_mpi_bcast: in
@@ -1258,7 +1232,7 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	}
 	/* a plain tree (a directory without index.h5): its manifest is made
 	 * here, by a walk the ranks share; a pack's is read once and broadcast */
-	int tree = rank == 0 && !x.s3 ? plain_tree(o->pack) : 0;
+	int tree = rank == 0 && !x.s3 ? ds__stage_plain_tree(o->pack) : 0;
 	ds_mpi_bcast(world, &tree, sizeof(tree), 0);
 	if (tree < 0) {
 		rc = -DS_ECORRUPT; /* said */

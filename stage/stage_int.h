@@ -47,5 +47,9 @@ int ds__ipsrc_read(struct ds__ipsrc *r, uint64_t pos, void *buf, size_t n);
 int ds__ipsrc_finish(struct ds__ipsrc *r);
 uint64_t ds__ipsrc_opens(const struct ds__ipsrc *r);
 void ds__ipsrc_close(struct ds__ipsrc *r);
+/* Is src a plain tree to stage as it is (1: a directory without
+ * index.h5), a pack (0), or a pack that lost its manifest (-1, said:
+ * part-NNNNN.h5 or a .tmp-PID of pack but no index.h5)? */
+int ds__stage_plain_tree(const char *src);
 
 #endif

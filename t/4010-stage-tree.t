@@ -92,7 +92,7 @@ test_expect_success 'dstage stop ends the run, exit 0' 'test "$(cat serve.rc)" =
 test_expect_code 1 '--replicate of a path not in the tree: refused, nothing staged' '
 	mpirun_n 2 "$DSTAGE" stage src --to "$SHM" --job bad --replicate nosuch --node-per-rank \
 		2>err; rc=$?
-	test_grep "nosuch.*not in the packed tree" err || exit 9
+	test_grep "dstage: stage: .nosuch.: --replicate path not in the staged tree" err || exit 9
 	test ! -e "$SHM/dstage.$uid.bad" || exit 9
 	exit $rc
 '

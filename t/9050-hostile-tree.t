@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Hostile plain trees staged as they are (issue 28): the names pack refuses
 # are refused, links out and special files are skipped as pack skips them,
-# and a file that vanishes, changes, turns into a FIFO or is reached through
+# and a file that vanishes, changes (even with its size and mtime put
+# back: its ctime), turns into a FIFO or is reached through
 # a swapped-in symlink between the walk and its read fails the stage, named,
 # every rank ending with exit 1 and nothing left in the node stores.
 . "$(dirname "$0")/test-lib.sh"
@@ -58,6 +59,13 @@ test_expect_code 1 'a file that vanishes during the stage: named, every rank exi
 test_expect_code 1 'a file that grows during the stage: named' '
 	stage_hooked grew "echo more >>grew/b/f3"; rc=$?
 	test_grep "grew/b/f3.: changed during the stage" err || exit 9
+	exit $rc
+'
+
+test_expect_code 1 'a file rewritten during the stage, size and mtime kept (touch -r): its ctime names it' '
+	stage_hooked same "cp -p same/a/f1 ref && sed -i s/^1\\\$/9/ same/a/f1 && touch -r ref same/a/f1 &&
+		! cmp -s ref same/a/f1"; rc=$?
+	test_grep "same/a/f1.: changed during the stage" err || exit 9
 	exit $rc
 '
 
