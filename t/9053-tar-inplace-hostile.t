@@ -43,6 +43,14 @@ test_expect_success 'stage of a tree with a truncated tar: refused, named' '
 	grep "t-cut/d/a.tar'"'"': at byte [0-9]* (member '"'"'./[0-9].bin'"'"'): truncated" err
 '
 
+test_expect_success 'a member whose path under SRC passes PATH_MAX: refused, named' '
+	rm -rf t-long && mkdir -p t-long/$(printf "%030d" 0) && cp good/plain.txt t-long/ &&
+	mktar long-path t-long/$(printf "%030d" 0)/long.tar &&
+	"$T/h5-tarls" t-long/$(printf "%030d" 0)/long.tar >/dev/null &&
+	stage_fails h-long t-long --expand-tar &&
+	grep "long.tar'"'"': a member'"'"'s name makes a path longer than PATH_MAX" err
+'
+
 test_expect_success 'pack --in-place --expand-tar of a hostile tar: refused, no OUT' '
 	rm -rf t-pk && cp -a good t-pk && mktar dotdot-pax t-pk/evil.tar &&
 	{ "$DSTAGE" pack -q --in-place --expand-tar t-pk pk 2>err; test $? = 1; } &&

@@ -141,6 +141,10 @@ CASES = {
     "ext-without-member": lambda: raw_tar(header(b"././@LongLink", b"L", 4) + pad(b"abc\0")),
     "lone-zero-then-member": lambda: good() + b"\0" * BLK + good(b"hidden") + b"\0" * (2 * BLK),
     "no-end": lambda: good(),
+    # a 4079-byte member path (20 components of 203): fine in the tar,
+    # too long for PATH_MAX once under a tar a few directories down
+    "long-path": lambda: raw_tar(pax_member([(b"path", b"/".join([b"c" * 203] * 20))], b"long",
+                                            b"0", b"x")),
     # well-formed ones tarfile does not write for small members
     # base-256 size and a negative base-256 mtime (GNU): f, 5 bytes, 1 s before 1970
     "good-base256": lambda: raw_tar(
