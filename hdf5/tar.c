@@ -660,8 +660,9 @@ static int walk(struct tscan *t)
 		uint64_t next = data + (size + BLK - 1) / BLK * BLK;
 		if (size > t->fsize - data || next > t->fsize) {
 			truncated(t, h, &p, ext, off,
-			          size > t->fsize - data ? "member data runs past the end of the tar"
-			                                 : "the tar ends inside a member's padding");
+			          size > t->fsize - data
+			                  ? "member data runs past the end of the tar"
+			                  : "the tar ends inside a member's padding");
 			rc = -DS_ECORRUPT;
 			break;
 		}
