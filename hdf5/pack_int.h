@@ -310,6 +310,9 @@ struct ds__scan_opts {
 	double progress;       /* seconds between progress lines; 0: none */
 	const char *verb;      /* "nothing to VERB": NULL for "pack" */
 	int expand_tar;        /* --expand-tar: each *.tar a directory of its members */
+	struct ds_buf *tars;   /* set: --expand-tar's tars are listed here (paths,
+	                          NUL-terminated) to be scanned later by whichever
+	                          rank (ds__scan_tar), not where the walk meets them */
 };
 
 /* Walk SRC (or the --files-from list) into t, sorted, replicated subtrees
@@ -317,6 +320,9 @@ struct ds__scan_opts {
  * special files and escaping symlinks are skipped with a warning. */
 int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t);
 void ds__tree_release(struct ds__tree *t);
+/* --expand-tar: the tar at path (relative to o->srcfd, listed in o->tars by
+ * a walk) as the directory of its members, appended to t. */
+int ds__scan_tar(const struct ds__scan_opts *o, const char *path, struct ds__tree *t);
 /* Entry index of path in a sorted tree, or -1. */
 int64_t ds__tree_find(const struct ds__tree *t, const char *path);
 /* ds__scan in pieces, for a walk shared by the ranks of a stage

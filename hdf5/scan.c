@@ -323,8 +323,12 @@ static int visit(struct scan *s, int dfd, const char *name, const char *base, in
 		warn_skip(s, special_kind(st.st_mode));
 		return 0;
 	}
-	if (s->o->expand_tar && tar_name(base))
-		return visit_tar(s, dfd, name, &st);
+	if (s->o->expand_tar && tar_name(base)) {
+		if (!s->o->tars)
+			return visit_tar(s, dfd, name, &st);
+		ds_buf_add(s->o->tars, s->path, s->len + 1); /* scanned later, by some rank */
+		return 0;
+	}
 	add_entry(s, &st);
 	s->t->nfiles++;
 	s->t->bytes += (uint64_t)st.st_size;
@@ -596,6 +600,20 @@ static int set_path(struct scan *s, const char *dir)
 	memcpy(s->path, dir, n + 1);
 	s->len = n;
 	return 0;
+}
+
+int ds__scan_tar(const struct ds__scan_opts *o, const char *path, struct ds__tree *t)
+{
+	struct scan s = {.o = o, .t = t};
+	struct stat st;
+	int rc = set_path(&s, path);
+	if (rc)
+		return rc;
+	if (fstatat(o->srcfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return fail(&s, -errno, errno == ENOENT ? "vanished while it was scanned" : strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return fail(&s, -ESTALE, "changed while it was scanned");
+	return visit_tar(&s, o->srcfd, path, &st);
 }
 
 int ds__scan_list_dir(const struct ds__scan_opts *o, const char *dir, struct ds__tree *t,

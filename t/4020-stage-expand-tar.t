@@ -107,7 +107,7 @@ test_expect_success 'the epoch shuffle deals the members of every shard together
 serve_stop
 test_expect_success 'the service stopped cleanly' 'test "$(cat serve.rc)" = 0'
 
-test_expect_success STRACE 'each tar opened twice per job: the scan (headers), its one reader' '
+test_expect_success STRACE 'each tar opened twice per job: the scan (headers, by any rank), its one reader' '
 	# -ff: one file per process, so no call is split by another process
 	strace -f -ff -qq -e trace=open,openat,openat2 -o trace \
 		$ds_mpiexec -n 2 "$DSTAGE" stage src --expand-tar --to "$SHM" --job st2 \
@@ -115,7 +115,12 @@ test_expect_success STRACE 'each tar opened twice per job: the scan (headers), i
 	for i in 0 1 2; do
 		n=$(cat trace.* | grep -cE "shard-$i\.tar\", (\{flags=)?O_RDONLY.*= [0-9]+$") &&
 		echo "shard-$i.tar: $n opens" && test "$n" = 2 || return 1
-	done
+	done &&
+	# the headers of the 3 tars of one directory are read by both ranks,
+	# not by the one whose walk met them (the scan: openat from the root;
+	# the readers: openat2, or openat from the parent without openat2)
+	grep -lE "^openat\([0-9]+, \"shards/shard-[0-9]\.tar\", O_RDONLY.*= [0-9]+$" trace.* >scanners &&
+	cat scanners && test $(wc -l <scanners) = 2
 '
 
 # dstage run takes --expand-tar too (stage, then serve)
