@@ -610,7 +610,8 @@ int ds__scan_tar(const struct ds__scan_opts *o, const char *path, struct ds__tre
 	if (rc)
 		return rc;
 	if (fstatat(o->srcfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return fail(&s, -errno, errno == ENOENT ? "vanished while it was scanned" : strerror(errno));
+		return fail(&s, -errno,
+		            errno == ENOENT ? "vanished while it was scanned" : strerror(errno));
 	if (!S_ISREG(st.st_mode))
 		return fail(&s, -ESTALE, "changed while it was scanned");
 	return visit_tar(&s, o->srcfd, path, &st);
