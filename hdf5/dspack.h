@@ -113,9 +113,11 @@ int ds_src_read_entry(int rootfd, const struct ds_manifest *m, const struct ds_m
  * rank 0 merges, sorts (the result does not depend on the number of
  * ranks), flags the --replicate subtrees and plans partitions (about
  * 1 GiB, at least 4 per node); every rank gets the same manifest, with
- * m->nocrc set.  0, or a negative code after every rank agreed (said). */
+ * m->nocrc set.  With expand_tar (--expand-tar), every *.tar file is the
+ * directory of its members, read from the tar where they lie (tar.h).
+ * 0, or a negative code after every rank agreed (said). */
 int ds_tree_manifest(MPI_Comm world, const char *src, char **replicate, size_t nreplicate,
-                     uint32_t nnodes, struct ds_manifest *m);
+                     int expand_tar, uint32_t nnodes, struct ds_manifest *m);
 
 /* ---- packs in object storage (s3pack.c) --------------------------------- */
 struct ds_s3;

@@ -213,6 +213,14 @@ static int file_fail(const struct ds__write_opts *o, const struct ds__tree *t,
 	return rc;
 }
 
+/* The entry of path src in the sorted tree t (a tar shown as a directory),
+ * or NULL. */
+static const struct ds__pentry *src_entry(const struct ds__tree *t, const char *src)
+{
+	int64_t k = ds__tree_find(t, src);
+	return k >= 0 ? &t->e[k] : NULL;
+}
+
 int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__write_opts *o,
                      struct ds__result *res, struct ds__progress *pr)
 {
@@ -242,9 +250,12 @@ int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__
 				fd = -1;
 				break;
 			}
-			if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-			    (!e->src_len && ((uint64_t)st.st_ino != e->ino ||
-			                     (uint64_t)st.st_size != e->size || mtime_of(&st) != e->mtime_ns))) {
+			/* what the scan saw of the source: the file's own entry, or
+			 * the directory a tar became (--expand-tar) */
+			const struct ds__pentry *seen = e->src_len ? src_entry(t, src) : e;
+			if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !seen ||
+			    (uint64_t)st.st_ino != seen->ino || (uint64_t)st.st_size != seen->size ||
+			    mtime_of(&st) != seen->mtime_ns) {
 				rc = file_fail(o, t, e, -ESTALE, "changed while packing");
 				break;
 			}
@@ -388,16 +399,44 @@ static uint32_t tree_parts(const struct ds__tree *t, uint32_t nnodes)
 	return (uint32_t)k;
 }
 
+/* Every rank's list of tars to every rank, then the tars k with k % size ==
+ * rank listed into t.  Collective. */
+static int scan_tars(MPI_Comm world, const struct ds__scan_opts *so, const struct ds_buf *mine,
+                     struct ds__tree *t)
+{
+	int rank, size, rc = 0;
+	MPI_Comm_rank(world, &rank);
+	MPI_Comm_size(world, &size);
+	struct ds_buf all = {0};
+	for (int r = 0; r < size; r++) {
+		uint64_t len = r == rank ? mine->len : 0;
+		ds_mpi_bcast(world, &len, sizeof(len), r);
+		ds_buf_reserve(&all, len + 1);
+		if (r == rank)
+			memcpy(all.data + all.len, mine->data, len);
+		ds_mpi_bcast(world, all.data + all.len, len, r);
+		all.len += len;
+	}
+	uint64_t k = 0;
+	for (size_t off = 0; !rc && off < all.len; off += strlen(all.data + off) + 1, k++)
+		if (k % (uint64_t)size == (uint64_t)rank)
+			rc = ds__scan_tar(so, all.data + off, t);
+	ds_buf_release(&all);
+	return rc;
+}
+
 int ds_tree_manifest(MPI_Comm world, const char *src, char **replicate, size_t nreplicate,
-                     uint32_t nnodes, struct ds_manifest *m)
+                     int expand_tar, uint32_t nnodes, struct ds_manifest *m)
 {
 	int rank, size, rc = 0;
 	MPI_Comm_rank(world, &rank);
 	MPI_Comm_size(world, &size);
 	memset(m, 0, sizeof(*m));
 	char root[PATH_MAX];
+	struct ds_buf tars = {0}; /* --expand-tar: the tars this rank's walk met */
 	struct ds__scan_opts so = {.src = src, .srcfd = -1, .replicate = replicate,
-	                           .nreplicate = nreplicate, .verb = "stage"};
+	                           .nreplicate = nreplicate, .verb = "stage",
+	                           .expand_tar = expand_tar, .tars = &tars};
 	if (rank == 0 && !realpath(src, root)) {
 		rc = -errno;
 		ds_error("'%s': %s", src, strerror(errno));
@@ -475,6 +514,12 @@ int ds_tree_manifest(MPI_Comm world, const char *src, char **replicate, size_t n
 			rc = ds__scan_walk_dir(&so, level.data + off, &t);
 scan_failed:
 	ds_buf_release(&level);
+	/* --expand-tar: the tars met by every rank's walk are listed (their
+	 * headers read) by all ranks, round robin: a directory of thousands of
+	 * shards is not listed by the one rank that walked it */
+	if (!ds_any_failed(world, rc) && expand_tar)
+		rc = scan_tars(world, &so, &tars, &t);
+	ds_buf_release(&tars);
 	close(so.srcfd);
 	so.srcfd = -1;
 	if (ds_any_failed(world, rc)) {

@@ -572,12 +572,13 @@ void ds_manifest_release(struct ds_manifest *m)
 	m->nparts = 0;
 }
 
-int64_t ds__manifest_find(const struct ds_manifest *m, const char *path)
+int64_t ds__path_find(size_t n, const char *(*path_at)(const void *ctx, size_t i), const void *ctx,
+                      const char *path)
 {
-	size_t lo = 0, hi = m->n;
+	size_t lo = 0, hi = n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = ds_path_cmp(m->e[mid].path, path);
+		int c = ds_path_cmp(path_at(ctx, mid), path);
 		if (!c)
 			return (int64_t)mid;
 		if (c < 0)
@@ -586,4 +587,14 @@ int64_t ds__manifest_find(const struct ds_manifest *m, const char *path)
 			hi = mid;
 	}
 	return -1;
+}
+
+static const char *mentry_path(const void *m, size_t i)
+{
+	return ((const struct ds_manifest *)m)->e[i].path;
+}
+
+int64_t ds__manifest_find(const struct ds_manifest *m, const char *path)
+{
+	return ds__path_find(m->n, mentry_path, m, path);
 }

@@ -46,6 +46,7 @@ struct pack_opts {
 	const char *files_from;
 	int dereference, force, quiet, verbose, fsync;
 	int in_place;           /* --in-place: OUT holds the manifest only */
+	int expand_tar;         /* --expand-tar: each *.tar a directory of its members */
 	double progress;
 };
 
@@ -72,6 +73,8 @@ static const char usage_text[] =
 	"                         skipping them\n"
 	"      --in-place         write only the manifest (with every file's CRC-32C)\n"
 	"                         into OUT: stage reads the files where they are in SRC\n"
+	"      --expand-tar       with --in-place: every *.tar is a directory of its\n"
+	"                         members, read from the tar where they lie\n"
 	"  -f, --force            OUT may hold a previous pack: replace it\n"
 	"      --no-fsync         do not fsync the files before renaming them into OUT\n"
 	"      --progress SECS    a progress line every SECS seconds (default 10 on a\n"
@@ -222,7 +225,7 @@ static int parse_codec(const char *s, struct pack_opts *o)
 }
 
 enum { OPT_REPLICATE = 256, OPT_FILES_FROM, OPT_EXCLUDE, OPT_DEREF, OPT_PROGRESS, OPT_NO_FSYNC,
-       OPT_IN_PLACE };
+       OPT_IN_PLACE, OPT_EXPAND_TAR };
 
 /* 0: go on; 1: --help was printed; -1: usage error (printed by rank 0). */
 static int parse_args(const struct comm *c, int argc, char **argv, struct pack_opts *o)
@@ -235,6 +238,7 @@ static int parse_args(const struct comm *c, int argc, char **argv, struct pack_o
 		{"dereference", no_argument, NULL, OPT_DEREF}, {"force", no_argument, NULL, 'f'},
 		{"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
 		{"in-place", no_argument, NULL, OPT_IN_PLACE},
+		{"expand-tar", no_argument, NULL, OPT_EXPAND_TAR},
 		{"progress", required_argument, NULL, OPT_PROGRESS}, {"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},          {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
@@ -268,6 +272,7 @@ static int parse_args(const struct comm *c, int argc, char **argv, struct pack_o
 		case OPT_DEREF: o->dereference = 1; break;
 		case OPT_NO_FSYNC: o->fsync = 0; break;
 		case OPT_IN_PLACE: o->in_place = 1; break;
+		case OPT_EXPAND_TAR: o->expand_tar = 1; break;
 		case 'f': o->force = 1; break;
 		case 'q': o->quiet = 1; break;
 		case 'v': o->verbose++; break;
@@ -294,6 +299,9 @@ static int parse_args(const struct comm *c, int argc, char **argv, struct pack_o
 	if (o->in_place && o->dereference)
 		return usage_error(c, "%s--in-place and --dereference exclude each other (stage never "
 		                   "follows a symlink out of SRC)", "");
+	if (o->expand_tar && !o->in_place)
+		return usage_error(c, "%s--expand-tar wants --in-place (the members are read from "
+		                   "the tars where they lie)", "");
 	if (o->in_place && o->codec != DS_CODEC_NONE)
 		return usage_error(c, "%s--in-place reads the files as they are: no -z", "");
 	for (int k = 0; k < 2; k++) {
@@ -453,7 +461,8 @@ static int prepare(struct job *j)
 	struct ds__scan_opts so = {
 		.src = j->o.src, .srcfd = j->srcfd, .exclude = j->o.exclude, .nexclude = j->o.nexclude,
 		.replicate = j->o.replicate, .nreplicate = j->o.nreplicate, .files_from = j->o.files_from,
-		.dereference = j->o.dereference, .progress = j->o.progress};
+		.dereference = j->o.dereference, .progress = j->o.progress,
+		.expand_tar = j->o.expand_tar};
 	if ((rc = j->s3 ? ds__scan_s3(&so, j->s3, j->bucket, j->prefix, &j->plan.tree)
 	                : ds__scan(&so, &j->plan.tree)))
 		return rc;

@@ -10,6 +10,7 @@
  *   manifest.c  reading and validating index.h5 and partition tables
  *   payload.c   locating a partition's payload, decoding one file's bytes
  *   scan.c      walking SRC into a sorted entry list (pack, rank 0)
+ *   tar.c       the members of a tar shard (--expand-tar; private face tar.h)
  *   plan.c      partitioning, the plan broadcast to every rank
  *   writer.c    writing one part-NNNNN.h5 (sink, zlib, CRC-32C)
  *   pack.c      `dstage pack`: options, MPI, the temporary directory, commit
@@ -221,6 +222,10 @@ int ds__target_check(const char *link, size_t link_len, const char *target, size
                      const char **why);
 /* Entry index of path in a manifest (binary search), or -1. */
 int64_t ds__manifest_find(const struct ds_manifest *m, const char *path);
+/* The same over any n elements sorted by path (ds_path_cmp), element i's
+ * path given by path_at(ctx, i): a tree, a tar's members. */
+int64_t ds__path_find(size_t n, const char *(*path_at)(const void *ctx, size_t i), const void *ctx,
+                      const char *path);
 
 /* ---- payload (payload.c) ------------------------------------------------ */
 /* An open partition: its file and where its payload lies in it. */
@@ -304,6 +309,10 @@ struct ds__scan_opts {
 	int dereference;
 	double progress;       /* seconds between progress lines; 0: none */
 	const char *verb;      /* "nothing to VERB": NULL for "pack" */
+	int expand_tar;        /* --expand-tar: each *.tar a directory of its members */
+	struct ds_buf *tars;   /* set: --expand-tar's tars are listed here (paths,
+	                          NUL-terminated) to be scanned later by whichever
+	                          rank (ds__scan_tar), not where the walk meets them */
 };
 
 /* Walk SRC (or the --files-from list) into t, sorted, replicated subtrees
@@ -311,6 +320,11 @@ struct ds__scan_opts {
  * special files and escaping symlinks are skipped with a warning. */
 int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t);
 void ds__tree_release(struct ds__tree *t);
+/* --expand-tar: the tar at path (relative to o->srcfd, listed in o->tars by
+ * a walk) as the directory of its members, appended to t. */
+int ds__scan_tar(const struct ds__scan_opts *o, const char *path, struct ds__tree *t);
+/* Entry index of path in a sorted tree, or -1. */
+int64_t ds__tree_find(const struct ds__tree *t, const char *path);
 /* ds__scan in pieces, for a walk shared by the ranks of a stage
  * (inplace.c, ds_tree_manifest): the entries of directory dir ("" for SRC)
  * without descending, the paths of its subdirectories appended to subdirs

@@ -8,6 +8,7 @@
  * descriptor per level, so deep trees need no long paths and a directory
  * swapped for a symlink during the walk is not followed (O_NOFOLLOW). */
 #include "pack_int.h"
+#include "tar.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -229,6 +230,79 @@ static const char *special_kind(mode_t m)
 	       : S_ISBLK(m) ? "block device" : "special file";
 }
 
+/* --expand-tar: is this file name a tar shard's ("X.tar")? */
+static int tar_name(const char *base)
+{
+	size_t n = strlen(base);
+	return n > 4 && !strcmp(base + n - 4, ".tar");
+}
+
+/* --expand-tar: the tar X.tar (s->path) becomes the directory X.tar of its
+ * members, each file's bytes read from the tar where they lie (src = the
+ * tar, src_off = the member's data).  The directory keeps the tar's size
+ * and mtime: what stage checks the tar against (docs/formats.md, "Tar
+ * shards"). */
+static int visit_tar(struct scan *s, int dfd, const char *name, const struct stat *st)
+{
+	char q[2 * PATH_MAX];
+	struct stat at;
+	int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (s->follow ? 0 : O_NOFOLLOW);
+	int fd = openat(dfd, name, flags);
+	if (fd < 0)
+		return fail(s, -errno,
+		            errno == ENOENT ? "vanished while packing" : strerror(errno));
+	if (fstat(fd, &at) < 0 || !S_ISREG(at.st_mode) || at.st_dev != st->st_dev ||
+	    at.st_ino != st->st_ino) {
+		close(fd);
+		return fail(s, -ESTALE, "changed while it was scanned");
+	}
+	struct ds__tar_member *v;
+	size_t n;
+	int rc = ds__tar_scan(fd, quoted(s, q, sizeof(q)), &v, &n);
+	close(fd);
+	if (rc)
+		return rc;
+	struct ds__pentry *d = add_entry(s, &at);
+	uint32_t perm = d->mode & 0777;
+	d->mode = S_IFDIR | perm | ((perm & 0444) >> 2); /* readable: searchable */
+	uint64_t tar_path = d->path, ino = d->ino;
+	s->t->ndirs++;
+	size_t len = s->len;
+	for (size_t i = 0; !rc && i < n; i++) {
+		const struct ds__tar_member *m = &v[i];
+		size_t ml = strlen(m->name);
+		if (len + 1 + ml >= PATH_MAX) {
+			rc = fail(s, -DS_ENAME,
+			          "a member's name makes a path longer than PATH_MAX");
+			break;
+		}
+		s->path[len] = '/';
+		memcpy(s->path + len + 1, m->name, ml + 1);
+		s->len = len + 1 + ml;
+		struct ds__pentry *e = add_entry(s, &at);
+		e->mode = m->mode;
+		e->mtime_ns = m->mtime_ns;
+		e->size = m->size;
+		e->ino = ino;
+		if (S_ISREG(m->mode)) {
+			e->src = tar_path;
+			e->src_len = (uint32_t)len;
+			e->src_off = m->data_off;
+			s->t->nfiles++;
+			s->t->bytes += m->size;
+		} else if (S_ISLNK(m->mode)) {
+			e->target_len = (uint32_t)strlen(m->target);
+			e->target = add_string(s->t, m->target, e->target_len);
+			s->t->nlinks++;
+		} else {
+			s->t->ndirs++;
+		}
+		pop_name(s, len);
+	}
+	ds__tar_free(v, n);
+	return rc;
+}
+
 /* One entry: s->path already names it; dfd/name reach it. */
 static int visit(struct scan *s, int dfd, const char *name, const char *base, int recurse)
 {
@@ -247,6 +321,12 @@ static int visit(struct scan *s, int dfd, const char *name, const char *base, in
 		return visit_symlink(s, dfd, name, &st, recurse);
 	if (!S_ISREG(st.st_mode)) {
 		warn_skip(s, special_kind(st.st_mode));
+		return 0;
+	}
+	if (s->o->expand_tar && tar_name(base)) {
+		if (!s->o->tars)
+			return visit_tar(s, dfd, name, &st);
+		ds_buf_add(s->o->tars, s->path, s->len + 1); /* scanned later, by some rank */
 		return 0;
 	}
 	add_entry(s, &st);
@@ -418,20 +498,14 @@ static void sort_unique(struct ds__tree *t)
 	t->n = w;
 }
 
-static int64_t tree_find(const struct ds__tree *t, const char *path)
+static const char *pentry_path(const void *t, size_t i)
 {
-	size_t lo = 0, hi = t->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = ds_path_cmp(ds__tree_path(t, &t->e[mid]), path);
-		if (!c)
-			return (int64_t)mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
+	return ds__tree_path(t, &((const struct ds__tree *)t)->e[i]);
+}
+
+int64_t ds__tree_find(const struct ds__tree *t, const char *path)
+{
+	return ds__path_find(t->n, pentry_path, t, path);
 }
 
 /* Flag a --replicate subpath and its subtree (contiguous after it). */
@@ -440,7 +514,7 @@ static int mark_replicated(struct ds__tree *t, const char *sub, const char *verb
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s", sub);
 	size_t len = tidy_line(path, strlen(path));
-	int64_t i = len ? tree_find(t, path) : -1;
+	int64_t i = len ? ds__tree_find(t, path) : -1;
 	if (i < 0) {
 		ds_error("'%s': --replicate path not in the %s tree", sub,
 		         verb ? "staged" : "packed");
@@ -463,9 +537,11 @@ int ds__scan_finish(const struct ds__scan_opts *o, struct ds__tree *t)
 	/* An empty selection is an error, not an empty pack: a training set
 	 * that silently came out empty is what dstage is here to prevent. */
 	if (!t->nfiles) {
-		ds_error("'%s': nothing to %s (no regular files%s)", o->src, o->verb ? o->verb : "pack",
+		ds_error("'%s': nothing to %s (no regular files%s)", o->src,
+		         o->verb ? o->verb : "pack",
 		         o->files_from ? " listed in --files-from"
-		         : o->nexclude ? " left after --exclude" : "");
+		         : o->nexclude ? " left after --exclude"
+		                       : "");
 		return -ENOENT;
 	}
 	sort_unique(t);
@@ -524,6 +600,21 @@ static int set_path(struct scan *s, const char *dir)
 	memcpy(s->path, dir, n + 1);
 	s->len = n;
 	return 0;
+}
+
+int ds__scan_tar(const struct ds__scan_opts *o, const char *path, struct ds__tree *t)
+{
+	struct scan s = {.o = o, .t = t};
+	struct stat st;
+	int rc = set_path(&s, path);
+	if (rc)
+		return rc;
+	if (fstatat(o->srcfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return fail(&s, -errno,
+		            errno == ENOENT ? "vanished while it was scanned" : strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return fail(&s, -ESTALE, "changed while it was scanned");
+	return visit_tar(&s, o->srcfd, path, &st);
 }
 
 int ds__scan_list_dir(const struct ds__scan_opts *o, const char *dir, struct ds__tree *t,

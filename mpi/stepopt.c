@@ -37,6 +37,7 @@ static const struct stepopt {
 	{"ram-headroom", required_argument, 'H', 0, ST | SV | RN},
 	{"spill", required_argument, 'Z', 0, ST | RN}, /* the spill tier */
 	{"replicate", required_argument, 'E', 0, ST | RN}, /* a plain tree's subtree */
+	{"expand-tar", no_argument, 'G', 0, ST | RN},      /* a plain tree's tar shards */
 	/* serve: ds_serve_opt */
 	{"seed", required_argument, 's', 0, SV | RN},
 	{"locality", required_argument, 'L', 0, SV | RN},

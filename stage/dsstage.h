@@ -23,6 +23,7 @@ struct ds_stage_opts {
 	int headroom_set;
 	char **replicate;   /* --replicate PATH (a plain tree): to every node */
 	size_t nreplicate;
+	int expand_tar; /* --expand-tar (a plain tree): *.tar as directories */
 };
 /* Defaults of the stage options. */
 void ds_stage_defaults(struct ds_stage_opts *o);

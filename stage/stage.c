@@ -95,6 +95,8 @@ static const char *cmd_usage =
 	"                        DIR is RAM (default: 25% of the limit, at least 8 GiB per rank\n"
 	"                        of the step on the host; see docs/guide.md, The RAM budget)\n"
 	"      --replicate PATH  a plain tree: the subtree PATH goes to every node (repeatable)\n"
+	"      --expand-tar      a plain tree: every *.tar is a directory of its members, read\n"
+	"                        from the tar where they lie (each member a sample)\n"
 	"      --spill DIR       what does not fit the RAM room of --to goes to DIR (node-local\n"
 	"                        SSD or disk, absolute), whole partitions, replicated ones last\n"
 	"  -q, --quiet           no summary\n"
@@ -138,6 +140,7 @@ int ds_stage_opt(struct ds_stage_opts *o, int c, const char *arg, int *bad)
 		o->replicate[o->nreplicate++] = (char *)arg;
 		return c;
 	case 'j': o->job = arg; return c;
+	case 'G': o->expand_tar = 1; return c;
 	case 'n': o->node_per_rank = 1; return c;
 	case 'i': o->inflate = 1; return c;
 	case 'f': o->force = 1; return c;
@@ -1238,8 +1241,14 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 			ds_error("--replicate: for a plain tree ('%s' is a pack: its replicated subtrees "
 			         "were chosen by pack --replicate)", o->pack);
 		rc = -EINVAL;
+	} else if (o->expand_tar && !tree) {
+		if (rank == 0)
+			ds_error("--expand-tar: for a plain tree ('%s' is a pack: pack --in-place "
+			         "--expand-tar expands its tars)", o->pack);
+		rc = -EINVAL;
 	} else if (tree) {
-		rc = ds_tree_manifest(world, o->pack, o->replicate, o->nreplicate, nd->nnodes, &m);
+		rc = ds_tree_manifest(world, o->pack, o->replicate, o->nreplicate, o->expand_tar,
+		                      nd->nnodes, &m);
 		pack_id = rc ? 0 : m.pack_id;
 	} else {
 		rc = bcast_manifest(world, o->pack, &m, &x.meta_read, &pack_id, x.s3, x.bucket,
