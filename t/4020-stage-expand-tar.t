@@ -8,7 +8,7 @@
 # partition; the epoch shuffle deals members of all shards together; run
 # takes --expand-tar as stage does.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 command -v tar >/dev/null || skip_all "no GNU tar"
 test_lazy_prereq STRACE 'strace -f -qq -o /dev/null true' 'strace -f works here (ptrace allowed)'

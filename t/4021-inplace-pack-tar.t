@@ -6,7 +6,7 @@
 # (no scan: the manifest has the members) and the shim shows every member
 # byte for byte as tar -x does.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 command -v tar >/dev/null || skip_all "no GNU tar"
 test_lazy_prereq STRACE 'strace -f -qq -o /dev/null true' 'strace -f works here (ptrace allowed)'
