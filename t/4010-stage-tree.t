@@ -37,8 +37,9 @@ test_expect_success 'R=2 and --replicate val: two holders, val on all three, sti
 '
 
 test_expect_success STRACE 'each source file opened once in the whole job (strace), 3 nodes, R=3' '
-	strace -f -qq -s 4096 -e trace=openat,openat2,open -o trace \
+	mkdir trace.d && strace -ff -qq -s 4096 -e trace=openat,openat2,open -o trace.d/t \
 		$ds_mpiexec -n 3 "$DSTAGE" stage src --to "$SHM" --job t3 -R 3 --node-per-rank -q &&
+	cat trace.d/t.* >trace &&
 	"$T/storecheck" "$SHM/dstage.$uid.t3" src >/dev/null &&
 	while read -r f; do
 		n=$(grep -c -F "\"$f\"" trace)
@@ -57,9 +58,9 @@ test_expect_success STRACE 'the walk is shared: every rank lists directories of 
 	for c in 00 01 02 03 04 05 06 07 08 09 10 11 12 13 14 15; do
 		mkdir -p one/train/c$c/s && seq 1 $((1$c * 7)) >one/train/c$c/f && echo $c >one/train/c$c/s/g
 	done &&
-	strace -f -qq -s 4096 -e trace=openat2,openat -o wtrace \
+	mkdir wtrace.d && strace -ff -qq -s 4096 -e trace=openat2,openat -o wtrace.d/t \
 		$ds_mpiexec -n 3 "$DSTAGE" stage one --to "$SHM" --job one --node-per-rank -q &&
-	grep "O_DIRECTORY" wtrace | grep "\"train/c" | cut -d" " -f1 | sort -u >pids &&
+	grep -l "\"train/c.*O_DIRECTORY" wtrace.d/t.* >pids &&
 	test "$(wc -l <pids)" = 3 &&
 	"$T/storecheck" "$SHM/dstage.$uid.one" one >h1 && test "$(wc -l <h1)" = 32 &&
 	mpirun_n 1 "$DSTAGE" stage one --to "$SHM" --job one1 -q &&
