@@ -15,8 +15,9 @@
 # Folders, each including only folders below it (tools/modgraph.sh prints
 # the graph; t/0001-modules.t fails on a cycle):
 #   common/ (libc only)  <  io/ (the shim), s3/, mpi/ (the MPI layer)
-#   <  hdf5/ (s3, mpi), shuffle/ (mpi)  <  stage/ (hdf5, s3, mpi, shuffle's
-#   dsserve.h)  <  cli/ (main and its command table, run)
+#   <  hdf5/ (s3, mpi), outputs/ (mpi: the write-once outputs)  <  shuffle/
+#   (mpi, outputs)  <  stage/ (hdf5, s3, mpi, outputs' dsoutputs.h)  <  cli/
+#   (main and its command table, run)
 # mpi/ goes into the dstage executable and the MPI test helpers only.
 #   build/lib/libdstage-preload.so   the shim (libc only: libz is opened at the first zlib file)
 #   build/t/*                        test helpers (t/helpers/*.c)
@@ -90,6 +91,7 @@ MPI_SRC     := $(wildcard mpi/*.c)
 CLI_SRC     := $(wildcard cli/*.c)
 STAGE_SRC   := $(wildcard stage/*.c)
 SHUFFLE_SRC := $(wildcard shuffle/*.c)
+OUTPUTS_SRC := $(wildcard outputs/*.c)
 IO_SRC      := $(wildcard io/*.c)
 S3_SRC      := $(wildcard s3/*.c)
 THELP_SRC   := $(wildcard t/helpers/*.c)
@@ -101,6 +103,7 @@ MPI_OBJ     := $(MPI_SRC:%.c=$(O)/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(O)/%.o)
 STAGE_OBJ   := $(STAGE_SRC:%.c=$(O)/%.o)
 SHUFFLE_OBJ := $(SHUFFLE_SRC:%.c=$(O)/%.o)
+OUTPUTS_OBJ := $(OUTPUTS_SRC:%.c=$(O)/%.o)
 IO_OBJ      := $(IO_SRC:%.c=$(O)/pic/%.o)
 S3_OBJ      := $(S3_SRC:%.c=$(O)/%.o)
 
@@ -115,9 +118,9 @@ THELP    := $(THELP_SRC:t/helpers/%.c=$(O)/t/%)
 all: $(DSTAGE) $(PRELOAD) $(THELP)
 
 # Objects of the MPI side: compiled by mpicc with HDF5's flags.
-MPI_SIDE := $(O)/hdf5/%.o $(O)/mpi/%.o $(O)/stage/%.o $(O)/shuffle/%.o $(O)/cli/%.o
+MPI_SIDE := $(O)/hdf5/%.o $(O)/mpi/%.o $(O)/stage/%.o $(O)/shuffle/%.o $(O)/outputs/%.o $(O)/cli/%.o
 $(MPI_SIDE): CCX = $(MPICC)
-$(MPI_SIDE): XFLAGS = $(HDF5_CFLAGS) $(ZLIB_CFLAGS) -Ihdf5 -Impi -Istage -Ishuffle -Icli -Is3 $(SAN_FLAGS)
+$(MPI_SIDE): XFLAGS = $(HDF5_CFLAGS) $(ZLIB_CFLAGS) -Ihdf5 -Impi -Istage -Ishuffle -Ioutputs -Icli -Is3 $(SAN_FLAGS)
 $(O)/common/%.o: CCX = $(CC)
 $(O)/common/%.o: XFLAGS = $(SAN_FLAGS)
 $(O)/s3/%.o: CCX = $(CC)
@@ -137,9 +140,9 @@ $(LIBCOMMON): $(COMMON_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(DSTAGE): $(CLI_OBJ) $(STAGE_OBJ) $(SHUFFLE_OBJ) $(MPI_OBJ) $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON)
+$(DSTAGE): $(CLI_OBJ) $(STAGE_OBJ) $(SHUFFLE_OBJ) $(OUTPUTS_OBJ) $(MPI_OBJ) $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON)
 	@mkdir -p $(@D)
-	$(MPICC) $(SAN_FLAGS) -o $@ $(CLI_OBJ) $(STAGE_OBJ) $(SHUFFLE_OBJ) $(MPI_OBJ) $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) $(CURL_LIBS) $(EXPAT_LIBS) -lpthread -lm
+	$(MPICC) $(SAN_FLAGS) -o $@ $(CLI_OBJ) $(STAGE_OBJ) $(SHUFFLE_OBJ) $(OUTPUTS_OBJ) $(MPI_OBJ) $(HDF5_OBJ) $(S3_OBJ) $(LIBCOMMON) $(HDF5_LIBS) $(ZLIB_LIBS) $(CURL_LIBS) $(EXPAT_LIBS) -lpthread -lm
 
 # init.o and common.o first: their code is what every process runs (start,
 # fork, exit), and their data (DS__HOT in io/shim.h) lands on the page after

@@ -133,6 +133,18 @@ mkfiles() {
 	head -c "$(($2 * $3))" /dev/urandom | split -a 6 -d -b "$3" - "$1/f"
 }
 
+# $RCHAR FILE CMD...: run CMD, then add its rchar (/proc/PID/io: every byte
+# read() or pread() by the process) to FILE: the bytes a step read from the
+# shared FS, counted outside dstage (readonce, tar)
+RCHAR="$W/rchar.sh"
+cat >"$RCHAR" <<'EOS'
+#!/bin/sh
+f=$1; shift
+"$@"; rc=$?
+awk '/^rchar/ { print $2 }' /proc/$$/io >>"$f"
+exit $rc
+EOS
+
 # stage_local PACK TO JOB NODES [opts]: dstage stage on NODES simulated nodes
 stage_nodes() {
 	_p=$1 _to=$2 _job=$3 _n=$4

@@ -49,7 +49,7 @@ serve_start() { bench_serve_start ex "$@"; }
 serve_stop() { bench_serve_stop ex; }
 sval() { sed -n "s/^$2=//p" "$JD/$1/serve.status"; }
 svc_cpu() { bench_svc_cpu ex; }
-# stats counters of node K (struct ds_stats, 8-byte words; see t/helpers/serve-lib.sh)
+# stats counters of node K (struct ds_stats, 8-byte words; see t/lib-serve.sh)
 stat_val() {
 	case $2 in remote_reads) w=7 ;; cache_reads) w=5 ;; stalls) w=9 ;; esac
 	od -An -t u8 -j $((w * 8)) -N 8 "$JD/$1/stats" | tr -d ' '

@@ -49,6 +49,8 @@ D=$SHM/d
 for i in $(seq 1 $H); do hosts_exec $i mkdir -p "$D"; done
 # the Alltoallv peer, with the same MPI_Finalize workaround as dstage
 mpicc.mpich -O2 -Wall -o mpibench "$SRCDIR/bench/mpibench.c" "$SRCDIR/mpi/ucx_close.c" || exit 1
+# the reader loop (bench/shim-bench.c), run inside the hosts from TRASH
+gcc -O2 -Wall -Wextra -D_GNU_SOURCE -o shim-bench "$SRCDIR/bench/shim-bench.c" || exit 1
 
 # the dataset: 128 KiB files for most of the bytes, 1000 files of 4 KiB, in
 # 16 directories, both sizes in each (every partition holds some of each)
@@ -147,7 +149,7 @@ srun -N1 -n1 -w n1 --overlap sh -c '
 	done
 	eval "\$("$DSTAGE" env --to "$D")"
 	for r in $(seq -s ' ' 1 $runs); do for s in small big; do for w in local remote; do
-		echo "\$s.\$w \$("$T/shim-bench" files "\$DSTAGE_MOUNT" \$s.\$w $secs)"
+		echo "\$s.\$w \$("$TRASH/shim-bench" files "\$DSTAGE_MOUNT" \$s.\$w $secs)"
 	done; done; done' >reads.out
 "$DSTAGE" stop --to "$D"
 wait

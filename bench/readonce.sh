@@ -16,18 +16,10 @@ mkfiles "$WS/src/val" 50 65536
 packb=$(cat "$WS"/pack/part-*.h5 | wc -c)
 payload=$("$DSTAGE" ls -l "$WS/pack" | awk '$1 ~ /^-/ { s += $2 } END { print s }')
 manif=$(stat -c %s "$WS/pack/index.h5")
-cat >"$W/io.sh" <<'EOS'
-#!/bin/sh
-# io.sh FILE CMD...: run CMD, then add its rchar to FILE
-f=$1; shift
-"$@"; rc=$?
-awk '/^rchar/ { print $2 }' /proc/$$/io >>"$f"
-exit $rc
-EOS
 : >"$RES/readonce.dat"
 for R in 1 2; do
 	: >"$W/rchar.$R"
-	mpiexec.mpich -n 2 sh "$W/io.sh" "$W/rchar.$R" "$DSTAGE" stage "$WS/pack" --to "$W/st" --job ro$R \
+	mpiexec.mpich -n 2 sh "$RCHAR" "$W/rchar.$R" "$DSTAGE" stage "$WS/pack" --to "$W/st" --job ro$R \
 		--node-per-rank -R $R >"$W/sum.$R" 2>&1 || { cat "$W/sum.$R" >&2; exit 1; }
 	_jobs="$_jobs $W/st:ro$R"
 	staged=$(du -cb "$(jobdir "$W/st" ro$R)"/*/store | awk 'END { print $1 }')

@@ -34,6 +34,14 @@
 #   spill             the spill tier (issue 26): files read once from it
 #                     through the shim vs natively from that disk, cold and
 #                     warm; a stage that spills half vs one in RAM
+#   tree              sources that are not packs (issue 28): stage of a
+#                     plain tree vs pack + stage vs pack --in-place + stage
+#                     vs cp -r / tar xf; shared-FS bytes and opens of each
+#                     (bench/tree.sh)
+#   tar               tar shards staged in place (issue 28, --expand-tar) vs
+#                     tar xf and cp; bytes and opens on the shared side;
+#                     members read through the shim vs tarfile streaming
+#                     (WebDataset's reader) (bench/tar.sh)
 #   shim, shuffle     the component scripts bench/shim.sh and
 #                     bench/shuffle.sh (when present), their tables copied
 #                     as they print them
@@ -104,7 +112,7 @@ T0=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "bench: $(nproc) cores, load $load0, $( [ $QUICK = 1 ] && echo quick || echo full) mode; scratch $BENCH_SCR, $BENCH_SHARED" >&2
 
-SECTIONS="bystander fanstore small zlib packrate readonce stage exchange exchange-openmpi modelcheck scale e2e outputs shim shuffle s3 spill"
+SECTIONS="bystander fanstore small zlib packrate readonce stage exchange exchange-openmpi modelcheck scale e2e outputs shim shuffle s3 spill tree tar"
 [ -n "$ONLY" ] && SECTIONS=$ONLY
 if [ $QUICK = 1 ]; then TMO=240; else TMO=3600; fi
 : >"$RT/sections.txt"

@@ -3,8 +3,8 @@
 
     scale.py make DIR N CLASSES          a metadata-only tree: DIR/train/<class>/<name>.JPEG,
                                          N hard links to 4 small files (DIR/.seed)
-    scale.py dstage SHARE_DIV            DstageFiles("train") + EpochSampler(rank 0 of 8)
-                                         under the shim ($DSTAGE_MOUNT)
+    scale.py dstage [L]                  DstageFiles("train") + EpochSampler(rank L of 8,
+                                         default 0) under the shim ($DSTAGE_MOUNT)
     scale.py folder ROOT NREPLICAS       torchvision ImageFolder(ROOT) + DistributedSampler
                                          (rank 0 of NREPLICAS), natively
     scale.py list L N                    read .dstage/epochs/0/L-of-N through the shim (the
@@ -14,9 +14,11 @@
 Each prints one line: seconds; the private (anonymous) memory the process
 holds at the end over what it held after its imports, in bytes; its peak RSS
 over the RSS after its imports (this counts the pages of files it mapped:
-the shim's index, shared by every process of the node); and the samples of
-the reader's share."""
+the shim's index, shared by every process of the node); the samples of the
+reader's share; and the CPU seconds (user + system) of the same span: on a
+box shared with other work the wall time also counts the waits for a core."""
 import os
+import resource
 import sys
 import time
 
@@ -30,15 +32,23 @@ def rss_kb(key):
 
 
 A0 = [0]
+C0 = [0.0]
+
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def start():
     A0[0] = rss_kb("RssAnon")
+    C0[0] = cpu()
     return rss_kb("VmRSS")
 
 
-def out(secs, peak, n):
-    print("%.6f %d %d %d" % (secs, (rss_kb("RssAnon") - A0[0]) * 1024, peak, n))
+def out(secs, peak, n, cpus=None):
+    print("%.6f %d %d %d %.6f" % (secs, (rss_kb("RssAnon") - A0[0]) * 1024, peak, n,
+                                  cpu() - C0[0] if cpus is None else cpus))
 
 
 def make(root, n, classes):
@@ -73,7 +83,8 @@ def main():
         r0 = start()
         t = time.perf_counter()
         ds = dstage.DstageFiles("train")
-        s = dstage.EpochSampler(ds, rank=0, num_replicas=8)
+        rank = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+        s = dstage.EpochSampler(ds, rank=rank, num_replicas=8)
         s.set_epoch(0)
         n = sum(1 for _ in s)
         secs = time.perf_counter() - t
@@ -98,14 +109,15 @@ def main():
         os.listdir(mnt)
         path = "%s/.dstage/epochs/0/%s-of-%s" % (mnt, sys.argv[2], sys.argv[3])
         r0 = start()
-        ts = []
+        ts, cs = [], []
         for _ in range(5):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), cpu()
             with open(path, "rb") as f:
                 data = f.read()
             ts.append(time.perf_counter() - t)
+            cs.append(cpu() - c)
         secs = sorted(ts)[2]
-        out(secs, (rss_kb("VmHWM") - r0) * 1024, data.count(b"\n"))
+        out(secs, (rss_kb("VmHWM") - r0) * 1024, data.count(b"\n"), sorted(cs)[2])
     elif mode == "dist":
         import torch.utils.data as tud
         ns, nr = int(sys.argv[2]), int(sys.argv[3])

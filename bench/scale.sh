@@ -1,30 +1,36 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # bench/scale.sh: what a reader pays at millions of files (issue 27).
-#   - DstageFiles + EpochSampler (reader 0 of 8 on node 0 of 2) through the
-#     shim vs torchvision ImageFolder + DistributedSampler (rank 0 of 16, the
-#     same share) on tmpfs: seconds and private memory per sample of the
-#     reader's share, in a fresh process each;
+#   - DstageFiles + EpochSampler (reader 0 and reader 7 of 8 on node 0 of 2)
+#     through the shim vs torchvision ImageFolder + DistributedSampler (rank
+#     0 of 16, the same share) on tmpfs: seconds, CPU seconds and private
+#     memory per sample of the reader's share, in a fresh process each;
 #   - a reader's epoch list (open + read of .dstage/epochs/0/L-of-8) for
 #     reader 0 and reader 7 of 8, per entry of its share, vs
 #     DistributedSampler's index list of the same share; with the service
 #     running (it publishes each epoch's share: the shim slices it), and
 #     reader 0's without it (the shim computes the share);
-#   - the service (its own section at the end): start until serving and
-#     until epoch 0's prefetch starts/ends, an epoch switch until the next
-#     epoch is planned and its prefetch starts/ends, --timeout 2 trips;
+#   - the service (svc_rows): start until serving and until epoch 0's
+#     prefetch starts/ends, an epoch switch until the next epoch is planned
+#     and its prefetch starts/ends, --timeout 2 trips;
 # on a metadata-only tree: N hard links to 4 small files, ImageNet-shaped
 # names (1280 per class directory), packed (dstage pack, the 4 files under
 # --replicate) and staged on 2 simulated nodes.  N: 128k (--quick), 1.28M
-# (full; SCALE_N=... to choose, e.g. 14000000 when /dev/shm has the inodes
-# and the memory).  Rounds interleaved, rotating which goes first; medians.
+# and 2M (full); SCALE_N="N ..." to choose, e.g. "1280000 2000000" with
+# --quick (fewer rounds) or 14000000 when /dev/shm has the inodes and the
+# memory.  Rounds interleaved, rotating which goes first; medians.
 #   sh bench/scale.sh [--quick] [RESULTS_DIR]
 set -eu
 . "$(dirname "$0")/benchlib.sh"
 PY=/usr/bin/python3
-if [ $QUICK = 1 ]; then N=${SCALE_N:-128000}; else N=${SCALE_N:-1280000}; fi
-CLASSES=$(((N + 1279) / 1280))
+if [ $QUICK = 1 ]; then SIZES=${SCALE_N:-128000}; else SIZES=${SCALE_N:-1280000 2000000}; fi
 $PY -c "import torch, torchvision" 2>/dev/null && HAVE_TV=1 || HAVE_TV=
+: >"$RES/scale.dat"
+
+one_size() {
+N=$1
+CLASSES=$(((N + 1279) / 1280))
+rm -rf "$W/src" "$W/st" "$WS/pack" "$W"/*.txt
 say "$N names in $CLASSES classes (hard links), 2 nodes, 8 readers a node; $ROUNDS rounds"
 t0=$(now)
 $PY "$top/bench/scale.py" make "$W/src" "$N" "$CLASSES"
@@ -55,9 +61,10 @@ done
 bench_serve_start sc --seed 1
 r=0
 while [ "$r" -lt "$ROUNDS" ]; do
-	for m in $(echo "ds fo l0 l7 di ds fo l0 l7 di" | cut -d' ' -f$((r % 5 + 1))-$((r % 5 + 5))); do
+	for m in $(echo "ds d7 fo l0 l7 di ds d7 fo l0 l7 di" | cut -d' ' -f$((r % 6 + 1))-$((r % 6 + 6))); do
 		case $m in
-		ds) run ds shim "$ST" 0 "$MNT" env PYTHONPATH="$top/io/python" $PY "$top/bench/scale.py" dstage ;;
+		ds) run ds shim "$ST" 0 "$MNT" env PYTHONPATH="$top/io/python" $PY "$top/bench/scale.py" dstage 0 ;;
+		d7) run d7 shim "$ST" 0 "$MNT" env PYTHONPATH="$top/io/python" $PY "$top/bench/scale.py" dstage 7 ;;
 		fo) [ -n "$HAVE_TV" ] && run fo $PY "$top/bench/scale.py" folder "$W/src/train" 16 ;;
 		l0) run l0 shim "$ST" 0 "$MNT" $PY "$top/bench/scale.py" list 0 8 ;;
 		l7) run l7 shim "$ST" 0 "$MNT" $PY "$top/bench/scale.py" list 7 8 ;;
@@ -68,44 +75,65 @@ while [ "$r" -lt "$ROUNDS" ]; do
 done
 bench_serve_stop sc
 
-# median of field F (1 s, 2 held bytes, 3 peak bytes, 4 samples) of NAME,
-# per sample of the share (field 4)
+# median of field F (1 s, 2 held bytes, 3 peak bytes, 4 samples, 5 CPU s)
+# of NAME, per sample of the share (field 4)
 per() {
 	[ -s "$W/$1.txt" ] || { echo -; return; }
 	awk -v f="$2" '{ print $f / $4 }' "$W/$1.txt" | median
 }
 us() { awk -v v="$1" 'BEGIN { if (v == "-") print "-"; else printf "%.2f", v * 1e6 }'; }
 bb() { awk -v v="$1" 'BEGIN { if (v == "-") print "-"; else printf "%.0f", v }'; }
-ds_t=$(us "$(per ds 1)") fo_t=$(us "$(per fo 1)")
-ds_m=$(bb "$(per ds 2)") fo_m=$(bb "$(per fo 2)")
+ds_t=$(us "$(per ds 1)") fo_t=$(us "$(per fo 1)") d7_t=$(us "$(per d7 1)")
+ds_c=$(us "$(per ds 5)") fo_c=$(us "$(per fo 5)") d7_c=$(us "$(per d7 5)")
+ds_m=$(bb "$(per ds 2)") fo_m=$(bb "$(per fo 2)") d7_m=$(bb "$(per d7 2)")
 ds_p=$(bb "$(per ds 3)") fo_p=$(bb "$(per fo 3)")
 l0_t=$(us "$(per l0 1)") l7_t=$(us "$(per l7 1)") di_t=$(us "$(per di 1)") lc_t=$(us "$(per lc 1)")
+l0_c=$(us "$(per l0 5)") l7_c=$(us "$(per l7 5)") lc_c=$(us "$(per lc 5)")
 nk=$(awk -v n="$N" 'BEGIN { if (n >= 1e6) printf "%.2fM", n / 1e6; else printf "%.0fk", n / 1e3 }')
 row "DstageFiles+EpochSampler, $nk files, reader 0 of 8 (share $SHARE): time per sample of the share" \
 	"$ds_t us" "ImageFolder+DistributedSampler $fo_t us" "$(ratio "$ds_t" "$fo_t")" "-" "#27"
+row "DstageFiles+EpochSampler, $nk files, reader 0 of 8: CPU time per sample of the share" \
+	"$ds_c us" "goal 1 us" "$(ratio "$ds_c" 1)" "<= 1" "#27"
+row "DstageFiles+EpochSampler, $nk files, reader 7 of 8: CPU time per sample of the share" \
+	"$d7_c us" "reader 0 $ds_c us" "$(ratio "$d7_c" "$ds_c")" "<= 1.5" "ours"
 row "DstageFiles+EpochSampler, $nk files: private memory per sample of the share" \
 	"$ds_m B" "ImageFolder+DistributedSampler $fo_m B" "$(ratio "$ds_m" "$fo_m")" "-" "#27"
+row "DstageFiles+EpochSampler, $nk files: private memory per sample of the share, vs the goal" \
+	"$ds_m B" "goal 64 B" "$(ratio "$ds_m" 64)" "<= 1" "#27"
 row "epoch list of reader 0 of 8, $nk files: per entry of its share" \
 	"$l0_t us" "DistributedSampler indices $di_t us" "$(ratio "$l0_t" "$di_t")" "-" "#27"
-row "epoch list of reader 7 of 8, $nk files: per entry of its share" \
-	"$l7_t us" "reader 0 $l0_t us" "$(ratio "$l7_t" "$l0_t")" "<= 1.5" "ours"
+row "epoch list of reader 0 of 8, $nk files: CPU per entry of its share" \
+	"$l0_c us" "goal 0.3 us" "$(ratio "$l0_c" 0.3)" "<= 1" "#27"
+row "epoch list of reader 7 of 8, $nk files: CPU per entry of its share" \
+	"$l7_c us" "reader 0 $l0_c us" "$(ratio "$l7_c" "$l0_c")" "<= 1.5" "ours"
 row "epoch list of reader 0 of 8, $nk files, service up vs not (share published vs computed)" \
 	"$l0_t us" "computed $lc_t us" "$(ratio "$l0_t" "$lc_t")" "-" "#27"
 {
-	echo "dstage_sampler_us_per_sample $ds_t"
-	echo "dstage_sampler_private_B_per_sample $ds_m"
-	echo "dstage_sampler_peak_B_per_sample $ds_p"
-	echo "imagefolder_us_per_sample $fo_t"
-	echo "imagefolder_private_B_per_sample $fo_m"
-	echo "imagefolder_peak_B_per_sample $fo_p"
-	echo "list_reader0_us_per_entry $l0_t"
-	echo "list_reader7_us_per_entry $l7_t"
-	echo "list_reader0_computed_us_per_entry $lc_t"
-	echo "distsampler_us_per_index $di_t"
-} >"$RES/scale.dat"
-note "Scale (issue 27): $N names (hard links to 4 files of 48-96 B; ImageNet-shaped, $CLASSES class directories of up to 1280), packed and staged on 2 simulated nodes; a reader's share is N/16 = $SHARE samples (reader 0 of 8 on node 0; DistributedSampler rank 0 of 16).  Each figure is one fresh Python process (/usr/bin/python3), timed from after its imports: DstageFiles(\"train\") + EpochSampler(rank 0 of 8) + iterating it, through the shim; ImageFolder(tmpfs tree) + DistributedSampler + iterating it, natively; open + read of .dstage/epochs/0/L-of-8 through the shim, the median of 5 in one process once the shim has started (with dstage serve running, which publishes each epoch's share for the shim to slice; reader 0's also without it, the shim computing the share); DistributedSampler's index list alone.  Memory: the anonymous (private) memory held at the end over that after the imports; the peak RSS, which also counts the mapped index pages the walk touched (shared by the node's processes), was $ds_p B per sample (dstage) and $fo_p B (ImageFolder).  Goals of issue 27: <= 1 us and <= 64 B per sample of the share, a list in <= 0.3 us per entry whatever the reader number.  Medians of $ROUNDS rounds, interleaved in rotating order.$( [ -n "$HAVE_TV" ] || echo '  torchvision missing: no ImageFolder/DistributedSampler figures.')"
+	echo "# $N names"
+	echo "dstage_sampler_us_per_sample_$N $ds_t"
+	echo "dstage_sampler_cpu_us_per_sample_$N $ds_c"
+	echo "dstage_sampler_reader7_cpu_us_per_sample_$N $d7_c"
+	echo "dstage_sampler_private_B_per_sample_$N $ds_m"
+	echo "dstage_sampler_reader7_private_B_per_sample_$N $d7_m"
+	echo "dstage_sampler_peak_B_per_sample_$N $ds_p"
+	echo "imagefolder_us_per_sample_$N $fo_t"
+	echo "imagefolder_cpu_us_per_sample_$N $fo_c"
+	echo "imagefolder_private_B_per_sample_$N $fo_m"
+	echo "imagefolder_peak_B_per_sample_$N $fo_p"
+	echo "list_reader0_us_per_entry_$N $l0_t"
+	echo "list_reader0_cpu_us_per_entry_$N $l0_c"
+	echo "list_reader7_us_per_entry_$N $l7_t"
+	echo "list_reader7_cpu_us_per_entry_$N $l7_c"
+	echo "list_reader0_computed_us_per_entry_$N $lc_t"
+	echo "list_reader0_computed_cpu_us_per_entry_$N $lc_c"
+	echo "distsampler_us_per_index_$N $di_t"
+} >>"$RES/scale.dat"
+note "Scale (issue 27), $nk: $N names (hard links to 4 files of 48-96 B; ImageNet-shaped, $CLASSES class directories of up to 1280), packed and staged on 2 simulated nodes; a reader's share is N/16 = $SHARE samples (reader 0 of 8 on node 0; DistributedSampler rank 0 of 16).  Each figure is one fresh Python process (/usr/bin/python3), timed from after its imports: DstageFiles(\"train\") + EpochSampler(rank 0 or 7 of 8) + iterating it, through the shim; ImageFolder(tmpfs tree) + DistributedSampler + iterating it, natively; open + read of .dstage/epochs/0/L-of-8 through the shim, the median of 5 in one process once the shim has started (with dstage serve running, which publishes each epoch's share for the shim to slice; reader 0's also without it, the shim computing the share); DistributedSampler's index list alone.  CPU: user + system seconds of the same span (getrusage), what the wall time is on an idle core.  Memory: the anonymous (private) memory held at the end over that after the imports; the peak RSS, which also counts the mapped index pages it touched (shared by the node's processes), was $ds_p B per sample (dstage) and $fo_p B (ImageFolder).  Goals of issue 27: <= 1 us and <= 64 B per sample of the share, a list in <= 0.3 us per entry whatever the reader number.  Medians of $ROUNDS rounds, interleaved in rotating order.$( [ -n "$HAVE_TV" ] || echo '  torchvision missing: no ImageFolder/DistributedSampler figures.')"
+	svc_rows
+}
 
 # ---- the service at this size (issue 27's service side) --------------------
+# (svc_rows, at the end of one_size)
 # Per round, on the same store: `dstage serve` started (--timeout 2, debug
 # log) until both nodes serve, until epoch 0's prefetch starts and ends;
 # then readers enter epoch 1 on both nodes and the service, which follows,
@@ -152,31 +180,38 @@ svc_round() {
 	sed -n 's/.*epoch [0-9]* planned in \([0-9.]*\) s.*/\1/p' "$W/serve.log" >>"$W/svc-plan.txt"
 	grep -cE "no answer|has not returned" "$W/serve.log" >>"$W/svc-trips.txt" || :
 }
-r=0
-while [ "$r" -lt "$ROUNDS" ]; do
-	svc_round
-	r=$((r + 1))
+# the rows of one size: called at the end of one_size, on its store
+svc_rows() {
+	r=0
+	while [ "$r" -lt "$ROUNDS" ]; do
+		svc_round
+		r=$((r + 1))
+	done
+	svc() { awk -v f="$1" '{ print $f }' "$W/svc.txt" | median; }
+	svc_up=$(svc 1) svc_p0=$(svc 2) svc_e0=$(svc 3) svc_pl=$(svc 4) svc_s2=$(svc 5) svc_f2=$(svc 6)
+	svc_ix=$(awk '{ print $1 }' "$W/svc-start.txt" | median) svc_p01=$(awk '{ print $2 }' "$W/svc-start.txt" | median)
+	svc_plan=$(median <"$W/svc-plan.txt")
+	svc_trips=$(awk '{ s += $1 } END { print s + 0 }' "$W/svc-trips.txt")
+	row "service start, $nk samples, 2 nodes: serving (index checked, epochs 0-1 planned)" "$svc_up s" "-" "$svc_up" "-" "#27"
+	row "service start, $nk samples: epoch 0's prefetch starts / ends" "$svc_p0 / $svc_e0 s" "-" "$svc_p0" "-" "#27"
+	row "epoch switch, $nk samples: from the readers' epoch to the next epoch planned (share published)" "$svc_pl s" "-" "$svc_pl" "-" "#27"
+	row "epoch switch, $nk samples: to its prefetch started / ended" "$svc_s2 / $svc_f2 s" "-" "$svc_s2" "-" "#27"
+	row "service, $nk samples: --timeout 2 trips over $ROUNDS starts and switches" "$svc_trips" "-" "$svc_trips" "<= 0" "#27"
+	{
+		echo "service_serving_s_$N $svc_up"
+		echo "service_index_s_$N $svc_ix"
+		echo "service_plans01_s_$N $svc_p01"
+		echo "service_epoch0_prefetch_start_s_$N $svc_p0"
+		echo "service_epoch0_prefetched_s_$N $svc_e0"
+		echo "service_plan_s_$N $svc_plan"
+		echo "service_switch_planned_s_$N $svc_pl"
+		echo "service_switch_prefetch_start_s_$N $svc_s2"
+		echo "service_switch_prefetched_s_$N $svc_f2"
+		echo "service_timeout_trips_$N $svc_trips"
+	} >>"$RES/scale.dat"
+	note "Service (issue 27's service side), $N samples on the same 2 simulated nodes, $ROUNDS rounds (medians): dstage serve --timeout 2 started until both nodes serve ($svc_up s: the store's index checked $svc_ix s, epochs 0 and 1 planned $svc_p01 s, from the service's debug log), until epoch 0's prefetch starts ($svc_p0 s) and ends ($svc_e0 s); then readers enter epoch 1 on both nodes, and from the moment both readers' list opens returned: epoch 2 planned and its share published $svc_pl s (a plan alone, in the planner thread: $svc_plan s), its prefetch started $svc_s2 s and ended $svc_f2 s.  The prefetch's own time is the gets' (one MPI_Get per sample: bench/exchange.sh).  Planning runs off the main thread: --timeout 2 trips: $svc_trips.  Issue 27's goals at 14M: epoch 0 ready <= 5 s after start, a switch <= 2 s, no 2 s --timeout trip."
+}
+
+for n in $SIZES; do
+	one_size "$n"
 done
-svc() { awk -v f="$1" '{ print $f }' "$W/svc.txt" | median; }
-svc_up=$(svc 1) svc_p0=$(svc 2) svc_e0=$(svc 3) svc_pl=$(svc 4) svc_s2=$(svc 5) svc_f2=$(svc 6)
-svc_ix=$(awk '{ print $1 }' "$W/svc-start.txt" | median) svc_p01=$(awk '{ print $2 }' "$W/svc-start.txt" | median)
-svc_plan=$(median <"$W/svc-plan.txt")
-svc_trips=$(awk '{ s += $1 } END { print s + 0 }' "$W/svc-trips.txt")
-row "service start, $nk samples, 2 nodes: serving (index checked, epochs 0-1 planned)" "$svc_up s" "-" "$svc_up" "-" "#27"
-row "service start, $nk samples: epoch 0's prefetch starts / ends" "$svc_p0 / $svc_e0 s" "-" "$svc_p0" "-" "#27"
-row "epoch switch, $nk samples: from the readers' epoch to the next epoch planned (share published)" "$svc_pl s" "-" "$svc_pl" "-" "#27"
-row "epoch switch, $nk samples: to its prefetch started / ended" "$svc_s2 / $svc_f2 s" "-" "$svc_s2" "-" "#27"
-row "service, $nk samples: --timeout 2 trips over $ROUNDS starts and switches" "$svc_trips" "-" "$svc_trips" "<= 0" "#27"
-{
-	echo "service_serving_s $svc_up"
-	echo "service_index_s $svc_ix"
-	echo "service_plans01_s $svc_p01"
-	echo "service_epoch0_prefetch_start_s $svc_p0"
-	echo "service_epoch0_prefetched_s $svc_e0"
-	echo "service_plan_s $svc_plan"
-	echo "service_switch_planned_s $svc_pl"
-	echo "service_switch_prefetch_start_s $svc_s2"
-	echo "service_switch_prefetched_s $svc_f2"
-	echo "service_timeout_trips $svc_trips"
-} >>"$RES/scale.dat"
-note "Service (issue 27's service side), $N samples on the same 2 simulated nodes, $ROUNDS rounds (medians): dstage serve --timeout 2 started until both nodes serve ($svc_up s: the store's index checked $svc_ix s, epochs 0 and 1 planned $svc_p01 s, from the service's debug log), until epoch 0's prefetch starts ($svc_p0 s) and ends ($svc_e0 s); then readers enter epoch 1 on both nodes, and from the moment both readers' list opens returned: epoch 2 planned and its share published $svc_pl s (a plan alone, in the planner thread: $svc_plan s), its prefetch started $svc_s2 s and ended $svc_f2 s.  The prefetch's own time is the gets' (one MPI_Get per sample: bench/exchange.sh).  Planning runs off the main thread: --timeout 2 trips: $svc_trips.  Issue 27's goals at 14M: epoch 0 ready <= 5 s after start, a switch <= 2 s, no 2 s --timeout trip."

@@ -8,7 +8,7 @@
 #  1. epoch exchange: `dstage serve` on 2 simulated nodes fetches the remote
 #     part of epochs 0 and 1 (MPI_Get into the epoch cache, 128 KiB samples,
 #     SIZE MiB of data in all) vs MPI_Alltoallv moving the same bytes per
-#     node (t/helpers/mpi-a2a).  Rate = bytes moved by both nodes / time
+#     node (bench/mpi-a2a.c).  Rate = bytes moved by both nodes / time
 #     from the first fetch's start to the last one's end (serve.status).
 #  2. remote reads through the service (t/helpers/serve-read, a C reader on
 #     the socket protocol) vs reads of files held locally, for 4 KiB and
@@ -32,14 +32,14 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-for x in "$B" "$T/mkstore" "$T/serve-read" "$T/mpi-a2a"; do
+for x in "$B" "$T/mkstore" "$T/serve-read"; do
 	[ -x "$x" ] || { echo "bench/shuffle.sh: $x not built (run make)" >&2; exit 1; }
 done
 PY=/usr/bin/python3
 W=$(mktemp -d /dev/shm/dstage-bench-shuffle.XXXXXX)
 # run private copies: a rebuild in the tree during the run must not matter
 mkdir -p "$W/bin"
-cp "$B" "$T/mkstore" "$T/serve-read" "$T/mpi-a2a" "$W/bin/"
+cp "$B" "$T/mkstore" "$T/serve-read" "$W/bin/"
 B="$W/bin/dstage"
 T="$W/bin"
 # the service sets this itself (shuffle/serve.c); the peer gets the same
@@ -50,6 +50,8 @@ cleanup() {
 	rm -rf "$W"
 }
 trap cleanup EXIT INT TERM
+# the Alltoallv peer, with the same MPI_Finalize workaround as dstage
+mpicc.mpich -O2 -Wall -Wextra -o "$W/bin/mpi-a2a" "$top/bench/mpi-a2a.c" "$top/mpi/ucx_close.c"
 export DSTAGE_LOG=warn
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }

@@ -3,7 +3,7 @@
 #ifndef DS_CLI_H
 #define DS_CLI_H
 
-/* run.c: `dstage run`: stage, then serve, in one job step. */
+/* cmd_run.c: `dstage run`: stage, then serve, in one job step. */
 int ds_cmd_run(int argc, char **argv);
 
 /* version.c: `dstage --version`: the version and the MPI, HDF5 and zlib

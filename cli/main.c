@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "dscommon.h"
 #include "dsmpi.h"
+#include "dsoutputs.h"
 #include "dspack.h"
 #include "dsserve.h"
 #include "dsstage.h"

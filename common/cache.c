@@ -24,6 +24,7 @@
  * the shim); the service rewrites a spare only under a write lock, and a
  * reader that opened it by its old name finds another epoch and gen in the
  * header. */
+#include "cache_test.h"
 #include "dscommon.h"
 #include "dsepoch.h"
 
@@ -425,7 +426,6 @@ uint64_t ds_cache_spare_bytes(struct ds_cache_svc *svc)
 
 size_t ds_cache_epoch_count(const struct ds_cache_epoch *ep) { return ep->m; }
 uint64_t ds_cache_epoch_bytes(const struct ds_cache_epoch *ep) { return ep->map_len; }
-uint64_t ds_cache_epoch_number(const struct ds_cache_epoch *ep) { return ep->epoch; }
 int ds_cache_epoch_recycled(const struct ds_cache_epoch *ep) { return ep->recycled; }
 
 void *ds_cache_epoch_slot(struct ds_cache_epoch *ep, size_t i, uint32_t *id, uint64_t *len)

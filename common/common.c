@@ -57,8 +57,6 @@ void ds_log_init(int verbose)
 		log_level = DS_LOG_ERROR;
 }
 
-int ds_log_enabled(enum ds_log_level lvl) { return lvl <= log_level; }
-
 void ds_log(enum ds_log_level lvl, const char *fmt, ...)
 {
 	char line[4096];

@@ -36,7 +36,6 @@ void ds_log_set_cmd(const char *cmd);
  * command line wins: verbose > 0 (-v) raises it to at least info, verbose < 0
  * (-q) sets error. */
 void ds_log_init(int verbose);
-int ds_log_enabled(enum ds_log_level lvl);
 /* A prefix added after "dstage: CMD: ", e.g. "rank 3: " (copied). */
 void ds_log_set_prefix(const char *prefix);
 void ds_log(enum ds_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -53,16 +53,14 @@ int ds_epoch_reader_slice(const uint32_t *share, size_t n, uint32_t l, uint32_t 
 struct ds_cache_set;
 struct ds_cache_ref; /* keeps one epoch's mapping alive while held */
 
+/* A set lives as long as its process (the tests free it: cache_test.h). */
 struct ds_cache_set *ds_cache_set_new(const char *nodedir);
-void ds_cache_set_free(struct ds_cache_set *cs);
 /* Look up entry id in the caches of the epochs the service currently keeps.
  * Returns 1 and sets *data and *len (the STORED bytes) and *ref (release with
- * ds_cache_put when done with data); 0 when the id is not cached; -EAGAIN
- * when it is in a cache but its fetch has not completed yet. */
-int ds_cache_find(struct ds_cache_set *cs, uint32_t id, const void **data, uint64_t *len,
-                  struct ds_cache_ref **ref);
-/* The same, and *checked = 1 when the entry is VERIFIED (the service has
- * checked its CRC: the caller need not), 0 when only READY. */
+ * ds_cache_put when done with data), and *checked = 1 when the entry is
+ * VERIFIED (the service has checked its CRC: the caller need not), 0 when
+ * only READY; 0 when the id is not cached; -EAGAIN when it is in a cache
+ * but its fetch has not completed yet. */
 int ds_cache_find_checked(struct ds_cache_set *cs, uint32_t id, const void **data, uint64_t *len,
                           struct ds_cache_ref **ref, int *checked);
 void ds_cache_put(struct ds_cache_ref *ref);
@@ -144,10 +142,8 @@ void ds_cache_svc_free(struct ds_cache_svc *svc);
  * 0 or -errno (-ENOSPC when the file system cannot hold it). */
 int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t *ids,
                        const uint64_t *lens, size_t n, struct ds_cache_epoch **out);
-/* Distinct entries, in fetch order, and the bytes their data takes. */
+/* Distinct entries, in fetch order. */
 size_t ds_cache_epoch_count(const struct ds_cache_epoch *ep);
-uint64_t ds_cache_epoch_bytes(const struct ds_cache_epoch *ep);
-uint64_t ds_cache_epoch_number(const struct ds_cache_epoch *ep);
 /* Where the i-th distinct entry's bytes go (writable), its id and length. */
 void *ds_cache_epoch_slot(struct ds_cache_epoch *ep, size_t i, uint32_t *id, uint64_t *len);
 /* Mark the i-th distinct entry READY (ok != 0) or FAILED, with release order. */
@@ -173,8 +169,6 @@ void ds_cache_epoch_free(struct ds_cache_svc *svc, struct ds_cache_epoch *ep);
  * next ds_cache_epoch_new reuses or releases before it takes any, which the
  * RAM budget of the prefetch counts as room (shuffle/exchange.c). */
 uint64_t ds_cache_spare_bytes(struct ds_cache_svc *svc);
-/* 1 when ep took over a spare file. */
-int ds_cache_epoch_recycled(const struct ds_cache_epoch *ep);
 /* Upper bound of the bytes a cache of n entries of these lengths takes
  * (table + aligned data), for the --shuffle-buffer check. */
 uint64_t ds_cache_epoch_need(const uint64_t *lens, size_t n);

@@ -30,8 +30,6 @@ int ds_jobdir_make(const char *to, const char *jobdir);
 void ds_joblock_note(const char *jobdir, const char *state);
 /* Undo one take; the last one closes (frees) the lock. */
 void ds_joblock_drop(const char *jobdir);
-/* Does this process hold JOBDIR's lock? */
-int ds_joblock_held(const char *jobdir);
 /* With the lock held: remove JOBDIR when nothing but the lock is left in it
  * (all = 0), or remove everything in it (all = 1), the lock file last, so a
  * stage that comes meanwhile finds the lock taken, never half a directory.

@@ -94,13 +94,14 @@
  *                                      Unix socket 0600 (dsout.h); while
  *                                      serve runs (sh: train.sbatch rm's it)
  *   outputs.status DS_OUT_STATUS       serve --outputs -> dstage drain,
- *                                      status: text (shuffle/outputs.c);
+ *                                      status: text (outputs/outputs.c);
  *                                      until clean
  *   outputs/       DS_OUT_AREA_NAME    serve --outputs -> shim, drain: the
  *                                      default output area (docs/outputs.md):
  *                                      ns/ (DS_OUT_NS), w/ (DS_OUT_W) and the
- *                                      temporaries of shuffle/outputs.c and
- *                                      outrepl.c (w/r.<token>: a replica);
+ *                                      temporaries of outputs/conn.c,
+ *                                      fetch.c (w/f.<n>) and outrepl.c
+ *                                      (w/r.<token>: a replica);
  *                                      until drained and clean
  *
  * Temporaries: ds_write_file_atomic writes PATH.tmp.<pid>.<tid>.<n> (O_EXCL,
@@ -146,7 +147,7 @@
 
 #define DS_TMP_SUFFIX ".tmp"
 
-/* ---- NODEDIR/serve.status keys (shuffle/exchange.c -> stage/store_cmds.c) */
+/* ---- NODEDIR/serve.status keys (shuffle/exchange.c -> stage/cmd_store.c) */
 #define DS_SS_STATE "state"           /* starting, running, stopped, failed (sh) */
 #define DS_SS_PID "pid"               /* the service's pid (sh: tests kill it) */
 #define DS_SS_LOCAL_L0 "local_l0"     /* L=0: expected fraction held here */

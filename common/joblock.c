@@ -29,8 +29,6 @@ static struct held *find(const char *jobdir)
 	return NULL;
 }
 
-int ds_joblock_held(const char *jobdir) { return find(jobdir) != NULL; }
-
 /* The holder's description, made printable (it is read from a file). */
 static void read_who(int fd, char *who, size_t wholen)
 {

@@ -252,10 +252,23 @@ static int cat_one(const char *packdir, const struct ds_manifest *m, const struc
 {
 	struct ds__part p;
 	struct ds_buf buf = {0};
+	int buffered = e->size <= CAT_BUFFERED, rootfd = -1;
+	if (m->root) {
+		/* in place: read where it lies, checked; ds_src_* name what fails
+		 * with the source, only a write to stdout is said here */
+		int rc = ds_src_root_open(m, &rootfd);
+		if (!rc)
+			rc = ds_src_read_entry(rootfd, m, e, buffered ? to_buf : to_stdout, &buf);
+		if (!rc && buffered && (rc = ds_write_full(1, buf.data, buf.len)))
+			ds_error("standard output: %s", ds_strerror(rc));
+		if (rootfd >= 0)
+			close(rootfd);
+		ds_buf_release(&buf);
+		return rc;
+	}
 	int rc = ds__part_open(packdir, e->part, m, &p, NULL);
 	if (rc)
 		return rc;
-	int buffered = e->size <= CAT_BUFFERED;
 	rc = ds__entry_read(&p, e, buffered ? to_buf : to_stdout, &buf);
 	if (!rc && buffered)
 		rc = ds_write_full(1, buf.data, buf.len);

@@ -9,6 +9,7 @@
 #ifndef DSPACK_H
 #define DSPACK_H
 
+#include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,14 @@ struct ds_mentry {
 	uint8_t codec;     /* files: enum ds_codec (dsindex.h) */
 	uint8_t flags;     /* DS_EF_REPLICATED for entries under --replicate */
 	uint32_t crc;      /* files: CRC-32C of the content (uncompressed) */
+	/* In-place sources (m->root != NULL): where the content lies.  src is
+	 * the source file's path relative to the root (== path for a plain
+	 * file, the tar's path for a tar member), src_off where the content
+	 * starts in it.  A pack that holds its bytes: src == path, src_off 0. */
+	char *src;
+	uint64_t src_off;
+	int64_t ctime_ns;  /* a plain tree staged as it is: st_ctime at the walk,
+	                      checked at open (0: not known, e.g. read from a pack) */
 };
 
 struct ds_mpart {
@@ -44,6 +53,13 @@ struct ds_manifest {
 	uint64_t total_stored;   /* sum of stored sizes */
 	uint64_t pack_id;        /* identifies the pack: a hash of its plan (the
 	                            same in index.h5 and every part-NNNNN.h5) */
+	/* In place (`pack --in-place`, or a plain tree staged as it is): the
+	 * partitions are virtual, their payload is their files' contents back
+	 * to back in path order read from root/src at src_off (codec none);
+	 * there are no part-NNNNN.h5.  NULL for a pack that holds its bytes. */
+	char *root;              /* absolute path of the source tree (malloc'd) */
+	uint8_t nocrc;           /* a plain tree at stage time: no CRC is known
+	                            yet; the stage takes them as it reads */
 };
 
 /* Read and fully validate OUT/index.h5 (or an in-memory image of it, e.g.
@@ -65,6 +81,43 @@ char *ds_part_path(const char *packdir, uint32_t part);
  * negative code (and logs why). */
 int ds_part_locate(const char *packdir, uint32_t part, const struct ds_manifest *m,
                    uint64_t *offset, uint64_t *len);
+
+/* ---- in-place sources (inplace.c) --------------------------------------
+ * Opening the files an in-place manifest refers to.  Every open goes
+ * through the root's descriptor and never follows a symlink (openat2
+ * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS where the kernel has it, else
+ * O_NOFOLLOW on the last component and a check of every parent), opens
+ * only a regular file, and checks it is still what the manifest says
+ * (size and mtime of the entry named src: the file itself, or the
+ * directory entry a tar became).  A file that changed or vanished is an
+ * error naming it ("'ROOT/SRC': changed since it was scanned"). */
+struct stat;
+/* m->root as an O_DIRECTORY descriptor (logged when it fails). */
+int ds_src_root_open(const struct ds_manifest *m, int *rootfd);
+/* Open e->src below rootfd, checked as above; *st its fstat at open. */
+int ds_src_open(int rootfd, const struct ds_manifest *m, const struct ds_mentry *e, int *fd,
+                struct stat *st);
+/* After reading: the file has the same size, mtime and ctime as at open. */
+int ds_src_check_after(int fd, const struct ds_manifest *m, const char *src,
+                       const struct stat *at_open);
+/* Read one file's content from its source into fn in pieces (cat,
+ * verify): CRC checked unless m->nocrc.  0, -DS_ECHECKSUM, -ESTALE... */
+typedef int (*ds_src_sink_fn)(void *ctx, const void *buf, size_t len);
+int ds_src_read_entry(int rootfd, const struct ds_manifest *m, const struct ds_mentry *e,
+                      ds_src_sink_fn fn, void *ctx);
+
+/* A plain tree SRC (a directory that is not a pack) as an in-place
+ * manifest, for `dstage stage SRC`: collective over world.  Rank 0 lists
+ * SRC's top level once; each rank walks the subtrees of its share of those
+ * names (the checks of pack's scan: names, links out, special files);
+ * rank 0 merges, sorts (the result does not depend on the number of
+ * ranks), flags the --replicate subtrees and plans partitions (about
+ * 1 GiB, at least 4 per node); every rank gets the same manifest, with
+ * m->nocrc set.  With expand_tar (--expand-tar), every *.tar file is the
+ * directory of its members, read from the tar where they lie (tar.h).
+ * 0, or a negative code after every rank agreed (said). */
+int ds_tree_manifest(MPI_Comm world, const char *src, char **replicate, size_t nreplicate,
+                     int expand_tar, uint32_t nnodes, struct ds_manifest *m);
 
 /* ---- packs in object storage (s3pack.c) --------------------------------- */
 struct ds_s3;

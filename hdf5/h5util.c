@@ -441,12 +441,16 @@ static int crosscheck(const char *path, const struct ds__seal *s)
 	hid_t rt = ds__h5_row_type(), pt = ds__h5_prow_type();
 	int ok = str_attr_is(f, path, "format", index ? DS__PACK_FORMAT : DS__PART_FORMAT) &&
 	         str_attr_is(f, path, "checksum", DS__CHECKSUM) &&
-	         attr_is(f, path, "version", DS__PACK_VERSION) && attr_is(f, path, "pack_id", s->pack_id) &&
+	         attr_is(f, path, "version", index && (s->flags & DS__SEAL_INPLACE)
+	                                     ? DS__PACK_VERSION_INPLACE : DS__PACK_VERSION) && attr_is(f, path, "pack_id", s->pack_id) &&
 	         attr_is(f, path, "nparts", s->nparts) &&
 	         dataset_is(f, path, "entries", rt, s->nentries, s->entries_off) &&
 	         dataset_is(f, path, "strings", H5T_STD_U8LE, s->strings_len, s->strings_off);
 	if (ok && index)
-		ok = dataset_is(f, path, "partitions", pt, s->nparts_rows, s->parts_off);
+		ok = dataset_is(f, path, "partitions", pt, s->nparts_rows, s->parts_off) &&
+		     (!(s->flags & DS__SEAL_INPLACE) ||
+		      (str_attr_is(f, path, "layout", "in-place") &&
+		       dataset_is(f, path, "sources", H5T_STD_U8LE, s->payload_len, s->payload_off)));
 	else if (ok)
 		ok = attr_is(f, path, "part", s->part) && attr_is(f, path, "replicated", s->flags & 1) &&
 		     dataset_is(f, path, "payload", H5T_STD_U8LE, s->payload_len, s->payload_off);

@@ -287,6 +287,8 @@ static void fill_entry(struct ds_mentry *e, const struct ds__row *r, const struc
 	e->codec = r->codec;
 	e->flags = r->flags;
 	e->crc = r->crc;
+	e->src_off = 0;
+	e->ctime_ns = 0; /* not in a pack: a copy or restore changes it */
 }
 
 static int check_row(struct check *c, uint64_t i)
@@ -419,6 +421,89 @@ static int read_partitions(const struct ds__src *src, const struct ds__seal *s, 
 	return 0;
 }
 
+/* An in-place index: the sources table (pack_int.h, DS__SROW_BYTES rows:
+ * the root, then one per entry).  Sets m->root (one block that also holds
+ * every src string) and each entry's src and src_off; a file without its
+ * own src string reads from its own path. */
+static int read_sources(const struct ds__src *src, const struct ds__seal *s,
+                        const struct ds__table *t, const char *what, struct ds_manifest *m)
+{
+	unsigned char *raw;
+	int rc = src_read(src, s->payload_off, s->payload_len, (void **)&raw);
+	if (rc) {
+		ds_error("'%s': cannot read the sources table: %s", what, ds_strerror(rc));
+		return rc;
+	}
+	uint64_t nrows = s->payload_len / DS__SROW_BYTES, strbytes = 0;
+	struct srow {
+		uint64_t off, str;
+		uint32_t len;
+	} *v = ds_xmalloc(nrows * sizeof(*v) + 1);
+	for (uint64_t i = 0; i < nrows; i++) {
+		const unsigned char *r = raw + i * DS__SROW_BYTES;
+		v[i].off = v[i].str = 0;
+		v[i].len = 0;
+		for (int k = 7; k >= 0; k--) {
+			v[i].off = v[i].off << 8 | r[k];
+			v[i].str = v[i].str << 8 | r[8 + k];
+		}
+		for (int k = 3; k >= 0; k--)
+			v[i].len = v[i].len << 8 | r[16 + k];
+		strbytes += (uint64_t)v[i].len + 1;
+	}
+	free(raw);
+	struct check c = {.what = what, .t = t, .m = m};
+	rc = 0;
+	const char *pool = t->pool, *why;
+	if (!nrows || !in_pool(t, v[0].str, v[0].len) || v[0].len < 2 || v[0].len >= PATH_MAX ||
+	    pool[v[0].str] != '/' || memchr(pool + v[0].str, '\0', v[0].len)) {
+		ds_error("'%s': in-place pack without a valid source root", what);
+		rc = -DS_ECORRUPT;
+	} else if (strbytes > t->pool_len + nrows) {
+		ds_error("'%s': string pool reused across sources", what);
+		rc = -DS_ECORRUPT;
+	}
+	char *arena = rc ? NULL : ds_xmalloc(strbytes + 1);
+	if (arena) {
+		m->root = arena;
+		memcpy(arena, pool + v[0].str, v[0].len);
+		arena[v[0].len] = '\0';
+		arena += v[0].len + 1;
+	}
+	for (uint64_t i = 0; !rc && i < m->n; i++) {
+		struct ds_mentry *e = &m->e[i];
+		const struct srow *r = &v[i + 1];
+		e->src = e->path;
+		e->src_off = r->off;
+		if (!S_ISREG(e->mode)) {
+			if (r->off || r->len)
+				rc = bad_entry(&c, i, e->path, strlen(e->path), "a source on a non-file");
+			continue;
+		}
+		if (e->codec != DS_CODEC_NONE)
+			rc = bad_entry(&c, i, e->path, strlen(e->path), "compressed in an in-place pack");
+		else if (r->off > UINT64_MAX - e->size || r->off > INT64_MAX - e->size)
+			rc = bad_entry(&c, i, e->path, strlen(e->path), "source range overflows");
+		else if (!r->len && r->off)
+			rc = bad_entry(&c, i, e->path, strlen(e->path), "offset into its own file");
+		if (rc || !r->len)
+			continue;
+		if (!in_pool(t, r->str, r->len))
+			rc = bad_entry(&c, i, e->path, strlen(e->path), "source outside the string pool");
+		else if (ds_name_check(pool + r->str, r->len, &why) ||
+		         ds_name_reserved(pool + r->str, r->len, &why))
+			rc = bad_entry(&c, i, e->path, strlen(e->path), why);
+		if (rc)
+			continue;
+		e->src = arena;
+		memcpy(arena, pool + r->str, r->len);
+		arena[r->len] = '\0';
+		arena += r->len + 1;
+	}
+	free(v);
+	return rc;
+}
+
 /* Build and validate a manifest from index.h5's tables. */
 static int manifest_from(const struct ds__src *src, const struct ds__seal *s, const char *what,
                          struct ds_manifest *m)
@@ -434,6 +519,11 @@ static int manifest_from(const struct ds__src *src, const struct ds__seal *s, co
 	struct check c = {.what = what, .t = &t, .m = m};
 	c.nfiles = ds_xcalloc((size_t)m->nparts + 1, sizeof(*c.nfiles));
 	rc = build_entries(&c);
+	if (!rc && (s->flags & DS__SEAL_INPLACE))
+		rc = read_sources(src, s, &t, what, m);
+	else
+		for (size_t i = 0; i < m->n; i++)
+			m->e[i].src = m->e[i].path; /* a pack holding its bytes */
 	free(c.nfiles);
 	free(c.dirstack);
 	ds__table_release(&t);
@@ -477,16 +567,18 @@ void ds_manifest_release(struct ds_manifest *m)
 {
 	ds_free(&m->e);
 	ds_free(&m->parts);
+	ds_free(&m->root);
 	m->n = 0;
 	m->nparts = 0;
 }
 
-int64_t ds__manifest_find(const struct ds_manifest *m, const char *path)
+int64_t ds__path_find(size_t n, const char *(*path_at)(const void *ctx, size_t i), const void *ctx,
+                      const char *path)
 {
-	size_t lo = 0, hi = m->n;
+	size_t lo = 0, hi = n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = ds_path_cmp(m->e[mid].path, path);
+		int c = ds_path_cmp(path_at(ctx, mid), path);
 		if (!c)
 			return (int64_t)mid;
 		if (c < 0)
@@ -495,4 +587,14 @@ int64_t ds__manifest_find(const struct ds_manifest *m, const char *path)
 			hi = mid;
 	}
 	return -1;
+}
+
+static const char *mentry_path(const void *m, size_t i)
+{
+	return ((const struct ds_manifest *)m)->e[i].path;
+}
+
+int64_t ds__manifest_find(const struct ds_manifest *m, const char *path)
+{
+	return ds__path_find(m->n, mentry_path, m, path);
 }

@@ -10,6 +10,9 @@
  *      every rank within one partition's time;
  *   3. the offsets, sizes and CRCs of every file reach rank 0, which writes
  *      index.h5 and renames everything into OUT, index.h5 last.
+ * With --in-place, step 2 writes no partition: each rank reads its
+ * partitions' files where they are, once, for their CRC-32C
+ * (inplace.c), and OUT gets index.h5 alone, naming SRC as the source.
  * Any failure: every rank exits 1, the failing one saying why, and the
  * temporary directory (and OUT, when pack made it) is removed.  Nothing
  * half-written is ever visible under its final name.
@@ -42,6 +45,8 @@ struct pack_opts {
 	size_t nexclude, nreplicate;
 	const char *files_from;
 	int dereference, force, quiet, verbose, fsync;
+	int in_place;           /* --in-place: OUT holds the manifest only */
+	int expand_tar;         /* --expand-tar: each *.tar a directory of its members */
 	double progress;
 };
 
@@ -66,6 +71,10 @@ static const char usage_text[] =
 	"                         (a directory: with its subtree; repeatable)\n"
 	"      --dereference      pack what symlinks leaving SRC point to, instead of\n"
 	"                         skipping them\n"
+	"      --in-place         write only the manifest (with every file's CRC-32C)\n"
+	"                         into OUT: stage reads the files where they are in SRC\n"
+	"      --expand-tar       with --in-place: every *.tar is a directory of its\n"
+	"                         members, read from the tar where they lie\n"
 	"  -f, --force            OUT may hold a previous pack: replace it\n"
 	"      --no-fsync         do not fsync the files before renaming them into OUT\n"
 	"      --progress SECS    a progress line every SECS seconds (default 10 on a\n"
@@ -215,7 +224,8 @@ static int parse_codec(const char *s, struct pack_opts *o)
 	return -1;
 }
 
-enum { OPT_REPLICATE = 256, OPT_FILES_FROM, OPT_EXCLUDE, OPT_DEREF, OPT_PROGRESS, OPT_NO_FSYNC };
+enum { OPT_REPLICATE = 256, OPT_FILES_FROM, OPT_EXCLUDE, OPT_DEREF, OPT_PROGRESS, OPT_NO_FSYNC,
+       OPT_IN_PLACE, OPT_EXPAND_TAR };
 
 /* 0: go on; 1: --help was printed; -1: usage error (printed by rank 0). */
 static int parse_args(const struct comm *c, int argc, char **argv, struct pack_opts *o)
@@ -227,6 +237,8 @@ static int parse_args(const struct comm *c, int argc, char **argv, struct pack_o
 		{"exclude", required_argument, NULL, OPT_EXCLUDE},
 		{"dereference", no_argument, NULL, OPT_DEREF}, {"force", no_argument, NULL, 'f'},
 		{"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
+		{"in-place", no_argument, NULL, OPT_IN_PLACE},
+		{"expand-tar", no_argument, NULL, OPT_EXPAND_TAR},
 		{"progress", required_argument, NULL, OPT_PROGRESS}, {"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},          {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
@@ -259,6 +271,8 @@ static int parse_args(const struct comm *c, int argc, char **argv, struct pack_o
 		case OPT_FILES_FROM: o->files_from = optarg; break;
 		case OPT_DEREF: o->dereference = 1; break;
 		case OPT_NO_FSYNC: o->fsync = 0; break;
+		case OPT_IN_PLACE: o->in_place = 1; break;
+		case OPT_EXPAND_TAR: o->expand_tar = 1; break;
 		case 'f': o->force = 1; break;
 		case 'q': o->quiet = 1; break;
 		case 'v': o->verbose++; break;
@@ -280,6 +294,16 @@ static int parse_args(const struct comm *c, int argc, char **argv, struct pack_o
 		return usage_error(c, "%swants SRC and OUT", "");
 	o->src = argv[optind];
 	o->out = argv[optind + 1];
+	if (o->in_place && (ds_s3_is_url(o->src) || ds_s3_is_url(o->out)))
+		return usage_error(c, "%s--in-place wants a local SRC and OUT (a file system path)", "");
+	if (o->in_place && o->dereference)
+		return usage_error(c, "%s--in-place and --dereference exclude each other (stage never "
+		                   "follows a symlink out of SRC)", "");
+	if (o->expand_tar && !o->in_place)
+		return usage_error(c, "%s--expand-tar wants --in-place (the members are read from "
+		                   "the tars where they lie)", "");
+	if (o->in_place && o->codec != DS_CODEC_NONE)
+		return usage_error(c, "%s--in-place reads the files as they are: no -z", "");
 	for (int k = 0; k < 2; k++) {
 		const char *u = k ? o->out : o->src;
 		char *b = NULL, *p = NULL;
@@ -310,6 +334,7 @@ struct job {
 	struct ds_s3 *os3;      /* OUT is s3://obucket/oprefix (s3out.c) */
 	char *obucket, *oprefix;
 	int uploaded;           /* rank 0: parts may be in the bucket */
+	char root[PATH_MAX];    /* --in-place: SRC's absolute path */
 };
 
 /* OUT in a bucket: the client, and a private local directory per rank
@@ -429,10 +454,15 @@ static int prepare(struct job *j)
 	           (rc = make_tmp(j))) {
 		return rc;
 	}
+	if (j->o.in_place && !realpath(j->o.src, j->root)) {
+		ds_error("'%s': %s", j->o.src, strerror(errno));
+		return -errno;
+	}
 	struct ds__scan_opts so = {
 		.src = j->o.src, .srcfd = j->srcfd, .exclude = j->o.exclude, .nexclude = j->o.nexclude,
 		.replicate = j->o.replicate, .nreplicate = j->o.nreplicate, .files_from = j->o.files_from,
-		.dereference = j->o.dereference, .progress = j->o.progress};
+		.dereference = j->o.dereference, .progress = j->o.progress,
+		.expand_tar = j->o.expand_tar};
 	if ((rc = j->s3 ? ds__scan_s3(&so, j->s3, j->bucket, j->prefix, &j->plan.tree)
 	                : ds__scan(&so, &j->plan.tree)))
 		return rc;
@@ -500,7 +530,9 @@ static int pack_parts(struct job *j)
 	for (uint32_t r = 0; r < rounds; r++) {
 		uint32_t p = r * (uint32_t)c->size + (uint32_t)c->rank;
 		int rc = 0;
-		if (p < pl->nparts)
+		if (p < pl->nparts && j->o.in_place)
+			rc = ds__inplace_part(pl, p, &wo, j->res, &pr);
+		else if (p < pl->nparts)
 			rc = ds__write_part(pl, p, &wo, j->res, &pr);
 		if (!rc && p < pl->nparts && j->os3) {
 			/* up to the bucket at once; the local copy goes */
@@ -539,7 +571,8 @@ static int commit(struct job *j)
 		if (d)
 			closedir(d);
 	}
-	for (uint32_t p = 0; !rc && p <= j->plan.nparts; p++) {
+	/* in place: no part files, only the index */
+	for (uint32_t p = j->o.in_place ? j->plan.nparts : 0; !rc && p <= j->plan.nparts; p++) {
 		char name[32];
 		if (p < j->plan.nparts)
 			snprintf(name, sizeof(name), "part-%05u.h5", p);
@@ -613,6 +646,20 @@ static void summary(const struct job *j)
 		stored += j->res[i].stored;
 	double dt = ds_now() - j->start;
 	char in[32], st[32], rate[32];
+	if (j->o.in_place) {
+		struct stat ist;
+		char ix[PATH_MAX + 32];
+		snprintf(ix, sizeof(ix), "%s/%s", j->o.out, DS__INDEX_NAME);
+		uint64_t isz = stat(ix, &ist) == 0 ? (uint64_t)ist.st_size : 0;
+		printf("indexed %llu files, %llu dirs, %llu symlinks in place into %u partitions: %s "
+		       "in '%s', read once for their checksums; '%s' holds %s; %.2f s, %s/s\n",
+		       (unsigned long long)t->nfiles, (unsigned long long)t->ndirs,
+		       (unsigned long long)t->nlinks, j->plan.nparts, ds_fmt_size(t->bytes, in, sizeof(in)),
+		       j->root, ix, ds_fmt_size(isz, st, sizeof(st)), dt,
+		       ds_fmt_size(dt > 0 ? (uint64_t)(t->bytes / dt) : 0, rate, sizeof(rate)));
+		fflush(stdout);
+		return;
+	}
 	printf("packed %llu files, %llu dirs, %llu symlinks into %u partitions: %s in, %s stored "
 	       "(ratio %.3f), %.2f s, %s/s\n",
 	       (unsigned long long)t->nfiles, (unsigned long long)t->ndirs,
@@ -634,7 +681,8 @@ static int run(struct job *j)
 	rc = 0;
 	if (c->rank == 0) {
 		struct ds__write_opts wo = {.srcfd = j->srcfd, .dir = j->tmp, .src = j->o.src,
-		                            .out = j->o.out, .fsync = j->o.fsync};
+		                            .out = j->o.out, .fsync = j->o.fsync,
+		                            .root = j->o.in_place ? j->root : NULL};
 		if (!(rc = ds__write_index(&j->plan, j->res, &wo))) {
 			if (!j->os3) {
 				rc = commit(j);

@@ -10,9 +10,13 @@
  *   manifest.c  reading and validating index.h5 and partition tables
  *   payload.c   locating a partition's payload, decoding one file's bytes
  *   scan.c      walking SRC into a sorted entry list (pack, rank 0)
+ *   tar.c       the members of a tar shard (--expand-tar; private face tar.h)
  *   plan.c      partitioning, the plan broadcast to every rank
  *   writer.c    writing one part-NNNNN.h5 (sink, zlib, CRC-32C)
  *   pack.c      `dstage pack`: options, MPI, the temporary directory, commit
+ *   inplace.c   sources read where they lie: pack --in-place's CRC pass,
+ *               opening a manifest's sources safely, a plain tree's
+ *               manifest made by the ranks of a stage (ds_tree_manifest)
  *   verify.c    `dstage verify`
  *   cmd_read.c  `dstage ls`, `dstage cat` */
 #ifndef DS_PACK_INT_H
@@ -29,6 +33,7 @@
 #define DS__PACK_FORMAT "dstage-pack" /* root attribute "format" of index.h5 */
 #define DS__PART_FORMAT "dstage-part" /* ... and of part-NNNNN.h5 */
 #define DS__PACK_VERSION 1u
+#define DS__PACK_VERSION_INPLACE 2u   /* "version" of an in-place index.h5 */
 #define DS__CHECKSUM "crc32c"
 #define DS__MAX_PARTS 100000u         /* part-NNNNN.h5 has five digits */
 #define DS__MAX_ENTRIES 0xfffffff0u   /* entry ids are uint32 in the node index */
@@ -154,6 +159,15 @@ int ds__h5_crosscheck(const char *path, const struct ds__seal *s);
 #define DS__SEAL_USED 128u
 #define DS__SEAL_PACK_MAGIC "dstage-pack\n"
 #define DS__SEAL_PART_MAGIC "dstage-part\n"
+/* Seal version 2 is written only for the index.h5 of an in-place pack
+ * (older dstage refuses it instead of staging garbage): flags has
+ * DS__SEAL_INPLACE and the payload fields locate the "sources" table
+ * instead (covered by the tables' CRC): DS__SROW_BYTES per row, row 0 the
+ * absolute source root, row i+1 entry i's source:
+ *     0 u64 src_off   8 u64 string offset in "strings"   16 u32 length
+ * (a length of 0 for a file: its source is its own path). */
+#define DS__SEAL_INPLACE 2u
+#define DS__SROW_BYTES 20u
 #define DS__ROW_BYTES 70u  /* a packed "entries" row */
 #define DS__PROW_BYTES 13u /* a packed "partitions" row */
 
@@ -208,6 +222,10 @@ int ds__target_check(const char *link, size_t link_len, const char *target, size
                      const char **why);
 /* Entry index of path in a manifest (binary search), or -1. */
 int64_t ds__manifest_find(const struct ds_manifest *m, const char *path);
+/* The same over any n elements sorted by path (ds_path_cmp), element i's
+ * path given by path_at(ctx, i): a tree, a tar's members. */
+int64_t ds__path_find(size_t n, const char *(*path_at)(const void *ctx, size_t i), const void *ctx,
+                      const char *path);
 
 /* ---- payload (payload.c) ------------------------------------------------ */
 /* An open partition: its file and where its payload lies in it. */
@@ -261,6 +279,11 @@ struct ds__pentry {
 	uint8_t flags;      /* DS_EF_REPLICATED */
 	uint8_t follow;     /* reached through --dereference: open following links */
 	uint16_t pad;
+	/* in place: the content lies in the file at offset src of names (when
+	 * src_len != 0; else the entry's own path) from byte src_off on */
+	uint32_t src_len, pad2;
+	uint64_t src, src_off;
+	int64_t ctime_ns;   /* st_ctime at the scan (a plain tree: checked at open) */
 };
 
 struct ds__tree {
@@ -285,6 +308,11 @@ struct ds__scan_opts {
 	const char *files_from; /* --files-from FILE ("-": stdin), or NULL */
 	int dereference;
 	double progress;       /* seconds between progress lines; 0: none */
+	const char *verb;      /* "nothing to VERB": NULL for "pack" */
+	int expand_tar;        /* --expand-tar: each *.tar a directory of its members */
+	struct ds_buf *tars;   /* set: --expand-tar's tars are listed here (paths,
+	                          NUL-terminated) to be scanned later by whichever
+	                          rank (ds__scan_tar), not where the walk meets them */
 };
 
 /* Walk SRC (or the --files-from list) into t, sorted, replicated subtrees
@@ -292,6 +320,26 @@ struct ds__scan_opts {
  * special files and escaping symlinks are skipped with a warning. */
 int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t);
 void ds__tree_release(struct ds__tree *t);
+/* --expand-tar: the tar at path (relative to o->srcfd, listed in o->tars by
+ * a walk) as the directory of its members, appended to t. */
+int ds__scan_tar(const struct ds__scan_opts *o, const char *path, struct ds__tree *t);
+/* Entry index of path in a sorted tree, or -1. */
+int64_t ds__tree_find(const struct ds__tree *t, const char *path);
+/* ds__scan in pieces, for a walk shared by the ranks of a stage
+ * (inplace.c, ds_tree_manifest): the entries of directory dir ("" for SRC)
+ * without descending, the paths of its subdirectories appended to subdirs
+ * (NUL-terminated each); or all of what is below dir, recursively.  dir is
+ * opened below SRC without following a symlink.  Unsorted; trees appended
+ * (names rebased); then, on the merged tree, what every walk ends with
+ * (empty refused, sort, --replicate, bounds). */
+int ds__scan_list_dir(const struct ds__scan_opts *o, const char *dir, struct ds__tree *t,
+                      struct ds_buf *subdirs);
+int ds__scan_walk_dir(const struct ds__scan_opts *o, const char *dir, struct ds__tree *t);
+void ds__tree_merge(struct ds__tree *dst, const struct ds__tree *src);
+/* Open path (relative, no "..": a manifest's or the scan's) below dirfd
+ * with flags | O_RDONLY, following no symlink anywhere on it. */
+int ds__open_beneath(int dirfd, const char *path, int flags, int *fd);
+int ds__scan_finish(const struct ds__scan_opts *o, struct ds__tree *t);
 
 /* ---- an s3:// source (s3src.c) ------------------------------------------ */
 /* The listing of s3://bucket/prefix as the scanned tree (regular files keep
@@ -374,6 +422,8 @@ struct ds__write_opts {
 	const char *dir;       /* where part files go (the temporary directory) */
 	const char *src, *out; /* SRC and OUT as given, for messages */
 	int fsync;
+	const char *root;      /* pack --in-place: SRC's absolute path (index.h5
+	                          gets the sources table; no part files) */
 };
 
 /* Write part-NNNNN.h5 of partition `part` into o->dir, filling res[] for
@@ -387,6 +437,15 @@ struct ds__s3fetch *ds__s3fetch_new(struct ds_s3 *s3, const char *bucket, const 
                                     const struct ds__plan *pl, uint32_t part);
 int ds__s3fetch_next(struct ds__s3fetch *f, const char **buf, size_t *len);
 void ds__s3fetch_free(struct ds__s3fetch *f);
+
+/* pack --in-place: read partition `part`'s files where they lie (one open
+ * each, checked as scanned), take their CRC-32C, fill res[] with their
+ * offsets in the virtual payload (path order, back to back). */
+int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__write_opts *o,
+                     struct ds__result *res, struct ds__progress *pr);
+/* The manifest of an in-place plan without reading a byte (a plain tree
+ * staged as it is: m->nocrc set, every crc 0), root copied. */
+void ds__manifest_from_plan(const struct ds__plan *pl, const char *root, struct ds_manifest *m);
 
 /* Write index.h5 into o->dir from the plan and every file's result. */
 int ds__write_index(const struct ds__plan *pl, const struct ds__result *res,

@@ -5,7 +5,11 @@
  * Partitions hold contiguous runs of files in path order (a directory's
  * files stay together, which keeps related samples on one node and reads
  * from the shared file system in directory order), balanced by size.
- * Files under --replicate go into partitions of their own. */
+ * Files under --replicate go into partitions of their own.  The members
+ * of one tar shard read in place (--expand-tar: entries with the same src)
+ * are one unit: a partition boundary never falls inside a tar, so each tar
+ * is opened and read once, front to back, by one reader (docs/formats.md,
+ * "Tar shards"). */
 #include "pack_int.h"
 
 #include <string.h>
@@ -19,20 +23,45 @@ static uint64_t weight(const struct ds__pentry *e)
 	return e->size + PER_FILE_WEIGHT;
 }
 
-/* Assign files ids[0..n) to k <= n contiguous, size-balanced, non-empty
- * ranges numbered from first.  A file goes to the range its weight midpoint
- * falls in, nudged so that no range is skipped (at most one more than the
- * previous file's) and enough files remain to fill the ranges after it. */
-static void split(struct ds__tree *t, const uint32_t *ids, uint64_t n, uint32_t k, uint32_t first)
+/* Is file b read from the same tar as file a, just before it? */
+static int same_src(const struct ds__tree *t, const struct ds__pentry *a,
+                    const struct ds__pentry *b)
+{
+	return a->src_len && a->src_len == b->src_len &&
+	       !memcmp(t->names.data + a->src, t->names.data + b->src, a->src_len);
+}
+
+/* Units of files ids[0..n): a file, or the run of members of one tar. */
+static uint64_t units(const struct ds__tree *t, const uint32_t *ids, uint64_t n)
+{
+	uint64_t u = 0;
+	for (uint64_t i = 0; i < n; i++)
+		u += !i || !same_src(t, &t->e[ids[i - 1]], &t->e[ids[i]]);
+	return u;
+}
+
+/* Assign files ids[0..n) (nu units) to k <= nu contiguous, size-balanced,
+ * non-empty ranges numbered from first.  A unit goes to the range its first
+ * file's weight midpoint falls in, nudged so that no range is skipped (at
+ * most one more than the previous unit's) and enough units remain to fill
+ * the ranges after it; the rest of a unit follows its first file. */
+static void split(struct ds__tree *t, const uint32_t *ids, uint64_t n, uint64_t nu, uint32_t k,
+                  uint32_t first)
 {
 	unsigned __int128 total = 0, prefix = 0;
 	for (uint64_t i = 0; i < n; i++)
 		total += weight(&t->e[ids[i]]);
 	int64_t prev = -1;
+	uint64_t u = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t w = weight(&t->e[ids[i]]);
+		if (i && same_src(t, &t->e[ids[i - 1]], &t->e[ids[i]])) {
+			prefix += w;
+			t->e[ids[i]].part = first + (uint32_t)prev;
+			continue;
+		}
 		int64_t r = (int64_t)((prefix + w / 2) * k / total);
-		int64_t lowest = (int64_t)k - (int64_t)(n - i); /* files left fill the rest */
+		int64_t lowest = (int64_t)k - (int64_t)(nu - u++); /* units left fill the rest */
 		prefix += w;
 		if (r > prev + 1)
 			r = prev + 1;
@@ -58,9 +87,10 @@ static uint32_t clamp(uint32_t k, uint64_t nfiles)
 	return k > nfiles ? (uint32_t)nfiles : k;
 }
 
-/* Group bytes and counts: [0] training files, [1] replicated files. */
+/* Group bytes and counts: [0] training files, [1] replicated files; u[]
+ * their units (a file, or a tar's members). */
 struct groups {
-	uint64_t n[2], bytes[2];
+	uint64_t n[2], bytes[2], u[2];
 };
 
 /* Partition counts for both groups from -p N or -S SIZE. */
@@ -69,19 +99,19 @@ static void counts(const struct groups *g, uint32_t nparts, uint64_t part_size, 
 	k[0] = k[1] = 0;
 	if (!nparts) {
 		for (int i = 0; i < 2; i++)
-			k[i] = g->n[i] ? clamp(div_up(g->bytes[i], part_size), g->n[i]) : 0;
+			k[i] = g->n[i] ? clamp(div_up(g->bytes[i], part_size), g->u[i]) : 0;
 		return;
 	}
 	if (!g->n[0]) {
-		k[1] = clamp(nparts, g->n[1]);
+		k[1] = clamp(nparts, g->u[1]);
 		return;
 	}
 	/* -p N is for the training files; replicated ones get partitions of
 	 * about the same size */
-	k[0] = clamp(nparts, g->n[0]);
+	k[0] = clamp(nparts, g->u[0]);
 	uint64_t target = g->bytes[0] / k[0];
 	if (g->n[1])
-		k[1] = clamp(target ? div_up(g->bytes[1], target) : 1, g->n[1]);
+		k[1] = clamp(target ? div_up(g->bytes[1], target) : 1, g->u[1]);
 }
 
 /* FNV-1a, 64 bits: the pack's identity from its plan. */
@@ -126,7 +156,7 @@ static uint64_t plan_id(const struct ds__plan *pl)
 int ds__plan_make(struct ds__plan *pl, uint32_t nparts, uint64_t part_size)
 {
 	struct ds__tree *t = &pl->tree;
-	struct groups g = {{0, 0}, {0, 0}};
+	struct groups g = {{0, 0}, {0, 0}, {0, 0}};
 	for (size_t i = 0; i < t->n; i++) {
 		if (!S_ISREG(t->e[i].mode))
 			continue;
@@ -134,24 +164,27 @@ int ds__plan_make(struct ds__plan *pl, uint32_t nparts, uint64_t part_size)
 		g.n[r]++;
 		g.bytes[r] += t->e[i].size;
 	}
+	/* files: training files in path order, then replicated ones */
+	pl->nfiles = g.n[0] + g.n[1];
+	pl->files = ds_xmalloc((pl->nfiles ? pl->nfiles : 1) * sizeof(*pl->files));
+	uint64_t w[2] = {0, g.n[0]};
+	for (size_t i = 0; i < t->n; i++)
+		if (S_ISREG(t->e[i].mode))
+			pl->files[w[!!(t->e[i].flags & DS_EF_REPLICATED)]++] = (uint32_t)i;
+	g.u[0] = units(t, pl->files, g.n[0]);
+	g.u[1] = units(t, pl->files + g.n[0], g.n[1]);
 	uint32_t k[2];
 	counts(&g, nparts, part_size, k);
 	if ((uint64_t)k[0] + k[1] > DS__MAX_PARTS) {
 		ds_error("%llu partitions, more than %u: use a larger -S",
 		         (unsigned long long)k[0] + k[1], DS__MAX_PARTS);
+		ds_free(&pl->files);
 		return -E2BIG;
 	}
-	/* files: training files in path order, then replicated ones */
-	pl->nfiles = g.n[0] + g.n[1];
-	pl->files = ds_xmalloc(pl->nfiles * sizeof(*pl->files));
-	uint64_t w[2] = {0, g.n[0]};
-	for (size_t i = 0; i < t->n; i++)
-		if (S_ISREG(t->e[i].mode))
-			pl->files[w[!!(t->e[i].flags & DS_EF_REPLICATED)]++] = (uint32_t)i;
 	if (g.n[0])
-		split(t, pl->files, g.n[0], k[0], 0);
+		split(t, pl->files, g.n[0], g.u[0], k[0], 0);
 	if (g.n[1])
-		split(t, pl->files + g.n[0], g.n[1], k[1], k[0]);
+		split(t, pl->files + g.n[0], g.n[1], g.u[1], k[1], k[0]);
 	pl->nparts = k[0] + k[1];
 	pl->parts = ds_xcalloc(pl->nparts, sizeof(*pl->parts));
 	for (uint64_t i = 0; i < pl->nfiles; i++) {

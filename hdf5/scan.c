@@ -8,6 +8,7 @@
  * descriptor per level, so deep trees need no long paths and a directory
  * swapped for a symlink during the walk is not followed (O_NOFOLLOW). */
 #include "pack_int.h"
+#include "tar.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -78,6 +79,7 @@ static struct ds__pentry *add_entry(struct scan *s, const struct stat *st)
 	e->path_len = (uint32_t)s->len;
 	e->mode = st->st_mode & (S_IFMT | 07777);
 	e->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	e->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
 	e->size = (uint64_t)st->st_size;
 	e->ino = (uint64_t)st->st_ino;
 	e->part = UINT32_MAX;
@@ -228,6 +230,79 @@ static const char *special_kind(mode_t m)
 	       : S_ISBLK(m) ? "block device" : "special file";
 }
 
+/* --expand-tar: is this file name a tar shard's ("X.tar")? */
+static int tar_name(const char *base)
+{
+	size_t n = strlen(base);
+	return n > 4 && !strcmp(base + n - 4, ".tar");
+}
+
+/* --expand-tar: the tar X.tar (s->path) becomes the directory X.tar of its
+ * members, each file's bytes read from the tar where they lie (src = the
+ * tar, src_off = the member's data).  The directory keeps the tar's size
+ * and mtime: what stage checks the tar against (docs/formats.md, "Tar
+ * shards"). */
+static int visit_tar(struct scan *s, int dfd, const char *name, const struct stat *st)
+{
+	char q[2 * PATH_MAX];
+	struct stat at;
+	int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (s->follow ? 0 : O_NOFOLLOW);
+	int fd = openat(dfd, name, flags);
+	if (fd < 0)
+		return fail(s, -errno,
+		            errno == ENOENT ? "vanished while packing" : strerror(errno));
+	if (fstat(fd, &at) < 0 || !S_ISREG(at.st_mode) || at.st_dev != st->st_dev ||
+	    at.st_ino != st->st_ino) {
+		close(fd);
+		return fail(s, -ESTALE, "changed while it was scanned");
+	}
+	struct ds__tar_member *v;
+	size_t n;
+	int rc = ds__tar_scan(fd, quoted(s, q, sizeof(q)), &v, &n);
+	close(fd);
+	if (rc)
+		return rc;
+	struct ds__pentry *d = add_entry(s, &at);
+	uint32_t perm = d->mode & 0777;
+	d->mode = S_IFDIR | perm | ((perm & 0444) >> 2); /* readable: searchable */
+	uint64_t tar_path = d->path, ino = d->ino;
+	s->t->ndirs++;
+	size_t len = s->len;
+	for (size_t i = 0; !rc && i < n; i++) {
+		const struct ds__tar_member *m = &v[i];
+		size_t ml = strlen(m->name);
+		if (len + 1 + ml >= PATH_MAX) {
+			rc = fail(s, -DS_ENAME,
+			          "a member's name makes a path longer than PATH_MAX");
+			break;
+		}
+		s->path[len] = '/';
+		memcpy(s->path + len + 1, m->name, ml + 1);
+		s->len = len + 1 + ml;
+		struct ds__pentry *e = add_entry(s, &at);
+		e->mode = m->mode;
+		e->mtime_ns = m->mtime_ns;
+		e->size = m->size;
+		e->ino = ino;
+		if (S_ISREG(m->mode)) {
+			e->src = tar_path;
+			e->src_len = (uint32_t)len;
+			e->src_off = m->data_off;
+			s->t->nfiles++;
+			s->t->bytes += m->size;
+		} else if (S_ISLNK(m->mode)) {
+			e->target_len = (uint32_t)strlen(m->target);
+			e->target = add_string(s->t, m->target, e->target_len);
+			s->t->nlinks++;
+		} else {
+			s->t->ndirs++;
+		}
+		pop_name(s, len);
+	}
+	ds__tar_free(v, n);
+	return rc;
+}
+
 /* One entry: s->path already names it; dfd/name reach it. */
 static int visit(struct scan *s, int dfd, const char *name, const char *base, int recurse)
 {
@@ -246,6 +321,12 @@ static int visit(struct scan *s, int dfd, const char *name, const char *base, in
 		return visit_symlink(s, dfd, name, &st, recurse);
 	if (!S_ISREG(st.st_mode)) {
 		warn_skip(s, special_kind(st.st_mode));
+		return 0;
+	}
+	if (s->o->expand_tar && tar_name(base)) {
+		if (!s->o->tars)
+			return visit_tar(s, dfd, name, &st);
+		ds_buf_add(s->o->tars, s->path, s->len + 1); /* scanned later, by some rank */
 		return 0;
 	}
 	add_entry(s, &st);
@@ -417,31 +498,26 @@ static void sort_unique(struct ds__tree *t)
 	t->n = w;
 }
 
-static int64_t tree_find(const struct ds__tree *t, const char *path)
+static const char *pentry_path(const void *t, size_t i)
 {
-	size_t lo = 0, hi = t->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = ds_path_cmp(ds__tree_path(t, &t->e[mid]), path);
-		if (!c)
-			return (int64_t)mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
+	return ds__tree_path(t, &((const struct ds__tree *)t)->e[i]);
+}
+
+int64_t ds__tree_find(const struct ds__tree *t, const char *path)
+{
+	return ds__path_find(t->n, pentry_path, t, path);
 }
 
 /* Flag a --replicate subpath and its subtree (contiguous after it). */
-static int mark_replicated(struct ds__tree *t, const char *sub)
+static int mark_replicated(struct ds__tree *t, const char *sub, const char *verb)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s", sub);
 	size_t len = tidy_line(path, strlen(path));
-	int64_t i = len ? tree_find(t, path) : -1;
+	int64_t i = len ? ds__tree_find(t, path) : -1;
 	if (i < 0) {
-		ds_error("'%s': --replicate path not in the packed tree", sub);
+		ds_error("'%s': --replicate path not in the %s tree", sub,
+		         verb ? "staged" : "packed");
 		return -ENOENT;
 	}
 	for (size_t k = (size_t)i; k < t->n; k++) {
@@ -449,6 +525,32 @@ static int mark_replicated(struct ds__tree *t, const char *sub)
 		if (k > (size_t)i && (strncmp(p, path, len) || p[len] != '/'))
 			break;
 		t->e[k].flags |= DS_EF_REPLICATED;
+	}
+	return 0;
+}
+
+/* What every walk ends with: an empty selection refused, the entries
+ * sorted, replicated subtrees flagged, the count bounded. */
+int ds__scan_finish(const struct ds__scan_opts *o, struct ds__tree *t)
+{
+	int rc;
+	/* An empty selection is an error, not an empty pack: a training set
+	 * that silently came out empty is what dstage is here to prevent. */
+	if (!t->nfiles) {
+		ds_error("'%s': nothing to %s (no regular files%s)", o->src,
+		         o->verb ? o->verb : "pack",
+		         o->files_from ? " listed in --files-from"
+		         : o->nexclude ? " left after --exclude"
+		                       : "");
+		return -ENOENT;
+	}
+	sort_unique(t);
+	for (size_t i = 0; i < o->nreplicate; i++)
+		if ((rc = mark_replicated(t, o->replicate[i], o->verb)))
+			return rc;
+	if (t->n > DS__MAX_ENTRIES) {
+		ds_error("'%s': %zu entries, more than dstage supports", o->src, t->n);
+		return -E2BIG;
 	}
 	return 0;
 }
@@ -464,25 +566,122 @@ int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t)
 	s.next_progress = ds_now() + o->progress;
 	rc = o->files_from ? scan_list(&s) : walk_dir(&s, o->srcfd, &st);
 	free(s.anc);
+	return rc ? rc : ds__scan_finish(o, t);
+}
+
+/* ---- a walk shared by the ranks of a job (a plain tree staged) ----------- */
+/* Directory dir ("" for SRC) open below SRC, no symlink followed on the way:
+ * its parents were walked by another rank, and may have been swapped since. */
+static int open_dir(struct scan *s, const char *dir, int *fd, struct stat *st)
+{
+	int rc = 0;
+	if (!*dir)
+		*fd = s->o->srcfd;
+	else
+		rc = ds__open_beneath(s->o->srcfd, dir, O_DIRECTORY, fd);
 	if (rc)
-		return rc;
-	/* An empty selection is an error, not an empty pack: a training set
-	 * that silently came out empty is what dstage is here to prevent. */
-	if (!t->nfiles) {
-		ds_error("'%s': nothing to pack (no regular files%s)", o->src,
-		         o->files_from ? " listed in --files-from"
-		         : o->nexclude ? " left after --exclude" : "");
-		return -ENOENT;
-	}
-	sort_unique(t);
-	for (size_t i = 0; i < o->nreplicate; i++)
-		if ((rc = mark_replicated(t, o->replicate[i])))
-			return rc;
-	if (t->n > DS__MAX_ENTRIES) {
-		ds_error("'%s': %zu entries, more than dstage supports", o->src, t->n);
-		return -E2BIG;
+		return fail(s, rc, rc == -ELOOP || rc == -EXDEV
+		                       ? "now reached through a symlink: refused"
+		                       : rc == -ENOENT ? "vanished while scanning" : ds_strerror(rc));
+	if (fstat(*fd, st) < 0) {
+		rc = -errno;
+		if (*dir)
+			close(*fd);
+		return fail(s, rc, ds_strerror(rc));
 	}
 	return 0;
+}
+
+static int set_path(struct scan *s, const char *dir)
+{
+	size_t n = strlen(dir);
+	if (n >= PATH_MAX)
+		return -ENAMETOOLONG;
+	memcpy(s->path, dir, n + 1);
+	s->len = n;
+	return 0;
+}
+
+int ds__scan_tar(const struct ds__scan_opts *o, const char *path, struct ds__tree *t)
+{
+	struct scan s = {.o = o, .t = t};
+	struct stat st;
+	int rc = set_path(&s, path);
+	if (rc)
+		return rc;
+	if (fstatat(o->srcfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return fail(&s, -errno,
+		            errno == ENOENT ? "vanished while it was scanned" : strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return fail(&s, -ESTALE, "changed while it was scanned");
+	return visit_tar(&s, o->srcfd, path, &st);
+}
+
+int ds__scan_list_dir(const struct ds__scan_opts *o, const char *dir, struct ds__tree *t,
+                      struct ds_buf *subdirs)
+{
+	struct scan s = {.o = o, .t = t};
+	struct stat st;
+	int fd, rc = set_path(&s, dir);
+	if (rc || (rc = open_dir(&s, dir, &fd, &st)))
+		return rc;
+	struct ds_buf names = {0};
+	rc = read_names(&s, fd, &names);
+	size_t len = s.len;
+	for (size_t off = 0; !rc && off < names.len; off += strlen(names.data + off) + 1) {
+		const char *name = names.data + off;
+		size_t before = t->n;
+		if (ds_stop_signal()) {
+			rc = fail(&s, -EINTR, ds_stop_why());
+			break;
+		}
+		if (!(rc = push_name(&s, name)))
+			rc = visit(&s, fd, name, name, 0);
+		if (!rc && t->n > before && S_ISDIR(t->e[t->n - 1].mode))
+			ds_buf_add(subdirs, s.path, s.len + 1);
+		pop_name(&s, len);
+	}
+	ds_buf_release(&names);
+	if (*dir)
+		close(fd);
+	return rc;
+}
+
+int ds__scan_walk_dir(const struct ds__scan_opts *o, const char *dir, struct ds__tree *t)
+{
+	struct scan s = {.o = o, .t = t};
+	struct stat st;
+	int fd, rc = set_path(&s, dir);
+	if (rc || (rc = open_dir(&s, dir, &fd, &st)))
+		return rc;
+	rc = walk_dir(&s, fd, &st);
+	free(s.anc);
+	if (*dir)
+		close(fd);
+	return rc;
+}
+
+void ds__tree_merge(struct ds__tree *dst, const struct ds__tree *src)
+{
+	uint64_t base = dst->names.len;
+	ds_buf_add(&dst->names, src->names.data, src->names.len);
+	if (dst->n + src->n > dst->cap) {
+		dst->cap = dst->n + src->n + 1;
+		dst->e = ds_xrealloc(dst->e, dst->cap * sizeof(*dst->e));
+	}
+	for (size_t i = 0; i < src->n; i++) {
+		struct ds__pentry *e = &dst->e[dst->n++];
+		*e = src->e[i];
+		e->path += base;
+		if (e->target_len)
+			e->target += base;
+		if (e->src_len)
+			e->src += base;
+	}
+	dst->nfiles += src->nfiles;
+	dst->ndirs += src->ndirs;
+	dst->nlinks += src->nlinks;
+	dst->bytes += src->bytes;
 }
 
 void ds__tree_release(struct ds__tree *t)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #define SEAL_VERSION 1u
+#define SEAL_VERSION_INPLACE 2u /* index.h5 of an in-place pack (pack_int.h) */
 #define MAGIC_LEN 16u
 #define ROW_BYTES 70u  /* a packed entries row (docs/formats.md) */
 #define PROW_BYTES 13u /* a packed partitions row */
@@ -52,7 +53,7 @@ void ds__seal_encode(unsigned char h[DS__SEAL_USED], const char *magic, const st
 {
 	memset(h, 0, DS__SEAL_USED);
 	memcpy(h, magic, strlen(magic));
-	put32(h + 16, SEAL_VERSION);
+	put32(h + 16, s->flags & DS__SEAL_INPLACE ? SEAL_VERSION_INPLACE : SEAL_VERSION);
 	put32(h + 20, DS__SEAL_SIZE);
 	put32(h + 24, DS__SEAL_USED);
 	put32(h + 28, s->part);
@@ -116,8 +117,9 @@ static int check_header(const unsigned char h[DS__SEAL_USED], uint64_t actual_si
 		ds_error("'%s': corrupt header (checksum mismatch in the seal)", what);
 		return -DS_ECORRUPT;
 	}
-	if (get32(h + 16) != SEAL_VERSION || get32(h + 20) != DS__SEAL_SIZE ||
-	    get32(h + 24) != DS__SEAL_USED) {
+	uint32_t version = get32(h + 16);
+	if ((version != SEAL_VERSION && !(index && version == SEAL_VERSION_INPLACE)) ||
+	    get32(h + 20) != DS__SEAL_SIZE || get32(h + 24) != DS__SEAL_USED) {
 		ds_error("'%s': seal version %u not supported", what, get32(h + 16));
 		return -DS_EFORMAT;
 	}
@@ -134,8 +136,16 @@ static int check_header(const unsigned char h[DS__SEAL_USED], uint64_t actual_si
 	         region_ok(s->parts_off, s->nparts_rows, PROW_BYTES, fs) &&
 	         region_ok(s->payload_off, s->payload_len, 1, fs) && s->nparts <= DS__MAX_PARTS &&
 	         s->nentries <= DS__MAX_ENTRIES;
-	if (ok && index)
-		ok = s->part == UINT32_MAX && s->nparts_rows == s->nparts && !s->payload_len;
+	/* in place (version 2): the payload fields locate the sources table,
+	 * one row per entry and one for the root */
+	int inplace = version == SEAL_VERSION_INPLACE;
+	if (ok && index && inplace)
+		ok = s->part == UINT32_MAX && s->nparts_rows == s->nparts &&
+		     s->flags == DS__SEAL_INPLACE && s->payload_len % DS__SROW_BYTES == 0 &&
+		     s->payload_len / DS__SROW_BYTES == s->nentries + 1;
+	else if (ok && index)
+		ok = s->part == UINT32_MAX && s->nparts_rows == s->nparts && !s->payload_len &&
+		     !(s->flags & DS__SEAL_INPLACE);
 	else if (ok)
 		ok = s->part < s->nparts && !s->nparts_rows;
 	if (!ok) {
@@ -167,7 +177,7 @@ static int crc_range(int fd, uint64_t from, uint64_t to, uint32_t *crc)
 static int meta_crc_fd(int fd, const struct ds__seal *s, uint32_t *crc)
 {
 	*crc = 0;
-	if (!s->payload_len)
+	if (!s->payload_len || (s->flags & DS__SEAL_INPLACE))
 		return crc_range(fd, DS__SEAL_SIZE, s->file_size, crc);
 	int rc = crc_range(fd, DS__SEAL_SIZE, s->payload_off, crc);
 	return rc ? rc : crc_range(fd, s->payload_off + s->payload_len, s->file_size, crc);
@@ -175,7 +185,7 @@ static int meta_crc_fd(int fd, const struct ds__seal *s, uint32_t *crc)
 
 static uint32_t meta_crc_buf(const unsigned char *b, const struct ds__seal *s)
 {
-	if (!s->payload_len)
+	if (!s->payload_len || (s->flags & DS__SEAL_INPLACE))
 		return ds_crc32c(0, b + DS__SEAL_SIZE, s->file_size - DS__SEAL_SIZE);
 	uint64_t pend = s->payload_off + s->payload_len;
 	uint32_t crc = ds_crc32c(0, b + DS__SEAL_SIZE, s->payload_off - DS__SEAL_SIZE);

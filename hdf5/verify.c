@@ -34,6 +34,7 @@ struct verify {
 	const char *out;
 	const struct ds_manifest *m;
 	int srcfd;            /* --against, else -1 */
+	int rootfd;           /* an in-place pack: its source tree, else -1 */
 	uint64_t problems;
 	uint64_t files, bytes;
 	char *srcbuf;         /* --against: source bytes to compare with */
@@ -252,10 +253,15 @@ static void verify_file(struct verify *v, const struct ds__part *p, const struct
 			against = 0;
 		}
 	}
-	int rc = ds__entry_read(p, e, against ? cmp_piece : NULL, &c);
+	/* in place: the bytes where they lie (ds_src_read_entry names a
+	 * changed or vanished source and a checksum mismatch itself) */
+	int rc = p ? ds__entry_read(p, e, against ? cmp_piece : NULL, &c)
+	           : ds_src_read_entry(v->rootfd, v->m, e, against ? cmp_piece : NULL, &c);
 	if (c.fd >= 0)
 		close(c.fd);
-	if (rc == -DS_ECHECKSUM)
+	if (rc && !p)
+		v->problems++;
+	else if (rc == -DS_ECHECKSUM)
 		problem(v, e->path, "checksum mismatch (%s)", p->path);
 	else if (rc == -DS_ECORRUPT)
 		problem(v, e->path, "corrupt stored data (%s)", p->path);
@@ -273,6 +279,11 @@ static void verify_part(struct verify *v, uint32_t part, const size_t *files, si
 {
 	struct ds__part p;
 	struct ds__table t;
+	if (v->rootfd >= 0) { /* in place: no partition files */
+		for (size_t k = 0; k < n; k++)
+			verify_file(v, NULL, &v->m->e[files[k]]);
+		return;
+	}
 	if (ds__part_open(v->out, part, v->m, &p, &t)) {
 		v->problems++;
 		return; /* reported; its files cannot be checked */
@@ -340,9 +351,13 @@ int ds_cmd_verify(int argc, char **argv)
 	if (rc)
 		return rc > 0 ? 0 : 2;
 	struct ds_manifest m;
-	struct verify v = {.out = argv[optind], .m = &m, .srcfd = -1};
+	struct verify v = {.out = argv[optind], .m = &m, .srcfd = -1, .rootfd = -1};
 	if (ds__manifest_any(v.out, &m))
 		return 1;
+	if (m.root && ds_src_root_open(&m, &v.rootfd)) {
+		ds_manifest_release(&m);
+		return 1;
+	}
 	if (against && !strncmp(against, "s3://", 5)) {
 		ds_error("'%s': --against wants a local tree", against);
 		ds_manifest_release(&m);
@@ -376,6 +391,8 @@ int ds_cmd_verify(int argc, char **argv)
 	free(v.srcbuf);
 	if (v.srcfd >= 0)
 		close(v.srcfd);
+	if (v.rootfd >= 0)
+		close(v.rootfd);
 	ds_manifest_release(&m);
 	return v.problems ? 1 : 0;
 }

@@ -805,11 +805,20 @@ static struct ds__prow *index_parts(const struct ds__plan *pl, const struct ds__
 	return p;
 }
 
+struct index_ctx {
+	const struct ds__plan *pl;
+	const char *root; /* in place: the source root */
+};
+
 static int index_attrs(hid_t f, const void *ctx)
 {
-	const struct ds__plan *pl = ctx;
+	const struct index_ctx *ic = ctx;
+	const struct ds__plan *pl = ic->pl;
 	int rc = ds__h5_attr_str(f, "format", DS__PACK_FORMAT);
-	if (!rc) rc = ds__h5_attr_u64(f, "version", H5T_STD_U32LE, DS__PACK_VERSION);
+	if (!rc) rc = ds__h5_attr_u64(f, "version", H5T_STD_U32LE,
+	                              ic->root ? DS__PACK_VERSION_INPLACE : DS__PACK_VERSION);
+	if (!rc && ic->root) rc = ds__h5_attr_str(f, "layout", "in-place");
+	if (!rc && ic->root) rc = ds__h5_attr_str(f, "source", ic->root);
 	if (!rc) rc = ds__h5_attr_u64(f, "nparts", H5T_STD_U32LE, pl->nparts);
 	if (!rc) rc = ds__h5_attr_str(f, "checksum", DS__CHECKSUM);
 	if (!rc) rc = ds__h5_attr_str(f, "codec", pl->codec == DS_CODEC_ZLIB ? "zlib" : "none");
@@ -833,20 +842,53 @@ static int index_data(int fd, const struct ds__h5_ds *ds, const struct ds__prow 
 	return rc;
 }
 
+/* In place: the sources table (pack_int.h): the root, then every entry's
+ * src (its own string only when it differs from the path) and src_off;
+ * strings go to the end of the pool. */
+static unsigned char *index_sources(const struct ds__plan *pl, const char *root,
+                                    struct ds_buf *pool, size_t *len)
+{
+	const struct ds__tree *t = &pl->tree;
+	*len = (t->n + 1) * (size_t)DS__SROW_BYTES;
+	unsigned char *v = ds_xcalloc(1, *len), *r = v;
+	for (size_t i = 0; i <= t->n; i++, r += DS__SROW_BYTES) {
+		const struct ds__pentry *e = i ? &t->e[i - 1] : NULL;
+		uint64_t off = e ? e->src_off : 0, str = pool->len;
+		uint32_t n = e ? e->src_len : (uint32_t)strlen(root);
+		if (e && n)
+			ds_buf_add(pool, t->names.data + e->src, n);
+		else if (!e)
+			ds_buf_add(pool, root, n);
+		if (!n)
+			str = 0;
+		for (int k = 0; k < 8; k++) {
+			r[k] = (unsigned char)(off >> (8 * k));
+			r[8 + k] = (unsigned char)(str >> (8 * k));
+		}
+		for (int k = 0; k < 4; k++)
+			r[16 + k] = (unsigned char)(n >> (8 * k));
+	}
+	return v;
+}
+
 int ds__write_index(const struct ds__plan *pl, const struct ds__result *res,
                     const struct ds__write_opts *o)
 {
 	struct ds_buf pool = {0};
 	struct ds__row *rows = index_rows(pl, res, &pool);
 	struct ds__prow *prows = index_parts(pl, res);
+	size_t slen = 0;
+	unsigned char *srows = o->root ? index_sources(pl, o->root, &pool, &slen) : NULL;
 	char *path = ds__join(o->dir, DS__INDEX_NAME);
 	hid_t rt = ds__h5_row_type(), pt = ds__h5_prow_type();
-	struct ds__h5_ds ds[3] = {{"partitions", pt, pl->nparts, 0},
+	struct ds__h5_ds ds[4] = {{"partitions", pt, pl->nparts, 0},
 	                          {"strings", H5T_STD_U8LE, pool.len, 0},
-	                          {"entries", rt, pl->tree.n, 0}};
+	                          {"entries", rt, pl->tree.n, 0},
+	                          {"sources", H5T_STD_U8LE, slen, 0}};
+	struct index_ctx ic = {pl, o->root};
 	int rc = -EIO, fd = -1;
 	errno = 0;
-	if (rt < 0 || pt < 0 || ds__h5_skeleton(path, index_attrs, pl, ds, 3)) {
+	if (rt < 0 || pt < 0 || ds__h5_skeleton(path, index_attrs, &ic, ds, o->root ? 4 : 3)) {
 		ds_error("'%s/%s': %s", o->out, DS__INDEX_NAME,
 		         errno ? strerror(errno) : "cannot create the HDF5 file");
 		goto out;
@@ -856,8 +898,15 @@ int ds__write_index(const struct ds__plan *pl, const struct ds__result *res,
 		.parts_off = ds[0].off, .nparts_rows = ds[0].n,
 		.strings_off = ds[1].off, .strings_len = ds[1].n,
 		.entries_off = ds[2].off, .nentries = ds[2].n};
+	if (o->root) {
+		seal.flags = DS__SEAL_INPLACE;
+		seal.payload_off = ds[3].off;
+		seal.payload_len = ds[3].n;
+	}
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	rc = fd < 0 ? -errno : index_data(fd, ds, prows, &pool, rows);
+	if (!rc && srows)
+		rc = ds_pwrite_full(fd, srows, slen, (off_t)ds[3].off);
 	if (!rc)
 		rc = ds__seal_write(fd, DS__SEAL_PACK_MAGIC, &seal);
 	if (!rc && o->fsync && fsync(fd) < 0)
@@ -874,6 +923,7 @@ out:
 	free(path);
 	free(rows);
 	free(prows);
+	free(srows);
 	ds_buf_release(&pool);
 	return rc;
 }

@@ -97,7 +97,7 @@ int ds__virt_lookup(const char *rest, size_t len, struct ds__vent *v, size_t *us
 	return 0;
 }
 
-int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
+int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, int check, uint32_t **out, size_t *count)
 {
 	struct ds_epoch_cfg cfg;
 	uint32_t *own = NULL, *part = NULL;
@@ -106,6 +106,8 @@ int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 	void *map = NULL;
 	size_t maplen = 0;
 	int published = 0;
+	*out = NULL;
+	*count = 0;
 	int rc = ds_epoch_cfg_load(ds__g.jobdir, &cfg);
 	if (rc == 0) {
 		/* after a lost node: the set this epoch is dealt over (JOBDIR/nodes) */
@@ -113,7 +115,7 @@ int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 		rc = ds_nodes_load(ds__g.jobdir, &hist);
 		/* a history of another staging of the job (node count) is not ours */
 		const struct ds_nodeset *set = rc == 0 && hist.nstaged == ds__g.ix.h->nnodes
-		                                       ? ds_nodes_for_epoch(&hist, v->epoch)
+		                                       ? ds_nodes_for_epoch(&hist, epoch)
 		                                       : NULL;
 		/* the service's share of this epoch when it wrote it down for us
 		 * and it is ours (same pack, cfg, node and set): the list then
@@ -121,7 +123,7 @@ int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 		 * sample of the job */
 		struct ds_share_key k;
 		if (rc == 0) {
-			ds_share_key_make(&k, &ds__g.ix, &cfg, v->epoch, set, ds__g.node);
+			ds_share_key_make(&k, &ds__g.ix, &cfg, epoch, set, ds__g.node);
 			published = ds_share_map(ds__g.nodedir, &k, &ids, &n, &map, &maplen) == 0;
 		}
 		/* else compute it.  The share walks samples, partitions and
@@ -135,46 +137,73 @@ int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 				__atomic_store_n(&shuffle_ok, 1, __ATOMIC_RELEASE);
 		}
 		if (rc == 0 && !published) {
-			rc = ds_epoch_share_set(&ds__g.ix, &cfg, v->epoch, set, ds__g.node, &own,
-			                        &n);
+			rc = ds_epoch_share_set(&ds__g.ix, &cfg, epoch, set, ds__g.node, &own, &n);
 			ids = own;
 		}
 		ds_nodes_release(&hist);
 	}
-	if (rc == 0 && v->n) {
-		rc = ds_epoch_reader_slice(ids, n, v->l, v->n, cfg.drop_last, &part, &np);
+	if (rc == 0 && nr) {
+		rc = ds_epoch_reader_slice(ids, n, l, nr, cfg.drop_last, &part, &np);
 		ids = part;
 		n = np;
+	} else if (rc == 0 && published) {
+		/* the whole share, out of the mapping that goes below */
+		part = malloc(n ? n * sizeof(uint32_t) : 1);
+		if (!part)
+			rc = -ENOMEM;
+		else
+			memcpy(part, ids, n * sizeof(uint32_t));
+		ids = part;
 	}
 	/* a published share's ids are the service's: each one used must be a
-	 * sample the index can follow (the computed ones are, by the check) */
-	for (size_t i = 0; rc == 0 && published && i < n; i++)
+	 * sample the index can follow (the computed ones are, by the check);
+	 * a caller that follows none of them itself (ds_py_list) checks the
+	 * ones it uses, and saves the reads of entries all over the index */
+	for (size_t i = 0; rc == 0 && published && check && i < n; i++)
 		if (!ds_index_entry_ok(&ds__g.ix, ids[i]) || !S_ISREG(ds__g.ix.e[ids[i]].mode))
 			rc = -DS_ECORRUPT;
-	size_t total = 0;
-	char *buf = NULL;
-	if (rc == 0) {
-		for (size_t i = 0; i < n; i++)
-			total += ds__g.ix.e[ids[i]].name_len + 1;
-		buf = malloc(total + 1);
-		if (!buf)
-			rc = -ENOMEM;
-	}
-	if (rc == 0) {
-		char *w = buf;
-		for (size_t i = 0; i < n; i++) {
-			const struct ds_entry *e = &ds__g.ix.e[ids[i]];
-			memcpy(w, ds__g.ix.strings + e->name, e->name_len);
-			w += e->name_len;
-			*w++ = '\n';
-		}
-		*w = 0;
+	ds_share_unmap(map, maplen);
+	if (rc == 0 && ids == own) {
+		*out = own;
+		own = NULL;
+	} else if (rc == 0) {
+		*out = part;
+		part = NULL;
 	}
 	free(own);
 	free(part);
-	ds_share_unmap(map, maplen);
 	if (rc)
 		return rc < 0 && rc > -4096 ? rc : -EIO;
+	*count = n;
+	return 0;
+}
+
+int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
+{
+	uint32_t *ids;
+	size_t n;
+	int rc = ds__epoch_ids(v->epoch, v->l, v->n, 1, &ids, &n);
+	if (rc)
+		return rc;
+	const struct ds_entry *ent = ds__g.ix.e;
+	const char *pool = ds__g.ix.strings;
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += ent[ids[i]].name_len + 1;
+	char *buf = malloc(total + 1);
+	if (!buf) {
+		free(ids);
+		return -ENOMEM;
+	}
+	char *w = buf;
+	for (size_t i = 0; i < n; i++) {
+		const struct ds_entry *e = &ent[ids[i]];
+		memcpy(w, pool + e->name, e->name_len);
+		w += e->name_len;
+		*w++ = '\n';
+	}
+	*w = 0;
+	free(ids);
 	*data = buf;
 	*len = total;
 	return 0;

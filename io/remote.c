@@ -69,8 +69,10 @@ struct conn {
 	pid_t pid;
 	dev_t dev;
 	ino_t ino;
+	uint32_t owed; /* answers to epoch announcements not read yet */
+	uint64_t said; /* the epoch last announced on it (UINT64_MAX: none) */
 };
-static __thread struct conn conn = {-1, 0, 0, 0};
+static __thread struct conn conn = {-1, 0, 0, 0, 0, UINT64_MAX};
 static pthread_key_t conn_key;
 static pthread_once_t conn_once = PTHREAD_ONCE_INIT;
 
@@ -96,6 +98,7 @@ static void conn_drop(void)
 		}
 	}
 	conn.fd = -1;
+	conn.owed = 0;
 }
 
 static void conn_destructor(void *unused)
@@ -164,6 +167,8 @@ static int conn_get(double deadline)
 	DS__REAL(fstat)(fd, &st);
 	ds__fd_private(fd, 1);
 	conn.fd = fd;
+	conn.owed = 0;
+	conn.said = UINT64_MAX;
 	conn.pid = getpid();
 	conn.dev = st.st_dev;
 	conn.ino = st.st_ino;
@@ -180,6 +185,7 @@ void ds__remote_atfork_child(void)
 		DS__REAL(close)(conn.fd);
 	}
 	conn.fd = -1;
+	conn.owed = 0;
 	if (cache)
 		ds_cache_set_atfork_child(cache);
 }
@@ -213,6 +219,29 @@ static int xfer(int fd, void *buf, size_t len, int out, double deadline)
 	return 0;
 }
 
+/* Read the answers the service owes on this connection for epoch
+ * announcements (ds__remote_epoch does not wait for them): all of them by
+ * the deadline (wait = 1), or those already there (wait = 0: an answer is
+ * taken only whole, so the stream never falls out of step). */
+static int drain_owed(int fd, double deadline, int wait)
+{
+	while (conn.owed) {
+		struct ds_resp a;
+		if (!wait) {
+			ssize_t k = recv(fd, &a, sizeof(a), MSG_DONTWAIT | MSG_PEEK);
+			if (k != (ssize_t)sizeof(a))
+				return 0;
+		}
+		int rc = xfer(fd, &a, sizeof(a), 0, deadline);
+		if (rc)
+			return rc;
+		if (a.magic != DS_PROTO_MAGIC || a.len)
+			return -EPROTO;
+		conn.owed--;
+	}
+	return 0;
+}
+
 /* One request; the answer's data (resp.len bytes) into buf (cap bytes). */
 static int request(uint32_t op, uint32_t id, uint64_t off, uint64_t len, void *buf, uint64_t cap,
                    uint64_t *got)
@@ -235,7 +264,9 @@ static int request(uint32_t op, uint32_t id, uint64_t off, uint64_t len, void *b
 				continue;
 			return fd;
 		}
-		rc = xfer(fd, &q, sizeof(q), 1, deadline);
+		rc = drain_owed(fd, deadline, 1);
+		if (!rc)
+			rc = xfer(fd, &q, sizeof(q), 1, deadline);
 		if (!rc)
 			rc = xfer(fd, &a, sizeof(a), 0, deadline);
 		if (rc == -EIO && reused && attempt == 0) {
@@ -291,17 +322,26 @@ int ds__remote_read(uint32_t id, uint64_t off, void *buf, uint64_t len)
 
 void ds__remote_epoch(uint64_t epoch)
 {
-	/* best effort, and quick: a short deadline of its own */
-	int saved = ds__g.timeout_ms;
+	/* best effort, and quick: the service follows the epoch readers
+	 * announce (shuffle/sock.c answers at once, but its socket thread may
+	 * be busy), so the announcement is sent and its answer read later, by
+	 * the next request on this connection (drain_owed), never waited for
+	 * here: a list open used to wait up to 0.2 s for it.  A connection
+	 * says each change of epoch once (a sampler may open its list more
+	 * than once); a new one (a restarted service) says it again. */
+	if (conn.fd >= 0 && conn.pid == getpid() && conn.said == epoch && conn_same())
+		return;
 	struct ds_req q = {DS_PROTO_MAGIC, DS_OP_EPOCH, 0, 0, epoch, 0};
-	double deadline = ds_now() + 0.2;
+	double deadline = ds_now() + 0.2; /* a connect, a 32-byte send */
 	int fd = conn_get(deadline);
-	(void)saved;
 	if (fd < 0)
 		return;
-	struct ds_resp a;
-	if (xfer(fd, &q, sizeof(q), 1, deadline) || xfer(fd, &a, sizeof(a), 0, deadline))
+	if (drain_owed(fd, deadline, 0) || xfer(fd, &q, sizeof(q), 1, deadline)) {
 		conn_drop();
+		return;
+	}
+	conn.owed++;
+	conn.said = epoch;
 }
 
 /* ---- making a file's bytes available ------------------------------------------- */

@@ -446,6 +446,13 @@ void ds__remote_atfork_child(void);
  * set, -ENOENT/-ENOTDIR.  rest: what follows ".dstage".  1 when a ".." led
  * back to the mount root: the walk goes on from rest + *used. */
 int ds__virt_lookup(const char *rest, size_t len, struct ds__vent *v, size_t *used);
+/* Epoch `epoch`'s list of local reader l of nr on this node (nr = 0: the
+ * node's whole share) as entry ids, malloc'd: the published share sliced
+ * when it is ours, else computed.  With check (or computed), each is a
+ * sample the index can follow; without, a published id is the service's
+ * word only, for a caller that checks what it follows. */
+int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, int check, uint32_t **out,
+                  size_t *count);
 /* The content of a list (malloc'd), its length. */
 int ds__virt_content(const struct ds__vent *v, char **data, size_t *len);
 uint64_t ds__virt_ino(const struct ds__vent *v);
@@ -456,5 +463,24 @@ void ds__virt_stat(const struct ds__vent *v, struct stat *st, int with_size);
 /* Children of a virtual directory: count, and the i-th name. */
 size_t ds__virt_count(const struct ds__vent *v);
 int ds__virt_child(const struct ds__vent *v, size_t i, char *name, size_t len, struct ds__vent *c);
+
+/* ---- the Python helper's entry points (pyapi.c) ---------------------------
+ * ds_py_*: exported for io/python/dstage (ctypes, on the library already
+ * preloaded), so that a dataset and a sampler cost a reader its share, not
+ * the dataset (docs/shim.md, "The Python helper's entry points").  ABI:
+ * ds_py_abi() == DS_PY_ABI; the helper falls back to walking the tree
+ * when it differs or the symbols are absent. */
+#define DS_PY_ABI 1
+int ds_py_abi(void);
+int ds_py_active(void);
+const char *ds_py_mount(void);
+int ds_py_dir(const char *rel, size_t len, uint64_t *out);
+int64_t ds_py_children(const char *rel, size_t len, int64_t *rows, size_t nrows, char *names,
+                       size_t cap, const char *exts, size_t elen);
+int64_t ds_py_lookup(const char *rel, size_t len);
+int ds_py_list(uint64_t epoch, uint32_t l, uint32_t nr, uint32_t **ids, size_t *count);
+int64_t ds_py_map(const uint32_t *ids, size_t n, const int64_t *seg, size_t nseg, int64_t *out);
+const char *ds_py_entry_name(uint64_t id, size_t *len);
+void ds_py_free(void *p);
 
 #endif

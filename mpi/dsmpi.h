@@ -8,6 +8,7 @@
  *   node.c       node identity: which ranks are one node
  *   steplock.c   one owner per job directory, taken collectively
  *   stepopt.c    the option table of the job steps (stage, serve, run)
+ *   jobcmd.c     the command line of stop and drain (a running job's commands)
  *   ucx_close.c  the MPI_Finalize hang over UCX's TCP transport
  *
  * Built into build/bin/dstage and the MPI test helpers, never into the
@@ -16,6 +17,7 @@
 #ifndef DSMPI_H
 #define DSMPI_H
 
+#include <dirent.h>
 #include <getopt.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -139,5 +141,20 @@ struct ds_step_getopt {
 };
 /* The getopt_long tables of one command (cmd: one DS_STEP_*). */
 void ds_step_getopt(unsigned cmd, struct ds_step_getopt *g);
+
+/* ---- jobcmd.c: the commands that talk to a running job -----------------
+ * dstage stop (shuffle/) and dstage drain (outputs/) reach the services of
+ * a job from anywhere in it, without MPI: one command line for both. */
+struct ds_jobcmd {
+	const char *to, *job;
+	double timeout; /* --timeout SECS (> 0); the caller sets the default */
+	int wait;       /* --wait (only where wait_ok) */
+	char *jobdir;   /* the caller frees it */
+	DIR *d;         /* jobdir, open; the caller closes it */
+};
+/* Parse --to DIR [--job ID] [--timeout SECS] [--wait] [--help] and open
+ * the job directory.  -1: go on; else the exit status, said (0 after
+ * --help, 2 for a usage error, 1 when the job directory cannot be read). */
+int ds_jobcmd_args(int argc, char **argv, const char *usage, int wait_ok, struct ds_jobcmd *j);
 
 #endif

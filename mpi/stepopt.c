@@ -4,7 +4,7 @@
  * commands that take it.  Run takes stage's and serve's options but for
  * serve's failover ones (a run always stages every node).  The values are
  * checked by their owner's one handler (ds_stage_opt, ds_serve_opt,
- * ds__out_opt), whichever command they come with. */
+ * ds_out_opt), whichever command they come with. */
 #include "dscommon.h"
 #include "dsmpi.h"
 
@@ -36,6 +36,8 @@ static const struct stepopt {
 	/* the RAM budget: ds_headroom_opt (common/membudget.c), stage and serve */
 	{"ram-headroom", required_argument, 'H', 0, ST | SV | RN},
 	{"spill", required_argument, 'Z', 0, ST | RN}, /* the spill tier */
+	{"replicate", required_argument, 'E', 0, ST | RN}, /* a plain tree's subtree */
+	{"expand-tar", no_argument, 'G', 0, ST | RN},      /* a plain tree's tar shards */
 	/* serve: ds_serve_opt */
 	{"seed", required_argument, 's', 0, SV | RN},
 	{"locality", required_argument, 'L', 0, SV | RN},
@@ -46,13 +48,13 @@ static const struct stepopt {
 	{"nodes", required_argument, 'N', 0, SV},
 	{"failover", no_argument, 'F', 0, SV},
 	{"no-rereplicate", no_argument, 'x', 0, SV},
-	/* serve's outputs: ds__out_opt (shuffle/outputs.c) */
+	/* serve's outputs: ds_out_opt (outputs/outputs.c) */
 	{"outputs", required_argument, 'O', 0, SV | RN},
 	{"outputs-to", required_argument, 'W', 0, SV | RN},
 	{"drain-to", required_argument, 'D', 0, SV | RN},
 	{"drain-rate", required_argument, 'Y', 0, SV | RN},
 	{"drain-timeout", required_argument, 'X', 0, SV | RN},
-	{"outputs-replicas", required_argument, 'K', 0, SV | RN}, /* shuffle/outrepl.c */
+	{"outputs-replicas", required_argument, 'K', 0, SV | RN}, /* outputs/outrepl.c */
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) < DS_STEP_MAXOPTS,

@@ -112,8 +112,6 @@ struct ds_s3_get {
 void ds_s3_start(struct ds_s3 *s3, struct ds_s3_get *g);
 /* Drive every request in flight until g is done; returns g->rc. */
 int ds_s3_wait(struct ds_s3 *s3, struct ds_s3_get *g);
-/* Requests started and not yet waited for. */
-unsigned ds_s3_inflight(const struct ds_s3 *s3);
 /* From now on (on != 0) requests are cleanup: they remove what a failed or
  * interrupted step wrote, so they run after SIGINT/SIGTERM too (one
  * attempt each, bounded as any). */
@@ -132,8 +130,6 @@ int ds_s3_put_file(struct ds_s3 *s3, const char *bucket, const char *key, const 
 int ds_s3_put_buf(struct ds_s3 *s3, const char *bucket, const char *key, const void *buf,
                   size_t len);
 int ds_s3_delete(struct ds_s3 *s3, const char *bucket, const char *key);
-/* Does the object exist?  1, 0, or a negative errno (logged). */
-int ds_s3_exists(struct ds_s3 *s3, const char *bucket, const char *key);
 
 /* "s3://bucket/key" into buf, for messages. */
 const char *ds_s3_name(const char *bucket, const char *key, char *buf, size_t cap);

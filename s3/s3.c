@@ -286,11 +286,6 @@ void ds_s3_stats(const struct ds_s3 *s3, struct ds_s3_stats *st)
 	*st = s3->st;
 }
 
-unsigned ds_s3_inflight(const struct ds_s3 *s3)
-{
-	return s3->nactive;
-}
-
 /* ---- request URLs ------------------------------------------------------------ */
 /* Percent-encode a key for the path: everything but unreserved and '/'. */
 void ds__s3_escape(struct ds_buf *b, const char *s, int keep_slash)
@@ -919,15 +914,6 @@ int ds_s3_get_range(struct ds_s3 *s3, const char *bucket, const char *key, uint6
 	if (total)
 		*total = g.total;
 	return 0;
-}
-
-int ds_s3_exists(struct ds_s3 *s3, const char *bucket, const char *key)
-{
-	struct ds_s3_get g = {.bucket = bucket, .key = key, .method = "HEAD", .len = DS_S3_WHOLE,
-	                      .expect = DS_S3_WHOLE, .quiet_404 = 1};
-	int rc = ds__s3_run(s3, &g);
-	free(g.buf);
-	return rc == -ENOENT ? 0 : rc ? rc : 1;
 }
 
 int ds_s3_delete(struct ds_s3 *s3, const char *bucket, const char *key)

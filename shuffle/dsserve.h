@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* dsserve.h: the node service (remote reads, the epoch shuffle over MPI
- * RMA, failover, write-once outputs) and its commands (serve, stop, drain;
- * the outputs' lines of status and clean).  MPI side; node identity, the
- * failure agreement and the step lock are the MPI layer's (mpi/dsmpi.h).
- * The service's inside is shuffle/svc.h, private to shuffle/. */
+ * RMA, failover; it hosts the write-once outputs of outputs/dsoutputs.h)
+ * and its commands (serve, stop).  MPI side; node identity, the failure
+ * agreement and the step lock are the MPI layer's (mpi/dsmpi.h).  The
+ * service's inside is shuffle/svc.h, private to shuffle/. */
 #ifndef DSSERVE_H
 #define DSSERVE_H
 
 #include "dsepoch.h"
 #include "dsmem.h"
+#include "dsoutputs.h"
 
 #include <mpi.h>
 #include <stdint.h>
@@ -26,13 +27,7 @@ struct ds_serve_opts {
 	const char *nodes;        /* --nodes LIST: the staged nodes this step serves (failover.c) */
 	int failover;             /* --failover: readers wait for a restarted service */
 	int no_rerep;             /* --no-rereplicate: no copies after a loss */
-	/* write-once outputs (outputs.c, drain.c; docs/outputs.md) */
-	const char *outputs;      /* SUBDIR of the mount that takes writes, or NULL */
-	const char *outputs_to;   /* where the output area lives (default NODEDIR) */
-	const char *drain_to;     /* the shared file system's directory */
-	uint64_t drain_rate;      /* bytes/s, 0: no bound */
-	double drain_timeout;     /* s a stop waits for the drain */
-	unsigned outputs_replicas; /* holders of each output (outrepl.c), 0 = 1 */
+	struct ds_out_opts out;   /* write-once outputs (outputs/dsoutputs.h, docs/outputs.md) */
 	struct ds_headroom headroom; /* --ram-headroom (when headroom_set): the epoch cache's
 	                              * RAM budget, common/dsmem.h */
 	int headroom_set;
@@ -70,12 +65,5 @@ void ds_serve_finalize(void);
 
 int ds_cmd_serve(int argc, char **argv);
 int ds_cmd_stop(int argc, char **argv);
-int ds_cmd_drain(int argc, char **argv);
-/* `dstage status`: one line of node NAME's write-once outputs (pending and
- * drained files and bytes, the last drained), when it has any. */
-void ds_outputs_status_line(const char *jobdir, const char *name);
-/* `dstage clean`: remove the output areas of jobdir's nodes that live
- * elsewhere (--outputs-to DIR/dstage.<uid>.<job>/<node>.out). */
-void ds_outputs_clean(const char *jobdir);
 
 #endif

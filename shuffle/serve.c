@@ -100,7 +100,7 @@ int ds_serve_opt(struct ds_serve_opts *o, int c, const char *arg, int *bad)
 {
 	uint64_t v;
 	double d;
-	if (ds__out_opt(o, c, arg, bad)) /* outputs.c */
+	if (ds_out_opt(&o->out, c, arg, bad)) /* outputs/ */
 		return c;
 	switch (c) {
 	case 't': o->to = arg; return c;
@@ -152,15 +152,15 @@ int ds_serve_opt(struct ds_serve_opts *o, int c, const char *arg, int *bad)
 
 int ds_serve_check_opts(const struct ds_serve_opts *o)
 {
-	return ds__out_check_opts(o); /* outputs.c: the only options that depend on each other */
+	/* outputs/: the only options that depend on each other */
+	return ds_out_check_opts(&o->out);
 }
 
 void ds_serve_defaults(struct ds_serve_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->agree_timeout = o->watchdog = 20;
-	o->drain_rate = 1ull << 30;
-	o->drain_timeout = 600;
+	ds_out_defaults(&o->out);
 }
 
 static int parse(int argc, char **argv, struct ds_serve_opts *o)
@@ -353,7 +353,7 @@ static int run_loop(struct ds__svc *s)
 			a.mine[0] = want_stop;
 			a.mine[1] = s->err ? (int)s->node + 1 : 0;
 			a.mine[2] = busy;
-			a.mine[3] = ds__out_busy(s);
+			a.mine[3] = ds_out_busy(s->out);
 			int arc = ds_agree_start(&a, s->comm, 4);
 			if (!arc && ds_fault("serve.agree", (int)s->node)) {
 				a.mpierr = MPI_ERR_OTHER; /* tests: an MPI error, reported as itself */
@@ -386,7 +386,8 @@ static int run_loop(struct ds__svc *s)
 				/* a stop waits for the outputs' drain, up to --drain-timeout */
 				if (a.all[0] && a.all[3] && !stop_since)
 					stop_since = now;
-				if (a.all[0] && (!a.all[3] || now - stop_since > s->o.drain_timeout))
+				if (a.all[0] &&
+				    (!a.all[3] || now - stop_since > s->o.out.drain_timeout))
 					break;
 				ds__gather_tick(s);
 			} else if (arc == -ETIMEDOUT) {
@@ -397,7 +398,7 @@ static int run_loop(struct ds__svc *s)
 			}
 		}
 		ds__gather_poll(s);
-		ds__out_poll(s);
+		ds_out_poll(s->out);
 		/* the work */
 		if (s->err) {
 			ds__progress(s); /* keep answering the peers until they know */
@@ -406,7 +407,7 @@ static int run_loop(struct ds__svc *s)
 		int did = batch(s, targets, &last_read);
 		if (did)
 			continue;
-		if (ds__out_inflight(s)) {
+		if (ds_out_inflight(s->out)) {
 			/* a change of the outputs is on its way (a writer's close
 			 * waits for it): poll until it is through */
 			sched_yield();
@@ -582,9 +583,11 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 	}
 	if (!failed)
 		ds__pw_start(s);
-	if (!failed && o->outputs && ds_index_lookup(&s->ix, o->outputs, strlen(o->outputs)) >= 0) {
+	if (!failed && o->out.outputs &&
+	    ds_index_lookup(&s->ix, o->out.outputs, strlen(o->out.outputs)) >= 0) {
 		if (rank == 0)
-			ds_error("--outputs '%s': the dataset has an entry of that name", o->outputs);
+			ds_error("--outputs '%s': the dataset has an entry of that name",
+			         o->out.outputs);
 		failed = 1;
 	}
 	/* the outputs (osock, out.conf) before the readers' socket: a job
@@ -595,7 +598,7 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 		failed = ds_any_failed(s->comm, ds__sock_start(s));
 	if (failed) {
 		ds__status_write(s, "failed");
-		ds__out_stop(s);
+		ds_out_stop(s->out);
 		ds__out_free(s);
 		ds__sock_stop(s);
 		ds__pw_stop(s);
@@ -646,7 +649,7 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 		_exit(1);
 	}
 	/* every rank is here, in the same iteration: leave together */
-	if (ds__out_stop(s) && !res)
+	if (ds_out_stop(s->out) && !res)
 		res = 1; /* outputs closed and not drained: said, and the step fails */
 	ds__out_free(s);
 	ds__status_write(s, res ? "failed" : "stopped");

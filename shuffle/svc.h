@@ -77,7 +77,7 @@ struct ds__svc {
 	struct ds__exchange *x;
 	struct ds__sock *sock;
 	struct ds__failover *fo; /* failover.c: the node set; rank != node after a loss */
-	struct ds__out *out; /* outputs.c, NULL without --outputs */
+	struct ds_out *out;      /* outputs/ (outhost.c), NULL without --outputs */
 	struct ds__pw *pw; /* progress.c: wake-ups of the targets of our gets */
 	struct ds__direct *direct; /* direct.c: the socket thread's own gets, or NULL */
 };
@@ -87,9 +87,9 @@ struct ds__svc {
 #define DS__SET(s, field, v) __atomic_store_n(&(s)->stats->field, (uint64_t)(v), __ATOMIC_RELAXED)
 
 /* ---- window.c: the store and the one-sided gets ------------------------- */
-/* Map NODEDIR/index and NODEDIR/store; create the window (collective). */
 /* Move the store's mapping (both tiers) to addr (failover.c). */
 int ds__store_move(struct ds__svc *s, void *addr);
+/* Map NODEDIR/index and NODEDIR/store; create the window (collective). */
 int ds__store_open(struct ds__svc *s);
 int ds__window_create(struct ds__svc *s);
 void ds__window_free(struct ds__svc *s);
@@ -143,7 +143,6 @@ int ds__exchange_busy(const struct ds__svc *s);
  * figures and the epoch lines), stopped or failed (without them). */
 void ds__status_write(struct ds__svc *s, const char *state);
 
-/* ---- progress.c: telling a target we have gets in flight to it ---------- */
 /* ---- direct.c: remote reads fetched by the socket thread ---------------- */
 /* With MPI_THREAD_MULTIPLE (and not DSTAGE_SERVE_DIRECT=0): set s->direct. */
 int ds__direct_start(struct ds__svc *s);
@@ -155,6 +154,7 @@ int ds__direct_fetch(struct ds__svc *s, struct ds__rreq *list);
 /* END to targets unused for a while; seconds until the next is due, or -1. */
 double ds__direct_idle(struct ds__svc *s);
 
+/* ---- progress.c: telling a target we have gets in flight to it ---------- */
 /* Collective: the UDP wake sockets, or none on every rank (then ds__pw_on
  * is 0 and the service polls periodically as before).  Always 0. */
 int ds__pw_start(struct ds__svc *s);
@@ -231,28 +231,15 @@ int ds__extra_holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp);
 size_t ds__rerep_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, uint64_t max_bytes);
 void ds__rerep_complete(struct ds__svc *s, int ok);
 int ds__rerep_busy(const struct ds__svc *s);
-/* ---- outputs.c: write-once outputs (docs/outputs.md) ------------------- */
-/* Start (collective: every rank, same options): output area, NODEDIR/osock,
- * outputs.conf for the shim, the drain thread.  0 or -errno (logged). */
+/* ---- outhost.c: the service hosts the write-once outputs ----------------
+ * (outputs/dsoutputs.h, docs/outputs.md): their start with this service's
+ * communicator, node set and wake-ups; the others are dsoutputs.h's on
+ * s->out. */
+/* Start (collective: every rank, same options): 0 or -errno (logged);
+ * ds_out_stop(s->out) and ds__out_free follow either way. */
 int ds__out_start(struct ds__svc *s);
-/* main, every loop iteration: requests of the readers, messages of the
- * other nodes, transfers. */
-void ds__out_poll(struct ds__svc *s);
-/* Anything not yet drained or in flight (a stop waits for it)? */
-int ds__out_busy(struct ds__svc *s);
-/* a change of the outputs or a fetch is in flight here: poll, do not sleep */
-int ds__out_inflight(struct ds__svc *s);
-/* Stop the threads; report what was closed and not drained and what was
- * still being written: their number (the step then fails). */
-int ds__out_stop(struct ds__svc *s);
-void ds__out_free(struct ds__svc *s); /* collective */
-/* Handle the serve options of outputs (codes O W D Y X K); c or 0. */
-int ds__out_opt(struct ds_serve_opts *o, int c, const char *arg, int *bad);
-int ds__out_check_opts(const struct ds_serve_opts *o);
-/* drain_cmd.c: from every NODEDIR/outputs.status of jobdir here, report
- * (error messages) what was closed and not drained; cleanup: remove the
- * half-made copy a killed service left; print: the figures.  1 if any. */
-int ds__out_report(const char *jobdir, int cleanup, int print);
+/* ds_out_free (collective), s->out cleared */
+void ds__out_free(struct ds__svc *s);
 
 /* ---- shared helpers ----------------------------------------------------- */
 void ds__wake(int efd);

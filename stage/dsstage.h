@@ -21,6 +21,9 @@ struct ds_stage_opts {
 	double progress;    /* seconds between progress lines, 0: none */
 	struct ds_headroom headroom; /* --ram-headroom (when headroom_set) */
 	int headroom_set;
+	char **replicate;   /* --replicate PATH (a plain tree): to every node */
+	size_t nreplicate;
+	int expand_tar; /* --expand-tar (a plain tree): *.tar as directories */
 };
 /* Defaults of the stage options. */
 void ds_stage_defaults(struct ds_stage_opts *o);
@@ -42,7 +45,7 @@ int ds_cmd_stage(int argc, char **argv);
 int ds_cmd_env(int argc, char **argv);
 int ds_cmd_status(int argc, char **argv);
 int ds_cmd_clean(int argc, char **argv);
-/* epochcmd.c: `dstage epoch` (lists, node sets, resume; no MPI). */
+/* cmd_epoch.c: `dstage epoch` (lists, node sets, resume; no MPI). */
 int ds_cmd_epoch(int argc, char **argv);
 
 #endif

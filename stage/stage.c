@@ -2,7 +2,9 @@
 /* stage.c: `dstage stage`, the stage-in job step.
  *
  *  1. rank 0 reads OUT/index.h5 once and broadcasts its bytes; every rank
- *     parses the image (ds_manifest_read_image): no other rank opens it;
+ *     parses the image (ds_manifest_read_image): no other rank opens it
+ *     (OUT a plain tree: the ranks walk it together, ds_tree_manifest, and
+ *     its partitions are read from the files where they lie, inplace.c);
  *  2. every rank computes the same placement (common/place.c);
  *  3. each node checks it has room for its store, all ranks agree;
  *  4. each partition is read from the shared file system by exactly one rank
@@ -70,11 +72,16 @@ struct sink {
 	int fd;
 	uint64_t base;       /* partition base in the store file */
 	unsigned char *zbuf;
+	uint32_t *learn;     /* m->nocrc (a plain tree): each file's CRC goes
+	                        here, by manifest entry, instead of being checked */
+	uint8_t *held;       /* ... and its entry is marked, when not NULL */
 };
 
 static const char *cmd_usage =
 	"usage: dstage stage OUT --to DIR [options]\n"
 	"  MPI job step: stage pack OUT into node-local DIR (RAM: /dev/shm; SSD: $TMPDIR)\n"	"  (OUT may be s3://BUCKET/PREFIX: fetched with ranged GETs, each byte once)\n"
+	"  (OUT may be a plain directory tree, not a pack: staged as it is, each file read\n"
+	"  once where it lies, its CRC-32C taken as it is read; docs/guide.md)\n"
 	"  -R, --replicas N      each partition on N nodes (1..65535, default 1; capped at the\n"
 	"                        node count)\n"
 	"      --to DIR          node-local directory; the store is DIR/dstage.<uid>.<job>/<node>\n"
@@ -87,6 +94,9 @@ static const char *cmd_usage =
 	"      --ram-headroom SIZE|N%  memory left to training under the job's memory cgroup when\n"
 	"                        DIR is RAM (default: 25% of the limit, at least 8 GiB per rank\n"
 	"                        of the step on the host; see docs/guide.md, The RAM budget)\n"
+	"      --replicate PATH  a plain tree: the subtree PATH goes to every node (repeatable)\n"
+	"      --expand-tar      a plain tree: every *.tar is a directory of its members, read\n"
+	"                        from the tar where they lie (each member a sample)\n"
 	"      --spill DIR       what does not fit the RAM room of --to goes to DIR (node-local\n"
 	"                        SSD or disk, absolute), whole partitions, replicated ones last\n"
 	"  -q, --quiet           no summary\n"
@@ -125,7 +135,12 @@ int ds_stage_opt(struct ds_stage_opts *o, int c, const char *arg, int *bad)
 		return c;
 	case 't': o->to = arg; return c;
 	case 'Z': o->spill = arg; return c;
+	case 'E':
+		o->replicate = ds_xrealloc(o->replicate, (o->nreplicate + 1) * sizeof(char *));
+		o->replicate[o->nreplicate++] = (char *)arg;
+		return c;
 	case 'j': o->job = arg; return c;
+	case 'G': o->expand_tar = 1; return c;
 	case 'n': o->node_per_rank = 1; return c;
 	case 'i': o->inflate = 1; return c;
 	case 'f': o->force = 1; return c;
@@ -336,8 +351,19 @@ static void sink_close(struct sink *s)
 
 static int file_done(struct sink *s, const struct ds_mentry *e)
 {
-	if (s->out != e->size || s->crc != e->crc) {
-		ds_error("'%s': checksum mismatch in '%s'", s->part_name, e->path);
+	if (s->m->nocrc && s->out == e->size) {
+		/* a plain tree: the CRC is taken here, as the bytes are read */
+		uint32_t i = s->f[s->cur].m;
+		s->learn[i] = s->crc;
+		if (s->held)
+			s->held[i] = 1;
+	} else if (s->out != e->size || s->crc != e->crc) {
+		if (s->m->root)
+			ds_error("'%s/%s': checksum mismatch in '%s': %s", s->m->root, e->src, e->path,
+			         s->m->nocrc ? "changed during the stage"
+			                     : "changed since the in-place pack was made");
+		else
+			ds_error("'%s': checksum mismatch in '%s'", s->part_name, e->path);
 		return -DS_ECHECKSUM;
 	}
 	if (s->z_live) {
@@ -709,6 +735,11 @@ struct xfer {
 	uint64_t *prog;
 	double progress, last;
 	uint64_t total_bytes;
+	int rootfd;            /* in place: the source tree, else -1 */
+	uint64_t src_opens;    /* in place: source files this rank opened */
+	uint32_t *crc_read;    /* a plain tree: CRCs taken by the readers */
+	uint32_t *crc_held;    /* ... and by every holder, for its files */
+	uint8_t *held;
 };
 
 static void progress_add(struct xfer *x, uint64_t n)
@@ -735,6 +766,105 @@ static void set_err(struct xfer *x, int rc)
 {
 	if (!x->err)
 		x->err = rc;
+}
+
+/* ---- where a partition's payload comes from ---------------------------- */
+/* The reader of a partition reads its payload stream, in order, from one of:
+ * a pack's part file (pread from the payload's offset its seal gives), a
+ * pack in a bucket (ranged GETs, several in flight: s3read.c), or, in place,
+ * its files where they lie (inplace.c). */
+struct preader {
+	int fd;                  /* part file, -1: none */
+	uint64_t base;           /* its payload's offset */
+	struct ds__s3src *s3;
+	struct ds__ipsrc *ip;
+	uint32_t *ents;          /* in place: the partition's entries */
+};
+
+static int preader_open(struct xfer *x, uint32_t p, const char *part_path, struct preader *r)
+{
+	uint64_t size = x->m->parts[p].size;
+	int status;
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+	if (x->m->root) {
+		uint32_t n = x->L->first[p + 1] - x->L->first[p];
+		r->ents = ds_xcalloc(n + 1, sizeof(uint32_t));
+		for (uint32_t i = 0; i < n; i++)
+			r->ents[i] = x->L->f[x->L->first[p] + i].m;
+		return ds__ipsrc_open(x->rootfd, x->m, r->ents, n, &r->ip);
+	}
+	if (x->s3) {
+		/* s3://: the seal by ranged GETs, the payload by ranged GETs in flight */
+		status = ds__s3src_open(x->s3, x->bucket, x->prefix, p, x->m, CHUNK, &r->s3,
+		                        &x->part_meta_read);
+		if (!status && ds__s3src_len(r->s3) != size) {
+			ds_error("'%s': payload is %llu bytes, the manifest says %llu", part_path,
+			         (unsigned long long)ds__s3src_len(r->s3), (unsigned long long)size);
+			status = -DS_ECORRUPT;
+		}
+		return status;
+	}
+	uint64_t plen = 0;
+	status = ds_part_locate(x->pack, p, x->m, &r->base, &plen);
+	if (!status && plen != size) {
+		ds_error("'%s': payload is %llu bytes, the manifest says %llu", part_path,
+		         (unsigned long long)plen, (unsigned long long)size);
+		status = -DS_ECORRUPT;
+	}
+	if (!status && (status = ds_open_regular(part_path, &r->fd)))
+		ds_error("'%s': %s", part_path, ds_strerror(status));
+	if (r->fd >= 0) {
+		/* the partition's own metadata, read by ds_part_locate to check
+		 * its seal: counted as all of the file but the payload (an upper
+		 * bound: the unused part of the user block is never read) */
+		struct stat st;
+		if (fstat(r->fd, &st) == 0 && (uint64_t)st.st_size >= size)
+			x->part_meta_read += st.st_size - size;
+		posix_fadvise(r->fd, r->base, size, POSIX_FADV_SEQUENTIAL);
+	}
+	return status;
+}
+
+/* n bytes of the stream at pos; a failure is said here (naming the part
+ * file, the key or the source file). */
+static int preader_read(struct preader *r, const char *part_path, uint64_t pos, void *buf,
+                        size_t n)
+{
+	int rc = 0;
+	if (!r->s3 && ds_stop_signal())
+		rc = -EINTR; /* the S3 client looks by itself */
+	else if (r->s3)
+		return ds__s3src_read(r->s3, pos, buf, n); /* the client said why, naming the key */
+	else if (r->ip && !(rc = ds__ipsrc_read(r->ip, pos, buf, n)))
+		return 0;
+	else if (r->ip && rc != -DS_ECORRUPT && rc != -EINVAL)
+		return rc; /* named the source file */
+	else if (!r->ip)
+		rc = ds_pread_full(r->fd, buf, n, r->base + pos);
+	if (rc)
+		ds_error("'%s': %s", part_path,
+		         rc == -EIO && !r->ip  ? "truncated partition"
+		         : rc == -EINTR        ? ds_stop_why()
+		         : rc == -DS_ECORRUPT  ? "the manifest's offsets leave a gap in the payload"
+		                               : ds_strerror(rc));
+	return rc;
+}
+
+/* After the whole stream: in place, the files past the last byte. */
+static int preader_finish(struct preader *r)
+{
+	return r->ip ? ds__ipsrc_finish(r->ip) : 0;
+}
+
+static void preader_close(struct xfer *x, struct preader *r)
+{
+	ds__s3src_close(r->s3);
+	x->src_opens += ds__ipsrc_opens(r->ip);
+	ds__ipsrc_close(r->ip);
+	free(r->ents);
+	if (r->fd >= 0)
+		close(r->fd);
 }
 
 /* Move partition p: its reader reads and sends it down the chain of its
@@ -765,43 +895,21 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 				fd = x->spill_fd;
 			}
 		}
-	char *part_path = ds_part_path(x->pack, p);
+	/* in place there is no part file: messages name the source root */
+	char *part_path = x->m->root ? ds_xstrdup(x->m->root) : ds_part_path(x->pack, p);
 	const char *part_name = strrchr(part_path, '/') ? strrchr(part_path, '/') + 1 : part_path;
-	uint64_t size = x->m->parts[p].size, src_off = 0;
-	int in = -1, status = x->err;
+	uint64_t size = x->m->parts[p].size;
+	int status = x->err;
 	const char *store_name = DS_STORE_NAME;
 	struct sink s;
-	struct ds__s3src *s3in = NULL;
+	struct preader in;
+	memset(&in, 0, sizeof(in));
+	in.fd = -1;
 	sink_open(&s, x->m, x->L, p, fd, base, x->inflate, part_name);
-	if (me == 0 && !status && x->s3) {
-		/* s3://: the seal by ranged GETs, the payload by ranged GETs in flight */
-		status = ds__s3src_open(x->s3, x->bucket, x->prefix, p, x->m, CHUNK, &s3in,
-		                        &x->part_meta_read);
-		if (!status && ds__s3src_len(s3in) != size) {
-			ds_error("'%s': payload is %llu bytes, the manifest says %llu", part_path,
-			         (unsigned long long)ds__s3src_len(s3in), (unsigned long long)size);
-			status = -DS_ECORRUPT;
-		}
-	} else if (me == 0 && !status) {
-		uint64_t plen = 0;
-		status = ds_part_locate(x->pack, p, x->m, &src_off, &plen);
-		if (!status && plen != size) {
-			ds_error("'%s': payload is %llu bytes, the manifest says %llu", part_path,
-			         (unsigned long long)plen, (unsigned long long)size);
-			status = -DS_ECORRUPT;
-		}
-		if (!status && (status = ds_open_regular(part_path, &in)))
-			ds_error("'%s': %s", part_path, ds_strerror(status));
-		if (in >= 0) {
-			/* the partition's own metadata, read by ds_part_locate to check
-			 * its seal: counted as all of the file but the payload (an upper
-			 * bound: the unused part of the user block is never read) */
-			struct stat st;
-			if (fstat(in, &st) == 0 && (uint64_t)st.st_size >= size)
-				x->part_meta_read += st.st_size - size;
-			posix_fadvise(in, src_off, size, POSIX_FADV_SEQUENTIAL);
-		}
-	}
+	s.learn = me == 0 ? x->crc_read : x->crc_held;
+	s.held = me == 0 ? NULL : x->held;
+	if (me == 0 && !status)
+		status = preader_open(x, p, part_path, &in);
 	/* The stream: ceil(size/CHUNK) messages (at least one), each a header
 	 * and its data.  A rank that fails forwards one error header and sends
 	 * nothing more; it keeps draining its predecessor until that one stops
@@ -819,23 +927,14 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 		if (me == 0) {
 			if (!status && n) {
 				int rc = ds_fault("stage.read", x->rank);
-				if (!rc && !s3in && ds_stop_signal())
-					rc = -EINTR; /* the S3 client looks by itself */
-				if (!rc && s3in)
-					rc = ds__s3src_read(s3in, pos, data, n);
-				else if (!rc)
-					rc = ds_pread_full(in, data, n, src_off + pos);
-				if (rc && s3in) {
-					status = rc; /* the client said why, naming the key */
-				} else if (rc) {
-					ds_error("'%s': %s", part_path,
-					         rc == -EIO     ? "truncated partition"
-					         : rc == -EINTR ? ds_stop_why()
-					                        : ds_strerror(rc));
+				if (rc)
+					ds_error("'%s': %s", part_path, ds_strerror(rc));
+				else
+					rc = preader_read(&in, part_path, pos, data, n);
+				if (rc)
 					status = rc;
-				} else {
+				else
 					x->shared_read += n;
-				}
 			}
 		} else {
 			if (!status) /* as if this hop broke: it drains, tells the next */
@@ -882,6 +981,8 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 			break; /* the predecessor sends nothing more */
 	} while (pos < size);
 	MPI_Wait(&req, MPI_STATUS_IGNORE);
+	if (!status && me == 0)
+		status = preader_finish(&in);
 	if (!status) {
 		int rc = sink_finish(&s);
 		if (rc) {
@@ -891,12 +992,32 @@ static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 		}
 	}
 	sink_close(&s);
-	ds__s3src_close(s3in);
-	if (in >= 0)
-		close(in);
+	preader_close(x, &in);
 	free(part_path);
 	free(chain);
 	set_err(x, status);
+}
+
+/* A plain tree: each file's CRC was taken by its partition's reader as it
+ * read (and by every holder as the bytes landed): the readers' go to every
+ * rank (each file has one reader: a bitwise OR of the arrays), every
+ * holder checks its own against them, and every node's index records
+ * them.  Collective; a rank that failed takes part all the same. */
+static void learn_crcs(struct xfer *x, struct ds_manifest *m)
+{
+	for (size_t off = 0; off < m->n;) {
+		int n = m->n - off > (1u << 28) ? (1 << 28) : (int)(m->n - off);
+		MPI_Allreduce(MPI_IN_PLACE, x->crc_read + off, n, MPI_UINT32_T, MPI_BOR, x->world);
+		off += (size_t)n;
+	}
+	for (size_t i = 0; i < m->n; i++) {
+		if (x->held[i] && x->crc_held[i] != x->crc_read[i] && !x->err) {
+			ds_error("node %u: '%s': the bytes that landed differ from those read", x->nd->node,
+			         m->e[i].path);
+			set_err(x, -DS_ECHECKSUM);
+		}
+		m->e[i].crc = x->crc_read[i];
+	}
 }
 
 /* ---- the step ----------------------------------------------------------- */
@@ -1080,6 +1201,7 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	x.inflate = o->inflate;
 	x.store_fd = -1;
 	x.spill_fd = -1;
+	x.rootfd = -1;
 	x.prog_win = MPI_WIN_NULL;
 
 	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
@@ -1108,13 +1230,40 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 			return 1;
 		}
 	}
-	if ((rc = bcast_manifest(world, o->pack, &m, &x.meta_read, &pack_id, x.s3, x.bucket,
-	                         x.prefix))) {
+	/* a plain tree (a directory without index.h5): its manifest is made
+	 * here, by a walk the ranks share; a pack's is read once and broadcast */
+	int tree = rank == 0 && !x.s3 ? ds__stage_plain_tree(o->pack) : 0;
+	ds_mpi_bcast(world, &tree, sizeof(tree), 0);
+	if (tree < 0) {
+		rc = -DS_ECORRUPT; /* said */
+	} else if (o->nreplicate && !tree) {
+		if (rank == 0)
+			ds_error("--replicate: for a plain tree ('%s' is a pack: its replicated subtrees "
+			         "were chosen by pack --replicate)", o->pack);
+		rc = -EINVAL;
+	} else if (o->expand_tar && !tree) {
+		if (rank == 0)
+			ds_error("--expand-tar: for a plain tree ('%s' is a pack: pack --in-place "
+			         "--expand-tar expands its tars)", o->pack);
+		rc = -EINVAL;
+	} else if (tree) {
+		rc = ds_tree_manifest(world, o->pack, o->replicate, o->nreplicate, o->expand_tar,
+		                      nd->nnodes, &m);
+		pack_id = rc ? 0 : m.pack_id;
+	} else {
+		rc = bcast_manifest(world, o->pack, &m, &x.meta_read, &pack_id, x.s3, x.bucket,
+		                    x.prefix);
+	}
+	if (rc) {
 		stage_s3_release(&x);
 		unlock_and_tidy(world, o->to, job, locked);
 		return 1;
 	}
-	if (ds_any_failed(world, ds_fault("stage.after_bcast", rank))) {
+	/* in place: the source tree, where every reader opens its files */
+	if (ds_any_failed(world, m.root ? ds_src_root_open(&m, &x.rootfd) : 0) ||
+	    ds_any_failed(world, ds_fault("stage.after_bcast", rank))) {
+		if (x.rootfd >= 0)
+			close(x.rootfd);
 		ds_manifest_release(&m);
 		stage_s3_release(&x);
 		unlock_and_tidy(world, o->to, job, locked);
@@ -1138,8 +1287,16 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		layout_release(&L);
 		ds_manifest_release(&m);
 		stage_s3_release(&x);
+		if (x.rootfd >= 0)
+			close(x.rootfd);
 		unlock_and_tidy(world, o->to, job, locked);
 		return 1;
+	}
+	if (m.nocrc) {
+		/* a plain tree: every file's CRC is taken as it is read */
+		x.crc_read = ds_xcalloc(m.n + 1, sizeof(uint32_t));
+		x.crc_held = ds_xcalloc(m.n + 1, sizeof(uint32_t));
+		x.held = ds_xcalloc(m.n + 1, 1);
 	}
 	struct rankmap rm;
 	make_rankmap(world, nd, &rm);
@@ -1255,6 +1412,8 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		move_partition(&x, p, buf);
 	free(lpos);
 	free(buf);
+	if (m.nocrc)
+		learn_crcs(&x, &m);
 	if (x.store_fd >= 0 && fsync(x.store_fd) < 0 && !x.err) {
 		x.err = -errno;
 		ds_error("'%s': %s", store_path, strerror(errno));
@@ -1352,10 +1511,10 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		struct ds_s3_stats s3st = {0, 0, 0};
 		if (x.s3)
 			ds_s3_stats(x.s3, &s3st);
-		uint64_t mine[7] = {x.shared_read, x.meta_read, x.received, x.part_meta_read,
-		                    s3st.requests, s3st.bytes, s3st.retries};
-		uint64_t sum[7];
-		MPI_Reduce(mine, sum, 7, MPI_UINT64_T, MPI_SUM, 0, world);
+		uint64_t mine[8] = {x.shared_read, x.meta_read, x.received, x.part_meta_read,
+		                    s3st.requests, s3st.bytes, s3st.retries, x.src_opens};
+		uint64_t sum[8];
+		MPI_Reduce(mine, sum, 8, MPI_UINT64_T, MPI_SUM, 0, world);
 		uint64_t node_bytes = nd->local_rank == 0 ? pl.store_size[nd->node] : 0;
 		uint64_t nb[2] = {nd->local_rank == 0 ? node_bytes : 0,
 		                  nd->local_rank == 0 ? UINT64_MAX - node_bytes : 0};
@@ -1394,6 +1553,9 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 			       (unsigned long long)(sum[0] + sum[1] + sum[3]), (unsigned long long)sum[0],
 			       (unsigned long long)sum[1], (unsigned long long)sum[3],
 			       (unsigned long long)m.total_stored);
+			if (m.root)
+				printf("in place from '%s'%s: opened %llu source files\n", m.root,
+				       m.nocrc ? " (a plain tree)" : "", (unsigned long long)sum[7]);
 			printf("forwarded over MPI: %llu bytes\n", (unsigned long long)sum[2]);
 			if (room.is_ram) {
 				/* the store is the job's memory until clean: say so */
@@ -1436,6 +1598,11 @@ out:
 		close(x.store_fd);
 	if (x.spill_fd >= 0)
 		close(x.spill_fd);
+	if (x.rootfd >= 0)
+		close(x.rootfd);
+	free(x.crc_read);
+	free(x.crc_held);
+	free(x.held);
 	free(spill_jobdir);
 	free(spill_nodedir);
 	free(spill_partial);

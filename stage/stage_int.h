@@ -18,7 +18,7 @@ int ds__status_service_up(const char *jobdir);
 int ds__status_print_all(const char *jobdir, long node, char **local, size_t nlocal,
                          int (*local_row)(const char *jobdir, const char *name),
                          unsigned long *nnodes, const uint64_t *spill, size_t nspill);
-/* store_cmds.c: every node's spill-tier bytes as an index records them (the
+/* cmd_store.c: every node's spill-tier bytes as an index records them (the
  * tier of each location, dsindex.h): a malloc'd array of ix->h->nnodes. */
 uint64_t *ds__spill_bytes(const struct ds_index *ix);
 
@@ -33,5 +33,23 @@ int ds__s3src_open(struct ds_s3 *s3, const char *bucket, const char *prefix, uin
 uint64_t ds__s3src_len(const struct ds__s3src *r);
 int ds__s3src_read(struct ds__s3src *r, uint64_t pos, void *buf, size_t n);
 void ds__s3src_close(struct ds__s3src *r);
+
+/* inplace.c: a virtual partition's payload (an in-place pack, a plain
+ * tree) read from its files where they lie, in order: ents are the
+ * partition's manifest entries in offset order; rootfd the source root
+ * (ds_src_root_open).  _read takes the stream in order; _finish opens and
+ * checks the files after the last byte (empty ones) and the last source
+ * after its read; both return 0 or a negative code, the file named. */
+struct ds__ipsrc;
+int ds__ipsrc_open(int rootfd, const struct ds_manifest *m, const uint32_t *ents, uint32_t n,
+                   struct ds__ipsrc **out);
+int ds__ipsrc_read(struct ds__ipsrc *r, uint64_t pos, void *buf, size_t n);
+int ds__ipsrc_finish(struct ds__ipsrc *r);
+uint64_t ds__ipsrc_opens(const struct ds__ipsrc *r);
+void ds__ipsrc_close(struct ds__ipsrc *r);
+/* Is src a plain tree to stage as it is (1: a directory without
+ * index.h5), a pack (0), or a pack that lost its manifest (-1, said:
+ * part-NNNNN.h5 or a .tmp-PID of pack but no index.h5)? */
+int ds__stage_plain_tree(const char *src);
 
 #endif

@@ -50,6 +50,34 @@ test_expect_success 'design citations name docs/design.md and a section it has' 
 	done <secs
 '
 
+# docs/HACKING.md and docs/design.md send a maintainer to the code: a name
+# they give in backticks that looks like code (a ds_/DS_ name, a call, a
+# path or file name) must be in the tree (tools/docnames.sh says which).
+test_expect_success 'every code name in backticks in docs/HACKING.md and docs/design.md is in the tree' '
+	sh "$SRCDIR/tools/docnames.sh" "$SRCDIR" "$SRCDIR/docs/HACKING.md" "$SRCDIR/docs/design.md" >wrong ||
+	{ sed "s,^$SRCDIR/,," wrong; false; }
+'
+
+test_expect_success 'the name check finds a planted wrong name of each kind, and only those' '
+	mkdir -p names/docs names/io names/t &&
+	printf "int ds_real(void);\nvoid other_fn(void);\n" >names/io/wrap.h &&
+	printf "#!/bin/sh\n" >names/t/0007-x.t &&
+	cat >names/docs/H.md <<-\EOF &&
+	`ds_real`, `ds_real(x)`, `other_fn()`, `io/wrap.h`, `wrap.h`, `io/`, `t/0007`, `t/`,
+	`syscall(2)`, `t/NNNN-name.t`, `NODEDIR/store`, `build/bin/dstage`, `.c`, `ds_`, `a b`
+	EOF
+	sh "$SRCDIR/tools/docnames.sh" names names/docs/H.md &&
+	cat >>names/docs/H.md <<-\EOF &&
+	`ds_gone` `DS__GONE(x)` `gone_fn()` `io/gone.h` `gone.h` `io/gone/` `t/0008`
+	EOF
+	! sh "$SRCDIR/tools/docnames.sh" names names/docs/H.md >out &&
+	cat out && test $(wc -l <out) = 7 &&
+	for n in ds_gone DS__GONE gone_fn io/gone.h gone.h io/gone/ t/0008
+	do
+		grep -F "H.md:3: \`$n" out || return 1
+	done
+'
+
 test_expect_success PYTHON 'relative links of README.md and docs/*.md lead somewhere' '
 	"$PY" "$SRCDIR/t/helpers/doclinks.py" "$SRCDIR" "$SRCDIR"/README.md "$SRCDIR"/docs/*.md \
 		$(ls "$SRCDIR"/*/README.md 2>/dev/null)

@@ -173,6 +173,31 @@ test_expect_success TMPFS 'a mount left under the scratch directory is undone, n
 	! grep -q "$(cat mnt.path)" /proc/self/mounts
 '
 
+test_expect_success 'test_status: the status checked, the && chain kept, what it says in the test'"'"'s output' '
+	case_script status <<-EOF &&
+	echo "\$TRASH" >"$TRASH/status.path"; echo "\$SHM" >"$TRASH/status.shm"
+	t() { echo "to-out"; echo "to-err" >&2; return \$1; }
+	test_expect_success "exit 1 as wanted" "test_status 1 t 1 >o 2>e && grep -q to-err e && echo after"
+	test_expect_success "exit 0 as wanted" "test_status 0 t 0 2>e && echo after0"
+	test_expect_success "exit 0 where 1 is wanted" "test_status 1 t 0 >o 2>e && echo not-reached"
+	test_expect_success "exit 2 where 0 is wanted" "test_status 0 t 2 >o 2>e && echo not-reached"
+	test_expect_success "--show: the file after the command, either way" "test_status --show e 3 t 4 >o 2>e && echo not-reached"
+	test_done
+	EOF
+	run_case status && cat status.out &&
+	test "$(cat status.rc)" = 1 &&
+	grep -q "^ok 1 - exit 1 as wanted" status.out &&
+	grep -q "^ok 2 - exit 0 as wanted" status.out &&
+	grep -q "^not ok 3 - exit 0 where 1 is wanted" status.out &&
+	grep -q "^#   test_status: t exited 0, want 1" status.out &&
+	grep -q "^not ok 4 - exit 2 where 0 is wanted" status.out &&
+	grep -q "^#   test_status: t exited 2, want 0" status.out &&
+	grep -q "^not ok 5 - --show" status.out &&
+	grep -q "^#   to-err" status.out && grep -q "^#   test_status: t exited 4, want 3" status.out &&
+	! grep "not-reached\|to-out" status.out &&
+	rm -rf "$(cat status.path)" "$(cat status.shm)"
+'
+
 test_expect_success 'nothing of the cases is left' '
 	ls -A tmp >left && test_cmp /dev/null left
 '

@@ -122,20 +122,20 @@ s3_proxy_stop
 
 s3_proxy region 1
 test_expect_success 'a bucket in another region (301 PermanentRedirect): named, both regions said' '
-	AWS_ENDPOINT_URL='"$S3_PROXY_URL"' "$DSTAGE" pack s3://data/ds nopk 2>err; rc=$?; cat err &&
+	test_status --show err 1 env AWS_ENDPOINT_URL='"$S3_PROXY_URL"' "$DSTAGE" pack s3://data/ds nopk 2>err &&
 	test_grep "s3://data/ds/.: wrong region: AWS_REGION is .us-east-1., the bucket is in .eu-west-1. (301 PermanentRedirect)" err &&
-	! test -e nopk && test $rc = 1
+	! test -e nopk
 '
 s3_proxy_stop
 
 test_expect_success 'a missing bucket: exit 1, named, nothing written' '
-	"$DSTAGE" pack s3://nosuchbucket/ds nopk 2>err; rc=$?; cat err &&
-	test_grep "dstage: pack: .s3://nosuchbucket.: no such bucket" err && ! test -e nopk && test $rc = 1
+	test_status --show err 1 "$DSTAGE" pack s3://nosuchbucket/ds nopk 2>err &&
+	test_grep "dstage: pack: .s3://nosuchbucket.: no such bucket" err && ! test -e nopk
 '
 
 test_expect_success 'an empty prefix: nothing to pack' '
-	"$DSTAGE" pack s3://data/nothing-here nopk 2>err; rc=$?; cat err &&
-	test_grep "nothing to pack" err && ! test -e nopk && test $rc = 1
+	test_status --show err 1 "$DSTAGE" pack s3://data/nothing-here nopk 2>err &&
+	test_grep "nothing to pack" err && ! test -e nopk
 '
 
 test_expect_success 'a wrong access key: access denied, the secret never printed' '

@@ -54,8 +54,8 @@ test_expect_success 'from a bucket to a bucket, then staged from it' '
 '
 
 test_expect_success 'a prefix that is not empty is refused without --force' '
-	"$DSTAGE" pack -q src s3://data/pk 2>err; rc=$?; cat err &&
-	test_grep "s3://data/pk.: not empty (--force replaces a pack in it)" err && test $rc = 1
+	test_status --show err 1 "$DSTAGE" pack -q src s3://data/pk 2>err &&
+	test_grep "s3://data/pk.: not empty (--force replaces a pack in it)" err
 '
 
 test_expect_success '--force replaces the pack; surplus partitions and nothing else go' '
@@ -76,8 +76,8 @@ test_expect_success 'an upload failing on rank 1: exit 1, nothing in the bucket 
 '
 
 test_expect_success 'a missing bucket for OUT: exit 1, named' '
-	"$DSTAGE" pack -q src s3://nosuchbucket/pk 2>err; rc=$?; cat err &&
-	test_grep "s3://nosuchbucket.: no such bucket" err && test $rc = 1
+	test_status --show err 1 "$DSTAGE" pack -q src s3://nosuchbucket/pk 2>err &&
+	test_grep "s3://nosuchbucket.: no such bucket" err
 '
 
 test_done

@@ -40,9 +40,9 @@ test_expect_success 'stage, ls, cat, verify from the bucket: all signed right' '
 '
 
 test_expect_success 'a wrong secret: 403 SignatureDoesNotMatch, named, not printed' '
-	AWS_SECRET_ACCESS_KEY=Wr0ngSecret "$DSTAGE" ls s3://data/pk >out 2>err; rc=$?; cat err &&
+	test_status --show err 1 env AWS_SECRET_ACCESS_KEY=Wr0ngSecret "$DSTAGE" ls s3://data/pk >out 2>err &&
 	test_grep "s3://data/pk/index.h5.: access denied (403 SignatureDoesNotMatch): check the credentials (secret key)" err &&
-	! grep -q Wr0ngSecret out err && test $rc = 1
+	! grep -q Wr0ngSecret out err
 '
 
 test_done

@@ -5,7 +5,7 @@
 # fstatat, statx, access, readlink, realpath, from absolute paths, relative
 # paths after chdir and directory descriptors.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup: a tree and its node store' '
 	make_tree "$TRASH/src" &&

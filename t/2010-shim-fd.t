@@ -5,7 +5,7 @@
 # offset, mmap, flock, fadvise, sendfile, copy_file_range; writes and
 # unemulated operations fail loudly (EROFS, EBADF), never silently.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup' '
 	make_tree "$TRASH/src" &&

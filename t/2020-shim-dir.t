@@ -5,7 +5,7 @@
 # chdir/fchdir/getcwd inside the mount; FILE streams (glibc's fopen does
 # not call the exported open).
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup' '
 	make_tree "$TRASH/src" &&

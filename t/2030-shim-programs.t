@@ -5,7 +5,7 @@
 # h5py (HDF5 locks and may mmap), Pillow.  Then the store is moved away and
 # the same runs fail: nothing passes through to a real directory.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup: a tree with an HDF5 file and images' '
 	make_tree "$TRASH/src" &&

@@ -6,7 +6,7 @@
 # range by range; counters land in the node's stats.  A dead or stuck
 # service gives EIO within DSTAGE_TIMEOUT, never a hang.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 start_service() { fake_service_start "$@"; }
 # The service was started by another test's body: not a child here (`wait`

@@ -4,7 +4,7 @@
 # forked workers (torchvision ImageFolder) gets the same tensors as a
 # native run.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup' '
 	make_tree "$TRASH/src" &&

@@ -3,7 +3,7 @@
 # Sizes: a file over 4 GiB (sparse), a directory of 100k entries, paths up
 # to PATH_MAX; and the virtual epoch lists under .dstage.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup: a sparse file over 4 GiB, 100k entries, deep path' '
 	mkdir -p src/huge src/many src/deep &&

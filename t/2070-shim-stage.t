@@ -4,7 +4,7 @@
 # stage on 2 simulated nodes (mpiexec, --node-per-rank); readers on either
 # node see the source tree, and count their reads in the node's stats.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_require MPI
 

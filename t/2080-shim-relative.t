@@ -8,7 +8,7 @@
 # level down (nroot/<mount name>), from the matching directory, and stdout,
 # stderr and the exit status must agree.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 test_lazy_prereq RSYNC 'command -v rsync' 'rsync is not installed'
 
 M=${MOUNT#/}

@@ -5,7 +5,7 @@
 # "." and ".." stat like real ones ("..'" of .dstage is the mount root), and
 # the answers agree with a real tree of the same shape (issue 11.13).
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup: a small tree on one node; a real tree of the same shape' '
 	mkdir -p src/train && for i in 1 2 3 4; do echo $i >src/train/s$i; done &&

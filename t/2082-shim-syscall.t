@@ -6,7 +6,7 @@
 # untouched with all six arguments.  Each run is compared with the same run
 # on the source tree: stdout, stderr and exit status.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup: a tree with a node.js package and a cmake-readable file' '
 	make_tree "$TRASH/src" &&

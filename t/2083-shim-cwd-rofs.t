@@ -8,7 +8,7 @@
 # still works.  (perl -i only warns and exits 0 when it cannot edit in place,
 # natively too.)
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup: a tree on one node, a first cd into it (the shadow exists)' '
 	make_tree "$TRASH/src" &&

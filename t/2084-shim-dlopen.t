@@ -9,7 +9,7 @@
 # bare name through the caller's RUNPATH (the wrapper must not hide the
 # caller from the loader).  Compared with the native runs.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 YAMLDIR=/usr/lib/python3/dist-packages/yaml
 test_require CC

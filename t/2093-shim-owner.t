@@ -6,7 +6,7 @@
 # file of its own: the shim asks getpid only once such a child may exist
 # (io/owner.c), so every way of making one must be seen.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 test_require CC
 
 test_expect_success 'setup: a tree, one node; the program' '

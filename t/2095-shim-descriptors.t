@@ -8,7 +8,7 @@
 # (calls the shim does not emulate fail loudly, nothing real is reached); a
 # function this libc lacks gives ENOSYS, never a call through NULL.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup: 2 nodes, the service of node 0 (half the files are remote)' '
 	make_tree "$TRASH/src" &&

@@ -6,7 +6,7 @@
 # service here is t/helpers/fake-service.c).  Where the next image has no
 # shim, it reads EBADF: loud, never an empty stdin.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_lazy_prereq TOOLS 'command -v perl && command -v awk && command -v tar && command -v gzip' \
 	'perl, awk, tar or gzip missing'

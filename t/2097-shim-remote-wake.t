@@ -8,7 +8,7 @@
 # targets at once); the periodic polls (DSTAGE_SERVE_POLL=1) still serve.
 # Speed is measured in bench/exchange.sh, never here.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'three nodes staged (R=1)' '
 	make_samples src 30 &&

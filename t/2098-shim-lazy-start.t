@@ -11,7 +11,7 @@
 # before and after; and a staged cwd or staged descriptors inherited across
 # exec still work from the start.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_lazy_prereq PYTHON3 'command -v python3' "no python3 on PATH"
 test_require PYTHON3

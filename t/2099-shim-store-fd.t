@@ -7,7 +7,7 @@
 # file (nor touch it), fork children use it, exec does not pass it on, and a
 # bad buffer gives EFAULT as the kernel's read does.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup: large and small files, one node' '
 	mkdir -p src/big src/small &&

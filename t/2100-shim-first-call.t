@@ -13,7 +13,7 @@
 # (/dev/shm), so st_blocks and pathconf are compared with what that file
 # system gives.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 # unshare -m as root, unshare -rm (a user namespace) otherwise
 test_lazy_prereq ROBIND '

@@ -7,7 +7,7 @@
 # as a native copy has them, on the source's file system and on the
 # store's), and the mount root's mtime (it was 1970).
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup: a tree, staged' '
 	make_tree src &&

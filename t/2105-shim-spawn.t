@@ -7,7 +7,7 @@
 # python3 -, bash read: exit 0 with nothing; diff - aborted).  Each case
 # runs on the staged tree and on the native copy: the same output.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_lazy_prereq TOOLS 'command -v perl && command -v bash && command -v diff' \
 	'perl, bash or diff missing'

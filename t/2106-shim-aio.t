@@ -7,7 +7,7 @@
 # its native copy and must give the same output; every wait is bounded (a
 # hang is a failure, never a stuck suite).
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_lazy_prereq FIO 'command -v fio' 'fio missing (Debian package fio)'
 

@@ -8,7 +8,7 @@
 # never as the file the list names (silent wrong bytes).  Every case runs
 # on the staged tree and on the native copy: the same output.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup: three files, staged' '
 	mkdir -p src &&

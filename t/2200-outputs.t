@@ -5,7 +5,7 @@
 # other node with the same bytes, size and mtime, and is drained durably to
 # --drain-to.  2 simulated nodes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 4 &&

@@ -6,7 +6,7 @@
 # HDF5 file (HDF5 locks it with flock, writes with pwrite, truncates) read
 # back on the other node and after the drain.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_require TORCH,H5PY
 

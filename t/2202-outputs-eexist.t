@@ -6,7 +6,7 @@
 # at close.  Writing outputs while another node reads the dataset through
 # the service leaves both intact.  2 simulated nodes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 16 &&

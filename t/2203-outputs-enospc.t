@@ -5,7 +5,7 @@
 # silent loss; a create in a full area is ENOSPC at open; unlinking the
 # partial output gives the space back.  2 simulated nodes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 MNT="$TRASH/mnt"
 mkdir -p "$MNT"
 test_require TMPFS

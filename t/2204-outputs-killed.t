@@ -8,7 +8,7 @@
 # copy and recovers those outputs from the node's output area, the drain's
 # way (CRC-checked, fsync, rename), naming each.  2 simulated nodes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 2 &&
@@ -40,15 +40,13 @@ test_expect_success 'a new service of the job is refused while they are not reco
 	grep -q "were not drained" serve.log && test -e "$JOBDIR/0/outputs/ns/big1.bin"
 '
 test_expect_success 'dstage drain: names what was closed and not drained, exit 1' '
-	"$DSTAGE" drain --to "$SHM" --job "$JOB" 2>err; rc=$?; cat err &&
-	test $rc = 1 &&
+	test_status --show err 1 "$DSTAGE" drain --to "$SHM" --job "$JOB" 2>err &&
 	grep -q "big1.bin.*closed but not drained" err &&
 	grep -q "big2.bin.*closed but not drained" err &&
 	! grep -q small.txt err && ! test -e "$DR/big1.bin" && ! test -e "$DR/big2.bin"
 '
 test_expect_success 'dstage drain --wait: no service; the half-made copy removed, both recovered' '
-	"$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err; rc=$?; cat err &&
-	test $rc = 0 &&
+	test_status --show err 0 "$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err &&
 	grep -q "big1.bin.*recovered" err && grep -q "big2.bin.*recovered" err &&
 	grep -q "removed the half-made copy" err &&
 	! find "$DR" -name "*.dstage-drain.*" | grep -q . &&

@@ -7,7 +7,7 @@
 # nothing half-written is left in the drain directory; the writer's late
 # close gets EIO.  2 simulated nodes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 2 &&

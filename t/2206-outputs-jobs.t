@@ -21,17 +21,6 @@ unset DSTAGE_PACK DSTAGE_REPLICAS DSTAGE_SEED DSTAGE_LOCALITY DSTAGE_DROP_LAST D
 	DSTAGE_SERVE_TIMEOUT DSTAGE_OUTPUTS DSTAGE_DRAIN_TO DSTAGE_DRAIN_RATE
 mkdir -p "$DSTAGE_DIR"
 
-job_of() { sed -n 's/^Submitted batch job //p' "$1"; }
-submit() {
-	out=$1
-	shift
-	timeout -k 5 150 sbatch -N4 --wait --export=ALL -o "$TRASH/job-%j.out" "$@" >"$out.sb" 2>&1
-	rc=$?
-	job=$(job_of "$out.sb")
-	cat "$out.sb"
-	[ -n "$job" ] && cp "$TRASH/job-$job.out" "$out" && cat "$out"
-	return $rc
-}
 
 slurm_start || skip_all "$slurm_skip_reason"
 

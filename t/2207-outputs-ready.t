@@ -6,7 +6,7 @@
 # slowed down (DSTAGE_FAULT serve.outputs_start, 3 s); a write the moment
 # NODEDIR/sock exists must work, where it got EROFS/EIO before.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 2 &&

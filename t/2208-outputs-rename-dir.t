@@ -9,7 +9,7 @@
 # non-empty directory (ENOTEMPTY), onto a file (ENOTDIR); a directory with
 # a file being written under it is EBUSY.  2 simulated nodes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 2 &&

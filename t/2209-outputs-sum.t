@@ -9,7 +9,7 @@
 # killed before the sum: `dstage drain --wait` recovers the file all the
 # same (without a CRC to check).  2 simulated nodes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 2 &&
@@ -64,7 +64,7 @@ test_expect_success 'killed after the close, before the sum' '
 	wait_until 20 sh -c "! kill -0 $SERVE_PID 2>/dev/null"
 '
 test_expect_success 'dstage drain --wait recovers it' '
-	"$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err; rc=$?; cat err &&
-	test $rc = 0 && grep -q "late.pt.*recovered" err && cmp ck "$DR/late.pt"
+	test_status --show err 0 "$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err &&
+	grep -q "late.pt.*recovered" err && cmp ck "$DR/late.pt"
 '
 test_done

@@ -8,7 +8,7 @@
 # whole file).  Another process's write open of it is still EEXIST.
 # 2 simulated nodes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 4 &&

@@ -6,7 +6,7 @@
 # any other create: the temp-then-rename checkpoint idiom and `sed -i` give
 # every node the same file, and the drain copies it.  2 simulated nodes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 4 &&

@@ -7,7 +7,7 @@
 # is 2500 bytes long, so its limit, not the node's, is the one that counts.
 # 2 simulated nodes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 4 &&

@@ -10,7 +10,7 @@
 # leaves them (one status line each, the bytes in the node's output area),
 # after a real service of the job was SIGKILLed with a real one pending.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 2 &&
@@ -112,8 +112,8 @@ test_expect_success 'a new service of the job is refused and wipes nothing' '
 '
 test_expect_success 'its bytes back: recovered, exit 0' '
 	echo "$LOST" >"$JOBDIR/1/outputs/ns/$LOST" &&
-	"$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err; rc=$?; cat err &&
-	test $rc = 0 && grep -q "model-shard-099999.*recovered" err &&
+	test_status --show err 0 "$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err &&
+	grep -q "model-shard-099999.*recovered" err &&
 	"$PY" checkshards.py "$DR"
 '
 serve_start 2 --outputs out --drain-to "$DR"

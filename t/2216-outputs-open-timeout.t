@@ -9,7 +9,7 @@
 # good checkpoint stays whole on every node and in the drain directory,
 # and the path is free for the next writer.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 2 &&

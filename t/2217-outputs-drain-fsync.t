@@ -10,7 +10,7 @@
 # of its directory.  Every rename and unlink in DIR acts on a directory
 # descriptor opened without following symlinks (renameat/unlinkat).
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_lazy_prereq STRACE 'strace -f -qq -o /dev/null true' 'strace -f works here (ptrace allowed)'
 test_require STRACE

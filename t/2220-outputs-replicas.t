@@ -12,7 +12,7 @@
 # the drain directory, once; the service restarts on the survivors 0 and
 # 2 (--failover) and goes on replicating and draining.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_code 2 'usage: --outputs-replicas 0' '
 	"$DSTAGE" serve --to "$SHM" --outputs out --drain-to d --outputs-replicas 0
@@ -110,8 +110,8 @@ test_expect_success 'node 1 closes m.ckpt; node 1 is killed at once and its stor
 '
 serve_wait
 test_expect_success 'dstage drain --wait: recovered from node 2, CRC-checked, once' '
-	"$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err; rc=$?; cat err &&
-	test $rc = 0 && grep -q "node 2: .m.ckpt.: recovered" err &&
+	test_status --show err 0 "$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err &&
+	grep -q "node 2: .m.ckpt.: recovered" err &&
 	cmp m.ckpt "$DR/m.ckpt" &&
 	test "$(find "$DR" -name "m.ckpt" | wc -l)" = 1
 '

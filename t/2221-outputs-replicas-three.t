@@ -12,7 +12,7 @@
 # temporary or unlinked name, each once; the replica of another output on
 # node 0 too.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'four nodes staged' '
 	make_samples src 2 &&
@@ -56,8 +56,7 @@ test_expect_success 'the step is killed; the stores of nodes 1 and 2 removed' '
 '
 serve_wait
 test_expect_success 'dstage drain --wait: every closed output recovered from nodes 3 and 0, once' '
-	"$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err; rc=$?; cat err &&
-	test $rc = 0 &&
+	test_status --show err 0 "$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err &&
 	cmp e1.pt "$DR/ckpt/e1.pt" && cmp v2 "$DR/log.txt" && cmp three "$DR/three.txt" &&
 	grep -q "node 3: .ckpt/e1.pt.: recovered" err &&
 	grep -q "node 0: .three.txt.: recovered" err &&

@@ -5,7 +5,7 @@
 # C reader checks each file's CRC-32C), in parallel from many connections;
 # the socket is private (0600) and nonsense gets an error, not bytes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'three nodes staged (R=1)' '
 	make_samples src 30 &&
@@ -72,7 +72,7 @@ test_expect_success SETPRIV,PYTHON 'a reader of another user cannot connect: the
 	{ as_nobody "$T/serve-read"; test $? = 2; } &&
 	{ as_nobody "$PY" -c "pass"; test $? = 0; } &&
 	# the reader is refused the node directory: its index, and the socket
-	{ as_nobody "$T/serve-read" -a "$JOBDIR" 0 >out 2>&1; rc=$?; cat out; test $rc = 1; } &&
+	test_status --show out 1 as_nobody "$T/serve-read" -a "$JOBDIR" 0 >out 2>&1 &&
 	test_grep "^serve-read: .$JOBDIR/0/index.: Permission denied" out &&
 	{ as_nobody "$PY" "$TRASH/connect.py" "$JOBDIR/0/sock" >conn 2>&1; cat conn; } &&
 	test_grep -x "connect: EACCES" conn

@@ -7,7 +7,7 @@
 # is done, every read is local (store or epoch cache): no remote read and
 # no stall.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 40 &&

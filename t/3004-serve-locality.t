@@ -4,7 +4,7 @@
 # the node's share it does not hold, ~ (1 - local fraction) x share; the
 # local fraction follows L; L=1 moves nothing; the figures are reported.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 # equal file sizes and 2 partitions per node: a count-balanced placement,
 # so L=1 can keep every sample where it is

@@ -4,7 +4,7 @@
 # every node; SIGTERM to one rank stops all; --clean removes the stores;
 # the service refuses to start, with the numbers, when it cannot work.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'serve --help, stop --help' '
 	"$DSTAGE" serve --help >out && grep -q -- "--locality" out &&
@@ -14,8 +14,8 @@ test_expect_success 'serve --help, stop --help' '
 test_expect_code 2 'serve without --to: usage error' '"$DSTAGE" serve'
 test_expect_code 2 'serve --locality 2: usage error' '"$DSTAGE" serve --to "$SHM" --locality 2'
 test_expect_success 'stop with no service running says so' '
-	mkdir -p "$JOBDIR" && "$DSTAGE" stop --to "$SHM" --job "$JOB" 2>err; rc=$?; cat err;
-	grep -q "no node service is running" err && test $rc = 1
+	mkdir -p "$JOBDIR" && test_status --show err 1 "$DSTAGE" stop --to "$SHM" --job "$JOB" 2>err &&
+	grep -q "no node service is running" err
 '
 test_expect_success 'serve on a store that was never staged fails on every rank' '
 	! mpirun_n 2 "$DSTAGE" serve --to "$SHM" --job nosuch --node-per-rank 2>err &&

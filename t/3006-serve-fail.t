@@ -4,7 +4,7 @@
 # every node within seconds, with the reason; readers get EIO, bounded,
 # never a hang and never wrong bytes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 20 &&

@@ -5,7 +5,7 @@
 # ImageFolder) map the list's paths to samples; bytes equal the source; after
 # the first epoch's prefetch every read is node-local.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_require TORCH
 
@@ -30,7 +30,7 @@ assert ds.classes == ["cat", "dog", "fox", "owl"], ds.classes
 assert len(ds) == 96, len(ds)
 
 def stat(field):
-    # struct ds_stats: 8-byte words; see t/helpers/serve-lib.sh stat_val
+    # struct ds_stats: 8-byte words; see t/lib-serve.sh stat_val
     words = {"remote_reads": 7, "stalls": 9, "cache_reads": 5, "prefetch_epoch": 14,
              "prefetch_done": 15, "prefetch_total": 16}
     with open("%s/%d/stats" % (os.environ["DSTAGE_STORE"], node), "rb") as f:

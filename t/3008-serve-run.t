@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # dstage run: stage, then serve, in one job step.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'a pack' '
 	make_samples src 10 &&

@@ -8,7 +8,7 @@
 # no stall.  (Before, the service only ever moved forwards: every later
 # epoch was read remotely, sample by sample.)
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 FAR=1000000
 
@@ -18,7 +18,7 @@ test_expect_success 'served' 'serve_up 2'
 
 # node $1 has fetched all of epoch $2 (and is on $2 or $2+1, nothing else)
 prefetched() {
-	pe=$(stat_val "$1" prefetch_epoch) # (serve-lib's helpers use k: not here)
+	pe=$(stat_val "$1" prefetch_epoch) # (t/lib-serve.sh's helpers use k: not here)
 	test "$pe" = $(($2 + 1)) || { test "$pe" = "$2" &&
 		test "$(stat_val "$1" prefetch_done)" = "$(stat_val "$1" prefetch_total)"; }
 }

@@ -7,7 +7,7 @@
 # progress.c) do not stop each other's polls, and DSTAGE_SERVE_DIRECT=0
 # hands every read to main as before.  Speed: bench/rlat.sh, never here.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'three nodes staged (R=1)' '
 	make_samples src 40 &&

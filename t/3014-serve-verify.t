@@ -6,7 +6,7 @@
 # them again; an entry that does not match is marked FAILED, and a reader
 # then gets the file by a remote read, checked, never the wrong bytes.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 40 &&

@@ -11,7 +11,7 @@
 # remotely.  Bytes are right throughout,
 # nobody is OOM-killed, the service ends cleanly.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_lazy_prereq MEMCG1 '
 	[ "$(id -u)" = 0 ] && d=/sys/fs/cgroup/memory/dstage-probe-$$ && mkdir "$d" &&

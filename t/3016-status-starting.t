@@ -6,7 +6,7 @@
 # "start" in the svc column), never "service down"; a start that dies leaves
 # no "starting" behind (issue 27).
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 8 &&

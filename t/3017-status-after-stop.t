@@ -5,7 +5,7 @@
 # figures and the epoch lines, and `dstage status` prints an epoch line only
 # for a service that runs (issue 27: a stale "ready" misleads).
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'two nodes staged' '
 	make_samples src 8 &&

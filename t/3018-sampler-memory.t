@@ -8,7 +8,7 @@
 # tuples, str and a dict per file took ~500; and the sampler still gives the
 # shim's order.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_require PYTHON
 

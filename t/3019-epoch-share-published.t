@@ -8,7 +8,7 @@
 # damaged one, is not taken (the shim computes the list instead), and the
 # files go with the epochs they belong to.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 ep() { "$DSTAGE" epoch --to "$SHM" --job "$JOB" "$@"; }
 # same_lists E K: node K's lists of epoch E through the shim == dstage epoch's

@@ -11,8 +11,8 @@
 # service stops cleanly.  (Before, main planned the epoch itself: the
 # watchdog ended both nodes while the write hung.)
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
-. "$SRCDIR/t/helpers/plan-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
+. "$SRCDIR/t/lib-plan.sh"
 
 test_require CC
 

@@ -9,7 +9,7 @@
 # pack (the "shared file system") is gone after stage, so not a byte of it
 # is read again, and the epochs after the loss are dealt over the survivors.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 PY=/usr/bin/python3
 test_require PYTHON

@@ -7,7 +7,7 @@
 # reader and by the service; every other file reads right, and the epoch
 # lists over {0, 1} stay a permutation of the training set with equal shares.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 HOLDERS="$DSTAGE_TEST_BUILD/t/index-holders"
 

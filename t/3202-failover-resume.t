@@ -7,7 +7,7 @@
 # survivors), and on a new job staged on 2 nodes with 3 readers each: every
 # sample of epoch e not read before the checkpoint is read exactly once.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 PY=/usr/bin/python3
 E=2 K=5

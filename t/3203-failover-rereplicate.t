@@ -8,7 +8,7 @@
 # were 2 and 3, lost without re-replication (t/3201), now read right from
 # their copies, on every survivor, and nothing gives an error.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 HOLDERS="$DSTAGE_TEST_BUILD/t/index-holders"
 running() {

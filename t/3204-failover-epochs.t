@@ -8,7 +8,7 @@
 # node; --locality 1 over the survivors keeps every sample on a holder when
 # the placement allows; the shim's lists are dstage epoch's.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 ep() { "$DSTAGE" epoch --to "$SHM" --job "$JOB" "$@"; }
 conf() {

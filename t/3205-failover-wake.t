@@ -10,7 +10,7 @@
 # with node 0 gone no rank drew the cookie or said which progress it used.
 # Speed is measured in bench/, never here.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_expect_success 'four nodes staged, R=2' '
 	make_samples src 12 &&

@@ -27,18 +27,7 @@ unset DSTAGE_SPILL DSTAGE_PACK DSTAGE_REPLICAS DSTAGE_SEED DSTAGE_LOCALITY DSTAG
 [ -e "$DSTAGE_MOUNT" ] && { echo "Bail out! $DSTAGE_MOUNT exists on disk"; exit 1; }
 mkdir -p "$DSTAGE_DIR"
 
-job_of() { sed -n 's/^Submitted batch job //p' "$1"; }
-# submit OUT SBATCH_OPTS... -- SCRIPT ARGS: sbatch -N2 --wait; output to OUT
-submit() {
-	out=$1
-	shift
-	timeout -k 5 150 sbatch -N2 --wait --export=ALL -o "$TRASH/job-%j.out" "$@" >"$out.sb" 2>&1
-	rc=$?
-	job=$(job_of "$out.sb")
-	cat "$out.sb"
-	[ -n "$job" ] && cp "$TRASH/job-$job.out" "$out" && cat "$out"
-	return $rc
-}
+submit_nodes=2 # submit OUT SBATCH-ARGS (t/lib-slurm.sh): the jobs run on two nodes
 nothing_left() {
 	ls -A "$DSTAGE_DIR" >left && test_cmp /dev/null left
 }

@@ -9,7 +9,7 @@
 # the job-directory contract (0700, 0600, nothing half-written, clean)
 # holds in DIR as well.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 uid=$(id -u)
 SP="$TRASH/spill"

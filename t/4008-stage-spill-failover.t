@@ -8,7 +8,7 @@
 # 3 is lost too, every file still reads right on every survivor, and an
 # epoch over the survivors reads right in its order.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 uid=$(id -u)
 SP="$TRASH/spill"

@@ -8,7 +8,7 @@
 # server that stays down, is stopped mid-stage, or a missing pack: exit 1 on
 # every rank, no store left behind.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 . "$SRCDIR/t/lib-s3.sh"
 
 test_require MPI

@@ -16,20 +16,7 @@ PATH=$DSTAGE_TEST_BUILD/bin:$PATH
 export PATH
 unset DSTAGE_PACK DSTAGE_DIR DSTAGE_REPLICAS DSTAGE_BIN DSTAGE_CLEAN DSTAGE_STAGE_OPTS DSTAGE_MPI
 
-# the job id from sbatch's "Submitted batch job N"
-job_of() { sed -n 's/^Submitted batch job //p' "$1"; }
-# sbatch -N4 --wait of a jobs/ script with the environment as it is; the
-# job's output in job-ID.out, sbatch's own in $1.sb
-submit() {
-	out=$1
-	shift
-	timeout -k 5 120 sbatch -N4 --wait --export=ALL -o "$TRASH/job-%j.out" "$@" >"$out.sb" 2>&1
-	rc=$?
-	job=$(job_of "$out.sb")
-	cat "$out.sb"
-	[ -n "$job" ] && cp "$TRASH/job-$job.out" "$out" && cat "$out"
-	return $rc
-}
+submit_timeout=120 # submit OUT SCRIPT (t/lib-slurm.sh): a job's bound, seconds
 
 test_expect_code 2 'outside a Slurm job: a usage error, exit 2' '
 	DSTAGE_PACK=pack bash "$JOBS/stage-in.sbatch" 2>err

@@ -23,17 +23,7 @@ unset DSTAGE_PACK DSTAGE_REPLICAS DSTAGE_SEED DSTAGE_LOCALITY DSTAGE_DROP_LAST D
 [ -e "$DSTAGE_MOUNT" ] && { echo "Bail out! $DSTAGE_MOUNT exists on disk"; exit 1; }
 mkdir -p "$DSTAGE_DIR"
 
-job_of() { sed -n 's/^Submitted batch job //p' "$1"; }
-submit() {
-	out=$1
-	shift
-	timeout -k 5 240 sbatch -N4 --wait --export=ALL -o "$TRASH/job-%j.out" "$@" >"$out.sb" 2>&1
-	rc=$?
-	job=$(job_of "$out.sb")
-	cat "$out.sb"
-	[ -n "$job" ] && cp "$TRASH/job-$job.out" "$out" && cat "$out"
-	return $rc
-}
+submit_timeout=240 # submit OUT SCRIPT (t/lib-slurm.sh): a job's bound, seconds
 nothing_left() {
 	ls -A "$DSTAGE_DIR" >left && test_cmp /dev/null left
 }

@@ -72,7 +72,6 @@ DSTAGE_DIR=$SHM/epi
 export PATH DSTAGE_DIR
 unset DSTAGE_REPLICAS DSTAGE_CLEAN DSTAGE_BIN DSTAGE_MPI DSTAGE_STAGE_OPTS DSTAGE_SERVE_OPTS
 mkdir -p "$DSTAGE_DIR"
-job_of() { sed -n 's/^Submitted batch job //p' "$1"; }
 # epilog_ran JOB: wait until the Epilog ran on the four nodes for JOB
 epilog_ran() {
 	i=0

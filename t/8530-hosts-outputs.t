@@ -32,17 +32,7 @@ n=$hosts_n
 [ "$n" -ge 4 ] || skip_all "4 hosts needed (DSTAGE_HOSTS=$n)"
 for i in $(seq 1 $n); do hosts_exec $i mkdir -p "$DSTAGE_DIR"; done
 
-job_of() { sed -n 's/^Submitted batch job //p' "$1"; }
-submit() {
-	out=$1
-	shift
-	timeout -k 5 180 sbatch -N$n --wait --export=ALL -o "$TRASH/job-%j.out" "$@" >"$out.sb" 2>&1
-	rc=$?
-	job=$(job_of "$out.sb")
-	cat "$out.sb"
-	[ -n "$job" ] && cp "$TRASH/job-$job.out" "$out" && cat "$out"
-	return $rc
-}
+submit_nodes=$n submit_timeout=180 # submit OUT SCRIPT (t/lib-slurm.sh): every host, 180 s
 
 cat >write.sh <<\EOF
 #!/bin/sh

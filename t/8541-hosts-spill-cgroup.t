@@ -52,17 +52,7 @@ for i in $(seq 1 $n); do
 		skip_all "cannot bind a disk directory at $SPILL in host $i"
 done
 
-job_of() { sed -n 's/^Submitted batch job //p' "$1"; }
-submit() {
-	out=$1
-	shift
-	timeout -k 5 180 sbatch -N$n --wait --export=ALL -o "$TRASH/job-%j.out" "$@" >"$out.sb" 2>&1
-	rc=$?
-	job=$(job_of "$out.sb")
-	cat "$out.sb"
-	[ -n "$job" ] && cp "$TRASH/job-$job.out" "$out" && cat "$out"
-	return $rc
-}
+submit_nodes=$n submit_timeout=180 # submit OUT SCRIPT (t/lib-slurm.sh): every host, 180 s
 nothing_left() {
 	for i in $(seq 1 $n); do
 		hosts_exec $i ls -A "$DSTAGE_DIR" "$SPILL" >left &&

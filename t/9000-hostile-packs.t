@@ -15,7 +15,7 @@
 # sanitizer build (make SANITIZE=address,undefined O=build-asan, done by
 # `make fuzz`) the same runs go through it as well.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/hard-lib.sh"
+. "$SRCDIR/t/lib-hard.sh"
 # what a name that escapes would make: this script's own (helpers/hard-pack.py)
 export DSTAGE_TEST_PWNED=dstage-pwned.$test_name.$$
 

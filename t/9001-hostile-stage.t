@@ -7,7 +7,7 @@
 # then finds nothing to serve.  A pack that stages (the benign one) gives a
 # store that passes the full index check.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/hard-lib.sh"
+. "$SRCDIR/t/lib-hard.sh"
 # what a name that escapes would make: this script's own (helpers/hard-pack.py)
 export DSTAGE_TEST_PWNED=dstage-pwned.$test_name.$$
 

@@ -12,7 +12,7 @@
 # source.  The full check (what the service and `dstage status` rely on)
 # rejects them, also when the damaged index is resealed with a valid CRC.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 READER="$SRCDIR/t/helpers/hard-reader.py"
 

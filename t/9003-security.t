@@ -11,8 +11,8 @@
 # planted by another user (directory or symlink) is refused by stage.  No
 # name from a pack becomes a path in the store.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
-. "$SRCDIR/t/helpers/hard-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
+. "$SRCDIR/t/lib-hard.sh"
 
 uid=$(id -u)
 OTHER=

@@ -13,7 +13,7 @@
 #  - ext4 already too full: refused before writing, nothing left.
 # Skipped with the reason when tmpfs or loop mounts are not allowed.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/hard-lib.sh"
+. "$SRCDIR/t/lib-hard.sh"
 
 uid=$(id -u)
 MNT="$TRASH/mnt"

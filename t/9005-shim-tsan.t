@@ -15,7 +15,7 @@
 # Each must report no data race and read every byte right.  The plain
 # (preloaded, uninstrumented) build runs the same at full speed.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 TB="$SRCDIR/build-tsan"
 CLANG=${CLANG:-clang}

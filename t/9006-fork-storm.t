@@ -12,8 +12,8 @@
 #    everyone else, its descriptors come back to where they were, no read
 #    error is counted anywhere.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
-. "$SRCDIR/t/helpers/hard-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
+. "$SRCDIR/t/lib-hard.sh"
 
 test_require TORCH,TORCHVISION
 
@@ -91,7 +91,7 @@ test_expect_success 'no read error counted on either node' '
 '
 
 # which node has to fetch big/blob remotely?
-# (serve-lib.sh and wait_until use $k: keep clear of it)
+# (t/lib-serve.sh and wait_until use $k: keep clear of it)
 remote_node() {
 	for n in 0 1; do
 		b=$(stat_val $n remote_bytes)

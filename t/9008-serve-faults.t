@@ -15,7 +15,7 @@
 #  - a reader that lives across a restart of the service goes on reading
 #    (its connection to the old service is replaced, not an EIO).
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 N=4
 TMO=5 # DSTAGE_TIMEOUT of the readers

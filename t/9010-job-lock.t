@@ -5,7 +5,7 @@
 # refused with the holder named (pid, command, host), exit 1 on every rank,
 # nothing of the holder's touched; the lock dies with its holder.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 uid=$(id -u)
 host=$(hostname)
@@ -70,7 +70,7 @@ test_expect_success 'the running service still serves the right bytes' '
 	shim_on 1 cat "$MOUNT/train/dog/img3.jpg" >got && cmp got srcB/train/dog/img3.jpg
 '
 test_expect_success 'clean while the service runs: refused (exit 1), store and service stay' '
-	"$DSTAGE" clean --to "$SHM" --job "$JOB" 2>err; rc=$?; cat err; test $rc = 1 &&
+	test_status --show err 1 "$DSTAGE" clean --to "$SHM" --job "$JOB" 2>err &&
 	test_grep "in use by dstage serve.*stop the service first" err &&
 	test -s "$JOBDIR/0/store" && test -S "$JOBDIR/1/sock" &&
 	shim_on 0 cat "$MOUNT/train/fox/img1.jpg" >got && cmp got srcB/train/fox/img1.jpg
@@ -101,7 +101,7 @@ test_expect_success 'a planted lock that is not a regular file: refused, no hang
 	mkfifo "$SHM/dstage.$uid.fifo/lock" &&
 	! mpirun_n 2 "$DSTAGE" stage packA --to "$SHM" --job fifo --node-per-rank 2>err &&
 	cat err && test_grep "lock.: not a regular file of this user" err &&
-	{ "$DSTAGE" clean --to "$SHM" --job fifo 2>err; rc=$?; cat err; test $rc = 1; } &&
+	test_status --show err 1 "$DSTAGE" clean --to "$SHM" --job fifo 2>err &&
 	test_grep "lock.: not a regular file of this user" err && test -p "$SHM/dstage.$uid.fifo/lock"
 '
 test_done

@@ -8,7 +8,7 @@
 # idle service: checked loosely, it is a shared box), and stops cleanly.
 # The socket binds to loopback when every node is on this host.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_lazy_prereq PYTHON3 'command -v python3' "no python3 on PATH"
 test_require PYTHON3

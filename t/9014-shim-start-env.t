@@ -8,7 +8,7 @@
 # mount and store still leave the program working; numbers with a sign,
 # blanks or too many digits go the ds_parse_u64 way.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/shim-lib.sh"
+. "$SRCDIR/t/lib-shim.sh"
 
 PM=$(getconf PATH_MAX / 2>/dev/null || echo 4096)
 # long N: "/" and N - 1 more characters

@@ -58,24 +58,24 @@ for key in "p/../../etc/passwd" "p/a/../../x" "p/./x" "p/x/." "p/.dstage/epochs/
 		continue
 	fi
 	test_expect_success "a key escaping or shadowing the tree is refused: $key" '
-		"$DSTAGE" pack s3://bad/p nopk 2>err; rc=$?; cat err &&
-		test_grep -F "'"'s3://bad/$key'"'" err && ! test -e nopk && test $rc = 1
+		test_status --show err 1 "$DSTAGE" pack s3://bad/p nopk 2>err &&
+		test_grep -F "'"'s3://bad/$key'"'" err && ! test -e nopk
 	'
 done
 
 test_expect_success 'a key that is also a directory: refused, named' '
 	"$S3TOOL" rm s3://bad && "$S3TOOL" put src/b/f1 s3://bad/p/x &&
 	"$S3TOOL" put src/b/f1 s3://bad/p/x/y &&
-	"$DSTAGE" pack s3://bad/p nopk 2>err; rc=$?; cat err &&
+	test_status --show err 1 "$DSTAGE" pack s3://bad/p nopk 2>err &&
 	test_grep "s3://bad/p/x.: a key that is also a directory of other keys" err &&
-	! test -e nopk && test $rc = 1
+	! test -e nopk
 '
 
 "$S3TOOL" rm s3://bad && printf x >x && "$S3TOOL" put x s3://bad/p/d/
 if "$S3TOOL" ls s3://bad/p | grep -q "^p/d/ "; then
 	test_expect_success 'a folder marker with data in it is refused' '
-		"$DSTAGE" pack s3://bad/p nopk 2>err; rc=$?; cat err &&
-		test_grep "s3://bad/p/d/.: key ends with ./. but has data" err && ! test -e nopk && test $rc = 1
+		test_status --show err 1 "$DSTAGE" pack s3://bad/p nopk 2>err &&
+		test_grep "s3://bad/p/d/.: key ends with ./. but has data" err && ! test -e nopk
 	'
 else
 	test_skip 'a folder marker with data in it is refused' 's3rver drops the trailing slash of a key'

@@ -32,14 +32,14 @@ test_expect_success 'setup: a tree in the bucket, its pack too' '
 
 test_expect_success 'listing: a continuation token that comes back is refused, named' '
 	s3_proxy looptoken 1 &&
-	via_proxy "$DSTAGE" pack s3://data/tree dst 2>err; rc=$?; cat err && test $rc = 1 &&
+	test_status --show err 1 via_proxy "$DSTAGE" pack s3://data/tree dst 2>err &&
 	test_grep "s3://data/tree/.: listing: continuation token .same-token. came back (page 2)" err &&
 	test "$(s3_faults)" = 2 && ! test -e dst
 '
 
 test_expect_success 'listing: keys that come back under new tokens are refused, named' '
 	s3_proxy loopkeys 1 &&
-	via_proxy "$DSTAGE" pack s3://data/tree dst 2>err; rc=$?; cat err && test $rc = 1 &&
+	test_status --show err 1 via_proxy "$DSTAGE" pack s3://data/tree dst 2>err &&
 	test_grep "s3://data/tree/.: listing: key .tree/[a-z/]*. listed twice (page 2, after continuation token .token-1.)" err &&
 	test "$(s3_faults)" = 2 && ! test -e dst
 '

@@ -8,7 +8,7 @@
 # nothing outside AREA/ns changes); another user can neither read nor write
 # a job's outputs, directly or through the shim or the socket.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 uid=$(id -u)
 OTHER=

@@ -10,7 +10,7 @@
 # not served another user's file as an output.  Not one byte reaches the
 # other user.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_require USERADD
 OTHER=dstage-t-$$

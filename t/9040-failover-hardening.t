@@ -5,7 +5,7 @@
 # loses data: EIO within the bound, named), and re-replication on a full
 # disk (the capacity check: named, skipped, the service serves on).
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 running() { running_in "$JOBDIR" "$@"; }
 # running_in JOBDIR K...: the service of every node K serves

@@ -16,7 +16,7 @@
 #  - the node stores do not grow (retired epoch caches are removed).
 # The figures are printed as TAP comments.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 
 test_require SOAK
 EPOCHS=${DSTAGE_SOAK_EPOCHS:-50}

@@ -52,7 +52,8 @@
 # ("n[1-4]"), slurm_hostname, slurm_ctld_port, slurm_node_ports, slurm_mpi.
 #
 # Helpers: slurm_log_tail [N] prints the last N lines of every daemon log;
-# slurm_wait_idle waits until no job is left in the queue.
+# slurm_wait_idle waits until no job is left in the queue; submit and
+# job_of run a batch job and find it (below).
 #
 # Written for /bin/sh (dash) as well as bash.
 
@@ -505,6 +506,27 @@ slurm_wait_idle() {
 		fi
 		sleep 0.5
 	done
+}
+
+# job_of FILE: the job id sbatch wrote into FILE ("Submitted batch job N").
+job_of() { sed -n 's/^Submitted batch job //p' "$1"; }
+
+# submit OUT SBATCH-ARGS...: sbatch --wait on $submit_nodes nodes (default
+# 4) with the caller's environment (--export=ALL), bounded by
+# $submit_timeout seconds (default 150); sbatch's own output goes to
+# OUT.sb, the job's output (TRASH/job-<id>.out) is copied to OUT, both are
+# shown.  Returns sbatch's status (the job's), also left in $rc; $job is
+# the job's id.
+submit() {
+	out=$1
+	shift
+	timeout -k 5 "${submit_timeout:-150}" sbatch -N"${submit_nodes:-4}" --wait --export=ALL \
+		-o "$TRASH/job-%j.out" "$@" >"$out.sb" 2>&1
+	rc=$?
+	job=$(job_of "$out.sb")
+	cat "$out.sb"
+	[ -n "$job" ] && cp "$TRASH/job-$job.out" "$out" && cat "$out"
+	return $rc
 }
 
 _slurm_on_exit() {

@@ -6,6 +6,7 @@
 #   . "$(dirname "$0")/test-lib.sh"      (from a t/NNNN-name.t script)
 #   test_expect_success [PREREQ] 'title' 'cmd && cmd'
 #   test_expect_code [PREREQ] STATUS 'title' 'cmd'  (cmd must exit with STATUS)
+#   test_status [--show FILE] STATUS CMD ARGS    (in a body: CMD exits STATUS)
 #   test_done                                       (prints the plan, exits)
 #
 # Prerequisites, as in git's t/test-lib.sh.  A test with a PREREQ (several:
@@ -303,8 +304,10 @@ test_require() {
 # ---- running tests ------------------------------------------------------------
 
 _run() {
-	# run in a subshell so `exit` or `cd` in a test does not leak
-	( eval "$1" ) >"$TRASH/.out" 2>&1
+	# run in a subshell so `exit` or `cd` in a test does not leak; fd 9 is
+	# the test's own output too, for what the helpers say whatever the
+	# redirections of the command they run (test_status)
+	( eval "$1" ) >"$TRASH/.out" 2>&1 9>&1
 }
 
 # _test_skipped PREREQ TITLE: true (after printing the skip) when PREREQ is
@@ -351,6 +354,29 @@ test_expect_code() {
 }
 # the same, under the name some notes use
 test_expect_failure_status() { test_expect_code "$@"; }
+
+# test_status [--show FILE] STATUS CMD [ARG...]: inside a test body, run
+# CMD and succeed only when it exits with exactly STATUS (0 included): the
+# hand-written `CMD; rc=$?; cat FILE && test $rc = STATUS` without
+# breaking the && chain.  --show FILE: FILE (CMD's redirected output) goes
+# to the test's output after CMD, whatever its status.  CMD is a program or
+# a function, with no assignments in front (use env).
+#   test_status --show err 1 "$DSTAGE" verify pack 2>err && test_grep sum err
+test_status() {
+	_ts_show=
+	if [ "$1" = --show ]; then
+		_ts_show=$2
+		shift 2
+	fi
+	_ts_want=$1
+	shift
+	"$@"
+	_ts_rc=$?
+	[ -z "$_ts_show" ] || cat "$_ts_show" >&9
+	[ "$_ts_rc" = "$_ts_want" ] && return 0
+	echo "test_status: $1 exited $_ts_rc, want $_ts_want" >&9
+	return 1
+}
 
 test_skip() {
 	test_count=$((test_count + 1))

@@ -11,6 +11,7 @@
 #             names      name, target and path rules (t/fuzz/fuzz-names.c)
 #             epochconf  JOBDIR/epoch.conf (t/fuzz/fuzz-epochconf.c)
 #             manifest   index.h5 images, resealed (hdf5/fuzz/fuzz-manifest.c)
+#             tar        tar shards for --expand-tar (hdf5/fuzz/fuzz-tar.c)
 #
 # `make fuzz` runs this with FUZZ_SECS (default 300) and also builds the
 # sanitizer variant of dstage (build-asan/) that t/9000 and t/9001 use; the
@@ -19,7 +20,7 @@ set -u
 cd "$(dirname "$0")/../.."
 secs=${1:?usage: t/fuzz/run.sh SECS [TARGET...]}
 shift
-targets=${*:-index names epochconf manifest}
+targets=${*:-index names epochconf manifest tar}
 out=build-fuzz
 CC=${FUZZ_CC:-clang}
 mkdir -p "$out"
@@ -34,7 +35,7 @@ fresh() { # fresh BIN SRC...: BIN exists and no SRC is newer
 build() {
 	bin="$out/fuzz-$1"
 	case $1 in
-	manifest)
+	manifest | tar)
 		fresh "$bin" hdf5 common && return 0
 		sh hdf5/fuzz/build.sh "$out" >"$out/build-$1.log" 2>&1 ;;
 	*)

@@ -21,6 +21,7 @@
  * only their length is checked).  Prints one line of counts:
  *   files=N local=N cache=N remote=N stalls=N bytes=N errors=N seconds=S
  * and exits 1 when any read failed or mismatched. */
+#include "cache_test.h"
 #include "dscommon.h"
 #include "dsepoch.h"
 #include "dsindex.h"

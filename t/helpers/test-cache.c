@@ -3,6 +3,7 @@
  * pending/ready, duplicates, retire while held, a service restart, a reader
  * in another process racing the writer (every READY entry's bytes complete),
  * recycling retired files (never under a reader's mapping). */
+#include "cache_test.h"
 #include "dscommon.h"
 #include "dsepoch.h"
 #include "tap.h"

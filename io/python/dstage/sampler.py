@@ -18,8 +18,11 @@ does (reader l takes items l, l+n, ... of the node's share).
 """
 
 import array
+import bisect
+import ctypes
 import json
 import os
+import stat
 import subprocess
 
 try:
@@ -267,19 +270,151 @@ class _View:
         return "<%d items>" % len(self)
 
 
-def _sample_at(t, i):
-    d = t.dir_of(i)
-    return (os.path.join(t.dir_abs[d], os.fsdecode(t.name(i))), t.dir_target[d])
+def _where(ds, i):
+    """Dataset index i: (class number, its entry id in the index when the
+    class is a run of the index's entries, else -1, its index in the walked
+    table, else -1)."""
+    c = bisect.bisect_right(ds._cls_base, i) - 1
+    off = i - ds._cls_base[c]
+    id0 = ds._cls_id0[c]
+    if id0 >= 0:
+        return c, id0 + off, -1
+    return c, -1, ds._cls_tab[c] + off
 
 
-def _path_at(t, i):
-    d = t.dir_of(i)
-    rel = t.dir_rel[d]
-    return os.fsdecode(rel + _SEP + t.name(i) if rel else t.name(i))
+def _sample_at(ds, i):
+    c, pos, k = _where(ds, i)
+    if pos < 0:
+        t = ds._table
+        d = t.dir_of(k)
+        return (os.path.join(t.dir_abs[d], os.fsdecode(t.name(k))), t.dir_target[d])
+    name = _c_name(ds._lib.ds_py_entry_name, pos)
+    top = os.path.join(ds.root, ds.classes[c]) if ds.classes else ds.root
+    return (os.path.join(top, os.fsdecode(name[name.rfind(_SEP) + 1:])), c if ds.classes else 0)
 
 
-def _target_at(t, i):
-    return t.dir_target[t.dir_of(i)]
+def _path_at(ds, i):
+    c, pos, k = _where(ds, i)
+    if pos < 0:
+        t = ds._table
+        d = t.dir_of(k)
+        rel = t.dir_rel[d]
+        return os.fsdecode(rel + _SEP + t.name(k) if rel else t.name(k))
+    return os.fsdecode(_c_name(ds._lib.ds_py_entry_name, pos))
+
+
+def _target_at(ds, i):
+    c = bisect.bisect_right(ds._cls_base, i) - 1
+    return c if ds.classes else 0
+
+
+# ---- the shim's entry points (io/pyapi.c) ---------------------------------------
+# The preloaded library answers from its mapped index what a walk of the tree
+# computes: a class directory that holds only sample files is a run of the
+# index's sample table, in ImageFolder's order, so a dataset keeps three
+# numbers for it, not a name per file.  Absent (no shim, another ABI,
+# DSTAGE_PY_WALK=1), everything is walked as before.
+
+_ABI = 1
+_LIB = [False]
+
+
+def _binding():
+    """The preloaded shim's ds_py_* functions (ctypes), or None."""
+    if _LIB[0] is not False:
+        return _LIB[0]
+    _LIB[0] = None
+    if os.environ.get("DSTAGE_PY_WALK") not in (None, "", "0"):
+        return None
+    try:
+        lib = ctypes.CDLL(None)
+        abi = lib.ds_py_abi
+    except (OSError, AttributeError):
+        return None
+    abi.restype = ctypes.c_int
+    abi.argtypes = []
+    if abi() != _ABI:
+        return None
+    c_u64p = ctypes.POINTER(ctypes.c_uint64)
+    c_sizep = ctypes.POINTER(ctypes.c_size_t)
+    lib.ds_py_mount.restype = ctypes.c_char_p
+    lib.ds_py_mount.argtypes = []
+    lib.ds_py_dir.restype = ctypes.c_int
+    lib.ds_py_dir.argtypes = [ctypes.c_char_p, ctypes.c_size_t, c_u64p]
+    lib.ds_py_entry_name.restype = ctypes.c_void_p
+    lib.ds_py_entry_name.argtypes = [ctypes.c_uint64, c_sizep]
+    lib.ds_py_children.restype = ctypes.c_int64
+    lib.ds_py_children.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
+                                   ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t,
+                                   ctypes.c_char_p, ctypes.c_size_t]
+    lib.ds_py_lookup.restype = ctypes.c_int64
+    lib.ds_py_lookup.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    lib.ds_py_list.restype = ctypes.c_int
+    lib.ds_py_list.argtypes = [ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32,
+                               ctypes.POINTER(ctypes.c_void_p), c_sizep]
+    lib.ds_py_map.restype = ctypes.c_int64
+    lib.ds_py_map.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                              ctypes.c_void_p]
+    lib.ds_py_free.restype = None
+    lib.ds_py_free.argtypes = [ctypes.c_void_p]
+    _LIB[0] = lib
+    return lib
+
+
+def _c_name(fn, k):
+    n = ctypes.c_size_t()
+    p = fn(k, ctypes.byref(n))
+    if not p:
+        raise OSError("dstage: the shim's index has no entry %d" % k)
+    return ctypes.string_at(p, n.value)
+
+
+def _class_run(lib, rel):
+    """The entries [id0, id1) of the index that are directory rel's files
+    (bytes, mount-relative), every one a sample, in ImageFolder's order, or
+    None (walk it)."""
+    out = (ctypes.c_uint64 * 8)()
+    if lib.ds_py_dir(rel, len(rel), out) != 0:
+        return None
+    # every entry of the subtree a child of it and a sample (io/pyapi.c)
+    return (out[5], out[6]) if out[2] == 1 else None
+
+
+def _class_dirs(lib, rel, root, exts=None):
+    """The directories of directory rel (bytes, mount-relative; root: its
+    path) from the index's directory table, in one call: {name: (id0, id1),
+    the entries of the index that are that class's files, every one a
+    sample, in ImageFolder's order, or None: walk it}; symlinks to directories are classes too (walked), as
+    os.scandir's is_dir() says.  None when rel is not a directory of the
+    index (a symlink, say): list it the usual way.  exts: ImageFolder's
+    extensions, lowercase; a class is then a run when every file of it has
+    one (the shim reads its names)."""
+    out = (ctypes.c_uint64 * 8)()
+    if lib.ds_py_dir(rel, len(rel), out) != 0:
+        return None
+    n = out[3]
+    rows = array.array("q", [0]) * (6 * n)
+    ext_b = b"".join(os.fsencode(e) + b"\0" for e in exts) if exts else None
+    cap = 32 * n + 64
+    for _ in range(2):
+        buf = ctypes.create_string_buffer(cap)
+        used = lib.ds_py_children(rel, len(rel), rows.buffer_info()[0] if n else None, n, buf,
+                                  cap, ext_b, len(ext_b) if ext_b else 0)
+        if used <= cap:
+            break
+        cap = used
+    if used < 0:
+        return None
+    raw = buf.raw
+    res = {}
+    for k in range(0, 6 * n, 6):
+        mode, off, ln = rows[k], rows[k + 1], rows[k + 2]
+        name = raw[off:off + ln].decode("utf-8", "surrogateescape")
+        if stat.S_ISDIR(mode):
+            res[name] = (rows[k + 3], rows[k + 4]) if rows[k + 5] == 1 else None
+        elif stat.S_ISLNK(mode) and os.path.isdir(os.path.join(root, name)):
+            res[name] = None
+    return res
 
 
 class DstageFiles(_Dataset):
@@ -291,8 +426,10 @@ class DstageFiles(_Dataset):
     images (e.g. torchvision.datasets.folder.default_loader).  `paths` holds
     the mount-relative paths, the names the epoch lists use.  `samples`,
     `targets` and `paths` are read-only sequences that build an item when it
-    is asked for: a file costs its name's bytes and an offset, not Python
-    objects (see _Table)."""
+    is asked for, in ImageFolder's order.  With the preloaded shim's entry
+    points a class directory of sample files costs three numbers (a run of
+    the index's entries), whatever its size; any other class is walked and
+    costs its names' bytes and an offset a file (see _Table)."""
 
     def __init__(self, subdir="train", mount=None, transform=None, target_transform=None,
                  loader=None, extensions=None):
@@ -303,24 +440,84 @@ class DstageFiles(_Dataset):
         self.loader = loader or self._read_bytes
         if not os.path.isdir(self.root):
             raise FileNotFoundError("'%s': not a directory (is the shim preloaded?)" % self.root)
-        self.classes = sorted(e.name for e in os.scandir(self.root) if e.is_dir())
-        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         exts = tuple(e.lower() for e in extensions) if extensions else None
+        # with the shim's entry points, a class that is a run of the index's
+        # sample table costs three numbers; any other is walked into t
+        lib = _binding()
+        if lib is not None and os.fsdecode(lib.ds_py_mount() or b"") != self.mount:
+            lib = None
+        self._lib = lib
+        dirs = None
+        relroot = os.path.relpath(self.root, self.mount)
+        if lib is not None and not relroot.startswith(".."):
+            relroot = b"" if relroot == "." else os.fsencode(relroot)
+            dirs = _class_dirs(lib, relroot, self.root, exts)
+        if dirs is None:
+            dirs = {e.name: None for e in os.scandir(self.root) if e.is_dir()}
+        # classes as ImageFolder's find_classes: the directories, sorted
+        self.classes = sorted(dirs)
+        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         t = _Table()
+        base, id0s, tabs = array.array("q"), array.array("q"), array.array("q")
+        runs = []
+        n = 0
         for c in self.classes or [""]:
             top = os.path.join(self.root, c) if c else self.root
             target = self.class_to_idx.get(c, 0)
-            for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
-                dirnames.sort()
+            base.append(n)
+            if c:
+                run = dirs[c]
+            elif lib is not None and isinstance(relroot, bytes) and not exts:
+                run = _class_run(lib, relroot)  # no classes: the files of the root
+            else:
+                run = None
+            if run:
+                id0s.append(run[0])
+                tabs.append(-1)
+                runs.append((run[0], run[1], n))
+                n += run[1] - run[0]
+                continue
+            id0s.append(-1)
+            tabs.append(len(t))
+            k = len(t)
+            # ImageFolder's order: directories by their path as a str
+            # (not the walk's: class/a/b comes after class/a.b)
+            for dirpath, _, filenames in sorted(os.walk(top, followlinks=True)):
                 filenames.sort()
                 if exts:
-                    filenames = [n for n in filenames if n.lower().endswith(exts)]
+                    filenames = [f for f in filenames if f.lower().endswith(exts)]
                 t.add_dir(dirpath, os.path.relpath(dirpath, self.mount), target, filenames)
+            n += len(t) - k
+        base.append(n)
         t.finish()
         self._table = t
-        self.samples = _View(t, _sample_at)
-        self.targets = _View(t, _target_at)
-        self.paths = _View(t, _path_at)
+        self._n = n
+        self._cls_base, self._cls_id0, self._cls_tab = base, id0s, tabs
+        # the runs by their entry ids: (id0, id1, first index)
+        runs.sort()
+        self._runs = array.array("q", [x for r in runs for x in r])
+        self._run_id0 = array.array("q", [r[0] for r in runs])
+        # the walked classes by their place in t: (first in t, first index)
+        walked = [(tabs[i], base[i]) for i in range(len(tabs)) if tabs[i] >= 0]
+        self._walk_t0 = array.array("q", [w[0] for w in walked])
+        self._walk_base = array.array("q", [w[1] for w in walked])
+        self.samples = _View(self, _sample_at)
+        self.targets = _View(self, _target_at)
+        self.paths = _View(self, _path_at)
+
+    def __getstate__(self):
+        st = dict(self.__dict__)
+        st["_lib"] = st["_lib"] is not None
+        return st
+
+    def __setstate__(self, st):
+        self.__dict__.update(st)
+        if self._lib:
+            self._lib = _binding()
+            if self._lib is None:
+                raise RuntimeError("DstageFiles: unpickled where the shim is not preloaded")
+        else:
+            self._lib = None
 
     @staticmethod
     def _read_bytes(path):
@@ -329,19 +526,54 @@ class DstageFiles(_Dataset):
 
     def index_of(self, relpath):
         """Index of a mount-relative path (as in the epoch lists); KeyError if absent."""
-        i = self._table.find(os.fsencode(relpath))
-        if i < 0:
-            raise KeyError(relpath)
-        return i
+        return self._index_of_bytes(os.fsencode(relpath))
 
     def _index_of_bytes(self, relpath):
-        i = self._table.find(relpath)
-        if i < 0:
+        if self._lib is not None and self._runs:
+            ident = self._lib.ds_py_lookup(relpath, len(relpath))
+            if ident >= 0:
+                r = bisect.bisect_right(self._run_id0, ident) - 1
+                if r >= 0 and ident < self._runs[3 * r + 1]:
+                    return self._runs[3 * r + 2] + ident - self._runs[3 * r]
+        k = self._table.find(relpath)
+        if k < 0:
             raise KeyError(os.fsdecode(relpath))
-        return i
+        w = bisect.bisect_right(self._walk_t0, k) - 1
+        return self._walk_base[w] + k - self._walk_t0[w]
+
+    def _dstage_list(self, epoch, rank, num_replicas, skip=0):
+        """Epoch `epoch`'s list of reader rank of num_replicas as an array of
+        indices (from sample `skip` on), straight from the shim: no text,
+        no path decoded but for samples of walked classes.  None without
+        the shim's entry points."""
+        lib = self._lib
+        if lib is None:
+            return None
+        ids = ctypes.c_void_p()
+        cnt = ctypes.c_size_t()
+        rc = lib.ds_py_list(epoch, rank, num_replicas, ctypes.byref(ids), ctypes.byref(cnt))
+        if rc:
+            raise OSError(-rc, "epoch %d list of reader %d of %d: %s"
+                          % (epoch, rank, num_replicas, os.strerror(-rc)))
+        try:
+            k = max(cnt.value - skip, 0)
+            out = array.array("q", [0]) * k
+            if k == 0:
+                return out
+            first = ids.value + 4 * min(skip, cnt.value)
+            miss = lib.ds_py_map(first, k, self._runs.buffer_info()[0] if self._runs else None,
+                                 len(self._runs) // 3, out.buffer_info()[0])
+            if miss:
+                at = (ctypes.c_uint32 * k).from_address(first)
+                for j in range(k):
+                    if out[j] < 0:
+                        out[j] = self._index_of_bytes(_c_name(lib.ds_py_entry_name, at[j]))
+            return out
+        finally:
+            lib.ds_py_free(ids)
 
     def __len__(self):
-        return len(self.samples)
+        return self._n
 
     def __getitem__(self, i):
         path, target = self.samples[i]
@@ -360,9 +592,11 @@ class EpochSampler(_Sampler):
     the epoch, like DistributedSampler.set_epoch.
 
     `dataset` maps paths to indices: DstageFiles (index_of), torchvision's
-    ImageFolder/DatasetFolder (samples), or anything with `paths`.  The
-    list is read line by line and held as one array of indices (8 bytes a
-    sample of this reader's share)."""
+    ImageFolder/DatasetFolder (samples), or anything with `paths`.  Over a
+    DstageFiles with the shim's entry points the list comes as entry ids,
+    mapped to indices in C; else it is read line by line.  Either way it is
+    held as one array of indices (8 bytes a sample of this reader's
+    share)."""
 
     def __init__(self, dataset, rank=None, num_replicas=None, mount=None, epoch=0, start=0,
                  resume=None):
@@ -380,6 +614,11 @@ class EpochSampler(_Sampler):
         self.mount = mount_point(mount or getattr(dataset, "mount", None))
         self.epoch = epoch
         self._lookup = self._make_lookup(dataset)
+        # DstageFiles with the shim's entry points: the list as entry ids,
+        # mapped to indices in C (no text, no lookup per path in Python)
+        fast = getattr(dataset, "_dstage_list", None)
+        self._fast = (fast if fast and getattr(dataset, "_lib", None) is not None and
+                      getattr(dataset, "mount", None) == self.mount else None)
         self._cached = None  # (epoch, indices)
         self.start = int(start)
         self._start_epoch = epoch
@@ -462,19 +701,30 @@ class EpochSampler(_Sampler):
     def _indices(self):
         if self._cached and self._cached[0] == self.epoch:
             return self._cached[1]
-        out = array.array("q")
-        lookup = self._lookup
-        for p in self._lines():
+        out = None
+        if self._fast and not (self._resume and self._resume[0] == self.epoch):
+            skip = self.start if self.start and self.epoch == self._start_epoch else 0
             try:
-                out.append(lookup(p))
-            except KeyError:
-                raise KeyError("'%s' (epoch %d list) is not in the dataset: build it over the "
-                               "staged tree under '%s'; every file outside the pack's "
-                               "--replicate subtrees is a training sample, so pack files "
-                               "that are not samples with --replicate or --exclude"
-                               % (os.fsdecode(p), self.epoch, self.mount)) from None
+                out = self._fast(self.epoch, self.rank, self.num_replicas, skip)
+            except KeyError as e:
+                self._not_in_dataset(os.fsencode(e.args[0]))
+        if out is None:
+            out = array.array("q")
+            lookup = self._lookup
+            for p in self._lines():
+                try:
+                    out.append(lookup(p))
+                except KeyError:
+                    self._not_in_dataset(p)
         self._cached = (self.epoch, out)
         return out
+
+    def _not_in_dataset(self, p):
+        raise KeyError("'%s' (epoch %d list) is not in the dataset: build it over the "
+                       "staged tree under '%s'; every file outside the pack's "
+                       "--replicate subtrees is a training sample, so pack files "
+                       "that are not samples with --replicate or --exclude"
+                       % (os.fsdecode(p), self.epoch, self.mount)) from None
 
     def __iter__(self):
         return iter(self._indices())

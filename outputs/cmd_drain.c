@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* cmd_drain.c: `dstage drain`: wait until every closed output is durable in
+ * the drain directory, or, when no service runs any more (stopped, killed),
+ * report from NODEDIR/outputs.status what was closed and not drained and
+ * remove the copy that was half made (it only ever has a temporary name). */
+#include "dsmpi.h"
+#include "dsout.h"
+#include "dsoutputs.h"
+#include "dssock.h"
+#include "outputs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static const char *drain_usage =
+	"usage: dstage drain --to DIR [--job ID] [--wait] [--timeout SECS]\n"
+	"  --wait: block until every output closed so far on any node of the job is durable in\n"
+	"  the service's --drain-to directory (exit 1 when one failed to drain).  With no\n"
+	"  service running: report the outputs that were closed and not drained (exit 1 if\n"
+	"  any) and remove a half-made copy.  Without --wait: print the drain figures of the\n"
+	"  nodes stored here.\n";
+
+/* One request to the outputs socket sock; status or -errno. */
+static int ask(const char *sock, struct ds_out_req *q, double timeout)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(sock) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, sock);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	struct ds_out_resp a;
+	q->magic = DS_OUT_MAGIC;
+	/* timeout 0: wait as long as the drain takes */
+	double deadline = timeout > 0 ? ds_now() + timeout : 0;
+	int rc = ds_sock_xfer(fd, q, sizeof(*q), 1, deadline);
+	if (!rc)
+		rc = ds_sock_xfer(fd, &a, sizeof(a), 0, deadline);
+	if (rc && rc != -ETIMEDOUT)
+		rc = -EIO;
+	close(fd);
+	if (!rc && a.magic != DS_OUT_MAGIC)
+		rc = -EIO;
+	return rc ? rc : a.status;
+}
+
+static const char *kv(const char *text, const char *key, char *buf, size_t len)
+{
+	size_t kl = strlen(key);
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, key, kl) && p[kl] == '=') {
+			const char *v = p + kl + 1;
+			size_t n = strcspn(v, "\n");
+			if (n >= len)
+				n = len - 1;
+			memcpy(buf, v, n);
+			buf[n] = 0;
+			return buf;
+		}
+	buf[0] = 0;
+	return buf;
+}
+
+ssize_t ds__out_read_text(const char *path, char **text)
+{
+	*text = NULL;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC), rc = 0;
+	struct stat st;
+	if (fd < 0)
+		return errno == ELOOP || errno == ENXIO ? -DS_ENOTREG : -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = S_ISREG(st.st_mode) ? -errno : -DS_ENOTREG;
+		close(fd);
+		return rc;
+	}
+	/* the whole file, however long: one line per output not drained, and
+	 * 100,000 checkpoint shards are ordinary (a first 64 KiB is not the
+	 * status: what lies past it would be neither recovered nor named) */
+	size_t cap = 1 << 16, len = 0;
+	char *b = malloc(cap);
+	for (;;) {
+		if (!b) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (len + 1 >= cap) {
+			char *nb = realloc(b, cap *= 2);
+			if (!nb) {
+				rc = -ENOMEM;
+				break;
+			}
+			b = nb;
+		}
+		ssize_t n = read(fd, b + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			rc = -errno;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (rc) {
+		free(b);
+		return rc;
+	}
+	b[len] = 0;
+	*text = b;
+	return (ssize_t)len;
+}
+
+/* Copy AREA/ns/NAME to DIR/NAME the drain's way (temporary name, CRC
+ * check, mode and mtime, fsync, rename, fsync of the directory). */
+static int recover(int afd, int dfd, const char *name, uint64_t size, int have_crc, uint32_t crc)
+{
+	const char *why, *base;
+	char src[PATH_MAX], tmp[PATH_MAX];
+	if (afd < 0 || dfd < 0 || ds_name_check(name, strlen(name), &why))
+		return -EINVAL;
+	if (snprintf(src, sizeof(src), DS_OUT_NS "/%s", name) >= (int)sizeof(src))
+		return -ENAMETOOLONG;
+	int in = openat(afd, src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (in < 0)
+		return -errno;
+	struct stat st;
+	int rc = fstat(in, &st) < 0 ? -errno : 0;
+	if (!rc && (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size || (size && !st.st_blocks)))
+		rc = -ESTALE; /* not the bytes the service knew */
+	/* the drain directory by descriptor (drain.c): the copy, its rename
+	 * and the fsync of the directory act on the directory opened here */
+	int pdir = rc ? -1 : ds__drain_dirat(dfd, name, 1, &base);
+	if (!rc && pdir < 0)
+		rc = pdir;
+	if (!rc && snprintf(tmp, sizeof(tmp), "%s" DS_OUT_DRAIN_TMP "recover.%ld", base,
+	                    (long)getpid()) >= (int)sizeof(tmp))
+		rc = -ENAMETOOLONG;
+	int out =
+		rc ? -1
+		   : openat(pdir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (!rc && out < 0)
+		rc = -errno;
+	char *buf = rc || !size ? NULL : malloc(size < (8u << 20) ? size : (8u << 20));
+	if (!rc && size && !buf)
+		rc = -ENOMEM;
+	uint32_t c = 0;
+	for (uint64_t off = 0; !rc && off < size;) {
+		size_t n = size - off < (8u << 20) ? (size_t)(size - off) : (8u << 20);
+		rc = ds_pread_full(in, buf, n, (off_t)off);
+		if (!rc)
+			rc = ds_pwrite_full(out, buf, n, (off_t)off);
+		if (!rc && ds_fault("drain.write", -1))
+			rc = -EIO; /* tests: the shared file system fails */
+		c = ds_crc32c(c, buf, n);
+		off += n;
+	}
+	free(buf);
+	if (!rc && have_crc && c != crc)
+		rc = -DS_ECHECKSUM;
+	struct timespec ts[2] = {st.st_atim, st.st_mtim};
+	if (!rc && (fchmod(out, st.st_mode & 0777) < 0 || futimens(out, ts) < 0 || fsync(out) < 0))
+		rc = -errno;
+	if (out >= 0 && close(out) < 0 && !rc)
+		rc = -errno;
+	close(in);
+	if (!rc && renameat(pdir, tmp, pdir, base) < 0)
+		rc = -errno;
+	if (!rc && fsync(pdir) < 0)
+		rc = -errno;
+	if (rc && out >= 0)
+		unlinkat(pdir, tmp, 0);
+	if (pdir >= 0)
+		close(pdir);
+	return rc;
+}
+
+void ds_outputs_status_line(const char *jobdir, const char *name)
+{
+	char p[PATH_MAX], v[6][PATH_MAX], *text;
+	snprintf(p, sizeof(p), "%s/%s/" DS_OUT_STATUS, jobdir, name);
+	if (ds__out_read_text(p, &text) <= 0) {
+		free(text);
+		return;
+	}
+	printf("node %s outputs: %s being written; drain to '%s': pending %s files (%s bytes), drained "
+	       "%s files, last '%s'",
+	       name, kv(text, "writing", v[0], PATH_MAX), kv(text, "drain_to", v[1], PATH_MAX),
+	       kv(text, "pending_files", v[2], PATH_MAX), kv(text, "pending_bytes", v[3], PATH_MAX),
+	       kv(text, "drained_files", v[4], PATH_MAX), kv(text, "last_drained", v[5], PATH_MAX));
+	if (atoi(kv(text, "failed", v[0], PATH_MAX)))
+		printf(", %s FAILED", v[0]);
+	printf("\n");
+	free(text);
+}
+
+void ds_outputs_clean(const char *jobdir)
+{
+	DIR *d = opendir(jobdir);
+	if (!d)
+		return;
+	const char *jb = strrchr(jobdir, '/');
+	jb = jb ? jb + 1 : jobdir;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		uint64_t k;
+		if (ds_parse_u64(de->d_name, &k))
+			continue;
+		char p[PATH_MAX], text[2 * PATH_MAX + 8];
+		snprintf(p, sizeof(p), "%s/%s/" DS_OUT_CONF, jobdir, de->d_name);
+		int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, text, sizeof(text) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		text[n] = 0;
+		char *area = strchr(text, '\n');
+		if (!area)
+			continue;
+		area++;
+		area[strcspn(area, "\n")] = 0;
+		/* only what the service made: .../dstage.<uid>.<job>/<node>.out,
+		 * a directory of ours, not inside the job directory (that goes
+		 * with it) */
+		char want[NAME_MAX + 8], parent[PATH_MAX];
+		snprintf(want, sizeof(want), "/%s.out", de->d_name);
+		size_t al = strlen(area), wl = strlen(want), jl = strlen(jb);
+		struct stat st;
+		if (al <= wl + jl + 1 || strcmp(area + al - wl, want) ||
+		    strncmp(area + al - wl - jl, jb, jl) || area[al - wl - jl - 1] != '/' ||
+		    !strncmp(area, jobdir, strlen(jobdir)) || lstat(area, &st) < 0 ||
+		    !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+			continue;
+		int rc = ds_rm_rf(area);
+		if (rc)
+			ds_error("'%s': %s", area, ds_strerror(rc));
+		snprintf(parent, sizeof(parent), "%.*s", (int)(al - wl), area);
+		rmdir(parent); /* when no other node's area is left */
+	}
+	closedir(d);
+}
+
+int ds_out_report(const char *jobdir, int cleanup, int print)
+{
+	DIR *d = opendir(jobdir);
+	if (!d)
+		return 0;
+	int bad = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		uint64_t k;
+		if (ds_parse_u64(de->d_name, &k))
+			continue;
+		char p[PATH_MAX], v[PATH_MAX], dir[PATH_MAX], *text = NULL;
+		/* a recovery holds the node directory: several `dstage drain
+		 * --wait` at once (one per node, the stores on a file system
+		 * they share) recover each output once, and the next one reads
+		 * the status the first left */
+		int lk = -1;
+		if (cleanup) {
+			snprintf(p, sizeof(p), "%s/%s", jobdir, de->d_name);
+			lk = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			while (lk >= 0 && flock(lk, LOCK_EX) < 0 && errno == EINTR)
+				;
+		}
+		snprintf(p, sizeof(p), "%s/%s/" DS_OUT_STATUS, jobdir, de->d_name);
+		ssize_t n = ds__out_read_text(p, &text);
+		if (n < 0 && n != -ENOENT) {
+			/* a status that cannot be read may list outputs: say so */
+			ds_error("node %s: '%s': %s", de->d_name, p, ds_strerror((int)n));
+			bad = 1;
+		}
+		if (n <= 0) {
+			free(text);
+			if (lk >= 0)
+				close(lk);
+			continue;
+		}
+		kv(text, "drain_to", dir, sizeof(dir));
+		if (print)
+			printf("node %s: pending %s files, %s bytes; drained %s files, %s bytes; last "
+			       "'%s'; failed %s\n",
+			       de->d_name, kv(text, "pending_files", v, 64), kv(text, "pending_bytes", v + 64, 64),
+			       kv(text, "drained_files", v + 128, 64), kv(text, "drained_bytes", v + 192, 64),
+			       kv(text, "last_drained", v + 256, 2048), kv(text, "failed", v + 2400, 64));
+		kv(text, "draining_tmp", v, sizeof(v));
+		/* a temporary name of ours, in the drain directory: never
+		 * anything else */
+		if (cleanup && v[0] && dir[0] && !strncmp(v, dir, strlen(dir)) && v[strlen(dir)] == '/' &&
+		    strstr(v, DS_OUT_DRAIN_TMP) && !strstr(v, "/../")) {
+			if (unlink(v) == 0)
+				ds_warn("node %s: removed the half-made copy '%s'", de->d_name, v);
+		}
+		char area[PATH_MAX];
+		kv(text, "area", area, sizeof(area));
+		/* the drain directory, by descriptor for the whole recovery */
+		int dfd = cleanup && dir[0] ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+		int dfd_err = dfd < 0 ? (dir[0] ? -errno : -EINVAL) : 0;
+		/* the output area too (it may be in a shared --outputs-to DIR):
+		 * ours and private, checked on the descriptor it is read from */
+		int afd = cleanup && area[0]
+		                  ? open(area, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+		                  : -1;
+		struct stat ast;
+		if (afd >= 0 &&
+		    (fstat(afd, &ast) < 0 || ast.st_uid != geteuid() || (ast.st_mode & 077))) {
+			close(afd);
+			afd = -1;
+			errno = EPERM;
+		}
+		if (afd < 0 && !dfd_err)
+			dfd_err = area[0] ? -errno : -EINVAL;
+		int any = 0, lost = 0;
+		/* what is left to recover: the lines of the outputs not recovered */
+		struct ds_buf left = {0};
+		for (const char *q = text; (q = strstr(q, "undrained=")); q++) {
+			if (q != text && q[-1] != '\n')
+				continue;
+			unsigned long long size;
+			unsigned crc = 0;
+			int off = 0;
+			char name[PATH_MAX], cs[9];
+			size_t ll = strcspn(q, "\n");
+			any = 1;
+			if (sscanf(q + 10, "%llu %8s %n", &size, cs, &off) < 2 || !off) {
+				/* never skipped in silence: named, and kept */
+				ds_error("node %s: '%.*s': a status line that cannot be read",
+				         de->d_name, (int)(ll < 200 ? ll : 200), q);
+				ds_buf_add(&left, q, ll);
+				ds_buf_add(&left, "\n", 1);
+				bad = lost = 1;
+				continue;
+			}
+			/* "--------": the service died before it summed the file
+			 * (just after its close): copied without the check */
+			int have_crc = strcmp(cs, "--------") != 0;
+			size_t nl = strcspn(q + 10 + off, "\n");
+			int rc = 0;
+			if (have_crc && sscanf(cs, "%x", &crc) != 1)
+				rc = -DS_EFORMAT;
+			if (nl >= sizeof(name))
+				rc = -ENAMETOOLONG; /* never a name cut short */
+			snprintf(name, sizeof(name), "%.*s", (int)(nl < sizeof(name) ? nl : 0),
+			         q + 10 + off);
+			/* the service is gone, its bytes are here: copy them now */
+			if (!rc)
+				rc = !cleanup ? -EAGAIN
+				     : dfd < 0 || afd < 0
+				             ? dfd_err
+				             : recover(afd, dfd, name, size, have_crc, crc);
+			if (!rc) {
+				ds_warn("node %s: '%s': recovered from the node's output area into '%s' (the "
+				        "service had not drained it)",
+				        de->d_name, name, dir);
+				continue;
+			}
+			ds_error("node %s: '%.*s': closed but not drained to '%s'%s%s", de->d_name,
+			         (int)(nl < 1024 ? nl : 1024), q + 10 + off, dir,
+			         rc == -EAGAIN ? "" : ": ", rc == -EAGAIN ? "" : ds_strerror(rc));
+			ds_buf_add(&left, q, ll);
+			ds_buf_add(&left, "\n", 1);
+			bad = lost = 1;
+		}
+		if (dfd >= 0)
+			close(dfd);
+		if (afd >= 0)
+			close(afd);
+		int failed = atoi(kv(text, "failed", v, sizeof(v)));
+		if (!any && failed > 0) {
+			ds_error("node %s: %s drain operation(s) to '%s' failed", de->d_name, v, dir);
+			bad = lost = 1;
+		}
+		if (cleanup && any) {
+			/* the status says what is left: the outputs not recovered
+			 * (a new service refuses to start, and wipes nothing, while
+			 * one is listed), or recovered=1 */
+			struct ds_buf b = {0};
+			for (const char *l = text; *l;) {
+				size_t ll = strcspn(l, "\n");
+				if (strncmp(l, "undrained=", 10) && strncmp(l, "failed=", 7) &&
+				    strncmp(l, "draining_tmp=", 13) && strncmp(l, "pending_", 8) &&
+				    strncmp(l, "recovered=", 10))
+					ds_buf_add(&b, l, ll + (l[ll] == '\n'));
+				l += ll + (l[ll] == '\n');
+			}
+			if (left.len)
+				ds_buf_add(&b, left.data, left.len);
+			else
+				ds_buf_add(&b, "recovered=1\n", 12);
+			int wrc = ds_write_file_atomic(p, b.data, b.len, 0600);
+			if (wrc) {
+				ds_error("node %s: '%s': %s", de->d_name, p, ds_strerror(wrc));
+				bad = 1;
+			}
+			ds_buf_release(&b);
+		}
+		ds_buf_release(&left);
+		free(text);
+		if (lk >= 0)
+			close(lk); /* and its lock */
+	}
+	closedir(d);
+	return bad;
+}
+
+int ds_cmd_drain(int argc, char **argv)
+{
+	struct ds_jobcmd j = {.timeout = 0};
+	int st = ds_jobcmd_args(argc, argv, drain_usage, 1, &j);
+	if (st >= 0)
+		return st;
+	double timeout = j.timeout;
+	int wait = j.wait;
+	char *jobdir = j.jobdir;
+	DIR *d = j.d;
+	if (!wait) {
+		closedir(d);
+		int bad = ds_out_report(jobdir, 0, 1);
+		free(jobdir);
+		return bad;
+	}
+	/* any node's outputs service: node 0 gathers the answer of every node */
+	int rc = -ENOENT;
+	struct dirent *de;
+	struct ds_out_req *q = ds_xcalloc(1, sizeof(*q));
+	q->op = DS_OUT_DRAIN;
+	while (rc == -ENOENT && (de = readdir(d))) {
+		uint64_t k;
+		char sock[PATH_MAX];
+		if (ds_parse_u64(de->d_name, &k))
+			continue;
+		snprintf(sock, sizeof(sock), "%s/%s/" DS_OUT_SOCK, jobdir, de->d_name);
+		if (access(sock, F_OK))
+			continue;
+		rc = ask(sock, q, timeout);
+		if (rc == -ECONNREFUSED)
+			rc = -ENOENT; /* a socket left by a killed service */
+	}
+	closedir(d);
+	free(q);
+	int bad = 0;
+	if (rc == -ENOENT) {
+		/* nobody to wait for: what did the last service leave? */
+		bad = ds_out_report(jobdir, 1, 0);
+		if (!bad)
+			ds_info("'%s': no outputs service running; every closed output was drained", jobdir);
+	} else if (rc) {
+		ds_error("'%s': %s", jobdir,
+		         rc == -EIO ? "some outputs could not be drained (see the service's log)"
+		                    : ds_strerror(rc));
+		bad = 1;
+	}
+	free(jobdir);
+	return bad;
+}
