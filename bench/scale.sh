@@ -10,6 +10,9 @@
 #     DistributedSampler's index list of the same share; with the service
 #     running (it publishes each epoch's share: the shim slices it), and
 #     reader 0's without it (the shim computes the share);
+#   - the service (svc_rows): start until serving and until epoch 0's
+#     prefetch starts/ends, an epoch switch until the next epoch is planned
+#     and its prefetch starts/ends, --timeout 2 trips;
 # on a metadata-only tree: N hard links to 4 small files, ImageNet-shaped
 # names (1280 per class directory), packed (dstage pack, the 4 files under
 # --replicate) and staged on 2 simulated nodes.  N: 128k (--quick), 1.28M
@@ -126,6 +129,87 @@ row "epoch list of reader 0 of 8, $nk files, service up vs not (share published 
 	echo "distsampler_us_per_index_$N $di_t"
 } >>"$RES/scale.dat"
 note "Scale (issue 27), $nk: $N names (hard links to 4 files of 48-96 B; ImageNet-shaped, $CLASSES class directories of up to 1280), packed and staged on 2 simulated nodes; a reader's share is N/16 = $SHARE samples (reader 0 of 8 on node 0; DistributedSampler rank 0 of 16).  Each figure is one fresh Python process (/usr/bin/python3), timed from after its imports: DstageFiles(\"train\") + EpochSampler(rank 0 or 7 of 8) + iterating it, through the shim; ImageFolder(tmpfs tree) + DistributedSampler + iterating it, natively; open + read of .dstage/epochs/0/L-of-8 through the shim, the median of 5 in one process once the shim has started (with dstage serve running, which publishes each epoch's share for the shim to slice; reader 0's also without it, the shim computing the share); DistributedSampler's index list alone.  CPU: user + system seconds of the same span (getrusage), what the wall time is on an idle core.  Memory: the anonymous (private) memory held at the end over that after the imports; the peak RSS, which also counts the mapped index pages it touched (shared by the node's processes), was $ds_p B per sample (dstage) and $fo_p B (ImageFolder).  Goals of issue 27: <= 1 us and <= 64 B per sample of the share, a list in <= 0.3 us per entry whatever the reader number.  Medians of $ROUNDS rounds, interleaved in rotating order.$( [ -n "$HAVE_TV" ] || echo '  torchvision missing: no ImageFolder/DistributedSampler figures.')"
+	svc_rows
+}
+
+# ---- the service at this size (issue 27's service side) --------------------
+# (svc_rows, at the end of one_size)
+# Per round, on the same store: `dstage serve` started (--timeout 2, debug
+# log) until both nodes serve, until epoch 0's prefetch starts and ends;
+# then readers enter epoch 1 on both nodes and the service, which follows,
+# plans epoch 2 (share published), starts and ends its prefetch.  Times
+# from the start, and from the moment both readers' list opens returned
+# (their own cost not counted; the service learnt of the epoch during
+# them); the plans' own seconds from the service's debug log; every "no
+# answer" / watchdog trip counted.
+svc_uptime() { cut -d' ' -f1 /proc/uptime; } # CLOCK_MONOTONIC-like seconds, as serve.status's t0/t1
+svc_both() { grep -qs "$1" "$ST/0/serve.status" && grep -qs "$1" "$ST/1/serve.status"; }
+svc_t0() { grep -h "^epoch\.$1=" "$ST/0/serve.status" "$ST/1/serve.status" | sed 's/.* t0=\([0-9.]*\) .*/\1/' | sort -g | tail -1; }
+svc_until() {
+	_k=0
+	while ! eval "$1"; do
+		_k=$((_k + 1))
+		[ $_k -lt 6000 ] || { say "service: timed out waiting for: $1"; cat "$W/serve.log" >&2; exit 1; }
+		sleep 0.02
+	done
+}
+svc_round() {
+	: >"$W/serve.log"
+	m0=$(svc_uptime) t0=$(now)
+	bench_serve_start sc DSTAGE_LOG=debug --seed 1 --timeout 2
+	up=$(elapsed "$t0")
+	svc_until 'svc_both "^epoch\.0="'
+	e0=$(elapsed "$t0")
+	p0=$(awk -v a="$(svc_t0 0)" -v b="$m0" 'BEGIN { printf "%.3f", a - b }')
+	svc_until 'svc_both "^epoch\.1="'
+	rp=
+	for k in 0 1; do
+		shim "$ST" $k "$MNT" sh -c "exec 3<'$MNT/.dstage/epochs/1/all'" &
+		rp="$rp $!"
+	done
+	wait $rp
+	m1=$(svc_uptime) t1=$(now)
+	svc_until 'test -s "$ST/0/epochs/share.2" && test -s "$ST/1/epochs/share.2"'
+	pl=$(elapsed "$t1")
+	svc_until 'svc_both "^epoch\.2="'
+	f2=$(elapsed "$t1")
+	s2=$(awk -v a="$(svc_t0 2)" -v b="$m1" 'BEGIN { printf "%.3f", a - b }')
+	bench_serve_stop sc
+	echo "$up $p0 $e0 $pl $s2 $f2" >>"$W/svc.txt"
+	sed -n 's/.*serving [0-9.]* s after the start: the store and its index \([0-9.]*\) s, the first epochs. plans \([0-9.]*\) s.*/\1 \2/p' "$W/serve.log" >>"$W/svc-start.txt"
+	sed -n 's/.*epoch [0-9]* planned in \([0-9.]*\) s.*/\1/p' "$W/serve.log" >>"$W/svc-plan.txt"
+	grep -cE "no answer|has not returned" "$W/serve.log" >>"$W/svc-trips.txt" || :
+}
+# the rows of one size: called at the end of one_size, on its store
+svc_rows() {
+	r=0
+	while [ "$r" -lt "$ROUNDS" ]; do
+		svc_round
+		r=$((r + 1))
+	done
+	svc() { awk -v f="$1" '{ print $f }' "$W/svc.txt" | median; }
+	svc_up=$(svc 1) svc_p0=$(svc 2) svc_e0=$(svc 3) svc_pl=$(svc 4) svc_s2=$(svc 5) svc_f2=$(svc 6)
+	svc_ix=$(awk '{ print $1 }' "$W/svc-start.txt" | median) svc_p01=$(awk '{ print $2 }' "$W/svc-start.txt" | median)
+	svc_plan=$(median <"$W/svc-plan.txt")
+	svc_trips=$(awk '{ s += $1 } END { print s + 0 }' "$W/svc-trips.txt")
+	row "service start, $nk samples, 2 nodes: serving (index checked, epochs 0-1 planned)" "$svc_up s" "-" "$svc_up" "-" "#27"
+	row "service start, $nk samples: epoch 0's prefetch starts / ends" "$svc_p0 / $svc_e0 s" "-" "$svc_p0" "-" "#27"
+	row "epoch switch, $nk samples: from the readers' epoch to the next epoch planned (share published)" "$svc_pl s" "-" "$svc_pl" "-" "#27"
+	row "epoch switch, $nk samples: to its prefetch started / ended" "$svc_s2 / $svc_f2 s" "-" "$svc_s2" "-" "#27"
+	row "service, $nk samples: --timeout 2 trips over $ROUNDS starts and switches" "$svc_trips" "-" "$svc_trips" "<= 0" "#27"
+	{
+		echo "service_serving_s_$N $svc_up"
+		echo "service_index_s_$N $svc_ix"
+		echo "service_plans01_s_$N $svc_p01"
+		echo "service_epoch0_prefetch_start_s_$N $svc_p0"
+		echo "service_epoch0_prefetched_s_$N $svc_e0"
+		echo "service_plan_s_$N $svc_plan"
+		echo "service_switch_planned_s_$N $svc_pl"
+		echo "service_switch_prefetch_start_s_$N $svc_s2"
+		echo "service_switch_prefetched_s_$N $svc_f2"
+		echo "service_timeout_trips_$N $svc_trips"
+	} >>"$RES/scale.dat"
+	note "Service (issue 27's service side), $N samples on the same 2 simulated nodes, $ROUNDS rounds (medians): dstage serve --timeout 2 started until both nodes serve ($svc_up s: the store's index checked $svc_ix s, epochs 0 and 1 planned $svc_p01 s, from the service's debug log), until epoch 0's prefetch starts ($svc_p0 s) and ends ($svc_e0 s); then readers enter epoch 1 on both nodes, and from the moment both readers' list opens returned: epoch 2 planned and its share published $svc_pl s (a plan alone, in the planner thread: $svc_plan s), its prefetch started $svc_s2 s and ended $svc_f2 s.  The prefetch's own time is the gets' (one MPI_Get per sample: bench/exchange.sh).  Planning runs off the main thread: --timeout 2 trips: $svc_trips.  Issue 27's goals at 14M: epoch 0 ready <= 5 s after start, a switch <= 2 s, no 2 s --timeout trip."
 }
 
 for n in $SIZES; do

@@ -208,12 +208,41 @@ struct id_at {
 	uint32_t at; /* position in the caller's list */
 };
 
-static int by_id_then_at(const void *x, const void *y)
+/* Sort pairs made in position order by id, then position: a stable LSD
+ * radix sort on the id (two 16-bit digits) keeps equal ids in position
+ * order.  qsort with a comparison function took ~1 s for the 3.5M remote
+ * samples of a node's share of 14M here, on the way to every epoch's
+ * prefetch (issue 27); this takes tens of ms.  0 or -ENOMEM. */
+static int sort_id_at(struct id_at *a, size_t n)
 {
-	const struct id_at *a = x, *b = y;
-	if (a->id != b->id)
-		return a->id < b->id ? -1 : 1;
-	return a->at < b->at ? -1 : a->at > b->at;
+	struct id_at *tmp = malloc((n + 1) * sizeof(*tmp));
+	uint32_t *cnt = malloc(65536 * sizeof(uint32_t));
+	if (!tmp || !cnt) {
+		free(tmp);
+		free(cnt);
+		return -ENOMEM;
+	}
+	struct id_at *from = a, *to = tmp;
+	for (int shift = 0; shift < 32; shift += 16) {
+		memset(cnt, 0, 65536 * sizeof(uint32_t));
+		for (size_t i = 0; i < n; i++)
+			cnt[(from[i].id >> shift) & 0xffff]++;
+		uint32_t sum = 0;
+		for (size_t d = 0; d < 65536; d++) {
+			uint32_t c = cnt[d];
+			cnt[d] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			to[cnt[(from[i].id >> shift) & 0xffff]++] = from[i];
+		struct id_at *t = from;
+		from = to;
+		to = t;
+	}
+	/* two passes: the sorted pairs are back in a */
+	free(tmp);
+	free(cnt);
+	return 0;
 }
 
 uint64_t ds_cache_epoch_need(const uint64_t *lens, size_t n)
@@ -244,7 +273,8 @@ int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t 
 		ia[i].at = (uint32_t)i;
 		slot_of_at[i] = UINT32_MAX;
 	}
-	qsort(ia, n, sizeof(*ia), by_id_then_at);
+	if (sort_id_at(ia, n))
+		goto fail;
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++)
 		if (!i || ia[i].id != ia[i - 1].id)

@@ -38,8 +38,10 @@
  * moves, which is the least any equal-share assignment can move.
  *
  * Cost: O(N + K) time and 12 bytes per sample of scratch, per call; ~tens
- * of ms for a million samples.  The shim calls it when a reader opens a
- * list, the service once per epoch. */
+ * of ms for a million samples, ~0.3 s for 14 million (the permutation's
+ * random reads, prefetched).  The shim calls it when a reader opens a list
+ * without a published share, the service once per epoch (off its main
+ * thread: shuffle/exchange.c). */
 #include "dscommon.h"
 #include "dsepoch.h"
 
@@ -107,10 +109,25 @@ static inline uint32_t rng_below(struct rng *r, uint32_t n)
 	return (uint32_t)(m >> 32);
 }
 
+/* Fisher-Yates from the top.  The swap partners j do not depend on the
+ * array's contents, only on the PRNG: they are drawn LOOKAHEAD steps early
+ * (the same draws in the same order, so the same permutation) and their
+ * cache lines prefetched, so that the random reads of a permutation larger
+ * than the caches overlap instead of waiting one after another: 14M samples
+ * (56 MB) measured 0.50 s plain, 0.25 s this way. */
+#define LOOKAHEAD 16
 static void shuffle_u32(struct rng *r, uint32_t *a, size_t n)
 {
+	uint32_t ring[LOOKAHEAD];
+	size_t g = n; /* the next i whose partner is drawn */
 	for (size_t i = n; i > 1; i--) {
-		uint32_t j = rng_below(r, (uint32_t)i);
+		while (g > 1 && g + LOOKAHEAD > i) {
+			uint32_t j = rng_below(r, (uint32_t)g);
+			ring[g % LOOKAHEAD] = j;
+			__builtin_prefetch(&a[j], 1);
+			g--;
+		}
+		uint32_t j = ring[i % LOOKAHEAD];
 		uint32_t t = a[i - 1];
 		a[i - 1] = a[j];
 		a[j] = t;
@@ -367,8 +384,14 @@ int ds_epoch_share(const struct ds_index *ix, const struct ds_epoch_cfg *cfg, ui
 	if (quota > s)
 		quota = s;
 	if (quota == 0) {
-		for (size_t i = 0; i < s; i++)
+		/* random reads of the sample table: prefetched like the shuffle's */
+		for (size_t i = 0; i < s; i++) {
+			if (i + LOOKAHEAD < s)
+				__builtin_prefetch(
+					&ix->samples[perm[((size_t)node * s + i + LOOKAHEAD) %
+				                          ns]]);
 			out[i] = ix->samples[perm[((size_t)node * s + i) % ns]];
+		}
 		free(perm);
 		*ids = out;
 		*n = s;

@@ -28,7 +28,19 @@
  * Per epoch it reports what locality costs and buys: the local fraction
  * of the share, the bytes moved, and how much of the share the node also
  * read the epoch before (a measure of how random the assignment is), each
- * next to what a global shuffle (L = 0) would give. */
+ * next to what a global shuffle (L = 0) would give.
+ *
+ * Planning an epoch (its share: a permutation of every sample of the job,
+ * then what of it to fetch) is O(samples of the job): ~0.5 s at 14M samples.
+ * Main must not spend that: it answers the peers' gets and takes part in
+ * the agreement every AGREE_PERIOD, and a node silent for --timeout is
+ * taken as gone.  So after the first two epochs (planned at start, before
+ * the service serves: their needs are what --shuffle-buffer and the free
+ * space are checked against) every plan is made by the planner thread;
+ * main asks for an epoch and takes the plan when it is done (woken through
+ * wake_main).  The planner keeps the presence bitset of the share it
+ * planned last, so an epoch's overlap with the one before costs a bit test
+ * per sample, not a second permutation. */
 #include "svc.h"
 #include "dsnodeset.h"
 
@@ -42,10 +54,11 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-/* PLANNED: share computed; PREPARING: a helper thread creates the cache
+/* PLANNING: the planner thread computes it (nothing else of it is ready);
+ * PLANNED: share computed; PREPARING: a helper thread creates the cache
  * file (posix_fallocate + populate: tens of ms per 100 MiB that main spends
  * answering the peers' gets instead); FETCHING: gets in flight; DONE. */
-enum xstate { X_PLANNED, X_PREPARING, X_FETCHING, X_DONE };
+enum xstate { X_PLANNING, X_PLANNED, X_PREPARING, X_FETCHING, X_DONE };
 
 struct xep {
 	uint64_t epoch;
@@ -75,16 +88,41 @@ struct xep {
 	uint64_t share_bytes, local_bytes;
 	double overlap; /* fraction of the share also in this node's e-1 share */
 	int reported;
+	/* the planner: queue link, result, done flag (release/acquire), and
+	 * cancel (main no longer wants it: the planner may skip it) */
+	struct xep *qnext;
+	int plan_rc, planned, cancel;
+	double plan_s; /* seconds the plan took */
 };
 
 /* epochs kept at once; each may be published in the cache's ctl */
 #define MAX_EP DS_CACHE_MAX_LIVE
 #define HISTORY 16
 
+/* The planner thread and what it keeps between plans. */
+struct planner {
+	pthread_t t;
+	int running;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct xep *head, **tail; /* plans asked for, in order */
+	int stop;
+	/* the planner's own (main's before the thread starts) */
+	uint64_t *last_bits; /* presence of the share of epoch last_e */
+	uint64_t last_e;
+	int have_last;
+	size_t nwords;  /* of a bitset over the entries */
+	uint8_t *pflag; /* per partition: P_HERE, P_REACH (constant in a step) */
+};
+#define P_HERE 1u  /* held in this node's store */
+#define P_REACH 2u /* some living node (this one included) holds it */
+
 struct ds__exchange {
 	struct ds_cache_svc *cache;
 	struct xep *ep[MAX_EP];
 	int nep;
+	struct xep *zombies; /* given up while planned: freed once the planner is done */
+	struct planner pl;
 	uint64_t followed;     /* the reader epoch acted upon */
 	int started;
 	struct xep *inflight;  /* the epoch of the gets of the last issue */
@@ -120,20 +158,6 @@ static void xep_free(struct ds__svc *s, struct xep *x)
 	free(x);
 }
 
-/* This node's share of epoch e, as a presence bitmap over the entries. */
-static int share_bitmap(struct ds__svc *s, uint64_t e, uint8_t *bm)
-{
-	uint32_t *ids;
-	size_t n;
-	int rc = ds__share(s, e, &ids, &n); /* over the epoch's node set */
-	if (rc)
-		return rc;
-	for (size_t i = 0; i < n; i++)
-		bm[ids[i]] = 1;
-	free(ids);
-	return 0;
-}
-
 /* The readers' lists of x's epoch cost their own part: the share for them
  * (NODEDIR/epochs/share.<e>), then freed. */
 static void share_publish(struct ds__svc *s, struct xep *x)
@@ -145,44 +169,99 @@ static void share_publish(struct ds__svc *s, struct xep *x)
 	x->share = NULL;
 }
 
-/* Compute epoch e's share, what of it must be fetched, and the figures. */
-static int plan(struct ds__svc *s, uint64_t e, struct xep **out)
+static inline int bit_test_set(uint64_t *b, uint32_t i)
 {
-	*out = NULL;
+	uint64_t m = 1ull << (i & 63), *w = &b[i >> 6];
+	int was = (*w & m) != 0;
+	*w |= m;
+	return was;
+}
+
+static inline int bit_test(const uint64_t *b, uint32_t i) { return (b[i >> 6] >> (i & 63)) & 1; }
+
+/* This node's share of epoch e as a presence bitset over the entries. */
+static int share_bits(struct ds__svc *s, uint64_t e, uint64_t *bits, size_t nwords)
+{
 	uint32_t *ids;
 	size_t n;
 	int rc = ds__share(s, e, &ids, &n); /* over the epoch's node set */
 	if (rc)
 		return rc;
-	struct xep *x = calloc(1, sizeof(*x));
-	uint8_t *seen = calloc(s->ix.h->nentries + 1, 1);
-	uint8_t *prev = e > 0 ? calloc(s->ix.h->nentries + 1, 1) : NULL;
-	if (!x || !seen || (e > 0 && !prev)) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	x->epoch = e;
+	memset(bits, 0, nwords * sizeof(uint64_t));
+	for (size_t i = 0; i < n; i++)
+		bit_test_set(bits, ids[i]);
+	free(ids);
+	return 0;
+}
+
+/* How far ahead the plan's walk over the share prefetches the entries:
+ * the share is in random order over an index of up to GBs, each entry a
+ * cache (and TLB) miss; a few dozen in flight hide most of them. */
+#define PLAN_AHEAD 24
+
+/* Compute x->epoch's share, what of it must be fetched, and the figures
+ * (x->epoch set; everything else of x zero).  Any thread: it reads the
+ * index, the node sets and the per-partition flags, all constant during the
+ * step, and the planner state pl, which only one thread uses at a time
+ * (main before the planner thread starts, the planner thread after). */
+static int plan_compute(struct ds__svc *s, struct planner *pl, struct xep *x)
+{
+	double t0 = ds_now();
+	uint64_t e = x->epoch;
+	uint32_t *ids;
+	size_t n;
+	int rc = ds__share(s, e, &ids, &n); /* over the epoch's node set */
+	if (rc)
+		return rc;
+	uint64_t *bits = calloc(pl->nwords, sizeof(uint64_t)), *prev = NULL;
 	x->ids = malloc((n + 1) * sizeof(uint32_t));
 	x->lens = malloc((n + 1) * sizeof(uint64_t));
-	if (!x->ids || !x->lens) {
+	if (!bits || !x->ids || !x->lens) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	if (prev && (rc = share_bitmap(s, e - 1, prev)))
-		goto out;
+	if (e > 0) {
+		if (pl->have_last && pl->last_e == e - 1) {
+			prev = pl->last_bits; /* the usual case: readers move one on */
+		} else {
+			/* a jump (or the first plan after a restart at epoch e):
+			 * the share before, for the overlap figure alone */
+			prev = malloc(pl->nwords * sizeof(uint64_t));
+			if (!prev) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			if ((rc = share_bits(s, e - 1, prev, pl->nwords))) {
+				free(prev);
+				prev = NULL;
+				goto out;
+			}
+			free(pl->last_bits);
+			pl->last_bits = prev;
+			pl->last_e = e - 1;
+			pl->have_last = 1;
+		}
+	}
+	const struct ds_entry *ent = s->ix.e;
+	const uint8_t *pflag = pl->pflag;
+	uint32_t np = s->ix.h->nparts;
 	size_t again = 0;
 	for (size_t i = 0; i < n; i++) {
-		const struct ds_entry *en = &s->ix.e[ids[i]];
+		if (i + PLAN_AHEAD < n)
+			__builtin_prefetch(&ent[ids[i + PLAN_AHEAD]]);
+		uint32_t id = ids[i];
+		const struct ds_entry *en = &ent[id];
+		uint8_t f = en->part < np ? pflag[en->part] : 0;
+		int repeat = bit_test_set(bits, id); /* padding may repeat a sample */
 		x->share_n++;
 		x->share_bytes += en->stored;
 		if (prev)
-			again += prev[ids[i]];
-		if (ds_index_part_on(&s->ix, en->part, s->node, NULL)) {
+			again += bit_test(prev, id);
+		if (f & P_HERE) {
 			x->local_n++;
 			x->local_bytes += en->stored;
-		} else if (!seen[ids[i]] && ds__reachable(s, ids[i])) { /* lost: the read says so */
-			seen[ids[i]] = 1;
-			x->ids[x->n] = ids[i];
+		} else if (!repeat && (f & P_REACH)) { /* lost: the read says so */
+			x->ids[x->n] = id;
 			x->lens[x->n++] = en->stored;
 		}
 	}
@@ -192,15 +271,116 @@ static int plan(struct ds__svc *s, uint64_t e, struct xep **out)
 		x->bytes += x->lens[i];
 	x->share = ids; /* published once the cache directory is there */
 	ids = NULL;
-	*out = x;
-	x = NULL;
+	if (pl->last_bits != bits)
+		free(pl->last_bits);
+	pl->last_bits = bits; /* the next epoch's overlap is counted against it */
+	pl->last_e = e;
+	pl->have_last = 1;
+	bits = NULL;
+	x->plan_s = ds_now() - t0;
 out:
 	free(ids);
-	free(seen);
-	free(prev);
-	if (x)
-		xep_free(s, x);
+	free(bits);
 	return rc;
+}
+
+/* The planner thread: plans the epochs main asks for, in order, publishes
+ * each share for the readers, and wakes main. */
+static void *planner_main(void *arg)
+{
+	struct ds__svc *s = arg;
+	struct planner *pl = &s->x->pl;
+	pthread_mutex_lock(&pl->mu);
+	for (;;) {
+		while (!pl->head && !pl->stop)
+			pthread_cond_wait(&pl->cv, &pl->mu);
+		if (pl->stop)
+			break;
+		struct xep *x = pl->head;
+		pl->head = x->qnext;
+		if (!pl->head)
+			pl->tail = &pl->head;
+		pthread_mutex_unlock(&pl->mu);
+		int rc = 0;
+		if (!__atomic_load_n(&x->cancel, __ATOMIC_RELAXED)) {
+			rc = plan_compute(s, pl, x);
+			if (!rc)
+				share_publish(s, x);
+		}
+		x->plan_rc = rc;
+		__atomic_store_n(&x->planned, 1, __ATOMIC_RELEASE);
+		ds__wake(s->wake_main);
+		pthread_mutex_lock(&pl->mu);
+	}
+	pthread_mutex_unlock(&pl->mu);
+	return NULL;
+}
+
+static int planner_start(struct ds__svc *s)
+{
+	struct planner *pl = &s->x->pl;
+	sigset_t all, prev;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &prev);
+	int rc = -pthread_create(&pl->t, NULL, planner_main, s);
+	pthread_sigmask(SIG_SETMASK, &prev, NULL);
+	if (rc) {
+		ds_error("node %u: the epoch planner thread: %s", s->node, strerror(-rc));
+		return rc;
+	}
+	pl->running = 1;
+	return 0;
+}
+
+static void planner_stop(struct ds__svc *s)
+{
+	struct planner *pl = &s->x->pl;
+	if (!pl->running)
+		return;
+	pthread_mutex_lock(&pl->mu);
+	pl->stop = 1;
+	pthread_cond_signal(&pl->cv);
+	pthread_mutex_unlock(&pl->mu);
+	pthread_join(pl->t, NULL); /* after the plan it is in, if any */
+	pl->running = 0;
+}
+
+/* Ask the planner for epoch e: a PLANNING xep, which main may not touch
+ * but for its epoch until it is planned (take_plans). */
+static int plan_ask(struct ds__svc *s, uint64_t e, struct xep **out)
+{
+	struct planner *pl = &s->x->pl;
+	struct xep *x = calloc(1, sizeof(*x));
+	*out = x;
+	if (!x)
+		return -ENOMEM;
+	x->epoch = e;
+	x->st = X_PLANNING;
+	pthread_mutex_lock(&pl->mu);
+	*pl->tail = x;
+	pl->tail = &x->qnext;
+	pthread_cond_signal(&pl->cv);
+	pthread_mutex_unlock(&pl->mu);
+	return 0;
+}
+
+/* Compute epoch e's plan here and now (at start, before the planner runs). */
+static int plan(struct ds__svc *s, uint64_t e, struct xep **out)
+{
+	*out = NULL;
+	struct xep *x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->epoch = e;
+	int rc = plan_compute(s, &s->x->pl, x);
+	if (rc) {
+		xep_free(s, x);
+		return rc;
+	}
+	x->st = X_PLANNED;
+	x->planned = 1;
+	*out = x;
+	return 0;
 }
 
 int ds__exchange_new(struct ds__svc *s)
@@ -209,13 +389,28 @@ int ds__exchange_new(struct ds__svc *s)
 	if (!X)
 		return -ENOMEM;
 	s->x = X;
+	struct planner *pl = &X->pl;
+	pthread_mutex_init(&pl->mu, NULL);
+	pthread_cond_init(&pl->cv, NULL);
+	pl->tail = &pl->head;
+	/* what the plans ask of a sample's partition, once per partition */
+	uint32_t np = s->ix.h->nparts;
+	pl->nwords = ((size_t)s->ix.h->nentries + 63) / 64 + 1;
+	pl->pflag = malloc((size_t)np + 1);
+	if (!pl->pflag)
+		return -ENOMEM;
+	for (uint32_t p = 0; p < np; p++)
+		pl->pflag[p] = (ds_index_part_on(&s->ix, p, s->node, NULL) ? P_HERE : 0) |
+		               (ds__part_reachable(s, p) ? P_REACH : 0);
 	/* L = 0 expectations: a sample of the share is held here with the
 	 * probability a random sample is; it was in the node's previous share
 	 * with probability share / samples */
 	uint32_t ns = s->ix.h->nsamples;
 	size_t held = 0;
-	for (uint32_t j = 0; j < ns; j++)
-		held += ds_index_part_on(&s->ix, s->ix.e[s->ix.samples[j]].part, s->node, NULL);
+	for (uint32_t j = 0; j < ns; j++) {
+		uint32_t p = s->ix.e[s->ix.samples[j]].part;
+		held += p < np && (pl->pflag[p] & P_HERE);
+	}
 	X->exp_local = ns ? (double)held / ns : 1;
 	size_t sh = ds_epoch_share_size(ns, s->nnodes, s->o.cfg.drop_last);
 	X->exp_overlap = ns ? (double)sh / ns : 0;
@@ -285,7 +480,8 @@ int ds__exchange_new(struct ds__svc *s)
 	}
 	share_publish(s, a);
 	share_publish(s, b);
-	return 0;
+	ds_debug("node %u: epochs 0 and 1 planned in %.3f + %.3f s", s->node, a->plan_s, b->plan_s);
+	return planner_start(s);
 }
 
 void ds__exchange_free(struct ds__svc *s)
@@ -293,10 +489,21 @@ void ds__exchange_free(struct ds__svc *s)
 	struct ds__exchange *X = s->x;
 	if (!X)
 		return;
+	planner_stop(s);
+	/* what it was asked and did not plan is in ep[] or the zombies */
 	for (int i = 0; i < X->nep; i++)
 		xep_free(s, X->ep[i]);
+	while (X->zombies) {
+		struct xep *z = X->zombies;
+		X->zombies = z->qnext;
+		xep_free(s, z);
+	}
 	if (X->cache)
 		ds_cache_svc_free(X->cache);
+	free(X->pl.last_bits);
+	free(X->pl.pflag);
+	pthread_mutex_destroy(&X->pl.mu);
+	pthread_cond_destroy(&X->pl.cv);
 	free(X);
 	s->x = NULL;
 }
@@ -305,7 +512,7 @@ static uint64_t live_bytes(const struct ds__exchange *X)
 {
 	uint64_t b = 0;
 	for (int i = 0; i < X->nep; i++)
-		if (X->ep[i]->st != X_PLANNED)
+		if (X->ep[i]->st != X_PLANNED && X->ep[i]->st != X_PLANNING)
 			b += X->ep[i]->need;
 	return b;
 }
@@ -321,11 +528,57 @@ static struct xep *find_ep(struct ds__exchange *X, uint64_t e)
 static void drop_ep(struct ds__svc *s, int i)
 {
 	struct ds__exchange *X = s->x;
-	ds_share_unlink(s->nodedir, X->ep[i]->epoch);
-	if (X->inflight == X->ep[i])
-		X->inflight = NULL;
-	xep_free(s, X->ep[i]);
+	struct xep *x = X->ep[i];
 	X->ep[i] = X->ep[--X->nep];
+	if (x->st == X_PLANNING) {
+		/* the planner may be in it: it is freed (and its share file
+		 * removed) once the planner is done with it (take_plans) */
+		__atomic_store_n(&x->cancel, 1, __ATOMIC_RELAXED);
+		x->qnext = X->zombies;
+		X->zombies = x;
+		return;
+	}
+	ds_share_unlink(s->nodedir, x->epoch);
+	if (X->inflight == x)
+		X->inflight = NULL;
+	xep_free(s, x);
+}
+
+/* Take the plans the planner finished: PLANNING -> PLANNED; free the ones
+ * given up (and their share files, unless the epoch is wanted again).
+ * 0, or the first plan's failure. */
+static int take_plans(struct ds__svc *s)
+{
+	struct ds__exchange *X = s->x;
+	int rc = 0;
+	for (int i = 0; i < X->nep; i++) {
+		struct xep *x = X->ep[i];
+		if (x->st != X_PLANNING || !__atomic_load_n(&x->planned, __ATOMIC_ACQUIRE))
+			continue;
+		if (x->plan_rc) {
+			ds_error("node %u: planning epoch %llu: %s", s->node,
+			         (unsigned long long)x->epoch, ds_strerror(x->plan_rc));
+			if (!rc)
+				rc = x->plan_rc;
+			continue;
+		}
+		x->st = X_PLANNED;
+		ds_debug("node %u: epoch %llu planned in %.3f s: %zu of %zu samples to fetch (%s)",
+		         s->node, (unsigned long long)x->epoch, x->plan_s, x->n, x->share_n,
+		         x->overlap >= 0 ? "overlap counted" : "no epoch before");
+	}
+	for (struct xep **zp = &X->zombies; *zp;) {
+		struct xep *z = *zp;
+		if (!__atomic_load_n(&z->planned, __ATOMIC_ACQUIRE)) {
+			zp = &z->qnext;
+			continue;
+		}
+		*zp = z->qnext;
+		if (!find_ep(X, z->epoch))
+			ds_share_unlink(s->nodedir, z->epoch);
+		xep_free(s, z);
+	}
+	return rc;
 }
 
 static void report(struct ds__svc *s, struct xep *x)
@@ -362,6 +615,7 @@ static void *prep_main(void *arg)
 {
 	struct xep *x = arg;
 	struct ds__svc *s = x->svc;
+	double t0 = ds_now();
 	int rc = ds_cache_epoch_new(s->x->cache, x->epoch, x->ids, x->lens, x->n, &x->ce);
 	if (rc) {
 		char a[32];
@@ -375,15 +629,27 @@ static void *prep_main(void *arg)
 		if (!x->tgt || !x->disp)
 			rc = -ENOMEM;
 	}
+	/* the plan's ids have no repeats, so slot i holds ids[i] (the cache
+	 * keeps first occurrences in order): walk them, prefetching the index
+	 * entries ahead (random reads over the index, like the plan's) */
+	int same = m == x->n;
 	for (size_t i = 0; !rc && i < m; i++) {
 		uint32_t id;
-		ds_cache_epoch_slot(x->ce, i, &id, NULL);
+		if (same) {
+			id = x->ids[i];
+			if (i + PLAN_AHEAD < m)
+				__builtin_prefetch(&s->ix.e[x->ids[i + PLAN_AHEAD]]);
+		} else {
+			ds_cache_epoch_slot(x->ce, i, &id, NULL);
+		}
 		x->tgt[i] = ds__holder(s, id, &x->disp[i]);
 		if (x->tgt[i] < 0) {
 			ds_error("node %u: '%s': no other node holds it", s->node, ds_index_name(&s->ix, id));
 			rc = -DS_ECORRUPT;
 		}
 	}
+	ds_debug("node %u: epoch %llu: its cache of %zu entries prepared in %.3f s", s->node,
+	         (unsigned long long)x->epoch, m, ds_now() - t0);
 	x->prep_rc = rc;
 	__atomic_store_n(&x->prep_done, 1, __ATOMIC_RELEASE);
 	return NULL;
@@ -524,6 +790,9 @@ static int finish(struct ds__svc *s, struct xep *x)
 static int follow(struct ds__svc *s)
 {
 	struct ds__exchange *X = s->x;
+	int rc = take_plans(s);
+	if (rc)
+		return rc;
 	uint64_t r = __atomic_load_n(&s->reader_epoch, __ATOMIC_RELAXED);
 	/* The last announcement wins, forwards or backwards: after a reader
 	 * touched a far-away epoch (a typo, set_epoch(step)) the next real one
@@ -544,16 +813,17 @@ static int follow(struct ds__svc *s)
 			else
 				i++;
 	}
+	/* R and R + 1, planned by the planner thread: main goes on answering
+	 * the peers meanwhile, and takes the plans when they are done */
 	for (uint64_t e = r; e <= r + 1; e++) {
 		if (find_ep(X, e) || X->nep >= MAX_EP)
 			continue;
 		struct xep *x;
-		int rc = plan(s, e, &x);
+		rc = plan_ask(s, e, &x);
 		if (rc) {
 			ds_error("node %u: planning epoch %llu: %s", s->node, (unsigned long long)e, ds_strerror(rc));
 			return rc;
 		}
-		share_publish(s, x);
 		X->ep[X->nep++] = x;
 	}
 	ds__status_write(s, "running");
@@ -660,6 +930,8 @@ static struct xep *current(struct ds__svc *s, int *err)
 	}
 	if (!best || best->st == X_FETCHING)
 		return best;
+	if (best->st == X_PLANNING)
+		return NULL; /* the planner is on it: wake_main says when it is done */
 	if (best->st == X_PREPARING) {
 		if (!__atomic_load_n(&best->prep_done, __ATOMIC_ACQUIRE))
 			return NULL;

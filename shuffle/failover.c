@@ -225,19 +225,25 @@ void ds__share_publish(struct ds__svc *s, uint64_t e, const uint32_t *ids, size_
 		        s->node, (unsigned long long)e, ds_strerror(rc));
 }
 
-int ds__reachable(const struct ds__svc *s, uint32_t id)
+static int extra_holder(const struct ds__svc *s, uint32_t p, uint32_t skip, MPI_Aint *disp);
+
+int ds__part_reachable(const struct ds__svc *s, uint32_t part)
 {
-	const struct ds_entry *e = &s->ix.e[id];
-	if (e->part >= s->ix.h->nparts)
+	if (part >= s->ix.h->nparts)
 		return 0;
-	const struct ds_part *p = &s->ix.parts[e->part];
+	const struct ds_part *p = &s->ix.parts[part];
 	for (uint32_t i = 0; i < p->nloc; i++) {
 		uint32_t node = s->ix.locs[p->loc + i].node;
 		if (node == s->node || ds__rank_of(s, node) >= 0)
 			return 1;
 	}
 	MPI_Aint d;
-	return ds__extra_holder(s, id, &d) >= 0;
+	return extra_holder(s, part, UINT32_MAX, &d) >= 0;
+}
+
+int ds__reachable(const struct ds__svc *s, uint32_t id)
+{
+	return ds__part_reachable(s, s->ix.e[id].part);
 }
 
 int ds__no_holder(struct ds__svc *s, uint32_t id)

@@ -552,10 +552,12 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 	s->wake_sock = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->wake_main < 0 || s->wake_sock < 0)
 		rc = -errno;
+	double t_start = ds_now(), t_store = 0, t_plan = 0;
 	if (!rc) {
 		ds__failover_prior(s);
 		rc = ds__store_open(s);
 	}
+	t_store = ds_now();
 	if (!rc) {
 		/* every node writes the epoch configuration on its own file system:
 		 * the shim of every node must compute the lists we compute */
@@ -569,8 +571,10 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 	int failed = ds_any_failed(s->comm, rc);
 	if (!failed) /* JOBDIR/nodes: the set each epoch is dealt over */
 		failed = ds_any_failed(s->comm, ds__failover_start(s));
+	double t_plan0 = ds_now();
 	if (!failed)
 		failed = ds_any_failed(s->comm, ds__exchange_new(s));
+	t_plan = ds_now() - t_plan0;
 	if (!failed) {
 		rc = ds__window_create(s);
 		if (!rc)
@@ -621,6 +625,10 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 
 	ds__gather_start(s);
 	ds__status_write(s, "running");
+	/* where a start's seconds go (issue 27: millions of samples) */
+	ds_debug("node %u: serving %.3f s after the start: the store and its index %.3f s, the "
+	         "first epochs' plans %.3f s",
+	         s->node, ds_now() - t_start, t_store - t_start, t_plan);
 	if (rank == 0) {
 		ds_info("serving %u node(s) under '%s': seed %llu, locality %g, %s; stop with "
 		        "'dstage stop --to %s%s%s'",

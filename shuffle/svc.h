@@ -11,6 +11,10 @@
  *           here straight from the store mapping, hands the others to main
  *   watch   a watchdog: if main is stuck in one MPI call (a peer vanished
  *           without MPICH noticing), it reports and ends the process
+ *   plan    the epoch planner (exchange.c): each epoch's share and what of
+ *           it to fetch, O(samples of the job), off main so that main never
+ *           stalls for it (helpers for an epoch's cache file and the check
+ *           of its fetched bytes come and go as well)
  *
  * main and sock talk through two lists under one mutex, each with an
  * eventfd to wake the other side. */
@@ -209,6 +213,9 @@ int ds__share(struct ds__svc *s, uint64_t e, uint32_t **ids, size_t *n);
 void ds__share_publish(struct ds__svc *s, uint64_t e, const uint32_t *ids, size_t n);
 /* Is some living node (this one included) holding entry id? */
 int ds__reachable(const struct ds__svc *s, uint32_t id);
+/* The same for every entry of partition part (what the epoch planner asks,
+ * once per partition; constant during a step). */
+int ds__part_reachable(const struct ds__svc *s, uint32_t part);
 /* A read of entry id no living node holds: named in the log; the status
  * the reader gets (-EHOSTDOWN after a loss, else -EIO). */
 int ds__no_holder(struct ds__svc *s, uint32_t id);

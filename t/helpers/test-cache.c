@@ -303,12 +303,72 @@ static void test_recycle(void)
 	ds_cache_set_free(cs);
 }
 
+/* Many ids over the whole 32-bit range (the table is sorted by id: a
+ * radix sort on two 16-bit digits), repeats included: every id stored
+ * once, slots in fetch order (first occurrence), each one found. */
+static void test_many(void)
+{
+	struct ds_cache_svc *svc;
+	ok(!ds_cache_svc_new(nodedir, &svc), "many ids: service");
+	struct ds_cache_set *cs = ds_cache_set_new(nodedir);
+	size_t n = 20000, distinct = 0;
+	uint32_t *ids = malloc(n * sizeof(uint32_t)), *first = malloc(n * sizeof(uint32_t));
+	uint64_t *lens = malloc(n * sizeof(uint64_t)), x = 88172645463325252ull;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		/* every tenth repeats an earlier id; the rest spread over 32 bits */
+		ids[i] = i && i % 10 == 0 ? ids[(x >> 8) % i] : (uint32_t)(x >> 32);
+		lens[i] = 1 + (x & 63);
+	}
+	for (size_t i = 0; i < n; i++) { /* the first occurrences, in order */
+		size_t j = 0;
+		while (j < i && ids[j] != ids[i])
+			j++;
+		if (j == i)
+			first[distinct++] = ids[i];
+	}
+	struct ds_cache_epoch *ep;
+	ok(!ds_cache_epoch_new(svc, 4, ids, lens, n, &ep), "many ids: epoch cache created");
+	is(ds_cache_epoch_count(ep), distinct, "many ids: each stored once");
+	int order_ok = 1;
+	for (size_t i = 0; i < ds_cache_epoch_count(ep); i++) {
+		uint32_t id;
+		uint64_t l;
+		unsigned char *p = ds_cache_epoch_slot(ep, i, &id, &l);
+		order_ok &= i < distinct && id == first[i];
+		fill(p, id, l);
+		ds_cache_epoch_mark(ep, i, 1);
+	}
+	ok(order_ok, "many ids: slots in fetch order");
+	ok(!ds_cache_epoch_publish(svc, ep), "many ids: published");
+	int found = 1;
+	for (size_t i = 0; i < n; i++) {
+		const void *d;
+		uint64_t len;
+		struct ds_cache_ref *ref;
+		if (ds_cache_find(cs, ids[i], &d, &len, &ref) != 1) {
+			found = 0;
+			break;
+		}
+		found &= check(d, ids[i], len);
+		ds_cache_put(ref);
+	}
+	ok(found, "many ids: every one found with its bytes");
+	ds_cache_epoch_free(svc, ep);
+	ds_cache_svc_free(svc);
+	ds_cache_set_free(cs);
+	free(ids);
+	free(first);
+	free(lens);
+}
+
 int main(void)
 {
 	snprintf(nodedir, sizeof(nodedir), "/dev/shm/dstage-test-cache.%d", (int)getpid());
 	if (mkdir(nodedir, 0700) < 0)
 		skip_all("cannot make a directory in /dev/shm");
 	test_basic();
+	test_many();
 	test_race();
 	test_recycle();
 	test_enospc();
