@@ -38,10 +38,23 @@ test_expect_code 2 'no DSTAGE_PACK: the job says so and exits 2' '
 	grep -q "DSTAGE_PACK is not set" nopack.out && exit $rc
 '
 
-test_expect_code 2 'DSTAGE_PACK that is not a pack: exit 2' '
-	DSTAGE_PACK=$TRASH/src submit badpack.out "$JOBS/stage-in.sbatch"
+test_expect_code 2 'DSTAGE_PACK that is not a directory: exit 2' '
+	DSTAGE_PACK=$TRASH/no-such-dataset submit badpack.out "$JOBS/stage-in.sbatch"
 	rc=$?
-	grep -q "no pack there" badpack.out && exit $rc
+	grep -q "not a readable directory" badpack.out && exit $rc
+'
+
+test_expect_success 'DSTAGE_PACK a plain tree: staged as it is on four nodes, byte for byte' '
+	DSTAGE_PACK=$TRASH/src DSTAGE_DIR=$DIR DSTAGE_STAGE_OPTS="--replicate val" \
+		submit tree.out "$JOBS/stage-in.sbatch" &&
+	job=$(job_of tree.out.sb) &&
+	test_grep "^staged $(cat nfiles) files, .* on 4 node(s), R=1" tree.out &&
+	test_grep "in place from .$TRASH/src. (a plain tree): opened $(cat nfiles) source files" tree.out &&
+	"$T/storecheck" "$DIR/dstage.$uid.$job" src >holders &&
+	wc -l <holders >got && test_cmp nfiles got &&
+	awk "(\$1 ~ /^val\\//) ? \$2 != 4 : \$2 != 1" holders >wrong &&
+	test_cmp /dev/null wrong &&
+	"$DSTAGE" clean --to "$DIR" --job $job
 '
 
 test_expect_success 'sbatch -N4 stage-in.sbatch: every node staged, summary and status' '
