@@ -30,8 +30,8 @@ test_expect_success 'JOBDIR/nodes: failover on, every node from epoch 0' '
 
 for k in 0 1 2 3; do
 	shim_on $k cat "$MOUNT/.dstage/epochs/0/all" >list.$k
-	shim_on $k "$PY" "$SRCDIR/t/helpers/failover-reader.py" "$MOUNT" src list.$k stop.flag \
-		reader.$k >reader.$k.err 2>&1 &
+	shim_bg $k "$PY" "$SRCDIR/t/helpers/failover-reader.py" "$MOUNT" src list.$k stop.flag \
+		reader.$k >reader.$k.err 2>&1
 	eval "READER_$k=$!"
 	test_bg $!
 done
@@ -40,7 +40,7 @@ test_expect_success 'every reader has done a pass' '
 '
 victim=$(node_pid 2)
 test_expect_success 'SIGKILL node 2: its service and its reader' '
-	test -n "$victim" && kill -KILL "$victim" "$READER_2"
+	test -n "$victim" && kill -KILL "$victim" "$READER_2" && wait_gone 10 "$READER_2"
 '
 serve_wait
 test_expect_success 'the step ended (MPICH keeps no communicator across a dead rank)' '
@@ -57,6 +57,14 @@ test_expect_success 'JOBDIR/nodes: the survivors from the next epoch on' '
 	cat "$JOBDIR/nodes" && grep -q "^from=1 nodes=0-1,3$" "$JOBDIR/nodes"
 '
 touch stop.flag
+# Each reader ends its pass and does one more.  When the service did not
+# come back (a failure above), every read of theirs waits DSTAGE_TIMEOUT
+# for it before its EIO, and a pass takes half an hour: a reader still
+# running after 120 s is killed (its test fails) rather than waited for.
+wait_gone 120 $READER_0 $READER_1 $READER_3 >/dev/null || {
+	echo "# readers still running 120 s after stop.flag: killed"
+	_test_kill $READER_0 $READER_1 $READER_2 $READER_3
+}
 for k in 0 1 3; do
 	eval "pid=\$READER_$k"
 	wait "$pid"

@@ -14,8 +14,10 @@
 #   serve_up N           (in a test) wait until every node serves
 #   serve_stop           (top level) dstage stop, then wait: exit statuses
 #                        in stop.rc and serve.rc
-#   serve_wait           (top level) wait for the service: serve.rc
+#   serve_wait           (top level) wait for the service (at most
+#                        DSTAGE_TEST_MPI_TIMEOUT s, then it is killed): serve.rc
 #   shim_on K CMD...     run CMD with the shim preloaded as a reader on node K
+#   shim_bg K CMD...     the same in the background; $! is CMD's pid
 #   node_pid K           pid of node K's service (NODEDIR/serve.status)
 #   status_val K KEY     a value from node K's serve.status
 #   stat_val K FIELD     a counter of node K's NODEDIR/stats (dstage status)
@@ -60,7 +62,11 @@ serve_start() {
 	# the shell truncates serve.log in the child, after the `&`: serve_up
 	# must not find the "error" of the previous service there meanwhile
 	rm -f serve.log
-	timeout -k 5 "${DSTAGE_TEST_MPI_TIMEOUT:-120}" $ds_mpiexec -n "$n" \
+	# its life is the script's to decide, its end is bounded (serve_wait):
+	# a fixed bound from its start ended t/3202's first service under a
+	# load of 13, before the script had done with it; this one only stops a
+	# service the script forgot
+	timeout -k 5 "$((${DSTAGE_TEST_MPI_TIMEOUT:-120} * 5))" $ds_mpiexec -n "$n" \
 		"$DSTAGE" serve --to "$SHM" --job "$JOB" --node-per-rank "$@" >serve.log 2>&1 &
 	SERVE_PID=$!
 	test_bg "$SERVE_PID"
@@ -95,6 +101,12 @@ serve_stop() {
 	serve_wait
 }
 serve_wait() {
+	# bounded from now (DSTAGE_TEST_MPI_TIMEOUT): a service that does not
+	# end is stopped, and its status says so
+	wait_gone "${DSTAGE_TEST_MPI_TIMEOUT:-120}" "$SERVE_PID" >/dev/null || {
+		echo "# serve_wait: the service did not end in ${DSTAGE_TEST_MPI_TIMEOUT:-120} s: killed"
+		_test_kill "$SERVE_PID"
+	}
 	wait "$SERVE_PID"
 	echo $? >serve.rc
 }
@@ -103,6 +115,14 @@ shim_on() {
 	k=$1
 	shift
 	env LD_PRELOAD="$PRELOAD" DSTAGE_STORE="$JOBDIR" DSTAGE_NODE="$k" DSTAGE_MOUNT="$MOUNT" "$@"
+}
+
+# shim_bg K CMD...: shim_on in the background, with $! CMD's own pid (a
+# function run with & is a subshell: killing $! then left CMD running)
+shim_bg() {
+	k=$1
+	shift
+	env LD_PRELOAD="$PRELOAD" DSTAGE_STORE="$JOBDIR" DSTAGE_NODE="$k" DSTAGE_MOUNT="$MOUNT" "$@" &
 }
 
 node_pid() { sed -n 's/^pid=//p' "$JOBDIR/$1/serve.status"; }
