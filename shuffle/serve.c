@@ -544,23 +544,20 @@ static void svc_release(struct ds__svc *s)
 	free(s->nodedir);
 }
 
-int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
-{
-	struct ds__svc S, *s = &S;
-	memset(s, 0, sizeof(*s));
-	s->o = *o;
-	s->win = MPI_WIN_NULL;
-	s->wake_main = s->wake_sock = -1;
-	s->todo_tail = &s->todo;
-	pthread_mutex_init(&s->mu, NULL);
-	int rank, rc = 0;
-	MPI_Comm_rank(world, &rank);
+/* Where a start's seconds go (issue 27: millions of samples). */
+struct serve_times {
+	double start, store, plan;
+};
 
+/* Join: this rank's node (one rank per node), the service's communicator
+ * and (--nodes) the staged node it serves.  Nonzero when the step fails
+ * (every rank agrees; said). */
+static int serve_join(MPI_Comm world, struct ds__svc *s, const struct ds_serve_opts *o, int rank)
+{
 	struct ds_node nd;
-	if (ds_node_identify(world, o->node_per_rank, &nd)) {
-		svc_release(s);
+	int rc = 0;
+	if (ds_node_identify(world, o->node_per_rank, &nd))
 		return 1;
-	}
 	if (nd.local_size > 1)
 		rc = -EINVAL;
 	if (ds_any_failed(world, rc)) {
@@ -569,7 +566,6 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 			         "--ntasks-per-node=1 (Slurm) or --node-per-rank (simulated nodes)",
 			         nd.node, nd.local_size);
 		ds_node_release(&nd);
-		svc_release(s);
 		return 1;
 	}
 	MPI_Comm_dup(nd.leaders, &s->comm);
@@ -578,25 +574,16 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 	s->nnodes = nd.nnodes;
 	ds_node_release(&nd);
 	/* --nodes: rank r serves the r-th surviving staged node */
-	if (ds_any_failed(s->comm, ds__failover_setup(s, s->node))) {
-		MPI_Comm_free(&s->comm);
-		svc_release(s);
-		return 1;
-	}
+	return ds_any_failed(s->comm, ds__failover_setup(s, s->node));
+}
 
-	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
-	s->jobdir = ds_store_jobdir(o->to, job);
-	s->nodedir = ds_store_nodedir(o->to, job, s->node);
-	/* One owner per job directory: a second service would rewrite
-	 * epoch.conf under running readers, drop the live epoch caches and take
-	 * the socket; a stage or clean would pull the store away.  Refused,
-	 * naming the holder, before anything here is touched. */
-	int locked = 0;
-	if (ds_step_lock(world, o->to, job, "serve", 0, &locked)) {
-		MPI_Comm_free(&s->comm);
-		svc_release(s);
-		return 1;
-	}
+/* Start (under the lock): the store, the epoch configuration, the first
+ * epochs' plans, the window, the outputs and the readers' socket.
+ * Nonzero when the step fails (every node agrees; said). */
+static int serve_start(struct ds__svc *s, const struct ds_serve_opts *o, int rank,
+                       struct serve_times *t)
+{
+	int rc = 0;
 	/* ours now: say so before the start's long steps (the index check, the
 	 * first epoch's share and cache, the window: seconds at millions of
 	 * files), so that `dstage status` says "starting", not "down" */
@@ -605,12 +592,12 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 	s->wake_sock = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->wake_main < 0 || s->wake_sock < 0)
 		rc = -errno;
-	double t_start = ds_now(), t_store = 0, t_plan = 0;
+	t->start = ds_now();
 	if (!rc) {
 		ds__failover_prior(s);
 		rc = ds__store_open(s);
 	}
-	t_store = ds_now();
+	t->store = ds_now();
 	if (!rc) {
 		/* every node writes the epoch configuration on its own file system:
 		 * the shim of every node must compute the lists we compute */
@@ -627,7 +614,7 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 	double t_plan0 = ds_now();
 	if (!failed)
 		failed = ds_any_failed(s->comm, ds__exchange_new(s));
-	t_plan = ds_now() - t_plan0;
+	t->plan = ds_now() - t_plan0;
 	if (!failed) {
 		rc = ds__window_create(s);
 		if (!rc)
@@ -649,21 +636,27 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 		failed = ds_any_failed(s->comm, ds__out_start(s));
 	if (!failed)
 		failed = ds_any_failed(s->comm, ds__sock_start(s));
-	if (failed) {
-		ds__status_write(s, "failed");
-		ds_out_stop(s->out);
-		ds__out_free(s);
-		ds__sock_stop(s);
-		ds__pw_stop(s);
-		ds__window_free(s);
-		ds__exchange_free(s);
-		ds__store_close(s);
-		MPI_Comm_free(&s->comm);
-		ds_step_unlock(o->to, job, locked);
-		svc_release(s);
-		return 1;
-	}
+	return failed;
+}
 
+/* Stop what serve_start started, in the reverse order; a failed start
+ * (partly started) or a service leaving. */
+static void serve_stop(struct ds__svc *s)
+{
+	ds__sock_stop(s);
+	ds__pw_stop(s);
+	beat();
+	ds__window_free(s);
+	ds__exchange_free(s);
+	ds__store_close(s);
+}
+
+/* Serve: signals, the watchdog, then the main loop until every node agrees
+ * to stop (0) or one failed (1).  A peer gone (run_loop < 0) ends the job
+ * step here. */
+static int serve_run(MPI_Comm world, struct ds__svc *s, const struct ds_serve_opts *o, int rank,
+                     const struct serve_times *t, int locked)
+{
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -678,10 +671,9 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 
 	ds__gather_start(s);
 	ds__status_write(s, "running");
-	/* where a start's seconds go (issue 27: millions of samples) */
 	ds_debug("node %u: serving %.3f s after the start: the store and its index %.3f s, the "
 	         "first epochs' plans %.3f s",
-	         s->node, ds_now() - t_start, t_store - t_start, t_plan);
+	         s->node, ds_now() - t->start, t->store - t->start, t->plan);
 	if (rank == 0) {
 		ds_info("serving %u node(s) under '%s': seed %llu, locality %g, %s; stop with "
 		        "'dstage stop --to %s%s%s'",
@@ -701,20 +693,22 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 		MPI_Abort(world, 1);
 		_exit(1);
 	}
-	/* every rank is here, in the same iteration: leave together */
+	return res;
+}
+
+/* Leave: every rank is here, in the same iteration of the loop.  Stop,
+ * remove the node store with --clean, and leave together.  The step's
+ * result (res, or 1 when leaving failed). */
+static int serve_leave(struct ds__svc *s, const struct ds_serve_opts *o, int locked, int res)
+{
 	if (ds_out_stop(s->out) && !res)
 		res = 1; /* outputs closed and not drained: said, and the step fails */
 	ds__out_free(s);
 	ds__status_write(s, res ? "failed" : "stopped");
-	ds__sock_stop(s);
-	ds__pw_stop(s);
-	beat();
-	ds__window_free(s);
-	ds__exchange_free(s);
-	ds__store_close(s);
+	serve_stop(s);
 	if (o->clean) {
 		/* the spill tier first: the index names it */
-		rc = ds_store_spill_remove(s->nodedir);
+		int rc = ds_store_spill_remove(s->nodedir);
 		if (rc)
 			ds_error("node %u: '%s': the spill tier: %s", s->node, s->nodedir,
 			         ds_strerror(rc));
@@ -738,10 +732,49 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 		if (locked)
 			(void)ds_joblock_remove_dir(s->jobdir, 0);
 	}
+	return res;
+}
+
+/* The service step: join, lock, start, serve, leave; one cleanup path. */
+int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
+{
+	struct ds__svc S, *s = &S;
+	memset(s, 0, sizeof(*s));
+	s->o = *o;
+	s->comm = MPI_COMM_NULL;
+	s->win = MPI_WIN_NULL;
+	s->wake_main = s->wake_sock = -1;
+	s->todo_tail = &s->todo;
+	pthread_mutex_init(&s->mu, NULL);
+	int rank, locked = 0, res = 1;
+	MPI_Comm_rank(world, &rank);
+	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
+	struct serve_times t = {0, 0, 0};
+
+	if (serve_join(world, s, o, rank))
+		goto out;
+	s->jobdir = ds_store_jobdir(o->to, job);
+	s->nodedir = ds_store_nodedir(o->to, job, s->node);
+	/* One owner per job directory: a second service would rewrite
+	 * epoch.conf under running readers, drop the live epoch caches and take
+	 * the socket; a stage or clean would pull the store away.  Refused,
+	 * naming the holder, before anything here is touched. */
+	if (ds_step_lock(world, o->to, job, "serve", 0, &locked))
+		goto out;
+	if (serve_start(s, o, rank, &t)) {
+		ds__status_write(s, "failed");
+		ds_out_stop(s->out);
+		ds__out_free(s);
+		serve_stop(s);
+		goto out;
+	}
+	res = serve_leave(s, o, locked, serve_run(world, s, o, rank, &t, locked));
+out:
 	ds_step_unlock(o->to, job, locked);
 	if (rank == 0 && !res)
 		ds_info("stopped: every node left%s", o->clean ? ", node stores removed" : "");
-	MPI_Comm_free(&s->comm);
+	if (s->comm != MPI_COMM_NULL)
+		MPI_Comm_free(&s->comm);
 	/* the watchdog keeps watching MPI_Finalize in the caller */
 	beat();
 	svc_release(s);
