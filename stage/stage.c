@@ -867,135 +867,202 @@ static void preader_close(struct xfer *x, struct preader *r)
 		close(r->fd);
 }
 
+/* One rank's part in moving one partition (move_partition): its place in
+ * the chain of the partition's holders, the stream's state. */
+struct hop {
+	uint32_t p, nloc;
+	int *chain;      /* world ranks, holder order */
+	int me, next;    /* my position in chain (0: the reader); the next rank, -1: none */
+	char *part_path; /* named in messages */
+	uint64_t size;   /* the partition's payload */
+	int status;      /* first error on this hop */
+	struct sink s;
+	struct preader in;          /* me == 0 */
+	MPI_Request req;            /* the send down the chain */
+	unsigned char *cur, *other; /* the chunk being handled; the one in flight */
+	int told_next;              /* sent an error header down the chain */
+};
+
+/* The chain of partition p's handlers; my position in it, -1: not ours. */
+static int hop_chain(struct xfer *x, struct hop *H)
+{
+	const struct ds_placement *pl = x->pl;
+	uint32_t p = H->p;
+	int me = -1;
+	H->nloc = pl->first[p + 1] - pl->first[p];
+	H->chain = ds_xcalloc(H->nloc + 1, sizeof(int));
+	for (uint32_t i = 0; i < H->nloc; i++) {
+		H->chain[i] = handler(x->rm, pl, x->lpos, pl->first[p] + i);
+		if (H->chain[i] == x->rank && pl->node[pl->first[p] + i] == x->nd->node)
+			me = i;
+	}
+	return me;
+}
+
+/* Where this node's copy of partition p goes: the store file and offset. */
+static void hop_place(struct xfer *x, uint32_t p, int *fd, uint64_t *base)
+{
+	const struct ds_placement *pl = x->pl;
+	*base = 0;
+	*fd = x->store_fd;
+	for (uint32_t l = pl->first[p]; l < pl->first[p + 1]; l++)
+		if (pl->node[l] == x->nd->node) {
+			*base = pl->base[l];
+			if (pl->tier && pl->tier[l] == DS_TIER_SPILL) {
+				/* the spill file holds the store from ram_size on */
+				*base -= pl->ram_size[x->nd->node];
+				*fd = x->spill_fd;
+			}
+		}
+}
+
+/* The n bytes at pos into data: read by the reader, received by the
+ * others from their predecessor (h: its header).  1 when the predecessor
+ * failed and sends nothing more, else 0. */
+static int hop_obtain(struct xfer *x, struct hop *H, uint64_t pos, size_t n, struct chunk_hdr *h,
+                      unsigned char *data)
+{
+	if (H->me == 0) {
+		if (!H->status && n) {
+			int rc = ds_fault("stage.read", x->rank);
+			if (rc)
+				ds_error("'%s': %s", H->part_path, ds_strerror(rc));
+			else
+				rc = preader_read(&H->in, H->part_path, pos, data, n);
+			if (rc)
+				H->status = rc;
+			else
+				x->shared_read += n;
+		}
+		return 0;
+	}
+	if (!H->status) /* as if this hop broke: it drains, tells the next */
+		H->status = ds_fault("stage.forward", x->rank);
+	MPI_Recv(H->cur, sizeof(*h) + CHUNK, MPI_BYTE, H->chain[H->me - 1], TAG_CHUNK, x->world,
+	         MPI_STATUS_IGNORE);
+	memcpy(h, H->cur, sizeof(*h));
+	if (h->status) {
+		if (!H->status)
+			H->status = (int)h->status;
+		return 1;
+	}
+	if (h->len != n) {
+		if (!H->status)
+			H->status = -DS_ECORRUPT;
+	} else {
+		x->received += n;
+	}
+	return 0;
+}
+
+/* Verify and write the n bytes at pos into this node's store. */
+static void hop_land(struct xfer *x, struct hop *H, uint64_t pos, const unsigned char *data,
+                     size_t n)
+{
+	if (H->status || !n)
+		return;
+	int rc = ds_fault("stage.write", x->rank);
+	if (!rc)
+		rc = sink_feed(&H->s, pos, data, n);
+	if (rc) {
+		if (rc != -DS_ECHECKSUM && rc != -DS_ECORRUPT)
+			ds_error("node %u: '%s': %s", x->nd->node, DS_STORE_NAME, ds_strerror(rc));
+		H->status = rc;
+	} else {
+		progress_add(x, n);
+	}
+}
+
+/* Send the chunk (or, after a failure, one error header) to the next. */
+static void hop_forward(struct xfer *x, struct hop *H, struct chunk_hdr *h, size_t n)
+{
+	if (H->next < 0 || H->told_next)
+		return;
+	MPI_Wait(&H->req, MPI_STATUS_IGNORE);
+	h->status = H->status;
+	h->len = H->status ? 0 : n;
+	memcpy(H->cur, h, sizeof(*h));
+	MPI_Isend(H->cur, sizeof(*h) + h->len, MPI_BYTE, H->next, TAG_CHUNK, x->world, &H->req);
+	H->told_next = H->status != 0;
+	unsigned char *t = H->cur;
+	H->cur = H->other;
+	H->other = t;
+}
+
+/* The stream: ceil(size/CHUNK) messages (at least one), each a header
+ * and its data.  A rank that fails forwards one error header and sends
+ * nothing more; it keeps draining its predecessor until that one stops
+ * (an error header, or the whole stream), so no send is left unmatched. */
+static void hop_stream(struct xfer *x, struct hop *H)
+{
+	uint64_t pos = 0;
+	do {
+		size_t n = H->size - pos > CHUNK ? CHUNK : H->size - pos;
+		struct chunk_hdr h = {0, n};
+		unsigned char *data = H->cur + sizeof(h);
+		int upstream_failed = hop_obtain(x, H, pos, n, &h, data);
+		hop_land(x, H, pos, data, n);
+		hop_forward(x, H, &h, n);
+		pos += n;
+		if (upstream_failed || (H->status && H->me == 0))
+			break; /* the predecessor sends nothing more */
+	} while (pos < H->size);
+	MPI_Wait(&H->req, MPI_STATUS_IGNORE);
+}
+
+/* After the stream: the reader's and the sink's checks of its end. */
+static void hop_finish(struct hop *H)
+{
+	if (!H->status && H->me == 0)
+		H->status = preader_finish(&H->in);
+	if (!H->status) {
+		int rc = sink_finish(&H->s);
+		if (rc) {
+			if (rc == -DS_ECORRUPT)
+				ds_error("'%s': payload ends inside a file", H->part_path);
+			H->status = rc;
+		}
+	}
+}
+
 /* Move partition p: its reader reads and sends it down the chain of its
  * holders' handlers; each handler verifies and writes it. */
 static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 {
-	const struct ds_placement *pl = x->pl;
-	uint32_t nloc = pl->first[p + 1] - pl->first[p];
-	int *chain = ds_xcalloc(nloc + 1, sizeof(int)); /* world ranks, holder order */
-	int me = -1;
-	for (uint32_t i = 0; i < nloc; i++) {
-		chain[i] = handler(x->rm, pl, x->lpos, pl->first[p] + i);
-		if (chain[i] == x->rank && pl->node[pl->first[p] + i] == x->nd->node)
-			me = i;
-	}
-	if (me < 0) {
-		free(chain);
+	struct hop H;
+	memset(&H, 0, sizeof(H));
+	H.p = p;
+	H.me = hop_chain(x, &H);
+	if (H.me < 0) {
+		free(H.chain);
 		return; /* not ours */
 	}
-	uint64_t base = 0;
-	int fd = x->store_fd;
-	for (uint32_t l = pl->first[p]; l < pl->first[p + 1]; l++)
-		if (pl->node[l] == x->nd->node) {
-			base = pl->base[l];
-			if (pl->tier && pl->tier[l] == DS_TIER_SPILL) {
-				/* the spill file holds the store from ram_size on */
-				base -= pl->ram_size[x->nd->node];
-				fd = x->spill_fd;
-			}
-		}
+	uint64_t base;
+	int fd;
+	hop_place(x, p, &fd, &base);
 	/* in place there is no part file: messages name the source root */
-	char *part_path = x->m->root ? ds_xstrdup(x->m->root) : ds_part_path(x->pack, p);
-	const char *part_name = strrchr(part_path, '/') ? strrchr(part_path, '/') + 1 : part_path;
-	uint64_t size = x->m->parts[p].size;
-	int status = x->err;
-	const char *store_name = DS_STORE_NAME;
-	struct sink s;
-	struct preader in;
-	memset(&in, 0, sizeof(in));
-	in.fd = -1;
-	sink_open(&s, x->m, x->L, p, fd, base, x->inflate, part_name);
-	s.learn = me == 0 ? x->crc_read : x->crc_held;
-	s.held = me == 0 ? NULL : x->held;
-	if (me == 0 && !status)
-		status = preader_open(x, p, part_path, &in);
-	/* The stream: ceil(size/CHUNK) messages (at least one), each a header
-	 * and its data.  A rank that fails forwards one error header and sends
-	 * nothing more; it keeps draining its predecessor until that one stops
-	 * (an error header, or the whole stream), so no send is left unmatched. */
-	MPI_Request req = MPI_REQUEST_NULL;
-	unsigned char *cur = buf, *other = buf + sizeof(struct chunk_hdr) + CHUNK;
-	int next = (uint32_t)me + 1 < nloc ? chain[me + 1] : -1;
-	int told_next = 0; /* sent an error header down the chain */
-	uint64_t pos = 0;
-	do {
-		size_t n = size - pos > CHUNK ? CHUNK : size - pos;
-		struct chunk_hdr h = {0, n};
-		unsigned char *data = cur + sizeof(h);
-		int upstream_failed = 0;
-		if (me == 0) {
-			if (!status && n) {
-				int rc = ds_fault("stage.read", x->rank);
-				if (rc)
-					ds_error("'%s': %s", part_path, ds_strerror(rc));
-				else
-					rc = preader_read(&in, part_path, pos, data, n);
-				if (rc)
-					status = rc;
-				else
-					x->shared_read += n;
-			}
-		} else {
-			if (!status) /* as if this hop broke: it drains, tells the next */
-				status = ds_fault("stage.forward", x->rank);
-			MPI_Recv(cur, sizeof(h) + CHUNK, MPI_BYTE, chain[me - 1], TAG_CHUNK, x->world,
-			         MPI_STATUS_IGNORE);
-			memcpy(&h, cur, sizeof(h));
-			if (h.status) {
-				upstream_failed = 1;
-				if (!status)
-					status = (int)h.status;
-			} else if (h.len != n) {
-				if (!status)
-					status = -DS_ECORRUPT;
-			} else {
-				x->received += n;
-			}
-		}
-		if (!status && n) {
-			int rc = ds_fault("stage.write", x->rank);
-			if (!rc)
-				rc = sink_feed(&s, pos, data, n);
-			if (rc) {
-				if (rc != -DS_ECHECKSUM && rc != -DS_ECORRUPT)
-					ds_error("node %u: '%s': %s", x->nd->node, store_name, ds_strerror(rc));
-				status = rc;
-			} else {
-				progress_add(x, n);
-			}
-		}
-		if (next >= 0 && !told_next) {
-			MPI_Wait(&req, MPI_STATUS_IGNORE);
-			h.status = status;
-			h.len = status ? 0 : n;
-			memcpy(cur, &h, sizeof(h));
-			MPI_Isend(cur, sizeof(h) + h.len, MPI_BYTE, next, TAG_CHUNK, x->world, &req);
-			told_next = status != 0;
-			unsigned char *t = cur;
-			cur = other;
-			other = t;
-		}
-		pos += n;
-		if (upstream_failed || (status && me == 0))
-			break; /* the predecessor sends nothing more */
-	} while (pos < size);
-	MPI_Wait(&req, MPI_STATUS_IGNORE);
-	if (!status && me == 0)
-		status = preader_finish(&in);
-	if (!status) {
-		int rc = sink_finish(&s);
-		if (rc) {
-			if (rc == -DS_ECORRUPT)
-				ds_error("'%s': payload ends inside a file", part_path);
-			status = rc;
-		}
-	}
-	sink_close(&s);
-	preader_close(x, &in);
-	free(part_path);
-	free(chain);
-	set_err(x, status);
+	H.part_path = x->m->root ? ds_xstrdup(x->m->root) : ds_part_path(x->pack, p);
+	const char *part_name =
+		strrchr(H.part_path, '/') ? strrchr(H.part_path, '/') + 1 : H.part_path;
+	H.size = x->m->parts[p].size;
+	H.status = x->err;
+	H.in.fd = -1;
+	sink_open(&H.s, x->m, x->L, p, fd, base, x->inflate, part_name);
+	H.s.learn = H.me == 0 ? x->crc_read : x->crc_held;
+	H.s.held = H.me == 0 ? NULL : x->held;
+	if (H.me == 0 && !H.status)
+		H.status = preader_open(x, p, H.part_path, &H.in);
+	H.req = MPI_REQUEST_NULL;
+	H.cur = buf;
+	H.other = buf + sizeof(struct chunk_hdr) + CHUNK;
+	H.next = (uint32_t)H.me + 1 < H.nloc ? H.chain[H.me + 1] : -1;
+	hop_stream(x, &H);
+	hop_finish(&H);
+	sink_close(&H.s);
+	preader_close(x, &H.in);
+	free(H.part_path);
+	free(H.chain);
+	set_err(x, H.status);
 }
 
 /* A plain tree: each file's CRC was taken by its partition's reader as it
