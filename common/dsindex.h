@@ -175,17 +175,35 @@ int64_t ds_index_lookup(const struct ds_index *ix, const char *path, size_t len)
 static inline uint32_t ds_ix_mode(const struct ds_index *ix, uint32_t id) { return ix->e[id].mode; }
 /* st_size; symlink: length of the target; dir: st_size the source reported */
 static inline uint64_t ds_ix_size(const struct ds_index *ix, uint32_t id) { return ix->e[id].size; }
-static inline int64_t ds_ix_mtime(const struct ds_index *ix, uint32_t id) { return ix->e[id].mtime_ns; }
+static inline int64_t ds_ix_mtime(const struct ds_index *ix, uint32_t id)
+{
+	return ix->e[id].mtime_ns;
+}
 /* parent directory (root: 0) */
-static inline uint32_t ds_ix_parent(const struct ds_index *ix, uint32_t id) { return ix->e[id].parent; }
-static inline uint32_t ds_ix_nlink(const struct ds_index *ix, uint32_t id) { return ix->e[id].nlink; }
-static inline uint8_t ds_ix_flags(const struct ds_index *ix, uint32_t id) { return ix->e[id].flags; }
+static inline uint32_t ds_ix_parent(const struct ds_index *ix, uint32_t id)
+{
+	return ix->e[id].parent;
+}
+static inline uint32_t ds_ix_nlink(const struct ds_index *ix, uint32_t id)
+{
+	return ix->e[id].nlink;
+}
+static inline uint8_t ds_ix_flags(const struct ds_index *ix, uint32_t id)
+{
+	return ix->e[id].flags;
+}
 /* files: partition, offset of the stored bytes in its payload, their count,
  * their codec and the CRC-32C of the (uncompressed) content */
 static inline uint32_t ds_ix_part(const struct ds_index *ix, uint32_t id) { return ix->e[id].part; }
 static inline uint64_t ds_ix_poff(const struct ds_index *ix, uint32_t id) { return ix->e[id].poff; }
-static inline uint64_t ds_ix_stored(const struct ds_index *ix, uint32_t id) { return ix->e[id].stored; }
-static inline uint8_t ds_ix_codec(const struct ds_index *ix, uint32_t id) { return ix->e[id].codec; }
+static inline uint64_t ds_ix_stored(const struct ds_index *ix, uint32_t id)
+{
+	return ix->e[id].stored;
+}
+static inline uint8_t ds_ix_codec(const struct ds_index *ix, uint32_t id)
+{
+	return ix->e[id].codec;
+}
 static inline uint32_t ds_ix_crc(const struct ds_index *ix, uint32_t id) { return ix->e[id].crc; }
 /* A file's fields at once (one decode of its row, for the read paths). */
 struct ds_ix_file {
@@ -230,7 +248,10 @@ static inline size_t ds_ix_base_len(const struct ds_index *ix, uint32_t id)
 	return (size_t)ix->e[id].name_len - ix->e[id].base_off;
 }
 /* length of the relative path (< PATH_MAX) */
-static inline size_t ds_ix_path_len(const struct ds_index *ix, uint32_t id) { return ix->e[id].name_len; }
+static inline size_t ds_ix_path_len(const struct ds_index *ix, uint32_t id)
+{
+	return ix->e[id].name_len;
+}
 /* Write entry id's relative path ("" for the root), NUL-terminated, into
  * buf of size bytes (PATH_MAX always suffices for an entry that passed
  * ds_index_entry_ok).  Returns its length, or -ENAMETOOLONG (buf then holds
@@ -251,7 +272,10 @@ static inline void ds_ix_prefetch(const struct ds_index *ix, uint32_t id)
 	__builtin_prefetch(&ix->e[id]);
 }
 /* sample j (0 <= j < nsamples) of the sample table: an entry id */
-static inline uint32_t ds_ix_sample(const struct ds_index *ix, uint64_t j) { return ix->samples[j]; }
+static inline uint32_t ds_ix_sample(const struct ds_index *ix, uint64_t j)
+{
+	return ix->samples[j];
+}
 /* Child of directory dir named (name, nlen) (one component, no '/'), or -1.
  * Like ds_index_lookup, it returns only entries that pass
  * ds_index_entry_ok.  No system call, no allocation. */

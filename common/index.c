@@ -304,8 +304,8 @@ int64_t ds_index_child(const struct ds_index *ix, uint32_t dir, const char *name
 {
 	char tmp[PATH_MAX];
 	size_t plen = ds_ix_path_len(ix, dir), n = 0;
-	if (plen + 1 + nlen >= PATH_MAX)
-		return -1;
+	if (!nlen || memchr(name, '/', nlen) || plen + 1 + nlen >= PATH_MAX)
+		return -1; /* one component, or nothing */
 	if (plen) {
 		memcpy(tmp, ix->strings + ix->e[dir].name, plen);
 		tmp[plen] = '/';

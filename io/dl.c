@@ -173,8 +173,9 @@ static void load_one(const char *need, const char *paths, int64_t id, int depth,
 		p += l + (p[l] == ':');
 		snprintf(cand, sizeof(cand), "%s/%s", dir, need);
 		struct ds__res r;
-		if (!ds__maybe_ours(cand) || ds__resolve(AT_FDCWD, cand, DS__RES_FOLLOW, &r) || !r.ours ||
-		    r.v.kind != DS__V_NONE || !S_ISREG(ds_ix_mode(&ds__g.ix, (uint32_t)r.id)))
+		if (!ds__maybe_ours(cand) || ds__resolve(AT_FDCWD, cand, DS__RES_FOLLOW, &r) ||
+		    !r.ours || r.v.kind != DS__V_NONE ||
+		    !S_ISREG(ds_ix_mode(&ds__g.ix, (uint32_t)r.id)))
 			continue;
 		char path[PATH_MAX];
 		if (materialise(r.id, path, sizeof(path)) || load_deps(path, r.id, depth + 1, lmid, ns))

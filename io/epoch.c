@@ -160,7 +160,8 @@ int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, int check, uint32_t *
 	 * a caller that follows none of them itself (ds_py_list) checks the
 	 * ones it uses, and saves the reads of entries all over the index */
 	for (size_t i = 0; rc == 0 && published && check && i < n; i++)
-		if (!ds_index_entry_ok(&ds__g.ix, ids[i]) || !S_ISREG(ds_ix_mode(&ds__g.ix, ids[i])))
+		if (!ds_index_entry_ok(&ds__g.ix, ids[i]) ||
+		    !S_ISREG(ds_ix_mode(&ds__g.ix, ids[i])))
 			rc = -DS_ECORRUPT;
 	ds_share_unmap(map, maplen);
 	if (rc == 0 && ids == own) {

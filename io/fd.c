@@ -394,7 +394,8 @@ static const char *file_data(struct ds__file *f, int *rc)
 	*rc = 0;
 	if (DS__LIKELY(d != NULL))
 		return d;
-	if (f->remote && f->size > REMOTE_WHOLE && ds_ix_codec(&ds__g.ix, (uint32_t)f->id) == DS_CODEC_NONE)
+	if (f->remote && f->size > REMOTE_WHOLE &&
+	    ds_ix_codec(&ds__g.ix, (uint32_t)f->id) == DS_CODEC_NONE)
 		return NULL; /* read range by range */
 	*rc = ds__materialize(f);
 	return *rc ? NULL : atomic_load_explicit(&f->data, memory_order_acquire);

@@ -186,7 +186,8 @@ static int walk(int64_t cur, char *work, int flags, struct ds__res *r)
 			}
 			return -ENOENT;
 		}
-		if (S_ISLNK(ds_ix_mode(&ds__g.ix, (uint32_t)nx)) && (!last || trail || (flags & DS__RES_FOLLOW))) {
+		if (S_ISLNK(ds_ix_mode(&ds__g.ix, (uint32_t)nx)) &&
+		    (!last || trail || (flags & DS__RES_FOLLOW))) {
 			if (++links > MAXSYMLINKS)
 				return -ELOOP;
 			/* target + the rest; a relative target resolves from
@@ -196,7 +197,8 @@ static int walk(int64_t cur, char *work, int flags, struct ds__res *r)
 			/* stage only stores targets that stay in the tree; one that
 			 * leaves it comes from a damaged index: never follow it out */
 			if (ds_ix_path(&ds__g.ix, (uint32_t)nx, tmp, PATH_MAX) < 0 ||
-			    ds_target_check(tmp, ds_ix_path_len(&ds__g.ix, (uint32_t)nx), target, tl, NULL))
+			    ds_target_check(tmp, ds_ix_path_len(&ds__g.ix, (uint32_t)nx), target,
+			                    tl, NULL))
 				return -EIO;
 			if (tl + rl + 1 >= PATH_MAX)
 				return -ENAMETOOLONG;
@@ -531,7 +533,8 @@ int ds__resolve(int dirfd, const char *path, int flags, struct ds__res *r)
 		}
 		if (rl < len && plain(rel, rl)) {
 			int64_t id = ds_index_lookup(&ds__g.ix, rel, rl);
-			if (id >= 0 && (!S_ISLNK(ds_ix_mode(&ds__g.ix, (uint32_t)id)) || !(flags & DS__RES_FOLLOW))) {
+			if (id >= 0 && (!S_ISLNK(ds_ix_mode(&ds__g.ix, (uint32_t)id)) ||
+			                !(flags & DS__RES_FOLLOW))) {
 				r->ours = 1;
 				r->id = id;
 				return 0;

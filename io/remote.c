@@ -308,7 +308,8 @@ int ds__remote_read(uint32_t id, uint64_t off, void *buf, uint64_t len)
 		if (rc) {
 			char name[PATH_MAX];
 			if (rc == -EHOSTDOWN)
-				ds_warn("'%s': lost: every node holding it is gone", ds__ename(id, name));
+				ds_warn("'%s': lost: every node holding it is gone",
+				        ds__ename(id, name));
 			ds_debug("remote read of '%s': %s", ds__ename(id, name), strerror(-rc));
 			DS__COUNT(read_errors, 1);
 			return -EIO;

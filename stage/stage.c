@@ -650,7 +650,8 @@ static uint64_t meta_bytes(const struct ds_manifest *m, const struct ds_placemen
 	for (size_t i = 0; i < m->n; i++)
 		names += strlen(m->e[i].path) + 1 + (m->e[i].target ? strlen(m->e[i].target) + 1 : 0);
 	uint64_t n = m->n + 1;
-	return (uint64_t)sizeof(struct ds_index_header) + ds_index_entry_bytes(n, names) + PATH_MAX + ((uint64_t)pl->nparts + pl->first[pl->nparts]) * 16 + (1u << 20);
+	return (uint64_t)sizeof(struct ds_index_header) + ds_index_entry_bytes(n, names) +
+	       PATH_MAX + ((uint64_t)pl->nparts + pl->first[pl->nparts]) * 16 + (1u << 20);
 }
 
 /* --spill: every node's RAM room (its leader's figure), then the tiers. */

@@ -140,7 +140,8 @@ int main(int argc, char **argv)
 			    (!S_ISLNK(ss.st_mode) && ss.st_mode != mode))
 				FAIL("'%s': mode %o, source %o", name, mode, ss.st_mode);
 			if (!S_ISDIR(ss.st_mode) &&
-			    ds_ix_mtime(&ix, i) != (int64_t)ss.st_mtim.tv_sec * 1000000000 + ss.st_mtim.tv_nsec)
+			    ds_ix_mtime(&ix, i) !=
+			            (int64_t)ss.st_mtim.tv_sec * 1000000000 + ss.st_mtim.tv_nsec)
 				FAIL("'%s': mtime differs", name);
 			if (!S_ISREG(mode))
 				continue;

@@ -95,10 +95,13 @@ static void test_index(void)
 	is(ds_ix_nchildren(&ix, 0), 3, "root has train, train.old, val");
 	is(ds_ix_nlink(&ix, 0), 5, "root nlink = 2 + 3 subdirectories");
 	int64_t v = ds_index_lookup(&ix, "val/x", 5);
-	ok(v > 0 && (ds_ix_flags(&ix, v) & DS_EF_REPLICATED) && !(ds_ix_flags(&ix, v) & DS_EF_SAMPLE), "replicated is not a sample");
+	ok(v > 0 && (ds_ix_flags(&ix, v) & DS_EF_REPLICATED) &&
+	           !(ds_ix_flags(&ix, v) & DS_EF_SAMPLE),
+	   "replicated is not a sample");
 	is(ix.h->nsamples, 2, "two samples");
 	int64_t l = ds_index_lookup(&ix, "train/c.jpg", 11);
-	ok(l > 0 && S_ISLNK(ds_ix_mode(&ix, l)) && !strcmp(ds_ix_target(&ix, l), "a.jpg"), "symlink target");
+	ok(l > 0 && S_ISLNK(ds_ix_mode(&ix, l)) && !strcmp(ds_ix_target(&ix, l), "a.jpg"),
+	   "symlink target");
 	is(ds_index_lookup(&ix, "train/zzz", 9), -1, "missing path");
 	uint64_t base = 0;
 	ok(ds_index_part_on(&ix, 0, 1, &base) && base == 4096, "part 0 on node 1 at 4096");

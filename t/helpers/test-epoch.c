@@ -307,7 +307,8 @@ static void test_locality(void)
 	size_t moved = 0;
 	for (uint32_t node = 0; node < 2; node++)
 		for (size_t i = 0; i < s; i++)
-			moved += !ds_index_part_on(&f.ix, ds_ix_part(&f.ix, sh[node * s + i]), node, NULL);
+			moved += !ds_index_part_on(&f.ix, ds_ix_part(&f.ix, sh[node * s + i]), node,
+			                           NULL);
 	ok(p && q && moved == excess && excess > 0,
 	   "L=1 R=1 skewed (owns %zu/%zu of share %zu): only the excess moves (%zu, want %zu)",
 	   own[0], own[1], s, moved, excess);
