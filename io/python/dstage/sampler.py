@@ -364,8 +364,11 @@ def _binding():
 _NAME_BUF = 4096  # PATH_MAX: every entry's path fits
 
 
-def _c_name(fn, k):
-    buf = ctypes.create_string_buffer(_NAME_BUF)
+def _c_name(fn, k, buf=None):
+    """Entry k's path from the shim's index, built into buf (one of
+    _NAME_BUF bytes; a loop passes the same one)."""
+    if buf is None:
+        buf = ctypes.create_string_buffer(_NAME_BUF)
     n = fn(k, buf, _NAME_BUF)
     if n < 0:
         raise OSError("dstage: the shim's index has no entry %d" % k)
@@ -568,9 +571,10 @@ class DstageFiles(_Dataset):
                                  len(self._runs) // 3, out.buffer_info()[0])
             if miss:
                 at = (ctypes.c_uint32 * k).from_address(first)
+                name = ctypes.create_string_buffer(_NAME_BUF)
                 for j in range(k):
                     if out[j] < 0:
-                        out[j] = self._index_of_bytes(_c_name(lib.ds_py_entry_name, at[j]))
+                        out[j] = self._index_of_bytes(_c_name(lib.ds_py_entry_name, at[j], name))
             return out
         finally:
             lib.ds_py_free(ids)
