@@ -40,7 +40,17 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
+
+/* CPU seconds of the calling thread (the profile of a fetch) */
+static double thread_cpu(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* PLANNED: share computed; PREPARING: a helper thread creates the cache
  * file (posix_fallocate + populate: tens of ms per 100 MiB that main spends
@@ -62,7 +72,11 @@ struct xep {
 	uint64_t bytes, bytes_done;
 	double t0, t1;
 	size_t batches;
-	double flush_s; /* time in MPI_Win_flush: the rest is our own overhead */
+	double flush_s; /* time completing the gets (ds__flush) */
+	/* the profile of the fetch (DSTAGE_LOG=debug): wall time in the get
+	 * calls (with a single-copy transport the copy itself), main's CPU
+	 * time from t0 to t1, and the helper thread's time before t0 */
+	double issue_s, cpu0, cpu_s, prep_s, plan_s;
 	struct ds__svc *svc;
 	pthread_t prep;
 	int prep_rc, prep_done; /* prep_done: atomic */
@@ -151,6 +165,7 @@ static int plan(struct ds__svc *s, uint64_t e, struct xep **out)
 	*out = NULL;
 	uint32_t *ids;
 	size_t n;
+	double t0 = ds_now();
 	int rc = ds__share(s, e, &ids, &n); /* over the epoch's node set */
 	if (rc)
 		return rc;
@@ -192,6 +207,7 @@ static int plan(struct ds__svc *s, uint64_t e, struct xep **out)
 		x->bytes += x->lens[i];
 	x->share = ids; /* published once the cache directory is there */
 	ids = NULL;
+	x->plan_s = ds_now() - t0;
 	*out = x;
 	x = NULL;
 out:
@@ -353,8 +369,11 @@ static void report(struct ds__svc *s, struct xep *x)
 	h->ce = NULL;
 	X->nhist++;
 	x->reported = 1;
-	ds_debug("node %u: epoch %llu: %zu batches, %.3f s of %.3f s in MPI_Win_flush", s->node,
-	         (unsigned long long)x->epoch, x->batches, x->flush_s, dt);
+	ds_debug("node %u: epoch %llu: planned in %.4f s, cache made in %.4f s; fetch %.4f s: %zu "
+	         "batches, %.4f s in the get calls, %.4f s completing them, %.4f s else; main's "
+	         "CPU %.4f s",
+	         s->node, (unsigned long long)x->epoch, x->plan_s, x->prep_s, dt, x->batches,
+	         x->issue_s, x->flush_s, dt - x->issue_s - x->flush_s, x->cpu_s);
 }
 
 /* The helper thread: the cache file and where each sample comes from. */
@@ -362,6 +381,7 @@ static void *prep_main(void *arg)
 {
 	struct xep *x = arg;
 	struct ds__svc *s = x->svc;
+	double t0 = ds_now();
 	int rc = ds_cache_epoch_new(s->x->cache, x->epoch, x->ids, x->lens, x->n, &x->ce);
 	if (rc) {
 		char a[32];
@@ -385,6 +405,7 @@ static void *prep_main(void *arg)
 		}
 	}
 	x->prep_rc = rc;
+	x->prep_s = ds_now() - t0;
 	__atomic_store_n(&x->prep_done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -510,6 +531,7 @@ static int finish(struct ds__svc *s, struct xep *x)
 	size_t m = ds_cache_epoch_count(x->ce);
 	x->st = m ? X_FETCHING : X_DONE;
 	x->t0 = x->t1 = ds_now();
+	x->cpu0 = thread_cpu();
 	DS__SET(s, prefetch_epoch, x->epoch);
 	DS__SET(s, prefetch_done, 0);
 	DS__SET(s, prefetch_total, m);
@@ -710,6 +732,7 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 	size_t m = ds_cache_epoch_count(x->ce), ops = 0;
 	uint64_t bytes = 0;
 	x->inflight_from = x->next;
+	double t0 = ds_now();
 	while (x->next < m && ops < max_ops && (bytes < max_bytes || ops == 0)) {
 		uint64_t len;
 		void *slot = ds_cache_epoch_slot(x->ce, x->next, NULL, &len);
@@ -722,6 +745,7 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 		ops++;
 		x->next++;
 	}
+	x->issue_s += ds_now() - t0;
 	X->inflight = x;
 	return ops;
 }
@@ -753,6 +777,7 @@ void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s)
 	if (x->done == ds_cache_epoch_count(x->ce) && x->st == X_FETCHING) {
 		x->st = X_DONE;
 		x->t1 = ds_now();
+		x->cpu_s = thread_cpu() - x->cpu0;
 		report(s, x);
 		ds__status_write(s, "running");
 		start_verify(s, x);
@@ -803,12 +828,12 @@ void ds__status_write(struct ds__svc *s, const char *state)
 			struct xep *h = &X->hist[i % HISTORY];
 			fprintf(f,
 			        DS_SS_EPOCH "%llu=share=%zu share_bytes=%llu local=%.4f fetched=%zu "
-			                    "moved_bytes=%llu overlap_prev=%.4f fetch_s=%.3f failed=%zu "
-			                    "t0=%.6f t1=%.6f\n",
+			                    "moved_bytes=%llu overlap_prev=%.4f fetch_s=%.6f failed=%zu "
+			                    "t0=%.6f t1=%.6f fetch_cpu_s=%.6f\n",
 			        (unsigned long long)h->epoch, h->share_n, (unsigned long long)h->share_bytes,
 			        h->share_n ? (double)h->local_n / h->share_n : 1.0, h->done,
 			        (unsigned long long)h->bytes_done, h->overlap, h->t1 - h->t0, h->failed,
-			        h->t0, h->t1);
+			        h->t0, h->t1, h->cpu_s);
 		}
 	}
 	fclose(f);
