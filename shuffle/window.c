@@ -37,6 +37,7 @@
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <time.h>
 #include <unistd.h>
 
 static int open_stats(struct ds__svc *s)
@@ -232,6 +233,106 @@ void ds__store_close(struct ds__svc *s)
 	memset(&s->ix, 0, sizeof(s->ix));
 }
 
+/* Does a get complete while its target makes no MPI call at all?  MPICH
+ * 4.0's ch4:ucx emulates a get on shared memory (and TCP) with active
+ * messages the target's progress engine must answer, so every target polls
+ * MPI while a peer has gets in flight to it (progress.c); Open MPI's
+ * osc/rdma reads the target's memory itself (single-copy CMA on one host,
+ * RDMA on a network), and those polls only take the core the requester's
+ * copy needs (docs/mpi.md "One-sided components").  Asked of the library
+ * by trying it, once per window: ranks 2k and 2k+1 pair up; after a first
+ * barrier (which absorbs the skew of the ranks' arrival) the even one
+ * notes the time and enters a second, the odd one sleeps PROBE_NAP
+ * outside MPI once it leaves it, and the even one gets a byte of the odd
+ * one's window.  The sleeper cannot leave the barrier before the getter
+ * entered it, so a get seen complete within PROBE_NAP of that entry
+ * completed without its target: yes.  A get still pending after the
+ * getter tested it without a pause longer than PROBE_GAP until
+ * 0.9 PROBE_NAP: no.  A getter the scheduler held back (the first test
+ * late, or a long pause): the round says nothing, and is repeated, up to
+ * PROBE_ROUNDS; then no, the safe side.  Every pair votes (Allreduce MIN:
+ * one no is no).  DSTAGE_SERVE_ONESIDED=0 or 1 skips the probe
+ * (measurements). */
+#define PROBE_NAP 0.1
+#define PROBE_GAP (0.3 * PROBE_NAP)
+#define PROBE_ROUNDS 3
+enum { PROBE_NO, PROBE_UNSURE, PROBE_YES };
+
+static int onesided_mode = -1;
+
+static int probe_round(struct ds__svc *s, int getter, int sleeper, int partner)
+{
+	int vote = PROBE_YES; /* a rank without a partner does not vote against */
+	unsigned char byte = 0;
+	MPI_Barrier(s->comm);
+	double entered = ds_now();
+	MPI_Barrier(s->comm);
+	if (sleeper) {
+		struct timespec ts = {0, (long)(PROBE_NAP * 1e9)};
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	} else if (getter) {
+		MPI_Request rq;
+		vote = PROBE_NO;
+		if (MPI_Rget(&byte, 1, MPI_BYTE, partner, 0, 1, MPI_BYTE, s->win, &rq) != MPI_SUCCESS)
+			return vote;
+		int done = 0;
+		double last = ds_now(), gap = last - entered;
+		while (MPI_Test(&rq, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS) {
+			double now = ds_now();
+			if (done) {
+				vote = now - entered < PROBE_NAP ? PROBE_YES : PROBE_UNSURE;
+				break;
+			}
+			if (now - last > gap)
+				gap = now - last;
+			last = now;
+			if (now - entered >= 0.9 * PROBE_NAP) {
+				vote = gap > PROBE_GAP ? PROBE_UNSURE : PROBE_NO;
+				break;
+			}
+			sched_yield();
+		}
+		if (!done) /* the target answers once it calls MPI again */
+			MPI_Wait(&rq, MPI_STATUS_IGNORE);
+	}
+	return vote;
+}
+
+static int probe_onesided(struct ds__svc *s)
+{
+	int rank, size;
+	MPI_Comm_rank(s->comm, &rank);
+	MPI_Comm_size(s->comm, &size);
+	const char *v = getenv("DSTAGE_SERVE_ONESIDED");
+	if (v && *v)
+		return ds_env_switch("DSTAGE_SERVE_ONESIDED", &onesided_mode);
+	if (size < 2)
+		return 0;
+	/* the partner's window must have a byte to get */
+	uint64_t mine = s->store_len, other = 0;
+	int partner = rank % 2 ? rank - 1 : rank + 1;
+	int paired = partner < size;
+	if (paired && MPI_Sendrecv(&mine, 1, MPI_UINT64_T, partner, 0, &other, 1, MPI_UINT64_T, partner,
+	                           0, s->comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+		paired = 0, other = 0;
+	int getter = paired && rank % 2 == 0 && other > 0;
+	int sleeper = paired && rank % 2 == 1 && mine > 0;
+	int all = PROBE_NO;
+	for (int r = 0; r < PROBE_ROUNDS; r++) {
+		int vote = probe_round(s, getter, sleeper, partner);
+		if (MPI_Allreduce(&vote, &all, 1, MPI_INT, MPI_MIN, s->comm) != MPI_SUCCESS)
+			all = PROBE_NO;
+		if (all != PROBE_UNSURE)
+			break;
+	}
+	int yes = all == PROBE_YES;
+	if (rank == 0)
+		ds_info("gets %s their target's progress%s", yes ? "complete without" : "need",
+		        yes ? ": targets do not poll for them" : "");
+	return yes;
+}
+
 int ds__window_create(struct ds__svc *s)
 {
 	MPI_Info info;
@@ -268,6 +369,7 @@ int ds__window_create(struct ds__svc *s)
 		s->win = MPI_WIN_NULL;
 		return -EIO;
 	}
+	s->onesided = probe_onesided(s);
 	return 0;
 }
 
