@@ -260,7 +260,8 @@ static int spare_fit(struct ds_cache_epoch *sp, size_t len)
 		return 0;
 	if (have > len) {
 		/* shrink the mapping in place, then the file: its pages go back */
-		if (mremap(sp->map, have, len, 0) == MAP_FAILED || ftruncate(sp->fd, (off_t)len) < 0)
+		if (mremap(sp->map, have, len, 0) == MAP_FAILED ||
+		    ftruncate(sp->fd, (off_t)len) < 0)
 			return -errno;
 		sp->map_len = len;
 		return 0;

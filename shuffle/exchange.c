@@ -120,7 +120,7 @@ struct ds__exchange {
 		pthread_mutex_t mu;
 		pthread_cond_t cv;
 		int started, quit;
-		struct xep *x; /* the job: x's slots from cursor to end, shared with main */
+		struct xep *x;      /* the job: x's slots from cursor to end, shared with main */
 		size_t cursor, end; /* cursor: atomic */
 		int posted, busy, rc;
 		double cpu; /* its CPU seconds for the job */
@@ -822,8 +822,8 @@ static int copier_post(struct ds__svc *s, struct xep *x, size_t next, size_t end
 			pthread_mutex_destroy(&c->mu);
 			pthread_cond_destroy(&c->cv);
 			s->x->nthreads = 1;
-			ds_warn("node %u: a second thread for the prefetch: %s (one copies)", s->node,
-			        strerror(rc));
+			ds_warn("node %u: a second thread for the prefetch: %s (one copies)",
+			        s->node, strerror(rc));
 			return -rc;
 		}
 		c->started = 1;
@@ -996,13 +996,15 @@ void ds__status_write(struct ds__svc *s, const char *state)
 		for (int i = first; i < X->nhist; i++) {
 			struct xep *h = &X->hist[i % HISTORY];
 			fprintf(f,
-			        DS_SS_EPOCH "%llu=share=%zu share_bytes=%llu local=%.4f fetched=%zu "
-			                    "moved_bytes=%llu overlap_prev=%.4f fetch_s=%.6f failed=%zu "
-			                    "t0=%.6f t1=%.6f fetch_cpu_s=%.6f\n",
-			        (unsigned long long)h->epoch, h->share_n, (unsigned long long)h->share_bytes,
+			        DS_SS_EPOCH
+			        "%llu=share=%zu share_bytes=%llu local=%.4f fetched=%zu "
+			        "moved_bytes=%llu overlap_prev=%.4f fetch_s=%.6f failed=%zu "
+			        "t0=%.6f t1=%.6f fetch_cpu_s=%.6f\n",
+			        (unsigned long long)h->epoch, h->share_n,
+			        (unsigned long long)h->share_bytes,
 			        h->share_n ? (double)h->local_n / h->share_n : 1.0, h->done,
-			        (unsigned long long)h->bytes_done, h->overlap, h->t1 - h->t0, h->failed,
-			        h->t0, h->t1, h->cpu_s);
+			        (unsigned long long)h->bytes_done, h->overlap, h->t1 - h->t0,
+			        h->failed, h->t0, h->t1, h->cpu_s);
 		}
 	}
 	fclose(f);

@@ -292,8 +292,9 @@ static int batch(struct ds__svc *s, uint8_t *targets, double *last_read)
 		nfetch = ds__rerep_issue(s, targets, BATCH_OPS, BATCH_BYTES);
 	if (!nreads && !nfetch && !list)
 		return 0;
-	if (!s->onesided) /* window.c: gets that need their target's progress */
-		ds__pw_begin(s, targets); /* the targets poll MPI until we END */
+	/* the targets poll MPI until we END, where gets need them (window.c) */
+	if (!s->onesided)
+		ds__pw_begin(s, targets);
 	double t0 = ds_now();
 	int rc = ds__flush(s, targets);
 	double flush_s = ds_now() - t0;

@@ -274,7 +274,8 @@ static int probe_round(struct ds__svc *s, int getter, int sleeper, int partner)
 	} else if (getter) {
 		MPI_Request rq;
 		vote = PROBE_NO;
-		if (MPI_Rget(&byte, 1, MPI_BYTE, partner, 0, 1, MPI_BYTE, s->win, &rq) != MPI_SUCCESS)
+		if (MPI_Rget(&byte, 1, MPI_BYTE, partner, 0, 1, MPI_BYTE, s->win, &rq) !=
+		    MPI_SUCCESS)
 			return vote;
 		int done = 0;
 		double last = ds_now(), gap = last - entered;
@@ -313,8 +314,8 @@ static int probe_onesided(struct ds__svc *s)
 	uint64_t mine = s->store_len, other = 0;
 	int partner = rank % 2 ? rank - 1 : rank + 1;
 	int paired = partner < size;
-	if (paired && MPI_Sendrecv(&mine, 1, MPI_UINT64_T, partner, 0, &other, 1, MPI_UINT64_T, partner,
-	                           0, s->comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+	if (paired && MPI_Sendrecv(&mine, 1, MPI_UINT64_T, partner, 0, &other, 1, MPI_UINT64_T,
+	                           partner, 0, s->comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
 		paired = 0, other = 0;
 	int getter = paired && rank % 2 == 0 && other > 0;
 	int sleeper = paired && rank % 2 == 1 && mine > 0;

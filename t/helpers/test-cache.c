@@ -309,8 +309,8 @@ static void test_recycle(void)
 		}
 		int good = 1;
 		for (uint32_t id = 1; id <= 5; id++) {
-			good &= ds_cache_find(cs, id, &d, &len, &ref) == 1 && check(d, id + 7000, len) &&
-			        len == 100000;
+			good &= ds_cache_find(cs, id, &d, &len, &ref) == 1 &&
+			        check(d, id + 7000, len) && len == 100000;
 			if (good)
 				ds_cache_put(ref);
 		}
@@ -330,7 +330,7 @@ static void test_recycle(void)
 	uint64_t clen[1] = {(2u << 20) + 100000};
 	struct ds_cache_epoch *cut = NULL;
 	ok(!ds_cache_epoch_new(svc, 21, bid, clen, 1, &cut) && ds_cache_epoch_recycled(cut) &&
-	       ds_cache_epoch_bytes(cut) == ds_cache_epoch_need(clen, 1),
+	           ds_cache_epoch_bytes(cut) == ds_cache_epoch_need(clen, 1),
 	   "a much smaller epoch: the spare is cut to its size and recycled");
 	ds_cache_epoch_free(svc, cut);
 	ds_cache_svc_free(svc);
