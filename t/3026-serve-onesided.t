@@ -1,11 +1,11 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# The service asks its MPI, once per window, whether a one-sided get
+# The service asks Open MPI, once per window, whether a one-sided get
 # completes while its target makes no MPI call (shuffle/window.c,
-# docs/mpi.md "One-sided components"): MPICH 4.0's ch4:ucx emulates gets on
-# one host with active messages the target must answer, so its targets poll
-# MPI for their peers' gets; Open MPI's osc/rdma reads the target's memory
-# itself (single-copy CMA), so its targets need not, and do not.  Either
+# docs/mpi.md "One-sided components"): its osc/rdma reads the target's
+# memory itself (single-copy CMA), so its targets need not poll, and do
+# not.  MPICH 4.0's ch4:ucx emulates gets on one host with active messages
+# the target must answer: not probed, its targets poll as before.  Either
 # way every byte of the epochs arrives right, with 3 nodes (one without a
 # partner in the probe's pairs), and DSTAGE_SERVE_ONESIDED=0 gives the
 # polls back without asking.
