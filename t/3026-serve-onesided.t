@@ -10,7 +10,7 @@
 # partner in the probe's pairs), and DSTAGE_SERVE_ONESIDED=0 gives the
 # polls back without asking.
 . "$(dirname "$0")/test-lib.sh"
-. "$SRCDIR/t/helpers/serve-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
 test_require MPI
 
 case $ds_mpilib in
