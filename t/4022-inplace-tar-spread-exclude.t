@@ -69,6 +69,17 @@ test_expect_success STRACE 'mpiexec -n 3: the tars are listed by more than one r
 	done
 '
 
+test_expect_success 'mpiexec -n 3: a hostile tar listed by any rank fails the pack, named, no OUT' '
+	mkdir -p bad/a bad/b && cp src/train/shard-*.tar bad/a/ &&
+	"$PY" - bad/b/evil.tar <<-\EOP &&
+	import io, sys, tarfile
+	with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+	    ti = tarfile.TarInfo("../evil"); ti.size = 1; t.addfile(ti, io.BytesIO(b"x"))
+	EOP
+	{ mpirun_n 3 "$DSTAGE" pack -q --in-place --expand-tar bad pbad 2>err; test $? = 1; } &&
+	cat err && grep "bad/b/evil.tar'"'"': member '"'"'../evil'"'"'" err && ! test -e pbad
+'
+
 test_expect_success '--exclude matches members: by name, by path, a directory of a tar' '
 	mpirun_n 2 "$DSTAGE" pack -q --in-place --expand-tar --exclude "*.cls" \
 		--exclude "train/shard-1.tar/000003.jpg" --exclude "sub" --exclude "long-n*" src px &&
