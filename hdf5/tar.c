@@ -667,6 +667,18 @@ static int walk(struct tscan *t)
 				rc = not_a_tar(t, b, len);
 				break;
 			}
+			/* a copy cut inside its first header, or no tar at all */
+			ds_error("'%s': at byte 0: truncated, or not a tar: %llu bytes, less than "
+			         "one tar header",
+			         t->tar, (unsigned long long)t->fsize);
+			rc = -DS_ECORRUPT;
+			break;
+		}
+		if (off == 0 && t->fsize == 0) {
+			rc = bad_at(t, -DS_ECORRUPT, 0,
+			            "truncated, or not a tar: an empty file (a tar holds at least "
+			            "its end-of-archive block)");
+			break;
 		}
 		if (t->fsize - off < BLK) {
 			rc = bad_at(

@@ -43,6 +43,13 @@ test_expect_success 'a gzip-compressed tar named X.tar: refused as gzip data, ev
 	grep "t-gzs/s.tar'"'"': gzip data, not a tar archive" err
 '
 
+test_expect_success 'short and empty files named X.tar: less than a header, said so' '
+	cp -a good t-short && echo junk >t-short/j.tar && : >t-short/d/e.tar &&
+	stage_fails j-short t-short &&
+	grep -e "t-short/j.tar'"'"': at byte 0: truncated, or not a tar: 5 bytes, less than one tar header" \
+		-e "t-short/d/e.tar'"'"': at byte 0: truncated, or not a tar: an empty file" err
+'
+
 test_expect_success 'pack --in-place --expand-tar: refused the same way, no OUT' '
 	{ "$DSTAGE" pack -q --in-place --expand-tar t-gz pk 2>err; test $? = 1; } &&
 	grep "b.tar'"'"': gzip data, not a tar archive" err && ! test -e pk
