@@ -292,7 +292,9 @@ static int batch(struct ds__svc *s, uint8_t *targets, double *last_read)
 		nfetch = ds__rerep_issue(s, targets, BATCH_OPS, BATCH_BYTES);
 	if (!nreads && !nfetch && !list)
 		return 0;
-	ds__pw_begin(s, targets); /* the targets poll MPI until we END */
+	/* the targets poll MPI until we END, where gets need them (window.c) */
+	if (!s->onesided)
+		ds__pw_begin(s, targets);
 	double t0 = ds_now();
 	int rc = ds__flush(s, targets);
 	double flush_s = ds_now() - t0;
@@ -452,11 +454,11 @@ static int run_loop(struct ds__svc *s)
 				 * fetches, poll as without wake-ups, so a BEGIN that
 				 * never arrives (a firewall, a wrong address) costs
 				 * speed, never a flush that outlasts the watchdog */
-				if (peers_busy && ns > BUSY_POLL_NS)
+				if (peers_busy && !s->onesided && ns > BUSY_POLL_NS)
 					ns = BUSY_POLL_NS;
 			}
 		} else {
-			ns = peers_busy ? BUSY_POLL_NS : IDLE_SLEEP_NS;
+			ns = peers_busy && !s->onesided ? BUSY_POLL_NS : IDLE_SLEEP_NS;
 		}
 		struct pollfd pf[2] = {{s->wake_main, POLLIN, 0}, {ds__pw_fd(s), POLLIN, 0}};
 		struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
