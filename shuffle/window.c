@@ -277,8 +277,9 @@ static int probe_pick(const struct ds__svc *s, int partner, struct probe_get g[2
 {
 	memset(g, 0, 2 * sizeof(*g));
 	for (uint32_t j = 0; j < s->ix.h->nsamples; j++) {
-		uint32_t id = s->ix.samples[j];
-		const struct ds_entry *e = &s->ix.e[id];
+		uint32_t id = ds_ix_sample(&s->ix, j);
+		struct ds_ix_file fe, *e = &fe;
+		ds_ix_file(&s->ix, id, e);
 		if (!e->stored || e->stored > PROBE_BIG || e->part >= s->ix.h->nparts)
 			continue;
 		const struct ds_part *p = &s->ix.parts[e->part];
