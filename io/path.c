@@ -58,24 +58,14 @@ static int plain(const char *p, size_t len)
 	return 1;
 }
 
-static int is_dir(int64_t id) { return S_ISDIR(ds__g.ix.e[id].mode); }
+static int is_dir(int64_t id) { return S_ISDIR(ds_ix_mode(&ds__g.ix, (uint32_t)id)); }
 
-/* Child of directory id named (name, nlen), or -1: a hash lookup of the
- * joined path. */
+/* Child of directory id named (name, nlen), or -1 (ds_index_child; tmp,
+ * PATH_MAX bytes, is no longer needed). */
 static int64_t child(int64_t id, const char *name, size_t nlen, char *tmp)
 {
-	const struct ds_entry *e = &ds__g.ix.e[id];
-	size_t plen = e->name_len;
-	if (plen + 1 + nlen >= PATH_MAX)
-		return -1;
-	size_t n = 0;
-	if (plen) {
-		memcpy(tmp, ds__ename(id), plen);
-		tmp[plen] = '/';
-		n = plen + 1;
-	}
-	memcpy(tmp + n, name, nlen);
-	return ds_index_lookup(&ds__g.ix, tmp, n + nlen);
+	(void)tmp;
+	return ds_index_child(&ds__g.ix, (uint32_t)id, name, nlen);
 }
 
 /* Not ours after all: hand libc an absolute path.  "prefix" is the real
@@ -162,7 +152,7 @@ static int walk(int64_t cur, char *work, int flags, struct ds__res *r)
 				cur = -1;
 			} else {
 				/* an id read from the index: checked before use */
-				cur = ds__g.ix.e[cur].parent;
+				cur = ds_ix_parent(&ds__g.ix, (uint32_t)cur);
 				if (!ds_index_entry_ok(&ds__g.ix, cur))
 					return -EIO;
 			}
@@ -196,17 +186,19 @@ static int walk(int64_t cur, char *work, int flags, struct ds__res *r)
 			}
 			return -ENOENT;
 		}
-		const struct ds_entry *e = &ds__g.ix.e[nx];
-		if (S_ISLNK(e->mode) && (!last || trail || (flags & DS__RES_FOLLOW))) {
+		if (S_ISLNK(ds_ix_mode(&ds__g.ix, (uint32_t)nx)) &&
+		    (!last || trail || (flags & DS__RES_FOLLOW))) {
 			if (++links > MAXSYMLINKS)
 				return -ELOOP;
 			/* target + the rest; a relative target resolves from
 			 * the directory holding the link (cur) */
-			const char *target = ds__g.ix.strings + e->poff;
-			size_t tl = e->size, rl = strlen(p);
+			const char *target = ds_ix_target(&ds__g.ix, (uint32_t)nx);
+			size_t tl = ds_ix_size(&ds__g.ix, (uint32_t)nx), rl = strlen(p);
 			/* stage only stores targets that stay in the tree; one that
 			 * leaves it comes from a damaged index: never follow it out */
-			if (ds_target_check(ds__ename(nx), e->name_len, target, tl, NULL))
+			if (ds_ix_path(&ds__g.ix, (uint32_t)nx, tmp, PATH_MAX) < 0 ||
+			    ds_target_check(tmp, ds_ix_path_len(&ds__g.ix, (uint32_t)nx), target,
+			                    tl, NULL))
 				return -EIO;
 			if (tl + rl + 1 >= PATH_MAX)
 				return -ENAMETOOLONG;
@@ -541,7 +533,8 @@ int ds__resolve(int dirfd, const char *path, int flags, struct ds__res *r)
 		}
 		if (rl < len && plain(rel, rl)) {
 			int64_t id = ds_index_lookup(&ds__g.ix, rel, rl);
-			if (id >= 0 && (!S_ISLNK(ds__g.ix.e[id].mode) || !(flags & DS__RES_FOLLOW))) {
+			if (id >= 0 && (!S_ISLNK(ds_ix_mode(&ds__g.ix, (uint32_t)id)) ||
+			                !(flags & DS__RES_FOLLOW))) {
 				r->ours = 1;
 				r->id = id;
 				return 0;
@@ -574,8 +567,10 @@ int ds__abs_name(int64_t id, const struct ds__vent *v, char *buf, size_t size)
 		}
 		rl = (size_t)n;
 	} else {
-		rl = ds__g.ix.e[id].name_len;
-		memcpy(rel, ds__ename(id), rl);
+		int n = ds_ix_path(&ds__g.ix, (uint32_t)id, rel, sizeof(rel));
+		if (n < 0)
+			return n;
+		rl = (size_t)n;
 	}
 	size_t need = ds__g.mlen + (rl ? 1 + rl : 0);
 	if (need + 1 > size)

@@ -270,27 +270,28 @@ static int plan_compute(struct ds__svc *s, struct planner *pl, struct xep *x)
 			pl->have_last = 1;
 		}
 	}
-	const struct ds_entry *ent = s->ix.e;
+	const struct ds_index *ix = &s->ix;
 	const uint8_t *pflag = pl->pflag;
 	uint32_t np = s->ix.h->nparts;
 	size_t again = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (i + PLAN_AHEAD < n)
-			__builtin_prefetch(&ent[ids[i + PLAN_AHEAD]]);
+			ds_ix_prefetch(ix, ids[i + PLAN_AHEAD]);
 		uint32_t id = ids[i];
-		const struct ds_entry *en = &ent[id];
-		uint8_t f = en->part < np ? pflag[en->part] : 0;
+		uint32_t part = ds_ix_part(ix, id);
+		uint64_t stored = ds_ix_stored(ix, id);
+		uint8_t f = part < np ? pflag[part] : 0;
 		int repeat = bit_test_set(bits, id); /* padding may repeat a sample */
 		x->share_n++;
-		x->share_bytes += en->stored;
+		x->share_bytes += stored;
 		if (prev)
 			again += bit_test(prev, id);
 		if (f & P_HERE) {
 			x->local_n++;
-			x->local_bytes += en->stored;
+			x->local_bytes += stored;
 		} else if (!repeat && (f & P_REACH)) { /* lost: the read says so */
 			x->ids[x->n] = id;
-			x->lens[x->n++] = en->stored;
+			x->lens[x->n++] = stored;
 		}
 	}
 	x->overlap = prev && n ? (double)again / n : -1;
@@ -436,7 +437,7 @@ int ds__exchange_new(struct ds__svc *s)
 	uint32_t ns = s->ix.h->nsamples;
 	size_t held = 0;
 	for (uint32_t j = 0; j < ns; j++) {
-		uint32_t p = s->ix.e[s->ix.samples[j]].part;
+		uint32_t p = ds_ix_part(&s->ix, ds_ix_sample(&s->ix, j));
 		held += p < np && (pl->pflag[p] & P_HERE);
 	}
 	X->exp_local = ns ? (double)held / ns : 1;
@@ -678,13 +679,15 @@ static void *prep_main(void *arg)
 		if (same) {
 			id = x->ids[i];
 			if (i + PLAN_AHEAD < m)
-				__builtin_prefetch(&s->ix.e[x->ids[i + PLAN_AHEAD]]);
+				ds_ix_prefetch(&s->ix, x->ids[i + PLAN_AHEAD]);
 		} else {
 			ds_cache_epoch_slot(x->ce, i, &id, NULL);
 		}
 		x->tgt[i] = ds__holder(s, id, &x->disp[i]);
 		if (x->tgt[i] < 0) {
-			ds_error("node %u: '%s': no other node holds it", s->node, ds_index_name(&s->ix, id));
+			char name[PATH_MAX];
+			ds_ix_path(&s->ix, id, name, sizeof(name));
+			ds_error("node %u: '%s': no other node holds it", s->node, name);
 			rc = -DS_ECORRUPT;
 		}
 	}
@@ -743,22 +746,25 @@ static void *verify_main(void *arg)
 		uint32_t id;
 		uint64_t len;
 		unsigned char *p = ds_cache_epoch_slot(x->ce, i, &id, &len);
-		const struct ds_entry *e = &s->ix.e[id];
-		if (e->codec != DS_CODEC_NONE || len != e->size || !len)
+		struct ds_ix_file e;
+		ds_ix_file(&s->ix, id, &e);
+		if (e.codec != DS_CODEC_NONE || len != e.size || !len)
 			continue; /* the reader inflates and checks */
 		if (flip) {
 			p[len / 2] ^= 0x5a;
 			flip = 0;
 		}
-		int good = ds_crc32c(0, p, len) == e->crc;
+		int good = ds_crc32c(0, p, len) == e.crc;
 		ds_cache_epoch_checked(x->ce, i, good);
 		if (good) {
 			ok++;
 		} else {
 			bad++;
+			char name[PATH_MAX];
+			ds_ix_path(&s->ix, id, name, sizeof(name));
 			ds_warn("node %u: epoch %llu: '%s': checksum mismatch in the fetched bytes "
 			        "(readers fetch it again)",
-			        s->node, (unsigned long long)x->epoch, ds_index_name(&s->ix, id));
+			        s->node, (unsigned long long)x->epoch, name);
 		}
 	}
 	ds_debug("node %u: epoch %llu: %zu cached entries checked in %.3f s, %zu bad", s->node,

@@ -277,8 +277,9 @@ static int probe_pick(const struct ds__svc *s, int partner, struct probe_get g[2
 {
 	memset(g, 0, 2 * sizeof(*g));
 	for (uint32_t j = 0; j < s->ix.h->nsamples; j++) {
-		uint32_t id = s->ix.samples[j];
-		const struct ds_entry *e = &s->ix.e[id];
+		uint32_t id = ds_ix_sample(&s->ix, j);
+		struct ds_ix_file fe, *e = &fe;
+		ds_ix_file(&s->ix, id, e);
 		if (!e->stored || e->stored > PROBE_BIG || e->part >= s->ix.h->nparts)
 			continue;
 		const struct ds_part *p = &s->ix.parts[e->part];
@@ -454,10 +455,10 @@ void ds__window_free(struct ds__svc *s)
 
 int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp)
 {
-	const struct ds_entry *e = &s->ix.e[id];
-	if (e->part >= s->ix.h->nparts)
+	uint32_t part = ds_ix_part(&s->ix, id);
+	if (part >= s->ix.h->nparts)
 		return -ENOENT;
-	const struct ds_part *p = &s->ix.parts[e->part];
+	const struct ds_part *p = &s->ix.parts[part];
 	/* spread the readers of a replicated partition over its holders: start
 	 * at a place that depends on the entry and on who asks */
 	for (uint32_t i = 0; i < p->nloc; i++) {
@@ -465,7 +466,7 @@ int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp)
 		int rank = ds__rank_of(s, l->node); /* -1: lost (failover.c) */
 		if (l->node == s->node || rank < 0)
 			continue;
-		*disp = (MPI_Aint)(l->base + e->poff);
+		*disp = (MPI_Aint)(l->base + ds_ix_poff(&s->ix, id));
 		return rank;
 	}
 	return ds__extra_holder(s, id, disp); /* a re-replicated copy, or -ENOENT */
