@@ -9,8 +9,10 @@
 #     lists), both services fetch epoch e+1 with MPI_Get; the time and bytes
 #     come from serve.status (fetch_s, moved_bytes).  Peers, interleaved: one
 #     MPI_Alltoallv moving the same bytes per rank in 128 KiB pieces (2
-#     ranks), and plain MPI_Get of the same bytes in 128 KiB gets (the RMA
-#     ceiling of this MPI on this machine).
+#     ranks), and plain MPI_Get of the same bytes in 128 KiB gets: one rank
+#     from an MPI_Win_allocate window (the RMA ceiling of this MPI on this
+#     machine), and both ranks at once as the service gets (MPI_Win_create
+#     over a tmpfs file, MPI_THREAD_MULTIPLE, into a tmpfs mapping).
 #  2. epoch read with prefetch: once epoch e's prefetch is done, a C reader
 #     on node 0 reads its list through the shim (store + epoch cache)
 #     repeatedly for SECS; peer: the same list read on a 1-node store of the
@@ -93,6 +95,9 @@ while [ $r -le "$ROUNDS" ]; do
 	b0=$(efield 0 $e moved_bytes) b1=$(efield 1 $e moved_bytes)
 	t0=$(efield 0 $e fetch_s) t1=$(efield 1 $e fetch_s)
 	awk -v a="$b0" -v b="$b1" -v s="$t0" -v t="$t1" 'BEGIN { m = s > t ? s : t; printf "%.0f %.6f %.1f\n", (a + b) / 2, m, (a + b) / 2 / m }' >>"$W/x.rma"
+	# main's CPU seconds from the first get to the last (the copies, on one
+	# host), the mean of the two nodes
+	awk -v a="$(efield 0 $e fetch_cpu_s)" -v b="$(efield 1 $e fetch_cpu_s)" 'BEGIN { printf "%.6f\n", (a + b) / 2 }' >>"$W/x.fcpu"
 	bytes=$(awk -v a="$b0" -v b="$b1" 'BEGIN { printf "%.0f", (a + b) / 2 / 131072 * 131072 }')
 	# the peers run with the UCX setting dstage serve gives itself
 	export UCX_MM_FIFO_SIZE="${UCX_MM_FIFO_SIZE:-1024}"
@@ -100,8 +105,11 @@ while [ $r -le "$ROUNDS" ]; do
 	mpis=$BENCH_MPIS
 	[ $((r % 2)) = 0 ] && mpis=$(echo "$BENCH_MPIS" | tr ' ' '\n' | sort -r | tr '\n' ' ')
 	for m in $mpis; do
-		mpi_bench $m 2 alltoallv "$bytes" 131072 1 | awk -v b="$bytes" '{ print b, $2, b / $2 }' >>"$W/x.a2a.$m"
+		mpi_bench $m 2 alltoallv "$bytes" 131072 1 | awk -v b="$bytes" '{ print b, $2, b / $2, $4 }' >>"$W/x.a2a.$m"
 		mpi_bench $m 2 get "$bytes" 1 131072 | awk -v b="$bytes" '{ print b, $3, b / $3 }' >>"$W/x.get.$m"
+		[ $m = "$ds_mpilib" ] || continue
+		MPIBENCH_WIN=create MPIBENCH_MT=1 MPIBENCH_BOTH=1 MPIBENCH_DST=shm \
+			mpi_bench $m 2 get "$bytes" 1 131072 | awk -v b="$bytes" '{ print b, $3, b / $3, $4 }' >>"$W/x.sget"
 	done
 	r=$((r + 1))
 done
@@ -179,6 +187,13 @@ row "epoch exchange ($mname), the slowest of $ROUNDS rounds vs the median MPI_Al
 	"$(fmt_bps "$xmin") per node" "Alltoallv $am $(fmt_bps "$ar")" "$(ratio "$xmin" "$ar")" "$g2" "$gs"
 row "epoch exchange ($mname) vs plain MPI_Get of the same bytes in 128 KiB gets (the RMA ceiling here)" \
 	"$(fmt_bps "$xr") per node" "MPI_Get $(fmt_bps "$gr") ($(fmt_s "$gt"))" "$(ratio "$xr" "$gr")" "-"
+# the same gets as the service makes them: what is left of the gap is the service's own
+sr=$(col "$W/x.sget" 3) st=$(col "$W/x.sget" 2) sc=$(col "$W/x.sget" 4)
+xf=$(median <"$W/x.fcpu") ac=$(col "$W/x.a2a.$am" 4)
+row "epoch exchange ($mname) vs plain MPI_Get as the service gets (MPI_Win_create over tmpfs, both ranks at once, MPI_THREAD_MULTIPLE, into tmpfs)" \
+	"$(fmt_bps "$xr") per node" "MPI_Get $(fmt_bps "$sr") ($(fmt_s "$st"))" "$(ratio "$xr" "$sr")" "-"
+row "CPU seconds per node and epoch for the bytes: the service's main thread from first to last get vs those plain gets vs one rank's MPI_Alltoallv ($am)" \
+	"$(printf %.4f "$xf") s" "gets $(printf %.4f "$sc") s, Alltoallv $(printf %.4f "$ac") s" "$(ratio "$xf" "$sc")" "-"
 of=$(col "$W/o.read" 1) ob=$(col "$W/o.read" 2) lf=$(col "$W/l.read" 1) lb=$(col "$W/l.read" 2)
 row "epoch read after prefetch (128 KiB samples, node 0's list, cache + store) vs all-local store" \
 	"$(fmt_rate "$of" files) ($(fmt_bps "$ob"))" "all-local $(fmt_rate "$lf" files) ($(fmt_bps "$lb"))" "$(ratio "$of" "$lf")" ">= 0.95" "#5"
@@ -202,6 +217,8 @@ remote=$(awk '{ s += $1 } END { print s }' "$W/o.remote") stalls=$(awk '{ s += $
 	echo "exchange_rate $xr"
 	echo "alltoallv_rate $ar"
 	echo "get_rate $gr"
+	echo "service_get_rate $sr"
+	echo "exchange_fetch_cpu $xf"
 	echo "remote_latency_4k $(col "$W/lat.r4k" 3)"
 } >"$RES/exchange.dat"
-note "Exchange: $NS samples of 128 KiB + 256 of 4 KiB, 2 simulated nodes, seed 11, global shuffle; per round both nodes open their epoch-r list and both services fetch epoch r+1 (figures from serve.status: moved_bytes, fetch_s, the slower node's time); the service's CPU seconds per epoch and node from /proc (both ranks' threads, from the announcement to the end of the prefetch, over 2); then one MPI_Alltoallv and one run of 128 KiB MPI_Gets of the same bytes per rank (2 ranks, fresh processes and buffers, as the service fetches into a fresh epoch cache; UCX_MM_FIFO_SIZE=1024, as dstage serve sets for itself).  Epoch reads: after the prefetch of e (and of e+1) is done, node 0's list of e read repeatedly for ${SECS}s through the shim; the shim's counters saw $remote remote reads and $stalls stalls during these reads.  Remote reads: serve --locality 1 (no prefetch), $(wc -l <"$W/r4k") 4 KiB and $(wc -l <"$W/r128k") 128 KiB files held only by node 1, read from node 0 ($((rr1 - rr0)) remote reads counted), every open+read+close timed on its own (bench/reader -L): medians over the rounds of each round's median and 99th percentile; the idle figure is the CPU time of both service ranks over 3 s with no reader, per rank.  Medians of $ROUNDS rounds."
+note "Exchange: $NS samples of 128 KiB + 256 of 4 KiB, 2 simulated nodes, seed 11, global shuffle; per round both nodes open their epoch-r list and both services fetch epoch r+1 (figures from serve.status: moved_bytes, fetch_s, the slower node's time); the service's CPU seconds per epoch and node from /proc (both ranks' threads, from the announcement to the end of the prefetch, over 2); then one MPI_Alltoallv and one run of 128 KiB MPI_Gets of the same bytes per rank (2 ranks, fresh processes and buffers, as the service fetches into a fresh epoch cache; UCX_MM_FIFO_SIZE=1024, as dstage serve sets for itself), and, for this build's MPI, the same gets made as the service makes them (bench/mpibench.c with MPIBENCH_WIN=create MPIBENCH_MT=1 MPIBENCH_BOTH=1 MPIBENCH_DST=shm: both ranks at once, the slower's time); CPU seconds: the service's main thread from its first get to its last (serve.status fetch_cpu_s, mean of the two nodes), the getting thread of those plain gets, one rank of the Alltoallv (its waiting included).  Epoch reads: after the prefetch of e (and of e+1) is done, node 0's list of e read repeatedly for ${SECS}s through the shim; the shim's counters saw $remote remote reads and $stalls stalls during these reads.  Remote reads: serve --locality 1 (no prefetch), $(wc -l <"$W/r4k") 4 KiB and $(wc -l <"$W/r128k") 128 KiB files held only by node 1, read from node 0 ($((rr1 - rr0)) remote reads counted), every open+read+close timed on its own (bench/reader -L): medians over the rounds of each round's median and 99th percentile; the idle figure is the CPU time of both service ranks over 3 s with no reader, per rank.  Medians of $ROUNDS rounds."

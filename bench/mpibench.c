@@ -5,14 +5,17 @@
  *   mpibench alltoallv BYTES SAMPLE REPS
  *       every rank sends BYTES (in SAMPLE-sized pieces, spread evenly over
  *       the other ranks) with one MPI_Alltoallv, REPS times; prints per rep
- *       "alltoallv SECONDS OFFRANK_BYTES_PER_RANK" (rank 0, max over ranks)
+ *       "alltoallv SECONDS OFFRANK_BYTES_PER_RANK CPU_SECONDS" (rank 0, max
+ *       over ranks; CPU: the calling thread's, waiting included)
  *   mpibench bcast MINBYTES MAXBYTES REPS
  *       MPI_Bcast from rank 0 of 1 MiB .. MAX (powers of 2), REPS each;
  *       prints "bcast BYTES SECONDS" (median of REPS, max over ranks)
  *   mpibench get BYTES REPS [SAMPLE]
  *       rank 0 MPI_Get's BYTES from rank 1's window (passive target,
  *       lock_all + flush), in one get or in gets of SAMPLE bytes with one
- *       flush at the end: "get BYTES SECONDS" per rep (environment:
+ *       flush at the end: "get BYTES SECONDS CPU_SECONDS" per rep (the
+ *       getting thread's CPU time: the copy itself on a single-copy
+ *       transport; environment:
  *       MPIBENCH_WIN=create, MPIBENCH_BOTH=1, MPIBENCH_SLEEP=S, MPIBENCH_DST=shm,
  *       MPIBENCH_MT=1, see below) */
 #include <fcntl.h>
@@ -21,7 +24,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
+
+/* CPU seconds of the calling thread */
+static double cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static int cmpd(const void *a, const void *b)
 {
@@ -75,12 +87,12 @@ int main(int argc, char **argv)
 		memset(rb, 0, (size_t)rt);
 		for (int r = 0; r < reps; r++) {
 			MPI_Barrier(MPI_COMM_WORLD);
-			double t0 = MPI_Wtime();
+			double t0 = MPI_Wtime(), c0 = cpu_now();
 			MPI_Alltoallv(sb, sc, sd, MPI_BYTE, rb, rc, rd, MPI_BYTE, MPI_COMM_WORLD);
-			double t = MPI_Wtime() - t0, tmax;
-			MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+			double tc[2] = {MPI_Wtime() - t0, cpu_now() - c0}, tmax[2];
+			MPI_Reduce(tc, tmax, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 			if (!rank)
-				printf("alltoallv %.6f %lld\n", tmax, st);
+				printf("alltoallv %.6f %lld %.6f\n", tmax[0], st, tmax[1]);
 		}
 	} else if (!strcmp(argv[1], "bcast") && argc == 5) {
 		long long lo = atoll(argv[2]), hi = atoll(argv[3]);
@@ -174,17 +186,17 @@ int main(int argc, char **argv)
 			}
 			if (!src)
 				continue;
-			double t0 = MPI_Wtime();
+			double t0 = MPI_Wtime(), c0 = cpu_now();
 			for (long long o = 0; o < bytes; o += sample) {
 				int n = (int)(bytes - o < sample ? bytes - o : sample);
 				MPI_Get(dst + o, n, MPI_BYTE, peer, (MPI_Aint)o, n, MPI_BYTE, win);
 			}
 			MPI_Win_flush(peer, win);
-			double t = MPI_Wtime() - t0, tmax = t;
+			double tc[2] = {MPI_Wtime() - t0, cpu_now() - c0}, tmax[2] = {tc[0], tc[1]};
 			if (both)
-				MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+				MPI_Reduce(tc, tmax, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 			if (!rank)
-				printf("get %lld %.6f\n", bytes, tmax);
+				printf("get %lld %.6f %.6f\n", bytes, tmax[0], tmax[1]);
 		}
 		MPI_Win_unlock_all(win);
 		MPI_Barrier(MPI_COMM_WORLD);

@@ -253,6 +253,73 @@ uint64_t ds_cache_epoch_need(const uint64_t *lens, size_t n)
 	return align_up(sizeof(struct ds_cache_hdr) + n * sizeof(struct ds_cache_ent), 4096) + data;
 }
 
+/* MAP_POPULATE: the bytes land through MPI, on shared memory often
+ * written by the peer process (CMA); a page that is not mapped yet
+ * makes every such write fault in our address space, measured 10x
+ * slower than into a populated mapping.  MADV_POPULATE_WRITE (Linux
+ * 5.14) does the same work in one pass, measured ~40 ms CPU less per
+ * 256 MiB on tmpfs than MAP_POPULATE (~75 vs ~115 ms); older kernels
+ * say EINVAL and get MAP_POPULATE.  DSTAGE_CACHE_MADVISE=0 forces
+ * MAP_POPULATE (for measurements). */
+static int madv_state = -1; /* -1 unknown, 0 off, 1 on */
+
+static int madvise_on(void)
+{
+	int use_madv = __atomic_load_n(&madv_state, __ATOMIC_RELAXED);
+	if (use_madv < 0) {
+		const char *v = getenv("DSTAGE_CACHE_MADVISE");
+		use_madv = !(v && !strcmp(v, "0"));
+		__atomic_store_n(&madv_state, use_madv, __ATOMIC_RELAXED);
+	}
+	return use_madv;
+}
+
+/* Make the spare file (write-locked, mapped by no reader) len bytes long,
+ * its mapping populated.  A spare of about the size is kept as it is (up
+ * to 1/8 + 1 MiB more); a bigger one is cut down, a smaller one grown: only
+ * the pages added are reserved and populated.  An epoch's remote share
+ * varies by a few percent from one epoch to the next, so the spare is
+ * about as often smaller than the next epoch's cache as bigger; making a
+ * fresh file each time it is smaller cost the whole cache's allocation and
+ * population (33-120 ms of CPU per 32 MiB here, beside the fetch of the
+ * other nodes) and the release of the old one. */
+static int spare_fit(struct ds_cache_epoch *sp, size_t len)
+{
+	size_t have = sp->map_len;
+	if (have >= len && have - len <= len / 8 + (1u << 20))
+		return 0;
+	if (have > len) {
+		/* shrink the mapping in place, then the file: its pages go back */
+		if (mremap(sp->map, have, len, 0) == MAP_FAILED ||
+		    ftruncate(sp->fd, (off_t)len) < 0)
+			return -errno;
+		sp->map_len = len;
+		return 0;
+	}
+	/* grow: the space first (a tmpfs that fills up under a mapping kills
+	 * the writer with SIGBUS), then the mapping, then its new pages */
+	int rc = -posix_fallocate(sp->fd, 0, (off_t)len);
+	if (rc)
+		return rc;
+	void *m = mremap(sp->map, have, len, MREMAP_MAYMOVE);
+	if (m == MAP_FAILED) {
+		rc = -errno;
+		if (ftruncate(sp->fd, (off_t)have) < 0)
+			rc = -errno;
+		return rc;
+	}
+	sp->map = m;
+	sp->map_len = len;
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), from = have / pg * pg;
+	if (madvise_on() && !madvise(sp->map + from, len - from, MADV_POPULATE_WRITE))
+		return 0;
+	/* an older kernel: touch the new pages for writing (their bytes are
+	 * zero, and the layout is rewritten anyway) */
+	for (size_t o = from; o < len; o += pg)
+		__atomic_store_n(&sp->map[o], sp->map[o], __ATOMIC_RELAXED);
+	return 0;
+}
+
 int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t *ids,
                        const uint64_t *lens, size_t n, struct ds_cache_epoch **out)
 {
@@ -297,19 +364,18 @@ int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t 
 		ep->path = NULL;
 		goto fail;
 	}
-	/* a spare file big enough (and not much bigger), that no reader maps
-	 * (a write lock: every reader that maps it holds a read lock), is
-	 * taken over: renamed and rewritten under the write lock; a reader
+	/* a spare file of at least half the size, that no reader maps (a
+	 * write lock: every reader that maps it holds a read lock), is taken
+	 * over: cut or grown to the size (spare_fit), renamed and rewritten
+	 * under the write lock; a reader
 	 * that opened it by its old name before the rename takes its read lock
 	 * after ours is gone and finds a header of another epoch and gen */
 	pthread_mutex_lock(&svc->mu);
 	struct ds_cache_epoch *sp = svc->spare;
 	svc->spare = NULL;
 	pthread_mutex_unlock(&svc->mu);
-	if (sp && sp->map_len >= ep->map_len &&
-	    sp->map_len - ep->map_len <= ep->map_len / 8 + (1u << 20) &&
-	    !ofd_lock(sp->fd, F_WRLCK)) {
-		if (!rename(sp->path, ep->path)) {
+	if (sp && sp->map_len >= ep->map_len / 2 && ep->map_len && !ofd_lock(sp->fd, F_WRLCK)) {
+		if (!spare_fit(sp, ep->map_len) && !rename(sp->path, ep->path)) {
 			ep->fd = sp->fd;
 			ep->map = sp->map;
 			ep->map_len = sp->map_len;
@@ -334,21 +400,7 @@ int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t 
 	rc = -posix_fallocate(ep->fd, 0, (off_t)ep->map_len);
 	if (rc)
 		goto fail;
-	/* MAP_POPULATE: the bytes land through MPI, on shared memory often
-	 * written by the peer process (CMA); a page that is not mapped yet
-	 * makes every such write fault in our address space, measured 10x
-	 * slower than into a populated mapping.  MADV_POPULATE_WRITE (Linux
-	 * 5.14) does the same work in one pass, measured ~40 ms CPU less per
-	 * 256 MiB on tmpfs than MAP_POPULATE (~75 vs ~115 ms); older kernels
-	 * say EINVAL and get MAP_POPULATE.  DSTAGE_CACHE_MADVISE=0 forces
-	 * MAP_POPULATE (for measurements). */
-	static int madv_state = -1; /* -1 unknown, 0 off, 1 on */
-	int use_madv = __atomic_load_n(&madv_state, __ATOMIC_RELAXED);
-	if (use_madv < 0) {
-		const char *v = getenv("DSTAGE_CACHE_MADVISE");
-		use_madv = !(v && !strcmp(v, "0"));
-		__atomic_store_n(&madv_state, use_madv, __ATOMIC_RELAXED);
-	}
+	int use_madv = madvise_on();
 	ep->map = mmap(NULL, ep->map_len, PROT_READ | PROT_WRITE,
 	               MAP_SHARED | (use_madv ? 0 : MAP_POPULATE), ep->fd, 0);
 	if (ep->map == MAP_FAILED) {

@@ -165,10 +165,121 @@ int ds_index_check_shuffle(const struct ds_index *ix);
 /* Entry id of a relative path ("" is the root; no leading or trailing '/'),
  * or -1.  No system call, no allocation. */
 int64_t ds_index_lookup(const struct ds_index *ix, const char *path, size_t len);
-static inline const char *ds_index_name(const struct ds_index *ix, uint32_t id)
+
+/* ---- entry accessors ----------------------------------------------------
+ * Readers see an entry only through these (never ix->e, ix->dirents,
+ * ix->strings or ix->samples directly), so the on-disk layout can change
+ * inside index.c and this block alone.  None checks id: call them on an
+ * entry that passed ds_index_entry_ok (or the full check at open), and on
+ * the kind of entry a field is documented for. */
+static inline uint32_t ds_ix_mode(const struct ds_index *ix, uint32_t id) { return ix->e[id].mode; }
+/* st_size; symlink: length of the target; dir: st_size the source reported */
+static inline uint64_t ds_ix_size(const struct ds_index *ix, uint32_t id) { return ix->e[id].size; }
+static inline int64_t ds_ix_mtime(const struct ds_index *ix, uint32_t id)
 {
-	return ix->strings + ix->e[id].name;
+	return ix->e[id].mtime_ns;
 }
+/* parent directory (root: 0) */
+static inline uint32_t ds_ix_parent(const struct ds_index *ix, uint32_t id)
+{
+	return ix->e[id].parent;
+}
+static inline uint32_t ds_ix_nlink(const struct ds_index *ix, uint32_t id)
+{
+	return ix->e[id].nlink;
+}
+static inline uint8_t ds_ix_flags(const struct ds_index *ix, uint32_t id)
+{
+	return ix->e[id].flags;
+}
+/* files: partition, offset of the stored bytes in its payload, their count,
+ * their codec and the CRC-32C of the (uncompressed) content */
+static inline uint32_t ds_ix_part(const struct ds_index *ix, uint32_t id) { return ix->e[id].part; }
+static inline uint64_t ds_ix_poff(const struct ds_index *ix, uint32_t id) { return ix->e[id].poff; }
+static inline uint64_t ds_ix_stored(const struct ds_index *ix, uint32_t id)
+{
+	return ix->e[id].stored;
+}
+static inline uint8_t ds_ix_codec(const struct ds_index *ix, uint32_t id)
+{
+	return ix->e[id].codec;
+}
+static inline uint32_t ds_ix_crc(const struct ds_index *ix, uint32_t id) { return ix->e[id].crc; }
+/* A file's fields at once (one decode of its row, for the read paths). */
+struct ds_ix_file {
+	uint64_t size, poff, stored;
+	uint32_t part, crc;
+	uint8_t codec, flags;
+};
+static inline void ds_ix_file(const struct ds_index *ix, uint32_t id, struct ds_ix_file *f)
+{
+	const struct ds_entry *e = &ix->e[id];
+	f->size = e->size;
+	f->poff = e->poff;
+	f->stored = e->stored;
+	f->part = e->part;
+	f->crc = e->crc;
+	f->codec = e->codec;
+	f->flags = e->flags;
+}
+/* directories: number of children, and child k (0 <= k < nchildren) in
+ * name order (an id read from the index: check it before use) */
+static inline uint32_t ds_ix_nchildren(const struct ds_index *ix, uint32_t id)
+{
+	return (uint32_t)ix->e[id].stored;
+}
+static inline uint32_t ds_ix_child(const struct ds_index *ix, uint32_t id, uint32_t k)
+{
+	return ix->dirents[ix->e[id].poff + k];
+}
+/* symlinks: the target, NUL-terminated, ds_ix_size bytes */
+static inline const char *ds_ix_target(const struct ds_index *ix, uint32_t id)
+{
+	return ix->strings + ix->e[id].poff;
+}
+/* the last component of the path (NUL-terminated; "" for the root) and its
+ * length (<= NAME_MAX) */
+static inline const char *ds_ix_base(const struct ds_index *ix, uint32_t id)
+{
+	return ix->strings + ix->e[id].name + ix->e[id].base_off;
+}
+static inline size_t ds_ix_base_len(const struct ds_index *ix, uint32_t id)
+{
+	return (size_t)ix->e[id].name_len - ix->e[id].base_off;
+}
+/* length of the relative path (< PATH_MAX) */
+static inline size_t ds_ix_path_len(const struct ds_index *ix, uint32_t id)
+{
+	return ix->e[id].name_len;
+}
+/* Write entry id's relative path ("" for the root), NUL-terminated, into
+ * buf of size bytes (PATH_MAX always suffices for an entry that passed
+ * ds_index_entry_ok).  Returns its length, or -ENAMETOOLONG (buf then holds
+ * ""). */
+int ds_ix_path(const struct ds_index *ix, uint32_t id, char *buf, size_t size);
+/* The spill root the header names (stage --spill DIR), or NULL: none. */
+static inline const char *ds_index_spill_root(const struct ds_index *ix)
+{
+	return ix->h->spill_dir == UINT32_MAX ? NULL : ix->strings + ix->h->spill_dir;
+}
+/* A bound on the bytes of an index's per-entry sections for n entries whose
+ * paths and symlink targets take `names` bytes with their NULs (what stage
+ * reserves room for before it builds one). */
+uint64_t ds_index_entry_bytes(uint64_t n, uint64_t names);
+/* Hint that entry id's fields are read soon (a loop over ids). */
+static inline void ds_ix_prefetch(const struct ds_index *ix, uint32_t id)
+{
+	__builtin_prefetch(&ix->e[id]);
+}
+/* sample j (0 <= j < nsamples) of the sample table: an entry id */
+static inline uint32_t ds_ix_sample(const struct ds_index *ix, uint64_t j)
+{
+	return ix->samples[j];
+}
+/* Child of directory dir named (name, nlen) (one component, no '/'), or -1.
+ * Like ds_index_lookup, it returns only entries that pass
+ * ds_index_entry_ok.  No system call, no allocation. */
+int64_t ds_index_child(const struct ds_index *ix, uint32_t dir, const char *name, size_t nlen);
 /* Is partition `part` held by `node`?  Sets *base to its offset in that
  * node's store. */
 int ds_index_part_on(const struct ds_index *ix, uint32_t part, uint32_t node, uint64_t *base);

@@ -305,7 +305,7 @@ static int keep_local(const struct ds_index *ix, const uint32_t *perm, uint32_t 
 		return -ENOMEM;
 	}
 	for (uint32_t j = 0; j < n; j++)
-		part[j] = ix->e[ix->samples[j]].part;
+		part[j] = ds_ix_part(ix, ds_ix_sample(ix, j));
 	int stranded = 0; /* a replicated sample found every holder full */
 	for (size_t i = 0; i < t; i++) {
 		assign[i] = UNASSIGNED;
@@ -390,7 +390,7 @@ int ds_epoch_share(const struct ds_index *ix, const struct ds_epoch_cfg *cfg, ui
 				__builtin_prefetch(
 					&ix->samples[perm[((size_t)node * s + i + LOOKAHEAD) %
 				                          ns]]);
-			out[i] = ix->samples[perm[((size_t)node * s + i) % ns]];
+			out[i] = ds_ix_sample(ix, perm[((size_t)node * s + i) % ns]);
 		}
 		free(perm);
 		*ids = out;
@@ -417,7 +417,7 @@ int ds_epoch_share(const struct ds_index *ix, const struct ds_epoch_cfg *cfg, ui
 				room[c]--;
 			}
 			if (assign[i] == node)
-				out[m++] = ix->samples[perm[i % ns]];
+				out[m++] = ds_ix_sample(ix, perm[i % ns]);
 		}
 		rng_init(&r, cfg->seed, epoch, 1 + (uint64_t)node);
 		shuffle_u32(&r, out, m);

@@ -287,6 +287,40 @@ int64_t ds_index_lookup(const struct ds_index *ix, const char *path, size_t len)
 	return -1;
 }
 
+int ds_ix_path(const struct ds_index *ix, uint32_t id, char *buf, size_t size)
+{
+	size_t n = ds_ix_path_len(ix, id);
+	if (n >= size) {
+		if (size)
+			buf[0] = 0;
+		return -ENAMETOOLONG;
+	}
+	memcpy(buf, ix->strings + ix->e[id].name, n);
+	buf[n] = 0;
+	return (int)n;
+}
+
+int64_t ds_index_child(const struct ds_index *ix, uint32_t dir, const char *name, size_t nlen)
+{
+	char tmp[PATH_MAX];
+	size_t plen = ds_ix_path_len(ix, dir), n = 0;
+	if (!nlen || memchr(name, '/', nlen) || plen + 1 + nlen >= PATH_MAX)
+		return -1; /* one component, or nothing */
+	if (plen) {
+		memcpy(tmp, ix->strings + ix->e[dir].name, plen);
+		tmp[plen] = '/';
+		n = plen + 1;
+	}
+	memcpy(tmp + n, name, nlen);
+	return ds_index_lookup(ix, tmp, n + nlen);
+}
+
+uint64_t ds_index_entry_bytes(uint64_t n, uint64_t names)
+{
+	/* an entry, two hash slots, a dirent and a sample; the string pool */
+	return n * (sizeof(struct ds_entry) + 2 * 4 + 4 + 4) + names;
+}
+
 int ds_index_part_on(const struct ds_index *ix, uint32_t part, uint32_t node, uint64_t *base)
 {
 	if (part >= ix->h->nparts)

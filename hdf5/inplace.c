@@ -399,9 +399,7 @@ static uint32_t tree_parts(const struct ds__tree *t, uint32_t nnodes)
 	return (uint32_t)k;
 }
 
-/* Every rank's list of tars to every rank, then the tars k with k % size ==
- * rank listed into t.  Collective. */
-static int scan_tars(MPI_Comm world, const struct ds__scan_opts *so, const struct ds_buf *mine,
+int ds__scan_tars(MPI_Comm world, const struct ds__scan_opts *so, const struct ds_buf *mine,
                      struct ds__tree *t)
 {
 	int rank, size, rc = 0;
@@ -422,6 +420,43 @@ static int scan_tars(MPI_Comm world, const struct ds__scan_opts *so, const struc
 		if (k % (uint64_t)size == (uint64_t)rank)
 			rc = ds__scan_tar(so, all.data + off, t);
 	ds_buf_release(&all);
+	return rc;
+}
+
+int ds__tree_gather(MPI_Comm world, struct ds__tree *t)
+{
+	int rank, size, rc = 0;
+	MPI_Comm_rank(world, &rank);
+	MPI_Comm_size(world, &size);
+	if (rank != 0) {
+		uint64_t h[6] = {t->n, t->names.len, t->nfiles, t->ndirs, t->nlinks, t->bytes};
+		rc = send_big(world, h, sizeof(h), 0);
+		if (!rc)
+			rc = send_big(world, t->e, t->n * sizeof(*t->e), 0);
+		if (!rc)
+			rc = send_big(world, t->names.data, t->names.len, 0);
+		ds__tree_release(t);
+		return rc;
+	}
+	for (int r = 1; r < size && !rc; r++) {
+		uint64_t h[6];
+		struct ds__tree o;
+		memset(&o, 0, sizeof(o));
+		rc = recv_big(world, h, sizeof(h), r);
+		if (rc)
+			break;
+		o.n = o.cap = h[0];
+		o.e = ds_xmalloc(h[0] * sizeof(*o.e) + 1);
+		ds_buf_reserve(&o.names, h[1] + 1);
+		o.names.len = h[1];
+		o.nfiles = h[2], o.ndirs = h[3], o.nlinks = h[4], o.bytes = h[5];
+		rc = recv_big(world, o.e, h[0] * sizeof(*o.e), r);
+		if (!rc)
+			rc = recv_big(world, o.names.data, h[1], r);
+		if (!rc)
+			ds__tree_merge(t, &o);
+		ds__tree_release(&o);
+	}
 	return rc;
 }
 
@@ -518,7 +553,7 @@ scan_failed:
 	 * headers read) by all ranks, round robin: a directory of thousands of
 	 * shards is not listed by the one rank that walked it */
 	if (!ds_any_failed(world, rc) && expand_tar)
-		rc = scan_tars(world, &so, &tars, &t);
+		rc = ds__scan_tars(world, &so, &tars, &t);
 	ds_buf_release(&tars);
 	close(so.srcfd);
 	so.srcfd = -1;
@@ -529,35 +564,9 @@ scan_failed:
 	/* rank 0 merges the shares, sorts, plans; the plan goes to every rank */
 	struct ds__plan pl;
 	memset(&pl, 0, sizeof(pl));
-	if (rank != 0) {
-		uint64_t h[6] = {t.n, t.names.len, t.nfiles, t.ndirs, t.nlinks, t.bytes};
-		rc = send_big(world, h, sizeof(h), 0);
-		if (!rc)
-			rc = send_big(world, t.e, t.n * sizeof(*t.e), 0);
-		if (!rc)
-			rc = send_big(world, t.names.data, t.names.len, 0);
-		ds__tree_release(&t);
-	} else {
+	rc = ds__tree_gather(world, &t);
+	if (rank == 0) {
 		pl.tree = t;
-		for (int r = 1; r < size && !rc; r++) {
-			uint64_t h[6];
-			struct ds__tree o;
-			memset(&o, 0, sizeof(o));
-			rc = recv_big(world, h, sizeof(h), r);
-			if (rc)
-				break;
-			o.n = o.cap = h[0];
-			o.e = ds_xmalloc(h[0] * sizeof(*o.e) + 1);
-			ds_buf_reserve(&o.names, h[1] + 1);
-			o.names.len = h[1];
-			o.nfiles = h[2], o.ndirs = h[3], o.nlinks = h[4], o.bytes = h[5];
-			rc = recv_big(world, o.e, h[0] * sizeof(*o.e), r);
-			if (!rc)
-				rc = recv_big(world, o.names.data, h[1], r);
-			if (!rc)
-				ds__tree_merge(&pl.tree, &o);
-			ds__tree_release(&o);
-		}
 		if (!rc)
 			rc = ds__scan_finish(&so, &pl.tree);
 		pl.codec = DS_CODEC_NONE;

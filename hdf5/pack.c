@@ -74,7 +74,8 @@ static const char usage_text[] =
 	"      --in-place         write only the manifest (with every file's CRC-32C)\n"
 	"                         into OUT: stage reads the files where they are in SRC\n"
 	"      --expand-tar       with --in-place: every *.tar is a directory of its\n"
-	"                         members, read from the tar where they lie\n"
+	"                         members, read from the tar where they lie (--exclude\n"
+	"                         matches X.tar/MEMBER and the member's name too)\n"
 	"  -f, --force            OUT may hold a previous pack: replace it\n"
 	"      --no-fsync         do not fsync the files before renaming them into OUT\n"
 	"      --progress SECS    a progress line every SECS seconds (default 10 on a\n"
@@ -335,6 +336,7 @@ struct job {
 	char *obucket, *oprefix;
 	int uploaded;           /* rank 0: parts may be in the bucket */
 	char root[PATH_MAX];    /* --in-place: SRC's absolute path */
+	struct ds_buf tars;     /* --expand-tar under MPI: the tars rank 0's walk met */
 };
 
 /* OUT in a bucket: the client, and a private local directory per rank
@@ -442,7 +444,40 @@ static int make_tmp(struct job *j)
 	return 0;
 }
 
-/* Rank 0: everything up to the plan. */
+static void scan_opts(const struct job *j, struct ds__scan_opts *so)
+{
+	*so = (struct ds__scan_opts){
+		.src = j->o.src, .srcfd = j->srcfd, .exclude = j->o.exclude, .nexclude = j->o.nexclude,
+		.replicate = j->o.replicate, .nreplicate = j->o.nreplicate, .files_from = j->o.files_from,
+		.dereference = j->o.dereference, .progress = j->o.progress,
+		.expand_tar = j->o.expand_tar};
+}
+
+/* --expand-tar under MPI: rank 0's walk leaves the tars to list_tars, which
+ * every rank shares (the headers of thousands of shards are many reads). */
+static int tars_spread(const struct job *j)
+{
+	return j->o.expand_tar && j->c.size > 1;
+}
+
+/* Rank 0: the plan of the scanned tree. */
+static int make_plan(struct job *j)
+{
+	int rc;
+	j->plan.codec = j->o.codec;
+	j->plan.level = j->o.level;
+	if ((rc = ds__plan_make(&j->plan, j->o.nparts, j->o.part_size)))
+		return rc;
+	/* For tests only: run a command between the scan and the packing, to
+	 * change the source under our feet deterministically. */
+	const char *hook = getenv("DSTAGE_TEST_AFTER_SCAN");
+	if (hook && *hook && system(hook) != 0)
+		ds_warn("DSTAGE_TEST_AFTER_SCAN failed");
+	return 0;
+}
+
+/* Rank 0: everything up to the plan (up to the tars' listing when
+ * tars_spread). */
 static int prepare(struct job *j)
 {
 	int rc;
@@ -458,24 +493,41 @@ static int prepare(struct job *j)
 		ds_error("'%s': %s", j->o.src, strerror(errno));
 		return -errno;
 	}
-	struct ds__scan_opts so = {
-		.src = j->o.src, .srcfd = j->srcfd, .exclude = j->o.exclude, .nexclude = j->o.nexclude,
-		.replicate = j->o.replicate, .nreplicate = j->o.nreplicate, .files_from = j->o.files_from,
-		.dereference = j->o.dereference, .progress = j->o.progress,
-		.expand_tar = j->o.expand_tar};
+	struct ds__scan_opts so;
+	scan_opts(j, &so);
+	if (tars_spread(j)) {
+		so.tars = &j->tars;
+		return ds__scan_walk(&so, &j->plan.tree);
+	}
 	if ((rc = j->s3 ? ds__scan_s3(&so, j->s3, j->bucket, j->prefix, &j->plan.tree)
 	                : ds__scan(&so, &j->plan.tree)))
 		return rc;
-	j->plan.codec = j->o.codec;
-	j->plan.level = j->o.level;
-	if ((rc = ds__plan_make(&j->plan, j->o.nparts, j->o.part_size)))
-		return rc;
-	/* For tests only: run a command between the scan and the packing, to
-	 * change the source under our feet deterministically. */
-	const char *hook = getenv("DSTAGE_TEST_AFTER_SCAN");
-	if (hook && *hook && system(hook) != 0)
-		ds_warn("DSTAGE_TEST_AFTER_SCAN failed");
-	return 0;
+	return make_plan(j);
+}
+
+/* tars_spread, every rank: the tars rank 0's walk met are listed by all the
+ * ranks, k % size (as stage's walk shares them, inplace.c), their members
+ * merged on rank 0, which then sorts and plans.  The result does not depend
+ * on the number of ranks.  rc: this rank's state so far. */
+static int list_tars(struct job *j, int rc)
+{
+	struct comm *c = &j->c;
+	struct ds__scan_opts so;
+	if (comm_any(c, rc != 0))
+		return rc ? rc : -EIO;
+	if (c->rank != 0)
+		rc = open_src(j);
+	if (comm_any(c, rc != 0))
+		return rc ? rc : -EIO;
+	scan_opts(j, &so);
+	rc = ds__scan_tars(MPI_COMM_WORLD, &so, &j->tars, &j->plan.tree);
+	ds_buf_release(&j->tars);
+	if (comm_any(c, rc != 0))
+		return rc ? rc : -EIO;
+	rc = ds__tree_gather(MPI_COMM_WORLD, &j->plan.tree);
+	if (c->rank == 0 && !rc && !(rc = ds__scan_finish(&so, &j->plan.tree)))
+		rc = make_plan(j);
+	return rc;
 }
 
 /* The plan and the temporary directory's name, from rank 0 to every rank. */
@@ -501,8 +553,8 @@ static int share_plan(struct job *j, int failed)
 	if (c->rank != 0) {
 		if ((rc = ds__plan_decode(&j->plan, buf.data, hdr[1])))
 			ds_error("cannot decode the plan from rank 0");
-		if (!rc)
-			rc = open_src(j);
+		if (!rc && j->srcfd < 0)
+			rc = open_src(j); /* list_tars opened it already */
 		if (!rc && ds_s3_is_url(j->o.out))
 			rc = open_out_s3(j); /* a local directory of its own */
 	}
@@ -673,6 +725,8 @@ static int run(struct job *j)
 {
 	struct comm *c = &j->c;
 	int rc = c->rank == 0 ? prepare(j) : 0;
+	if (tars_spread(j))
+		rc = list_tars(j, rc);
 	if (share_plan(j, rc != 0))
 		return -1;
 	if (pack_parts(j))
@@ -739,6 +793,7 @@ int ds_cmd_pack(int argc, char **argv)
 	free(j.res);
 	free(j.o.exclude);
 	free(j.o.replicate);
+	ds_buf_release(&j.tars);
 	if (j.srcfd >= 0)
 		close(j.srcfd);
 	ds_s3_free(j.s3);

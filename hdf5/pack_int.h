@@ -27,6 +27,7 @@
 #include "dspack.h"
 
 #include <hdf5.h>
+#include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -319,6 +320,9 @@ struct ds__scan_opts {
  * flagged.  Fatal problems are logged and returned as a negative code;
  * special files and escaping symlinks are skipped with a warning. */
 int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t);
+/* ds__scan without its ending (ds__scan_finish): the unsorted walk, for a
+ * tree that more is merged into first (o->tars listed by every rank). */
+int ds__scan_walk(const struct ds__scan_opts *o, struct ds__tree *t);
 void ds__tree_release(struct ds__tree *t);
 /* --expand-tar: the tar at path (relative to o->srcfd, listed in o->tars by
  * a walk) as the directory of its members, appended to t. */
@@ -340,6 +344,14 @@ void ds__tree_merge(struct ds__tree *dst, const struct ds__tree *src);
  * with flags | O_RDONLY, following no symlink anywhere on it. */
 int ds__open_beneath(int dirfd, const char *path, int flags, int *fd);
 int ds__scan_finish(const struct ds__scan_opts *o, struct ds__tree *t);
+/* --expand-tar under MPI (inplace.c): every rank's list of tars (mine:
+ * NUL-terminated paths) to every rank, then the tars k with k % size ==
+ * rank listed into t.  Collective; o->srcfd open on every rank. */
+int ds__scan_tars(MPI_Comm world, const struct ds__scan_opts *o, const struct ds_buf *mine,
+                  struct ds__tree *t);
+/* Every rank's tree merged into rank 0's (unsorted), released on the
+ * others.  Collective. */
+int ds__tree_gather(MPI_Comm world, struct ds__tree *t);
 
 /* ---- an s3:// source (s3src.c) ------------------------------------------ */
 /* The listing of s3://bucket/prefix as the scanned tree (regular files keep

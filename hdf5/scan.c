@@ -237,6 +237,25 @@ static int tar_name(const char *base)
 	return n > 4 && !strcmp(base + n - 4, ".tar");
 }
 
+/* --expand-tar: is the member s->path ("X.tar/a/b", the tar's path
+ * tarlen bytes long) or a directory of the tar above it excluded?  The
+ * member's path under SRC and its name are matched as a file's are; an
+ * excluded directory of the tar takes its members along, whatever order
+ * the tar lists them in. */
+static int member_excluded(struct scan *s, size_t tarlen)
+{
+	int x = 0;
+	for (size_t end = s->len; !x && end > tarlen;) {
+		char save = s->path[end];
+		s->path[end] = '\0';
+		const char *slash = strrchr(s->path + tarlen, '/');
+		x = excluded(s, slash + 1);
+		s->path[end] = save;
+		end = (size_t)(slash - s->path);
+	}
+	return x;
+}
+
 /* --expand-tar: the tar X.tar (s->path) becomes the directory X.tar of its
  * members, each file's bytes read from the tar where they lie (src = the
  * tar, src_off = the member's data).  The directory keeps the tar's size
@@ -279,6 +298,10 @@ static int visit_tar(struct scan *s, int dfd, const char *name, const struct sta
 		s->path[len] = '/';
 		memcpy(s->path + len + 1, m->name, ml + 1);
 		s->len = len + 1 + ml;
+		if (s->o->nexclude && member_excluded(s, len)) {
+			pop_name(s, len);
+			continue;
+		}
 		struct ds__pentry *e = add_entry(s, &at);
 		e->mode = m->mode;
 		e->mtime_ns = m->mtime_ns;
@@ -555,7 +578,7 @@ int ds__scan_finish(const struct ds__scan_opts *o, struct ds__tree *t)
 	return 0;
 }
 
-int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t)
+int ds__scan_walk(const struct ds__scan_opts *o, struct ds__tree *t)
 {
 	struct scan s = {.o = o, .t = t};
 	struct stat st;
@@ -566,6 +589,12 @@ int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t)
 	s.next_progress = ds_now() + o->progress;
 	rc = o->files_from ? scan_list(&s) : walk_dir(&s, o->srcfd, &st);
 	free(s.anc);
+	return rc;
+}
+
+int ds__scan(const struct ds__scan_opts *o, struct ds__tree *t)
+{
+	int rc = ds__scan_walk(o, t);
 	return rc ? rc : ds__scan_finish(o, t);
 }
 

@@ -610,6 +610,49 @@ static void truncated(const struct tscan *t, const unsigned char *h, const struc
 }
 
 /* Walk the headers from the start; items in archive order. */
+/* The compressor whose magic number starts b (len bytes), or NULL. */
+static const char *compressed(const unsigned char *b, size_t len)
+{
+	static const struct {
+		const char *magic;
+		size_t n;
+		const char *what;
+	} z[] = {{"\x1f\x8b", 2, "gzip"},         {"BZh", 3, "bzip2"},
+	         {"\xfd" "7zXZ\0", 6, "xz"},       {"\x28\xb5\x2f\xfd", 4, "zstd"},
+	         {"\x04\x22\x4d\x18", 4, "lz4"}, {"\x1f\x9d", 2, "compress (.Z)"},
+	         {"PK\x03\x04", 4, "zip"}};
+	for (size_t i = 0; i < sizeof(z) / sizeof(z[0]); i++)
+		if (len >= z[i].n && !memcmp(b, z[i].magic, z[i].n))
+			return z[i].what;
+	return NULL;
+}
+
+/* The first bytes of X.tar (len of them) are no tar header: say what the
+ * file is, as far as its magic number tells (GNU tar: "This does not look
+ * like a tar archive"), and what to do.  A tar that fails later, or whose
+ * first header has tar's magic but a bad checksum, is a damaged tar and
+ * named as such by the caller. */
+static int not_a_tar(const struct tscan *t, const unsigned char *b, size_t len)
+{
+	const char *kind = compressed(b, len);
+	if (kind)
+		ds_error("'%s': %s data, not a tar archive: --expand-tar reads every *.tar as an "
+		         "uncompressed tar shard (a compressed tar's members do not lie at an "
+		         "offset): decompress it, or rename it",
+		         t->tar, kind);
+	else
+		ds_error("'%s': at byte 0: does not look like a tar archive (no tar header): "
+		         "--expand-tar reads every *.tar as a tar shard: rename it, or leave it out",
+		         t->tar);
+	return -DS_ECORRUPT;
+}
+
+/* Tar's magic at 257: POSIX ustar or GNU's "ustar  \0". */
+static int tar_magic(const unsigned char *h)
+{
+	return !memcmp(h + 257, "ustar", 5);
+}
+
 static int walk(struct tscan *t)
 {
 	struct pend p = {0};
@@ -617,6 +660,26 @@ static int walk(struct tscan *t)
 	int rc = 0;
 	for (;;) {
 		const unsigned char *h;
+		if (off == 0 && t->fsize > 0 && t->fsize < BLK) {
+			unsigned char b[8];
+			size_t len = t->fsize < sizeof(b) ? (size_t)t->fsize : sizeof(b);
+			if (!ds_pread_full(t->fd, b, len, 0) && compressed(b, len)) {
+				rc = not_a_tar(t, b, len);
+				break;
+			}
+			/* a copy cut inside its first header, or no tar at all */
+			ds_error("'%s': at byte 0: truncated, or not a tar: %llu bytes, less than "
+			         "one tar header",
+			         t->tar, (unsigned long long)t->fsize);
+			rc = -DS_ECORRUPT;
+			break;
+		}
+		if (off == 0 && t->fsize == 0) {
+			rc = bad_at(t, -DS_ECORRUPT, 0,
+			            "truncated, or not a tar: an empty file (a tar holds at least "
+			            "its end-of-archive block)");
+			break;
+		}
 		if (t->fsize - off < BLK) {
 			rc = bad_at(
 				t, -DS_ECORRUPT, off,
@@ -641,6 +704,10 @@ static int walk(struct tscan *t)
 					        "what follows is ignored, as tar does",
 					        t->tar, (unsigned long long)off);
 			}
+			break;
+		}
+		if (!checksum_ok(h) && off == 0 && !tar_magic(h)) {
+			rc = not_a_tar(t, h, BLK);
 			break;
 		}
 		if (!checksum_ok(h)) {

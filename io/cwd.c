@@ -53,10 +53,11 @@ int ds__cwd_shadow(int64_t id, char *shadow, size_t size)
 /* Enter directory id of the tree (caller checked it is one). */
 static int enter(int64_t id)
 {
-	char shadow[PATH_MAX + 32];
+	char shadow[PATH_MAX + 32], name[PATH_MAX];
 	/* the shadow's name is a number, but getcwd will report the entry's
 	 * name: one a damaged index made unsafe ("..", "/") is EIO */
-	if (id && ds_name_check(ds__ename(id), ds__g.ix.e[id].name_len, NULL))
+	int nl = id ? ds_ix_path(&ds__g.ix, (uint32_t)id, name, sizeof(name)) : 0;
+	if (id && (nl < 0 || ds_name_check(name, (size_t)nl, NULL)))
 		return -EIO;
 	pthread_mutex_lock(&cwd_lock);
 	int rc = make_shadow(id, shadow, sizeof(shadow));
@@ -88,7 +89,7 @@ void ds__cwd_inherit(void)
 		return;
 	uint64_t id;
 	if (real[n] != '/' || ds_parse_u64(real + n + 1, &id) ||
-	    !ds_index_entry_ok(&ds__g.ix, id) || !S_ISDIR(ds__g.ix.e[id].mode))
+	    !ds_index_entry_ok(&ds__g.ix, id) || !S_ISDIR(ds_ix_mode(&ds__g.ix, (uint32_t)id)))
 		return;
 	atomic_store(&ds__cwd, (int64_t)id);
 }

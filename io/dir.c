@@ -89,7 +89,8 @@ size_t ds__dir_count(const struct ds__file *f)
 	if (f->kind == DS__F_VDIR)
 		return ds__virt_count(&f->v);
 	/* the mount root lists the outputs directory too (write.c) */
-	return ds__g.ix.e[f->id].stored + (f->id == 0 && ds__out_root_entry(NULL, NULL, NULL));
+	return ds_ix_nchildren(&ds__g.ix, (uint32_t)f->id) +
+	       (f->id == 0 && ds__out_root_entry(NULL, NULL, NULL));
 }
 
 static unsigned char dtype(mode_t m)
@@ -112,27 +113,26 @@ int ds__dir_child(const struct ds__file *f, size_t i, const char **name, size_t 
 		*type = dtype(st.st_mode);
 		return 0;
 	}
-	const struct ds_entry *d = &ds__g.ix.e[f->id];
-	if (f->id == 0 && i == d->stored && ds__out_root_entry(name, nlen, ino)) {
+	uint32_t nc = ds_ix_nchildren(&ds__g.ix, (uint32_t)f->id);
+	if (f->id == 0 && i == nc && ds__out_root_entry(name, nlen, ino)) {
 		*type = DT_DIR;
 		return 0;
 	}
-	if (i >= d->stored)
+	if (i >= nc)
 		return -ENOENT;
 	/* ids read from the index are checked before use (the shim maps it
 	 * without the full check): a damaged child is an error, not a read out
 	 * of bounds; its name must be one component */
-	uint32_t c = ds__g.ix.dirents[d->poff + i];
-	if (!ds_index_entry_ok(&ds__g.ix, c) || ds__g.ix.e[c].parent != f->id)
+	uint32_t c = ds_ix_child(&ds__g.ix, (uint32_t)f->id, (uint32_t)i);
+	if (!ds_index_entry_ok(&ds__g.ix, c) || ds_ix_parent(&ds__g.ix, c) != f->id)
 		return -EIO;
-	const struct ds_entry *e = &ds__g.ix.e[c];
-	*name = ds__g.ix.strings + e->name + e->base_off;
-	*nlen = e->name_len - e->base_off;
+	*name = ds_ix_base(&ds__g.ix, c);
+	*nlen = ds_ix_base_len(&ds__g.ix, c);
 	if (*nlen == 0 || memchr(*name, '/', *nlen) || (**name == '.' && (*nlen == 1 ||
 	    (*nlen == 2 && (*name)[1] == '.'))))
 		return -EIO;
 	*ino = DS_INO(c);
-	*type = dtype(e->mode);
+	*type = dtype(ds_ix_mode(&ds__g.ix, c));
 	return 0;
 }
 
@@ -151,7 +151,7 @@ static uint64_t dotdot_ino(const struct ds__file *f)
 		return st.st_ino;
 	}
 	if (f->id != 0)
-		return DS_INO(ds__g.ix.e[f->id].parent);
+		return DS_INO(ds_ix_parent(&ds__g.ix, (uint32_t)f->id));
 	uint64_t v = atomic_load(&above);
 	if (!v) {
 		char parent[PATH_MAX];

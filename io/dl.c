@@ -42,15 +42,15 @@ static _Atomic unsigned tmp_seq;
  * 0 or -errno. */
 static int materialise(int64_t id, char *out, size_t outlen)
 {
-	const struct ds_entry *e = &ds__g.ix.e[id];
-	const char *name = ds__ename(id);
+	char name[PATH_MAX];
+	int nl = ds_ix_path(&ds__g.ix, (uint32_t)id, name, sizeof(name));
 	struct stat es, st;
-	if (ds_name_check(name, e->name_len, NULL))
+	if (nl < 0 || ds_name_check(name, (size_t)nl, NULL))
 		return -EIO; /* becomes a real path: only a safe name */
 	ds_index_stat(&ds__g.ix, (uint32_t)id, &es);
 	if (!S_ISREG(es.st_mode))
 		return -ENOEXEC;
-	int n = snprintf(out, outlen, "%s/" DL_DIR "/%.*s", ds__g.jobdir, (int)e->name_len, name);
+	int n = snprintf(out, outlen, "%s/" DL_DIR "/%.*s", ds__g.jobdir, nl, name);
 	if (n < 0 || (size_t)n >= outlen - 32)
 		return -ENAMETOOLONG;
 	if (DS__REAL(stat)(out, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == es.st_size &&
@@ -100,7 +100,7 @@ static int materialise(int64_t id, char *out, size_t outlen)
 		off += (uint64_t)k;
 	}
 	DS__WRAP(close)(sfd);
-	if (rc == 0 && crc != e->crc)
+	if (rc == 0 && crc != ds_ix_crc(&ds__g.ix, (uint32_t)id))
 		rc = -EIO; /* never map bytes that are not the staged ones */
 	struct timespec ts[2] = {es.st_atim, es.st_mtim};
 	if (rc == 0 && futimens(dfd, ts) < 0)
@@ -173,8 +173,9 @@ static void load_one(const char *need, const char *paths, int64_t id, int depth,
 		p += l + (p[l] == ':');
 		snprintf(cand, sizeof(cand), "%s/%s", dir, need);
 		struct ds__res r;
-		if (!ds__maybe_ours(cand) || ds__resolve(AT_FDCWD, cand, DS__RES_FOLLOW, &r) || !r.ours ||
-		    r.v.kind != DS__V_NONE || !S_ISREG(ds__g.ix.e[r.id].mode))
+		if (!ds__maybe_ours(cand) || ds__resolve(AT_FDCWD, cand, DS__RES_FOLLOW, &r) ||
+		    !r.ours || r.v.kind != DS__V_NONE ||
+		    !S_ISREG(ds_ix_mode(&ds__g.ix, (uint32_t)r.id)))
 			continue;
 		char path[PATH_MAX];
 		if (materialise(r.id, path, sizeof(path)) || load_deps(path, r.id, depth + 1, lmid, ns))

@@ -160,7 +160,8 @@ int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, int check, uint32_t *
 	 * a caller that follows none of them itself (ds_py_list) checks the
 	 * ones it uses, and saves the reads of entries all over the index */
 	for (size_t i = 0; rc == 0 && published && check && i < n; i++)
-		if (!ds_index_entry_ok(&ds__g.ix, ids[i]) || !S_ISREG(ds__g.ix.e[ids[i]].mode))
+		if (!ds_index_entry_ok(&ds__g.ix, ids[i]) ||
+		    !S_ISREG(ds_ix_mode(&ds__g.ix, ids[i])))
 			rc = -DS_ECORRUPT;
 	ds_share_unmap(map, maplen);
 	if (rc == 0 && ids == own) {
@@ -185,11 +186,10 @@ int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 	int rc = ds__epoch_ids(v->epoch, v->l, v->n, 1, &ids, &n);
 	if (rc)
 		return rc;
-	const struct ds_entry *ent = ds__g.ix.e;
-	const char *pool = ds__g.ix.strings;
+	const struct ds_index *ix = &ds__g.ix;
 	size_t total = 0;
 	for (size_t i = 0; i < n; i++)
-		total += ent[ids[i]].name_len + 1;
+		total += ds_ix_path_len(ix, ids[i]) + 1;
 	char *buf = malloc(total + 1);
 	if (!buf) {
 		free(ids);
@@ -197,9 +197,9 @@ int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 	}
 	char *w = buf;
 	for (size_t i = 0; i < n; i++) {
-		const struct ds_entry *e = &ent[ids[i]];
-		memcpy(w, pool + e->name, e->name_len);
-		w += e->name_len;
+		/* each fits: total counted its length and the newline */
+		int k = ds_ix_path(ix, ids[i], w, total + 1 - (size_t)(w - buf));
+		w += k < 0 ? 0 : k;
 		*w++ = '\n';
 	}
 	*w = 0;
@@ -234,8 +234,8 @@ void ds__virt_stat(const struct ds__vent *v, struct stat *st, int with_size)
 	st->st_uid = h->uid;
 	st->st_gid = h->gid;
 	st->st_blksize = 4096;
-	st->st_mtim.tv_sec = ds__g.ix.e[0].mtime_ns / 1000000000; /* the mount root's */
-	st->st_mtim.tv_nsec = ds__g.ix.e[0].mtime_ns % 1000000000;
+	st->st_mtim.tv_sec = ds_ix_mtime(&ds__g.ix, 0) / 1000000000; /* the mount root's */
+	st->st_mtim.tv_nsec = ds_ix_mtime(&ds__g.ix, 0) % 1000000000;
 	st->st_atim = st->st_ctim = st->st_mtim;
 	if (v->kind == DS__V_LIST) {
 		char *data;

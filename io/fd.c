@@ -120,8 +120,9 @@ int ds__file_make(struct ds__res *r, int flags, struct ds__file **out)
 	} else if (S_ISLNK(st.st_mode)) {
 		f->kind = DS__F_LNK;
 	} else {
-		const struct ds_entry *e = &ds__g.ix.e[r->id];
+		struct ds_ix_file fe, *e = &fe;
 		uint64_t base;
+		ds_ix_file(&ds__g.ix, (uint32_t)r->id, e);
 		f->kind = DS__F_REG;
 		if (!(flags & O_PATH))
 			DS__COUNT(opens, 1);
@@ -393,7 +394,8 @@ static const char *file_data(struct ds__file *f, int *rc)
 	*rc = 0;
 	if (DS__LIKELY(d != NULL))
 		return d;
-	if (f->remote && f->size > REMOTE_WHOLE && ds__g.ix.e[f->id].codec == DS_CODEC_NONE)
+	if (f->remote && f->size > REMOTE_WHOLE &&
+	    ds_ix_codec(&ds__g.ix, (uint32_t)f->id) == DS_CODEC_NONE)
 		return NULL; /* read range by range */
 	*rc = ds__materialize(f);
 	return *rc ? NULL : atomic_load_explicit(&f->data, memory_order_acquire);

@@ -58,24 +58,14 @@ static int plain(const char *p, size_t len)
 	return 1;
 }
 
-static int is_dir(int64_t id) { return S_ISDIR(ds__g.ix.e[id].mode); }
+static int is_dir(int64_t id) { return S_ISDIR(ds_ix_mode(&ds__g.ix, (uint32_t)id)); }
 
-/* Child of directory id named (name, nlen), or -1: a hash lookup of the
- * joined path. */
+/* Child of directory id named (name, nlen), or -1 (ds_index_child; tmp,
+ * PATH_MAX bytes, is no longer needed). */
 static int64_t child(int64_t id, const char *name, size_t nlen, char *tmp)
 {
-	const struct ds_entry *e = &ds__g.ix.e[id];
-	size_t plen = e->name_len;
-	if (plen + 1 + nlen >= PATH_MAX)
-		return -1;
-	size_t n = 0;
-	if (plen) {
-		memcpy(tmp, ds__ename(id), plen);
-		tmp[plen] = '/';
-		n = plen + 1;
-	}
-	memcpy(tmp + n, name, nlen);
-	return ds_index_lookup(&ds__g.ix, tmp, n + nlen);
+	(void)tmp;
+	return ds_index_child(&ds__g.ix, (uint32_t)id, name, nlen);
 }
 
 /* Not ours after all: hand libc an absolute path.  "prefix" is the real
@@ -146,7 +136,7 @@ static int walk_dotdot(struct walk *w)
 		w->cur = -1;
 	} else {
 		/* an id read from the index: checked before use */
-		w->cur = ds__g.ix.e[w->cur].parent;
+		w->cur = ds_ix_parent(&ds__g.ix, (uint32_t)w->cur);
 		if (!ds_index_entry_ok(&ds__g.ix, w->cur))
 			return -EIO;
 	}
@@ -154,17 +144,18 @@ static int walk_dotdot(struct walk *w)
 }
 
 /* Follow symlink entry nx: its target replaces it in the path. */
-static int walk_link(struct walk *w, int64_t nx, const struct ds_entry *e)
+static int walk_link(struct walk *w, int64_t nx)
 {
 	if (++w->links > MAXSYMLINKS)
 		return -ELOOP;
 	/* target + the rest; a relative target resolves from
 	 * the directory holding the link (cur) */
-	const char *target = ds__g.ix.strings + e->poff;
-	size_t tl = e->size, rl = strlen(w->p);
+	const char *target = ds_ix_target(&ds__g.ix, (uint32_t)nx);
+	size_t tl = ds_ix_size(&ds__g.ix, (uint32_t)nx), rl = strlen(w->p);
 	/* stage only stores targets that stay in the tree; one that
 	 * leaves it comes from a damaged index: never follow it out */
-	if (ds_target_check(ds__ename(nx), e->name_len, target, tl, NULL))
+	if (ds_ix_path(&ds__g.ix, (uint32_t)nx, w->tmp, PATH_MAX) < 0 ||
+	    ds_target_check(w->tmp, ds_ix_path_len(&ds__g.ix, (uint32_t)nx), target, tl, NULL))
 		return -EIO;
 	if (tl + rl + 1 >= PATH_MAX)
 		return -ENAMETOOLONG;
@@ -215,9 +206,9 @@ static int walk_in(struct walk *w, const char *c, size_t cl, struct ds__res *r)
 		}
 		return -ENOENT;
 	}
-	const struct ds_entry *e = &ds__g.ix.e[nx];
-	if (S_ISLNK(e->mode) && (!w->last || w->trail || (w->flags & DS__RES_FOLLOW)))
-		return walk_link(w, nx, e);
+	if (S_ISLNK(ds_ix_mode(&ds__g.ix, (uint32_t)nx)) &&
+	    (!w->last || w->trail || (w->flags & DS__RES_FOLLOW)))
+		return walk_link(w, nx);
 	w->cur = nx;
 	return WALK_ON;
 }
@@ -576,7 +567,8 @@ int ds__resolve(int dirfd, const char *path, int flags, struct ds__res *r)
 		}
 		if (rl < len && plain(rel, rl)) {
 			int64_t id = ds_index_lookup(&ds__g.ix, rel, rl);
-			if (id >= 0 && (!S_ISLNK(ds__g.ix.e[id].mode) || !(flags & DS__RES_FOLLOW))) {
+			if (id >= 0 && (!S_ISLNK(ds_ix_mode(&ds__g.ix, (uint32_t)id)) ||
+			                !(flags & DS__RES_FOLLOW))) {
 				r->ours = 1;
 				r->id = id;
 				return 0;
@@ -609,8 +601,10 @@ int ds__abs_name(int64_t id, const struct ds__vent *v, char *buf, size_t size)
 		}
 		rl = (size_t)n;
 	} else {
-		rl = ds__g.ix.e[id].name_len;
-		memcpy(rel, ds__ename(id), rl);
+		int n = ds_ix_path(&ds__g.ix, (uint32_t)id, rel, sizeof(rel));
+		if (n < 0)
+			return n;
+		rl = (size_t)n;
 	}
 	size_t need = ds__g.mlen + (rl ? 1 + rl : 0);
 	if (need + 1 > size)

@@ -42,19 +42,21 @@ static int under(uint32_t i, const char *p, size_t plen)
 	const struct ds_index *ix = &ds__g.ix;
 	if (!ds_index_entry_ok(ix, i))
 		return -1;
-	const struct ds_entry *e = &ix->e[i];
-	return e->name_len > plen && ix->strings[e->name + plen] == '/' &&
-	       !memcmp(ix->strings + e->name, p, plen);
+	char path[PATH_MAX];
+	int n = ds_ix_path(ix, i, path, sizeof(path));
+	if (n < 0)
+		return -1;
+	return (size_t)n > plen && path[plen] == '/' && !memcmp(path, p, plen);
 }
 
 /* First position of the sample table whose id is >= id (the table sorted). */
 static uint64_t sample_lb(uint64_t id)
 {
-	const uint32_t *s = ds__g.ix.samples;
+	const struct ds_index *ix = &ds__g.ix;
 	uint64_t lo = 0, hi = ds__g.ix.h->nsamples;
 	while (lo < hi) {
 		uint64_t mid = (lo + hi) >> 1;
-		if (s[mid] < id)
+		if (ds_ix_sample(ix, mid) < id)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -93,13 +95,13 @@ static int64_t subtree_end(uint32_t id, const char *p, size_t plen)
  * directory has children and entries. */
 static int dir_run(uint32_t id, uint64_t end, int64_t *out)
 {
-	const struct ds_entry *e = &ds__g.ix.e[id];
+	uint32_t nc = ds_ix_nchildren(&ds__g.ix, id);
 	uint64_t s0 = sample_lb((uint64_t)id + 1), s1 = sample_lb(end);
 	if (s1 < s0)
 		return -DS_ECORRUPT; /* the table is not in increasing order */
 	out[0] = (int64_t)id + 1;
 	out[1] = (int64_t)end;
-	out[2] = end - id - 1 == e->stored && s1 - s0 == e->stored;
+	out[2] = end - id - 1 == nc && s1 - s0 == nc;
 	return 0;
 }
 
@@ -118,14 +120,14 @@ DS__EXPORT int ds_py_dir(const char *rel, size_t len, uint64_t *out)
 	int64_t id = ds_index_lookup(ix, rel, len);
 	if (id < 0)
 		return -ENOENT;
-	const struct ds_entry *e = &ix->e[id];
+	uint32_t mode = ds_ix_mode(ix, (uint32_t)id);
 	memset(out, 0, 8 * sizeof(*out));
 	out[0] = (uint64_t)id;
-	out[1] = e->mode;
+	out[1] = mode;
 	out[7] = ix->h->nsamples;
-	if (!S_ISDIR(e->mode))
+	if (!S_ISDIR(mode))
 		return -ENOTDIR;
-	out[3] = e->stored;
+	out[3] = ds_ix_nchildren(ix, (uint32_t)id);
 	int64_t end = subtree_end((uint32_t)id, rel, len), run[3];
 	if (end < 0 || dir_run((uint32_t)id, (uint64_t)end, run))
 		return -DS_ECORRUPT;
@@ -157,10 +159,8 @@ static int run_exts(uint32_t a, uint32_t b, const char *exts, size_t elen)
 	for (uint32_t i = a; i < b; i++) {
 		if (!ds_index_entry_ok(ix, i))
 			return 0;
-		const struct ds_entry *e = &ix->e[i];
-		const unsigned char *nm =
-			(const unsigned char *)ix->strings + e->name + e->base_off;
-		size_t nl = e->name_len - e->base_off, k;
+		const unsigned char *nm = (const unsigned char *)ds_ix_base(ix, i);
+		size_t nl = ds_ix_base_len(ix, i), k;
 		for (k = 0; k < nl && nm[k] < 0x80; k++)
 			;
 		if (k < nl)
@@ -200,34 +200,34 @@ DS__EXPORT int64_t ds_py_children(const char *rel, size_t len, int64_t *rows, si
 	int64_t id = ds_index_lookup(ix, rel, len);
 	if (id < 0)
 		return -ENOENT;
-	const struct ds_entry *e = &ix->e[id];
-	if (!S_ISDIR(e->mode))
+	if (!S_ISDIR(ds_ix_mode(ix, (uint32_t)id)))
 		return -ENOTDIR;
-	if (e->stored > nrows)
+	uint32_t nc = ds_ix_nchildren(ix, (uint32_t)id);
+	if (nc > nrows)
 		return -ENOSPC;
 	int64_t end = subtree_end((uint32_t)id, rel, len);
 	if (end < 0)
 		return -DS_ECORRUPT;
 	uint64_t used = 0;
-	for (uint64_t k = 0; k < e->stored; k++) {
-		uint32_t c = ix->dirents[e->poff + k];
-		uint32_t next = k + 1 < e->stored ? ix->dirents[e->poff + k + 1] : (uint32_t)end;
+	for (uint32_t k = 0; k < nc; k++) {
+		uint32_t c = ds_ix_child(ix, (uint32_t)id, k);
+		uint32_t next = k + 1 < nc ? ds_ix_child(ix, (uint32_t)id, k + 1) : (uint32_t)end;
 		if (!ds_index_entry_ok(ix, c) || c <= (uint32_t)id || next <= c ||
-		    next > (uint64_t)end || ix->e[c].parent != (uint32_t)id)
+		    next > (uint64_t)end || ds_ix_parent(ix, c) != (uint32_t)id)
 			return -DS_ECORRUPT;
-		const struct ds_entry *ce = &ix->e[c];
 		int64_t *r = rows + 6 * k;
-		size_t nl = ce->name_len - ce->base_off;
-		r[0] = ce->mode;
+		size_t nl = ds_ix_base_len(ix, c);
+		uint32_t cmode = ds_ix_mode(ix, c);
+		r[0] = cmode;
 		r[1] = (int64_t)used;
 		r[2] = (int64_t)nl;
 		r[3] = r[4] = r[5] = 0;
-		if (S_ISDIR(ce->mode) && dir_run(c, next, r + 3))
+		if (S_ISDIR(cmode) && dir_run(c, next, r + 3))
 			return -DS_ECORRUPT;
 		if (r[5] && (!runs || (exts && !run_exts(c + 1, next, exts, elen))))
 			r[5] = 0;
 		if (used + nl + 1 <= cap) {
-			memcpy(names + used, ix->strings + ce->name + ce->base_off, nl);
+			memcpy(names + used, ds_ix_base(ix, c), nl);
 			names[used + nl] = 0;
 		}
 		used += nl + 1;
@@ -235,14 +235,14 @@ DS__EXPORT int64_t ds_py_children(const char *rel, size_t len, int64_t *rows, si
 	return (int64_t)used;
 }
 
-/* Entry id's mount-relative path (in the mapped index, NUL-terminated) and
- * its length, or NULL when id is not an entry the index can follow. */
-DS__EXPORT const char *ds_py_entry_name(uint64_t id, size_t *len)
+/* Entry id's mount-relative path, NUL-terminated, into buf (size bytes;
+ * PATH_MAX always suffices): its length, -ENOENT when id is not an entry the
+ * index can follow, -ENAMETOOLONG. */
+DS__EXPORT int64_t ds_py_entry_name(uint64_t id, char *buf, size_t size)
 {
 	if (!ds_py_active() || !ds_index_entry_ok(&ds__g.ix, id))
-		return NULL;
-	*len = ds__g.ix.e[id].name_len;
-	return ds_index_name(&ds__g.ix, (uint32_t)id);
+		return -ENOENT;
+	return ds_ix_path(&ds__g.ix, (uint32_t)id, buf, size);
 }
 
 /* Entry id of the path rel (mount-relative, normalised), or -1. */

@@ -305,10 +305,12 @@ int ds__remote_read(uint32_t id, uint64_t off, void *buf, uint64_t len)
 		int rc = request(DS_OP_READ, id, off, want, p, want, &got);
 		if (rc == 0 && got != want)
 			rc = -EIO; /* short only at the end of the stored bytes */
-		if (rc == -EHOSTDOWN)
-			ds_warn("'%s': lost: every node holding it is gone", ds__ename(id));
 		if (rc) {
-			ds_debug("remote read of '%s': %s", ds__ename(id), strerror(-rc));
+			char name[PATH_MAX];
+			if (rc == -EHOSTDOWN)
+				ds_warn("'%s': lost: every node holding it is gone",
+				        ds__ename(id, name));
+			ds_debug("remote read of '%s': %s", ds__ename(id, name), strerror(-rc));
 			DS__COUNT(read_errors, 1);
 			return -EIO;
 		}
@@ -375,8 +377,8 @@ static int inflate_into(const void *z, uint64_t zlen, char *out, uint64_t size)
  * them; *owned is set when they were malloc'd (else they belong to the cache
  * reference f->cref); *checked when the service has checked their CRC in
  * the epoch cache already (VERIFIED). */
-static int fetch_stored(struct ds__file *f, const struct ds_entry *e, const char **stored,
-                        char **owned, int *checked)
+static int fetch_stored(struct ds__file *f, uint64_t nstored, const char **stored, char **owned,
+                        int *checked)
 {
 	*owned = NULL;
 	*checked = 0;
@@ -386,7 +388,7 @@ static int fetch_stored(struct ds__file *f, const struct ds_entry *e, const char
 		uint64_t len;
 		struct ds_cache_ref *ref;
 		int rc = ds_cache_find_checked(cache, (uint32_t)f->id, &data, &len, &ref, checked);
-		if (rc == 1 && len == e->stored) {
+		if (rc == 1 && len == nstored) {
 			f->cref = ref;
 			*stored = data;
 			DS__COUNT(cache_reads, 1);
@@ -400,11 +402,11 @@ static int fetch_stored(struct ds__file *f, const struct ds_entry *e, const char
 		if (rc == -EAGAIN)
 			DS__COUNT(stalls, 1); /* being fetched: the service will wait for it */
 	}
-	char *buf = malloc(e->stored ? e->stored : 1);
+	char *buf = malloc(nstored ? nstored : 1);
 	if (!buf)
 		return -ENOMEM;
 	DS__COUNT(remote_reads, 1);
-	int rc = ds__remote_read((uint32_t)f->id, 0, buf, e->stored);
+	int rc = ds__remote_read((uint32_t)f->id, 0, buf, nstored);
 	if (rc) {
 		free(buf);
 		return rc;
@@ -419,23 +421,26 @@ int ds__materialize(struct ds__file *f)
 	pthread_mutex_lock(&f->lock);
 	if (atomic_load(&f->data))
 		goto out;
-	const struct ds_entry *e = &ds__g.ix.e[f->id];
+	const struct ds_index *ix = &ds__g.ix;
+	const uint32_t id = (uint32_t)f->id;
+	const uint64_t size = ds_ix_size(ix, id), nstored = ds_ix_stored(ix, id);
+	const uint8_t codec = ds_ix_codec(ix, id);
 	const char *stored = NULL;
 	char *owned = NULL;
 	int checked = 0;
 	if (f->remote) {
-		rc = fetch_stored(f, e, &stored, &owned, &checked);
+		rc = fetch_stored(f, nstored, &stored, &owned, &checked);
 		if (rc)
 			goto out;
 	} else {
 		uint64_t base = 0;
-		ds_index_part_on(&ds__g.ix, e->part, ds__g.node, &base);
-		stored = ds__g.store + base + e->poff;
+		ds_index_part_on(ix, ds_ix_part(ix, id), ds__g.node, &base);
+		stored = ds__g.store + base + ds_ix_poff(ix, id);
 	}
 	const char *data = stored;
-	if (e->codec == DS_CODEC_ZLIB) {
-		char *out = malloc(e->size);
-		rc = out ? inflate_into(stored, e->stored, out, e->size) : -ENOMEM;
+	if (codec == DS_CODEC_ZLIB) {
+		char *out = malloc(size);
+		rc = out ? inflate_into(stored, nstored, out, size) : -ENOMEM;
 		free(owned);
 		if (f->cref)
 			ds__cache_release(f);
@@ -451,9 +456,10 @@ int ds__materialize(struct ds__file *f)
 	/* bytes that crossed a socket or went through inflate: check them
 	 * (an epoch cache entry the service has checked already is not
 	 * checked twice: exchange.c, verify_main) */
-	if ((f->remote && !checked) || e->codec != DS_CODEC_NONE) {
-		if (ds_crc32c(0, data, e->size) != e->crc) {
-			ds_warn("'%s': checksum mismatch in the bytes %s", ds__ename(f->id),
+	if ((f->remote && !checked) || codec != DS_CODEC_NONE) {
+		if (ds_crc32c(0, data, size) != ds_ix_crc(ix, id)) {
+			char name[PATH_MAX];
+			ds_warn("'%s': checksum mismatch in the bytes %s", ds__ename(f->id, name),
 			        f->remote ? "fetched" : "inflated");
 			free(owned);
 			if (f->cref)

@@ -69,8 +69,9 @@ static int ro(int dirfd, const char *path, enum ro_how how, struct ds__res *r)
 			return how == RO_UNLINK ? -EISDIR : how == RO_RMDIR ? -EBUSY : -EXDEV;
 		return rc ? rc : -EROFS;
 	case RO_TRUNCATE: /* the kernel's order: a directory is EISDIR first */
-		if (rc == 0 && (r->v.kind == DS__V_NONE ? S_ISDIR(ds__g.ix.e[r->id].mode)
-		                                        : r->v.kind != DS__V_LIST))
+		if (rc == 0 &&
+		    (r->v.kind == DS__V_NONE ? S_ISDIR(ds_ix_mode(&ds__g.ix, (uint32_t)r->id))
+		                             : r->v.kind != DS__V_LIST))
 			return -EISDIR;
 		return rc ? rc : -EROFS;
 	default:

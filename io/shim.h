@@ -186,7 +186,13 @@ void ds__rcwd_invalidate(void);
 #define DS__RES_PARENT 2 /* the last component need not exist: r->id = its parent (rofs) */
 int ds__resolve(int dirfd, const char *path, int flags, struct ds__res *r);
 /* The path of entry id relative to the mount ("" for the root). */
-static inline const char *ds__ename(int64_t id) { return ds_index_name(&ds__g.ix, (uint32_t)id); }
+/* Entry id's relative path, built into buf (PATH_MAX bytes): for messages
+ * and for names that become real paths. */
+static inline const char *ds__ename(int64_t id, char *buf)
+{
+	ds_ix_path(&ds__g.ix, (uint32_t)id, buf, PATH_MAX);
+	return buf;
+}
 /* Absolute name under the mount of entry id into buf; -ERANGE if too small,
  * else the length. */
 int ds__abs_name(int64_t id, const struct ds__vent *v, char *buf, size_t size);
@@ -470,7 +476,7 @@ int ds__virt_child(const struct ds__vent *v, size_t i, char *name, size_t len, s
  * the dataset (docs/shim.md, "The Python helper's entry points").  ABI:
  * ds_py_abi() == DS_PY_ABI; the helper falls back to walking the tree
  * when it differs or the symbols are absent. */
-#define DS_PY_ABI 1
+#define DS_PY_ABI 2 /* 2: ds_py_entry_name into a buffer */
 int ds_py_abi(void);
 int ds_py_active(void);
 const char *ds_py_mount(void);
@@ -480,7 +486,7 @@ int64_t ds_py_children(const char *rel, size_t len, int64_t *rows, size_t nrows,
 int64_t ds_py_lookup(const char *rel, size_t len);
 int ds_py_list(uint64_t epoch, uint32_t l, uint32_t nr, uint32_t **ids, size_t *count);
 int64_t ds_py_map(const uint32_t *ids, size_t n, const int64_t *seg, size_t nseg, int64_t *out);
-const char *ds_py_entry_name(uint64_t id, size_t *len);
+int64_t ds_py_entry_name(uint64_t id, char *buf, size_t size);
 void ds_py_free(void *p);
 
 #endif

@@ -360,13 +360,13 @@ DS__EXPORT int DS__WRAP(eaccess)(const char *path, int mode)
 /* ---- readlink -------------------------------------------------------------- */
 static ssize_t link_text(const struct ds__res *r, char *buf, size_t n)
 {
-	if (r->v.kind != DS__V_NONE || !S_ISLNK(ds__g.ix.e[r->id].mode))
+	if (r->v.kind != DS__V_NONE || !S_ISLNK(ds_ix_mode(&ds__g.ix, (uint32_t)r->id)))
 		return -EINVAL;
 	if (n == 0)
 		return -EINVAL;
-	const struct ds_entry *e = &ds__g.ix.e[r->id];
-	size_t k = e->size < n ? e->size : n;
-	memcpy(buf, ds__g.ix.strings + e->poff, k);
+	uint64_t tl = ds_ix_size(&ds__g.ix, (uint32_t)r->id);
+	size_t k = tl < n ? tl : n;
+	memcpy(buf, ds_ix_target(&ds__g.ix, (uint32_t)r->id), k);
 	return (ssize_t)k;
 }
 

@@ -219,7 +219,7 @@ static FILE *reopen(const char *path, const char *mode, FILE *fp,
 		return real(r.rpath, mode, fp);
 	if (rc == -ENOENT && r.ours && (flags & O_CREAT))
 		rc = -EROFS;
-	if (rc == 0 && r.v.kind == DS__V_NONE && S_ISDIR(ds__g.ix.e[r.id].mode) &&
+	if (rc == 0 && r.v.kind == DS__V_NONE && S_ISDIR(ds_ix_mode(&ds__g.ix, (uint32_t)r.id)) &&
 	    (flags & O_ACCMODE) == O_RDONLY) {
 		/* a directory: the stream is made as the kernel makes it, and its
 		 * reads fail with EISDIR; on the directory's empty shadow (cwd.c).

@@ -80,17 +80,17 @@ int ds__direct_holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp)
 {
 	if (!s->direct)
 		return -1;
-	const struct ds_entry *e = &s->ix.e[id];
-	if (e->part >= s->ix.h->nparts)
+	uint32_t part = ds_ix_part(&s->ix, id);
+	if (part >= s->ix.h->nparts)
 		return -1;
-	const struct ds_part *p = &s->ix.parts[e->part];
+	const struct ds_part *p = &s->ix.parts[part];
 	/* the holder main would pick (window.c: ds__holder), index copies only */
 	for (uint32_t i = 0; i < p->nloc; i++) {
 		const struct ds_loc *l = &s->ix.locs[p->loc + (id + s->node + i) % p->nloc];
 		int rank = ds__rank_of(s, l->node);
 		if (l->node == s->node || rank < 0)
 			continue;
-		*disp = (MPI_Aint)(l->base + e->poff);
+		*disp = (MPI_Aint)(l->base + ds_ix_poff(&s->ix, id));
 		return rank;
 	}
 	return -1;

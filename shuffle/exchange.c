@@ -42,6 +42,7 @@
  * planned last, so an epoch's overlap with the one before costs a bit test
  * per sample, not a second permutation. */
 #include "svc.h"
+#include "dsmpi.h"
 #include "dsnodeset.h"
 
 #include <fcntl.h>
@@ -52,7 +53,17 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
+
+/* CPU seconds of the calling thread (the profile of a fetch) */
+static double thread_cpu(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* PLANNING: the planner thread computes it (nothing else of it is ready);
  * PLANNED: share computed; PREPARING: a helper thread creates the cache
@@ -75,7 +86,11 @@ struct xep {
 	uint64_t bytes, bytes_done;
 	double t0, t1;
 	size_t batches;
-	double flush_s; /* time in MPI_Win_flush: the rest is our own overhead */
+	double flush_s; /* time completing the gets (ds__flush) */
+	/* the profile of the fetch (DSTAGE_LOG=debug): wall time in the get
+	 * calls (with a single-copy transport the copy itself), main's CPU
+	 * time from t0 to t1, and the helper thread's time before t0 */
+	double issue_s, cpu0, cpu_s, prep_s;
 	struct ds__svc *svc;
 	pthread_t prep;
 	int prep_rc, prep_done; /* prep_done: atomic */
@@ -136,6 +151,19 @@ struct ds__exchange {
 	int budget_ram;       /* the node directory is on RAM: check before each epoch */
 	double budget_t;      /* when room was last read while waiting */
 	int budget_said;      /* the wait has been explained */
+	/* the second copier (copier_main): 0 until the first batch decides */
+	int nthreads;
+	struct copier {
+		pthread_t th;
+		pthread_mutex_t mu;
+		pthread_cond_t cv;
+		int started, quit;
+		struct xep *x;      /* the job: x's slots from cursor to end, shared with main */
+		size_t cursor, end; /* cursor: atomic */
+		int posted, busy, rc;
+		double cpu; /* its CPU seconds for the job */
+	} cp;
+	int batch_failed; /* a get of main's half failed to start */
 };
 
 static void xep_free(struct ds__svc *s, struct xep *x)
@@ -242,27 +270,28 @@ static int plan_compute(struct ds__svc *s, struct planner *pl, struct xep *x)
 			pl->have_last = 1;
 		}
 	}
-	const struct ds_entry *ent = s->ix.e;
+	const struct ds_index *ix = &s->ix;
 	const uint8_t *pflag = pl->pflag;
 	uint32_t np = s->ix.h->nparts;
 	size_t again = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (i + PLAN_AHEAD < n)
-			__builtin_prefetch(&ent[ids[i + PLAN_AHEAD]]);
+			ds_ix_prefetch(ix, ids[i + PLAN_AHEAD]);
 		uint32_t id = ids[i];
-		const struct ds_entry *en = &ent[id];
-		uint8_t f = en->part < np ? pflag[en->part] : 0;
+		uint32_t part = ds_ix_part(ix, id);
+		uint64_t stored = ds_ix_stored(ix, id);
+		uint8_t f = part < np ? pflag[part] : 0;
 		int repeat = bit_test_set(bits, id); /* padding may repeat a sample */
 		x->share_n++;
-		x->share_bytes += en->stored;
+		x->share_bytes += stored;
 		if (prev)
 			again += bit_test(prev, id);
 		if (f & P_HERE) {
 			x->local_n++;
-			x->local_bytes += en->stored;
+			x->local_bytes += stored;
 		} else if (!repeat && (f & P_REACH)) { /* lost: the read says so */
 			x->ids[x->n] = id;
-			x->lens[x->n++] = en->stored;
+			x->lens[x->n++] = stored;
 		}
 	}
 	x->overlap = prev && n ? (double)again / n : -1;
@@ -408,7 +437,7 @@ int ds__exchange_new(struct ds__svc *s)
 	uint32_t ns = s->ix.h->nsamples;
 	size_t held = 0;
 	for (uint32_t j = 0; j < ns; j++) {
-		uint32_t p = s->ix.e[s->ix.samples[j]].part;
+		uint32_t p = ds_ix_part(&s->ix, ds_ix_sample(&s->ix, j));
 		held += p < np && (pl->pflag[p] & P_HERE);
 	}
 	X->exp_local = ns ? (double)held / ns : 1;
@@ -491,6 +520,15 @@ void ds__exchange_free(struct ds__svc *s)
 		return;
 	planner_stop(s);
 	/* what it was asked and did not plan is in ep[] or the zombies */
+	if (X->cp.started) {
+		pthread_mutex_lock(&X->cp.mu);
+		X->cp.quit = 1;
+		pthread_cond_broadcast(&X->cp.cv);
+		pthread_mutex_unlock(&X->cp.mu);
+		pthread_join(X->cp.th, NULL);
+		pthread_mutex_destroy(&X->cp.mu);
+		pthread_cond_destroy(&X->cp.cv);
+	}
 	for (int i = 0; i < X->nep; i++)
 		xep_free(s, X->ep[i]);
 	while (X->zombies) {
@@ -606,8 +644,11 @@ static void report(struct ds__svc *s, struct xep *x)
 	h->ce = NULL;
 	X->nhist++;
 	x->reported = 1;
-	ds_debug("node %u: epoch %llu: %zu batches, %.3f s of %.3f s in MPI_Win_flush", s->node,
-	         (unsigned long long)x->epoch, x->batches, x->flush_s, dt);
+	ds_debug("node %u: epoch %llu: planned in %.4f s, cache made in %.4f s; fetch %.4f s: %zu "
+	         "batches, main %.4f s in the get calls, %.4f s completing them, %.4f s else; CPU "
+	         "of the getting threads %.4f s",
+	         s->node, (unsigned long long)x->epoch, x->plan_s, x->prep_s, dt, x->batches,
+	         x->issue_s, x->flush_s, dt - x->issue_s - x->flush_s, x->cpu_s);
 }
 
 /* The helper thread: the cache file and where each sample comes from. */
@@ -638,19 +679,22 @@ static void *prep_main(void *arg)
 		if (same) {
 			id = x->ids[i];
 			if (i + PLAN_AHEAD < m)
-				__builtin_prefetch(&s->ix.e[x->ids[i + PLAN_AHEAD]]);
+				ds_ix_prefetch(&s->ix, x->ids[i + PLAN_AHEAD]);
 		} else {
 			ds_cache_epoch_slot(x->ce, i, &id, NULL);
 		}
 		x->tgt[i] = ds__holder(s, id, &x->disp[i]);
 		if (x->tgt[i] < 0) {
-			ds_error("node %u: '%s': no other node holds it", s->node, ds_index_name(&s->ix, id));
+			char name[PATH_MAX];
+			ds_ix_path(&s->ix, id, name, sizeof(name));
+			ds_error("node %u: '%s': no other node holds it", s->node, name);
 			rc = -DS_ECORRUPT;
 		}
 	}
 	ds_debug("node %u: epoch %llu: its cache of %zu entries prepared in %.3f s", s->node,
 	         (unsigned long long)x->epoch, m, ds_now() - t0);
 	x->prep_rc = rc;
+	x->prep_s = ds_now() - t0;
 	__atomic_store_n(&x->prep_done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -702,22 +746,25 @@ static void *verify_main(void *arg)
 		uint32_t id;
 		uint64_t len;
 		unsigned char *p = ds_cache_epoch_slot(x->ce, i, &id, &len);
-		const struct ds_entry *e = &s->ix.e[id];
-		if (e->codec != DS_CODEC_NONE || len != e->size || !len)
+		struct ds_ix_file e;
+		ds_ix_file(&s->ix, id, &e);
+		if (e.codec != DS_CODEC_NONE || len != e.size || !len)
 			continue; /* the reader inflates and checks */
 		if (flip) {
 			p[len / 2] ^= 0x5a;
 			flip = 0;
 		}
-		int good = ds_crc32c(0, p, len) == e->crc;
+		int good = ds_crc32c(0, p, len) == e.crc;
 		ds_cache_epoch_checked(x->ce, i, good);
 		if (good) {
 			ok++;
 		} else {
 			bad++;
+			char name[PATH_MAX];
+			ds_ix_path(&s->ix, id, name, sizeof(name));
 			ds_warn("node %u: epoch %llu: '%s': checksum mismatch in the fetched bytes "
 			        "(readers fetch it again)",
-			        s->node, (unsigned long long)x->epoch, ds_index_name(&s->ix, id));
+			        s->node, (unsigned long long)x->epoch, name);
 		}
 	}
 	ds_debug("node %u: epoch %llu: %zu cached entries checked in %.3f s, %zu bad", s->node,
@@ -776,6 +823,7 @@ static int finish(struct ds__svc *s, struct xep *x)
 	size_t m = ds_cache_epoch_count(x->ce);
 	x->st = m ? X_FETCHING : X_DONE;
 	x->t0 = x->t1 = ds_now();
+	x->cpu0 = thread_cpu();
 	DS__SET(s, prefetch_epoch, x->epoch);
 	DS__SET(s, prefetch_done, 0);
 	DS__SET(s, prefetch_total, m);
@@ -963,6 +1011,128 @@ static struct xep *current(struct ds__svc *s, int *err)
 	return *err ? NULL : best;
 }
 
+/* Two copiers.  Where a get completes without its target (s->onesided:
+ * Open MPI's osc/rdma), on one host it is a copy made by the requester's
+ * CPU inside MPI_Rget (CMA): one thread issuing the gets is one core
+ * copying, and the epoch's fetch took main's CPU time for every byte
+ * (6.7-9.9 ms per 32 MiB measured) whatever else was idle.  So with
+ * MPI_THREAD_MULTIPLE a second thread shares each batch with main: both
+ * take the next slot from one cursor, each issues and completes its own
+ * gets.  The same CPU seconds per epoch, on two cores where two are free;
+ * a copier the scheduler holds back costs at most the get it is in (a
+ * fixed half each was measured slower under load: a batch then waited
+ * for its slower half), and a job it has not picked up yet main takes
+ * back.  Where gets need their target (MPICH's emulation) a second thread
+ * adds nothing: one.  DSTAGE_SERVE_FETCH_THREADS=1 or 2 (measurements). */
+static int fetch_threads(struct ds__svc *s)
+{
+	const char *v = getenv("DSTAGE_SERVE_FETCH_THREADS");
+	int n = s->onesided && ds_mpi_provided() >= MPI_THREAD_MULTIPLE ? 2 : 1;
+	if (v && *v)
+		n = atoi(v) >= 2 && ds_mpi_provided() >= MPI_THREAD_MULTIPLE ? 2 : 1;
+	return n;
+}
+
+/* Issue the gets of x's slots from the shared cursor until end; the slots'
+ * targets are marked.  0 or the first failure (the rest is left). */
+static int take_gets(struct ds__svc *s, struct xep *x, size_t *cursor, size_t end, uint8_t *targets)
+{
+	for (;;) {
+		size_t i = __atomic_fetch_add(cursor, 1, __ATOMIC_RELAXED);
+		if (i >= end)
+			return 0;
+		uint64_t len;
+		void *slot = ds_cache_epoch_slot(x->ce, i, NULL, &len);
+		int rc = ds__get(s, slot, len, x->tgt[i], x->disp[i]);
+		if (rc)
+			return rc;
+		targets[x->tgt[i]] = 1;
+	}
+}
+
+static void *copier_main(void *arg)
+{
+	struct ds__svc *s = arg;
+	struct copier *c = &s->x->cp;
+	uint8_t *targets = ds_xcalloc(s->nnodes, 1);
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		while (!c->posted && !c->quit)
+			pthread_cond_wait(&c->cv, &c->mu);
+		if (c->quit)
+			break;
+		c->posted = 0; /* picked up: main waits for it now */
+		c->busy = 1;
+		struct xep *x = c->x;
+		pthread_mutex_unlock(&c->mu);
+		double c0 = thread_cpu();
+		int rc = take_gets(s, x, &c->cursor, c->end, targets);
+		int frc = ds__flush(s, targets); /* the gets it started, failed or not */
+		pthread_mutex_lock(&c->mu);
+		c->rc = rc ? rc : frc;
+		c->cpu = thread_cpu() - c0;
+		c->busy = 0;
+		pthread_cond_broadcast(&c->cv);
+	}
+	pthread_mutex_unlock(&c->mu);
+	ds__get_release();
+	free(targets);
+	return NULL;
+}
+
+/* Offer x's slots from next to end to the copier (main takes from the same
+ * cursor); 0, or -errno: main does them alone. */
+static int copier_post(struct ds__svc *s, struct xep *x, size_t next, size_t end)
+{
+	struct copier *c = &s->x->cp;
+	if (!c->started) {
+		pthread_mutex_init(&c->mu, NULL);
+		pthread_cond_init(&c->cv, NULL);
+		sigset_t all, prev;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &prev);
+		int rc = pthread_create(&c->th, NULL, copier_main, s);
+		pthread_sigmask(SIG_SETMASK, &prev, NULL);
+		if (rc) {
+			pthread_mutex_destroy(&c->mu);
+			pthread_cond_destroy(&c->cv);
+			s->x->nthreads = 1;
+			ds_warn("node %u: a second thread for the prefetch: %s (one copies)",
+			        s->node, strerror(rc));
+			return -rc;
+		}
+		c->started = 1;
+	}
+	pthread_mutex_lock(&c->mu);
+	c->x = x;
+	c->cursor = next;
+	c->end = end;
+	c->rc = 0;
+	c->cpu = 0;
+	c->posted = 1;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	return 0;
+}
+
+/* The batch's gets of main are issued: take back the job if the copier
+ * has not picked it up, else wait for it.  Its result, 0 or -errno. */
+static int copier_wait(struct ds__svc *s, struct xep *x)
+{
+	struct copier *c = &s->x->cp;
+	if (!c->started || c->x != x)
+		return 0;
+	pthread_mutex_lock(&c->mu);
+	c->posted = 0;
+	while (c->busy)
+		pthread_cond_wait(&c->cv, &c->mu);
+	int rc = c->rc;
+	x->cpu_s += c->cpu;
+	c->x = NULL;
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
 size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, uint64_t max_bytes)
 {
 	struct ds__exchange *X = s->x;
@@ -979,21 +1149,39 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 	/* One MPI_Get per sample.  Derived datatypes (one hindexed get per node
 	 * per batch) were measured 10x slower on MPICH's shared-memory path
 	 * here; single gets with many in flight before the flush are not. */
-	size_t m = ds_cache_epoch_count(x->ce), ops = 0;
+	size_t m = ds_cache_epoch_count(x->ce), ops = 0, end = x->next;
 	uint64_t bytes = 0;
 	x->inflight_from = x->next;
-	while (x->next < m && ops < max_ops && (bytes < max_bytes || ops == 0)) {
+	double t0 = ds_now();
+	/* the batch: slots [next, end) */
+	while (end < m && ops < max_ops && (bytes < max_bytes || ops == 0)) {
 		uint64_t len;
-		void *slot = ds_cache_epoch_slot(x->ce, x->next, NULL, &len);
-		if ((err = ds__get(s, slot, len, x->tgt[x->next], x->disp[x->next]))) {
-			s->err = err;
-			break;
-		}
-		targets[x->tgt[x->next]] = 1;
+		ds_cache_epoch_slot(x->ce, end, NULL, &len);
 		bytes += len;
 		ops++;
-		x->next++;
+		end++;
 	}
+	if (!X->nthreads) {
+		X->nthreads = fetch_threads(s);
+		if (X->nthreads > 1)
+			ds_info("node %u: the prefetch's gets are made by %d threads", s->node,
+			        X->nthreads);
+	}
+	/* main and the copier take the slots [next, end) from one cursor */
+	size_t own = x->next, *cursor = &own;
+	if (X->nthreads > 1 && ops >= 2 && !copier_post(s, x, x->next, end)) {
+		cursor = &X->cp.cursor;
+		for (size_t i = x->next; i < end; i++)
+			targets[x->tgt[i]] = 1; /* they poll for the copier's gets too */
+	}
+	X->batch_failed = 0;
+	if ((err = take_gets(s, x, cursor, end, targets))) {
+		s->err = err;
+		X->batch_failed = 1; /* the service leaves: nothing of the batch is READY */
+		__atomic_store_n(cursor, end, __ATOMIC_RELAXED);
+	}
+	x->next = end;
+	x->issue_s += ds_now() - t0;
 	X->inflight = x;
 	return ops;
 }
@@ -1005,6 +1193,14 @@ void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s)
 	X->inflight = NULL;
 	if (!x || !x->ce)
 		return;
+	int crc = copier_wait(s, x);
+	if (crc) {
+		ok = 0;
+		if (!s->err)
+			s->err = crc;
+	}
+	if (X->batch_failed)
+		ok = 0;
 	x->batches++;
 	x->flush_s += flush_s;
 	uint64_t bytes = 0;
@@ -1025,6 +1221,7 @@ void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s)
 	if (x->done == ds_cache_epoch_count(x->ce) && x->st == X_FETCHING) {
 		x->st = X_DONE;
 		x->t1 = ds_now();
+		x->cpu_s += thread_cpu() - x->cpu0; /* and the copier's (copier_wait) */
 		report(s, x);
 		ds__status_write(s, "running");
 		start_verify(s, x);
@@ -1074,13 +1271,15 @@ void ds__status_write(struct ds__svc *s, const char *state)
 		for (int i = first; i < X->nhist; i++) {
 			struct xep *h = &X->hist[i % HISTORY];
 			fprintf(f,
-			        DS_SS_EPOCH "%llu=share=%zu share_bytes=%llu local=%.4f fetched=%zu "
-			                    "moved_bytes=%llu overlap_prev=%.4f fetch_s=%.3f failed=%zu "
-			                    "t0=%.6f t1=%.6f\n",
-			        (unsigned long long)h->epoch, h->share_n, (unsigned long long)h->share_bytes,
+			        DS_SS_EPOCH
+			        "%llu=share=%zu share_bytes=%llu local=%.4f fetched=%zu "
+			        "moved_bytes=%llu overlap_prev=%.4f fetch_s=%.6f failed=%zu "
+			        "t0=%.6f t1=%.6f fetch_cpu_s=%.6f\n",
+			        (unsigned long long)h->epoch, h->share_n,
+			        (unsigned long long)h->share_bytes,
 			        h->share_n ? (double)h->local_n / h->share_n : 1.0, h->done,
-			        (unsigned long long)h->bytes_done, h->overlap, h->t1 - h->t0, h->failed,
-			        h->t0, h->t1);
+			        (unsigned long long)h->bytes_done, h->overlap, h->t1 - h->t0,
+			        h->failed, h->t0, h->t1, h->cpu_s);
 		}
 	}
 	fclose(f);

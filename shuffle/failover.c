@@ -243,24 +243,24 @@ int ds__part_reachable(const struct ds__svc *s, uint32_t part)
 
 int ds__reachable(const struct ds__svc *s, uint32_t id)
 {
-	return ds__part_reachable(s, s->ix.e[id].part);
+	return ds__part_reachable(s, ds_ix_part(&s->ix, id));
 }
 
 int ds__no_holder(struct ds__svc *s, uint32_t id)
 {
 	if (!s->fo || !s->fo->set.n)
 		return -EIO;
-	const struct ds_entry *e = &s->ix.e[id];
-	char holders[256] = "";
-	if (e->part < s->ix.h->nparts) {
-		const struct ds_part *p = &s->ix.parts[e->part];
+	uint32_t part = ds_ix_part(&s->ix, id);
+	char holders[256] = "", name[PATH_MAX];
+	if (part < s->ix.h->nparts) {
+		const struct ds_part *p = &s->ix.parts[part];
 		size_t w = 0;
 		for (uint32_t i = 0; i < p->nloc && w < sizeof(holders) - 16; i++)
 			w += (size_t)snprintf(holders + w, sizeof(holders) - w, "%s%u", i ? "," : "",
 			                      s->ix.locs[p->loc + i].node);
 	}
-	ds_warn("node %u: '%s': lost: every node holding it (%s) is gone", s->node,
-	        ds_index_name(&s->ix, id), holders);
+	ds_ix_path(&s->ix, id, name, sizeof(name));
+	ds_warn("node %u: '%s': lost: every node holding it (%s) is gone", s->node, name, holders);
 	return -EHOSTDOWN;
 }
 
@@ -487,14 +487,13 @@ static int extra_holder(const struct ds__svc *s, uint32_t p, uint32_t skip, MPI_
 
 int ds__extra_holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp)
 {
-	const struct ds_entry *e = &s->ix.e[id];
 	MPI_Aint d;
 	/* this node's own copy too: the shim does not know it, the get to
 	 * ourselves reads it out of our window */
-	int rank = extra_holder(s, e->part, UINT32_MAX, &d);
+	int rank = extra_holder(s, ds_ix_part(&s->ix, id), UINT32_MAX, &d);
 	if (rank < 0)
 		return -ENOENT;
-	*disp = d + (MPI_Aint)e->poff;
+	*disp = d + (MPI_Aint)ds_ix_poff(&s->ix, id);
 	return rank;
 }
 

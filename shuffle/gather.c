@@ -72,10 +72,10 @@ void ds__gather_start(struct ds__svc *s)
 	memset(&g, 0, sizeof(g));
 	g.req = MPI_REQUEST_NULL;
 	for (uint32_t i = 0; i < s->ix.h->nentries; i++) {
-		const struct ds_entry *e = &s->ix.e[i];
-		if (S_ISREG(e->mode) && ds_index_part_on(&s->ix, e->part, s->node, NULL)) {
+		if (S_ISREG(ds_ix_mode(&s->ix, i)) &&
+		    ds_index_part_on(&s->ix, ds_ix_part(&s->ix, i), s->node, NULL)) {
 			g.files++;
-			g.bytes += e->size;
+			g.bytes += ds_ix_size(&s->ix, i);
 		}
 	}
 	g.all = ds_xcalloc((size_t)s->nnodes * DS_STATUS_FIELDS, sizeof(uint64_t));

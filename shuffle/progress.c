@@ -38,6 +38,12 @@
  * When any rank cannot set this up (no UDP, a peer's name does not resolve)
  * every rank falls back to the periodic polls: ds__pw_on() says which.
  *
+ * Where a get completes without its target (s->onesided, probed when the
+ * window is made: Open MPI's osc/rdma, window.c), no BEGIN is sent for
+ * gets, and the agreement's busy flag does not make targets poll either:
+ * a target's polls would only take the core the requester's copy needs.
+ * BEGIN still wakes a peer for the two-sided messages of the outputs.
+ *
  * Peers are MPI ranks of s->comm here (the targets of ds__holder and
  * ds__flush), never staged node numbers: after a loss the service runs on
  * the survivors (failover.c) and rank != node (staged node 3 may be rank 2
@@ -246,7 +252,7 @@ void ds__pw_begin(struct ds__svc *s, const uint8_t *targets)
 
 void ds__pw_sock(struct ds__svc *s, uint32_t t, int begin)
 {
-	if (s->pw && t != s->pw->me)
+	if (s->pw && !s->onesided && t != s->pw->me) /* onesided: window.c */
 		send_op(s, t, begin ? PW_BEGIN_SOCK : PW_END_SOCK);
 }
 
@@ -254,7 +260,7 @@ void ds__pw_poke(struct ds__svc *s, uint32_t id)
 {
 	struct ds__pw *p = s->pw;
 	MPI_Aint disp;
-	if (!p)
+	if (!p || s->onesided) /* the get needs no poll of its target (window.c) */
 		return;
 	int t = ds__holder(s, id, &disp);
 	if (t >= 0)

@@ -292,7 +292,9 @@ static int batch(struct ds__svc *s, uint8_t *targets, double *last_read)
 		nfetch = ds__rerep_issue(s, targets, BATCH_OPS, BATCH_BYTES);
 	if (!nreads && !nfetch && !list)
 		return 0;
-	ds__pw_begin(s, targets); /* the targets poll MPI until we END */
+	/* the targets poll MPI until we END, where gets need them (window.c) */
+	if (!s->onesided)
+		ds__pw_begin(s, targets);
 	double t0 = ds_now();
 	int rc = ds__flush(s, targets);
 	double flush_s = ds_now() - t0;
@@ -436,7 +438,7 @@ static int loop_agree(struct ds__svc *s, struct loop *l, double now, int *result
 static long loop_idle_ns(struct ds__svc *s, struct loop *l, double now)
 {
 	if (!ds__pw_on(s))
-		return l->peers_busy ? BUSY_POLL_NS : IDLE_SLEEP_NS;
+		return l->peers_busy && !s->onesided ? BUSY_POLL_NS : IDLE_SLEEP_NS;
 	double due = ds__pw_idle(s); /* END to targets we are done with */
 	ds__pw_take(s);
 	if (ds__pw_wanted(s)) {
@@ -461,7 +463,7 @@ static long loop_idle_ns(struct ds__svc *s, struct loop *l, double now)
 	 * without wake-ups, so a BEGIN that never arrives (a firewall, a
 	 * wrong address) costs speed, never a flush that outlasts the
 	 * watchdog */
-	if (l->peers_busy && ns > BUSY_POLL_NS)
+	if (l->peers_busy && !s->onesided && ns > BUSY_POLL_NS)
 		ns = BUSY_POLL_NS;
 	return ns;
 }

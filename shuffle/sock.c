@@ -182,11 +182,12 @@ static void handle(struct ds__svc *s, struct ds__conn *c)
 		return;
 	}
 	const struct ds_index *ix = &s->ix;
-	if (q.id >= ix->h->nentries || !S_ISREG(ix->e[q.id].mode)) {
+	if (q.id >= ix->h->nentries || !S_ISREG(ds_ix_mode(ix, (uint32_t)q.id))) {
 		answer(c, -EINVAL, NULL, 0, NULL);
 		return;
 	}
-	const struct ds_entry *e = &ix->e[q.id];
+	struct ds_ix_file fe, *e = &fe;
+	ds_ix_file(ix, (uint32_t)q.id, e);
 	if (q.off > e->stored || q.len > DS_MAX_READ) {
 		answer(c, -EINVAL, NULL, 0, NULL);
 		return;

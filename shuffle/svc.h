@@ -60,6 +60,10 @@ struct ds__svc {
 	size_t ram_len;  /* the first ram_len bytes map NODEDIR/store, the next
 	                    store bytes the spill tier's (ds__store_open) */
 	MPI_Win win;
+	/* a get completes without any call into MPI by its target (window.c:
+	 * probed when the window is made): the targets need not poll for our
+	 * gets (progress.c) */
+	int onesided;
 
 	struct ds_stats *stats; /* NODEDIR/stats, shared with the readers */
 
@@ -109,7 +113,8 @@ void ds__get_release(void);
  * DSTAGE_SERVE_RGET=0, MPI_Win_flush to the nodes marked in `targets`);
  * `targets` is cleared. */
 int ds__flush(struct ds__svc *s, uint8_t *targets);
-/* Let MPI make progress for the peers' gets (they need us on shared memory). */
+/* Let MPI make progress for the peers' gets (they need us on shared memory,
+ * unless s->onesided). */
 void ds__progress(struct ds__svc *s);
 
 /* ---- sock.c: the readers' socket ---------------------------------------- */

@@ -64,8 +64,11 @@ static int parse_lofn(const char *s, uint32_t *l, uint32_t *n)
 
 static void print_list(const struct ds_index *ix, const uint32_t *ids, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		printf("%s\n", ds_index_name(ix, ids[i]));
+	char name[PATH_MAX];
+	for (size_t i = 0; i < n; i++) {
+		ds_ix_path(ix, ids[i], name, sizeof(name));
+		printf("%s\n", name);
+	}
 }
 
 /* ---- the state file: one flat JSON object ----------------------------- */

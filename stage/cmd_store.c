@@ -288,10 +288,10 @@ static int node_status(const char *jobdir, const char *name)
 	}
 	uint64_t files = 0, bytes = 0;
 	for (uint32_t i = 0; i < ix.h->nentries; i++) {
-		const struct ds_entry *e = &ix.e[i];
-		if (S_ISREG(e->mode) && ds_index_part_on(&ix, e->part, ix.h->node, NULL)) {
+		if (S_ISREG(ds_ix_mode(&ix, i)) &&
+		    ds_index_part_on(&ix, ds_ix_part(&ix, i), ix.h->node, NULL)) {
 			files++;
-			bytes += e->size;
+			bytes += ds_ix_size(&ix, i);
 		}
 	}
 	struct ds_stats st;

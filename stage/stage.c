@@ -650,8 +650,8 @@ static uint64_t meta_bytes(const struct ds_manifest *m, const struct ds_placemen
 	for (size_t i = 0; i < m->n; i++)
 		names += strlen(m->e[i].path) + 1 + (m->e[i].target ? strlen(m->e[i].target) + 1 : 0);
 	uint64_t n = m->n + 1;
-	return (uint64_t)sizeof(struct ds_index_header) + n * (sizeof(struct ds_entry) + 4 * 4 + 4 + 4) +
-	       names + PATH_MAX + ((uint64_t)pl->nparts + pl->first[pl->nparts]) * 16 + (1u << 20);
+	return (uint64_t)sizeof(struct ds_index_header) + ds_index_entry_bytes(n, names) +
+	       PATH_MAX + ((uint64_t)pl->nparts + pl->first[pl->nparts]) * 16 + (1u << 20);
 }
 
 /* --spill: every node's RAM room (its leader's figure), then the tiers. */
@@ -1221,8 +1221,8 @@ static void old_spill_drop(const char *old, const char *spill)
 	struct ds_index ix;
 	if (ds_store_path(path, sizeof(path), old, DS_INDEX_NAME) || ds_index_open(&ix, path, 0))
 		return;
-	int same = spill && ix.h->spill_dir != UINT32_MAX &&
-	           !strcmp(ix.strings + ix.h->spill_dir, spill);
+	const char *root = ds_index_spill_root(&ix);
+	int same = spill && root && !strcmp(root, spill);
 	ds_index_close(&ix);
 	if (!same)
 		(void)ds_store_spill_remove(old);

@@ -19,6 +19,15 @@ test_expect_success 'no script prints its own SKIP plan (skip_all, test_require 
 	grep -n "echo .1\.\.0 # SKIP" "$SRCDIR"/t/[0-9]*.t | grep -v "/0002-test-lib\.t:" >skips;
 	test_cmp /dev/null skips
 '
+test_expect_success 'every library a script sources (. "$SRCDIR/t/...") exists' '
+	grep -o "^[[:space:]]*\. \"\$SRCDIR/t/[^\"]*\"" "$SRCDIR"/t/[0-9]*.t "$SRCDIR"/t/lib-*.sh |
+		sed "s,^\([^:]*\):[[:space:]]*\. \"\$SRCDIR/\(.*\)\"$,\1 \2," >sourced &&
+	test -s sourced &&
+	while read -r by lib; do
+		test -f "$SRCDIR/$lib" || echo "$by sources $lib: no such file"
+	done <sourced >missing &&
+	test_cmp /dev/null missing
+'
 # The documentation: README.md and docs/ (one topic per file) link each
 # other and the tree; comments in the code cite docs/design.md by section.
 # A link or a citation that leads nowhere fails here.

@@ -70,6 +70,16 @@ posix_spawn_file_actions_addfchdir_np	as posix_spawn_file_actions_init
 __vfork		as vfork
 clone		as vfork
 _Fork		as vfork
+ds_py_abi	the Python helpers entry points (io/pyapi.c, docs/shim.md), not a libc call: each starts the shim itself (ds__ensure_init); io/python calls them by ctypes: t/3020, t/3021, t/3022
+ds_py_active	as ds_py_abi
+ds_py_children	as ds_py_abi
+ds_py_dir	as ds_py_abi
+ds_py_entry_name	as ds_py_abi
+ds_py_free	as ds_py_abi
+ds_py_list	as ds_py_abi
+ds_py_lookup	as ds_py_abi
+ds_py_map	as ds_py_abi
+ds_py_mount	as ds_py_abi
 '
 
 # the names io/wrap.h lists, and every function the library exports (a

@@ -26,34 +26,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void touch_entry(const struct ds_index *ix, uint32_t id)
 {
 	/* what the shim reads of an entry that passed ds_index_entry_ok */
-	const struct ds_entry *e = &ix->e[id];
-	const char *name = ds_index_name(ix, id);
-	volatile size_t n = strlen(name) + strlen(name + e->base_off);
+	char name[PATH_MAX];
+	int nl = ds_ix_path(ix, id, name, sizeof(name));
+	volatile size_t n = (size_t)nl + strlen(ds_ix_base(ix, id)) + ds_ix_base_len(ix, id);
 	(void)n;
 	struct stat st;
 	ds_index_stat(ix, id, &st);
-	if (S_ISDIR(e->mode)) {
-		for (uint64_t k = 0; k < e->stored && k < 64; k++) {
-			uint32_t c = ix->dirents[e->poff + k];
+	uint32_t mode = ds_ix_mode(ix, id);
+	if (S_ISDIR(mode)) {
+		for (uint32_t k = 0; k < ds_ix_nchildren(ix, id) && k < 64; k++) {
+			uint32_t c = ds_ix_child(ix, id, k);
 			if (ds_index_entry_ok(ix, c)) {
-				const struct ds_entry *ce = &ix->e[c];
-				volatile char x = ix->strings[ce->name + ce->base_off];
+				volatile char x = ds_ix_base(ix, c)[0];
 				(void)x;
 			}
 		}
-	} else if (S_ISLNK(e->mode)) {
-		volatile size_t t = strlen(ix->strings + e->poff);
+	} else if (S_ISLNK(mode)) {
+		volatile size_t t = strlen(ds_ix_target(ix, id));
 		(void)t;
-	} else if (S_ISREG(e->mode)) {
+	} else if (S_ISREG(mode)) {
 		uint64_t base;
-		if (ds_index_part_on(ix, e->part, ix->h->node, &base)) {
-			volatile uint64_t end = base + e->poff + e->stored;
+		struct ds_ix_file f;
+		ds_ix_file(ix, id, &f);
+		if (ds_index_part_on(ix, f.part, ix->h->node, &base)) {
+			volatile uint64_t end = base + f.poff + f.stored;
 			(void)end;
 		}
 	}
-	uint32_t p = e->parent;
+	uint32_t p = ds_ix_parent(ix, id);
 	if (ds_index_entry_ok(ix, p)) {
-		volatile uint16_t l = ix->e[p].name_len;
+		volatile size_t l = ds_ix_path_len(ix, p);
 		(void)l;
 	}
 }
@@ -77,8 +79,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (ds_index_entry_ok(&ix, i)) {
 				touch_entry(&ix, i);
 				/* the entry's own name finds an entry that passes */
-				const struct ds_entry *e = &ix.e[i];
-				int64_t f = ds_index_lookup(&ix, ds_index_name(&ix, i), e->name_len);
+				char name[PATH_MAX];
+				int nl = ds_ix_path(&ix, i, name, sizeof(name));
+				int64_t f = nl < 0 ? -1 : ds_index_lookup(&ix, name, (size_t)nl);
 				if (f >= 0 && !ds_index_entry_ok(&ix, (uint64_t)f))
 					__builtin_trap();
 			}

@@ -50,10 +50,9 @@ static int full(int fd, void *buf, size_t len, int out)
 /* The stored bytes [off, off+len) of entry id from some node's store. */
 static int read_stored(uint32_t id, uint64_t off, uint64_t len, char *buf)
 {
-	if (id >= ix.h->nentries || !S_ISREG(ix.e[id].mode))
+	if (id >= ix.h->nentries || !S_ISREG(ds_ix_mode(&ix, id)))
 		return -ENOENT;
-	const struct ds_entry *e = &ix.e[id];
-	const struct ds_part *p = &ix.parts[e->part];
+	const struct ds_part *p = &ix.parts[ds_ix_part(&ix, id)];
 	if (p->nloc == 0)
 		return -EIO;
 	const struct ds_loc *l = &ix.locs[p->loc];
@@ -62,7 +61,7 @@ static int read_stored(uint32_t id, uint64_t off, uint64_t len, char *buf)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	int rc = ds_pread_full(fd, buf, len, l->base + e->poff + off);
+	int rc = ds_pread_full(fd, buf, len, l->base + ds_ix_poff(&ix, id) + off);
 	close(fd);
 	return rc;
 }
@@ -89,7 +88,7 @@ static void *serve(void *arg)
 		if (q.magic != DS_PROTO_MAGIC) {
 			a.status = -EPROTO;
 		} else if (q.op == DS_OP_READ) {
-			uint64_t stored = q.id < ix.h->nentries ? ix.e[q.id].stored : 0;
+			uint64_t stored = q.id < ix.h->nentries ? ds_ix_stored(&ix, q.id) : 0;
 			uint64_t len = q.off >= stored ? 0 : stored - q.off < q.len ? stored - q.off : q.len;
 			if (q.len > DS_MAX_READ) {
 				a.status = -EINVAL;

@@ -6,6 +6,7 @@
 #include "dscommon.h"
 #include "dsindex.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
@@ -22,14 +23,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (uint32_t i = 0; i < ix.h->nentries; i++) {
-		const struct ds_entry *e = &ix.e[i];
-		if (!S_ISREG(e->mode) || e->part >= ix.h->nparts)
+		uint32_t part = ds_ix_part(&ix, i);
+		if (!S_ISREG(ds_ix_mode(&ix, i)) || part >= ix.h->nparts)
 			continue;
-		const struct ds_part *p = &ix.parts[e->part];
-		printf("%s ", ds_index_name(&ix, i));
+		const struct ds_part *p = &ix.parts[part];
+		char name[PATH_MAX];
+		ds_ix_path(&ix, i, name, sizeof(name));
+		printf("%s ", name);
 		for (uint32_t l = 0; l < p->nloc; l++)
 			printf("%s%u", l ? "," : "", ix.locs[p->loc + l].node);
-		printf(" %u\n", e->part);
+		printf(" %u\n", part);
 	}
 	ds_index_close(&ix);
 	return 0;

@@ -122,7 +122,10 @@ static int read_remote(int *fd, uint32_t id, unsigned char *buf, uint64_t len)
 
 static void read_one(int *fd, uint32_t id, struct counts *c)
 {
-	const struct ds_entry *e = &ix.e[id];
+	struct ds_ix_file fe, *e = &fe;
+	ds_ix_file(&ix, id, e);
+	char name[PATH_MAX];
+	ds_ix_path(&ix, id, name, sizeof(name));
 	unsigned char *buf = malloc(e->stored ? e->stored : 1);
 	const unsigned char *data = NULL;
 	uint64_t base;
@@ -159,10 +162,10 @@ static void read_one(int *fd, uint32_t id, struct counts *c)
 		}
 	}
 	if (rc) {
-		fprintf(stderr, "serve-read: '%s': %s\n", ds_index_name(&ix, id), strerror(-rc));
+		fprintf(stderr, "serve-read: '%s': %s\n", name, strerror(-rc));
 		c->errors++;
 	} else if (e->codec == DS_CODEC_NONE && ds_crc32c(0, data, e->stored) != e->crc) {
-		fprintf(stderr, "serve-read: '%s': checksum mismatch\n", ds_index_name(&ix, id));
+		fprintf(stderr, "serve-read: '%s': checksum mismatch\n", name);
 		c->errors++;
 	} else if (out) {
 		pthread_mutex_lock(&out_mu);
@@ -266,9 +269,9 @@ int main(int argc, char **argv)
 	} else if (all) {
 		ids = malloc(ix.h->nentries * sizeof(uint32_t));
 		for (uint32_t i = 0; i < ix.h->nentries; i++) {
-			if (!S_ISREG(ix.e[i].mode))
+			if (!S_ISREG(ds_ix_mode(&ix, i)))
 				continue;
-			int here = ds_index_part_on(&ix, ix.e[i].part, node, NULL);
+			int here = ds_index_part_on(&ix, ds_ix_part(&ix, i), node, NULL);
 			if ((only == 'L' && !here) || (only == 'R' && here))
 				continue;
 			ids[nids++] = i;
@@ -279,7 +282,7 @@ int main(int argc, char **argv)
 		while (fgets(line, sizeof(line), stdin)) {
 			line[strcspn(line, "\n")] = 0;
 			int64_t id = ds_index_lookup(&ix, line, strlen(line));
-			if (id < 0 || !S_ISREG(ix.e[id].mode)) {
+			if (id < 0 || !S_ISREG(ds_ix_mode(&ix, (uint32_t)id))) {
 				fprintf(stderr, "serve-read: '%s': not a staged file\n", line);
 				return 1;
 			}

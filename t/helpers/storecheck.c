@@ -125,22 +125,25 @@ int main(int argc, char **argv)
 					     l->tier, (unsigned long long)l->base, (unsigned long long)ram);
 			}
 		for (uint32_t i = 0; i < ix.h->nentries; i++) {
-			const struct ds_entry *e = &ix.e[i];
-			const char *name = ds_index_name(&ix, i);
-			char sp[PATH_MAX];
+			struct ds_ix_file fe, *e = &fe;
+			ds_ix_file(&ix, i, e);
+			const uint32_t mode = ds_ix_mode(&ix, i);
+			char name[PATH_MAX], sp[2 * PATH_MAX + 2]; /* src + "/" + name */
+			ds_ix_path(&ix, i, name, sizeof(name));
 			struct stat ss;
 			snprintf(sp, sizeof(sp), "%s/%s", src, name);
 			if (lstat(sp, &ss) < 0) {
 				FAIL("'%s': in the index, not in the source", name);
 				continue;
 			}
-			if ((ss.st_mode & S_IFMT) != (e->mode & S_IFMT) ||
-			    (!S_ISLNK(ss.st_mode) && ss.st_mode != e->mode))
-				FAIL("'%s': mode %o, source %o", name, e->mode, ss.st_mode);
+			if ((ss.st_mode & S_IFMT) != (mode & S_IFMT) ||
+			    (!S_ISLNK(ss.st_mode) && ss.st_mode != mode))
+				FAIL("'%s': mode %o, source %o", name, mode, ss.st_mode);
 			if (!S_ISDIR(ss.st_mode) &&
-			    e->mtime_ns != (int64_t)ss.st_mtim.tv_sec * 1000000000 + ss.st_mtim.tv_nsec)
+			    ds_ix_mtime(&ix, i) !=
+			            (int64_t)ss.st_mtim.tv_sec * 1000000000 + ss.st_mtim.tv_nsec)
 				FAIL("'%s': mtime differs", name);
-			if (!S_ISREG(e->mode))
+			if (!S_ISREG(mode))
 				continue;
 			if ((uint64_t)ss.st_size != e->size)
 				FAIL("'%s': size %llu, source %lld", name, (unsigned long long)e->size,
@@ -185,8 +188,11 @@ int main(int argc, char **argv)
 	}
 	if (have_first) {
 		for (uint32_t i = 0; i < nentries; i++)
-			if (S_ISREG(first.e[i].mode))
-				printf("%s %u\n", ds_index_name(&first, i), holders[i]);
+			if (S_ISREG(ds_ix_mode(&first, i))) {
+				char name[PATH_MAX];
+				ds_ix_path(&first, i, name, sizeof(name));
+				printf("%s %u\n", name, holders[i]);
+			}
 	}
 	return bad;
 }

@@ -290,15 +290,50 @@ static void test_recycle(void)
 	ok(ds_cache_find(cs, 1, &d, &len, &ref) == 1 && check(d, 1 + 5000, len),
 	   "epoch 15 reads right");
 	ds_cache_put(ref);
-	/* a bigger epoch does not fit the spare: a fresh file */
+	/* a spare a little smaller or much bigger than the next epoch's cache
+	 * is grown or cut to its size and taken over, with the right bytes */
 	ds_cache_epoch_free(svc, e15);
+	ds_cache_find(cs, 1, &d2, &len2, &ref2); /* drops epoch 15's mapping */
+	uint32_t gid[5] = {1, 2, 3, 4, 5};
+	uint64_t glen[5] = {100000, 100000, 100000, 100000, 100000};
+	struct ds_cache_epoch *grown = NULL;
+	ok(!ds_cache_epoch_new(svc, 20, gid, glen, 5, &grown) && ds_cache_epoch_recycled(grown),
+	   "a 25%% bigger epoch: the spare is grown and recycled");
+	if (grown) {
+		ds_cache_epoch_publish(svc, grown);
+		for (size_t i = 0; i < 5; i++) {
+			uint32_t id;
+			uint64_t l;
+			unsigned char *p = ds_cache_epoch_slot(grown, i, &id, &l);
+			fill(p, id + 7000, l);
+			ds_cache_epoch_mark(grown, i, 1);
+		}
+		int good = 1;
+		for (uint32_t id = 1; id <= 5; id++) {
+			good &= ds_cache_find(cs, id, &d, &len, &ref) == 1 &&
+			        check(d, id + 7000, len) && len == 100000;
+			if (good)
+				ds_cache_put(ref);
+		}
+		ok(good, "every entry of the grown file reads right");
+		ok(ds_cache_epoch_bytes(grown) == ds_cache_epoch_need(glen, 5),
+		   "the grown file has the size the epoch needs");
+		ds_cache_epoch_free(svc, grown);
+	}
+	ds_cache_find(cs, 1, &d2, &len2, &ref2); /* drops epoch 20's mapping */
+	/* a much bigger epoch does not fit the spare: a fresh file */
 	uint32_t bid[1] = {9};
 	uint64_t blen[1] = {4u << 20};
 	struct ds_cache_epoch *big;
-	ds_cache_find(cs, 1, &d2, &len2, &ref2); /* drops epoch 15's mapping */
 	ok(!ds_cache_epoch_new(svc, 16, bid, blen, 1, &big) && !ds_cache_epoch_recycled(big),
-	   "a bigger epoch: a fresh file");
+	   "a much bigger epoch: a fresh file");
 	ds_cache_epoch_free(svc, big);
+	uint64_t clen[1] = {(2u << 20) + 100000};
+	struct ds_cache_epoch *cut = NULL;
+	ok(!ds_cache_epoch_new(svc, 21, bid, clen, 1, &cut) && ds_cache_epoch_recycled(cut) &&
+	           ds_cache_epoch_bytes(cut) == ds_cache_epoch_need(clen, 1),
+	   "a much smaller epoch: the spare is cut to its size and recycled");
+	ds_cache_epoch_free(svc, cut);
 	ds_cache_svc_free(svc);
 	ds_cache_set_free(cs);
 }

@@ -85,18 +85,23 @@ static void test_index(void)
 	is(ix.h->nentries, 8, "root, train, train.old, val + 3 files + link");
 	int64_t t = ds_index_lookup(&ix, "train", 5);
 	ok(t > 0, "lookup train");
-	is(ix.e[t].stored, 3, "train has 3 children");
-	is_str(ds_index_name(&ix, ix.dirents[ix.e[t].poff]), "train/a.jpg", "children in name order");
-	is(ix.e[t].mode, S_IFDIR | 0750, "explicit dir mode kept");
+	char name[PATH_MAX];
+	is(ds_ix_nchildren(&ix, t), 3, "train has 3 children");
+	ds_ix_path(&ix, ds_ix_child(&ix, t, 0), name, sizeof(name));
+	is_str(name, "train/a.jpg", "children in name order");
+	is(ds_ix_mode(&ix, t), S_IFDIR | 0750, "explicit dir mode kept");
 	int64_t r = ds_index_lookup(&ix, "", 0);
 	is(r, 0, "root is entry 0");
-	is(ix.e[0].stored, 3, "root has train, train.old, val");
-	is(ix.e[0].nlink, 5, "root nlink = 2 + 3 subdirectories");
+	is(ds_ix_nchildren(&ix, 0), 3, "root has train, train.old, val");
+	is(ds_ix_nlink(&ix, 0), 5, "root nlink = 2 + 3 subdirectories");
 	int64_t v = ds_index_lookup(&ix, "val/x", 5);
-	ok(v > 0 && (ix.e[v].flags & DS_EF_REPLICATED) && !(ix.e[v].flags & DS_EF_SAMPLE), "replicated is not a sample");
+	ok(v > 0 && (ds_ix_flags(&ix, v) & DS_EF_REPLICATED) &&
+	           !(ds_ix_flags(&ix, v) & DS_EF_SAMPLE),
+	   "replicated is not a sample");
 	is(ix.h->nsamples, 2, "two samples");
 	int64_t l = ds_index_lookup(&ix, "train/c.jpg", 11);
-	ok(l > 0 && S_ISLNK(ix.e[l].mode) && !strcmp(ix.strings + ix.e[l].poff, "a.jpg"), "symlink target");
+	ok(l > 0 && S_ISLNK(ds_ix_mode(&ix, l)) && !strcmp(ds_ix_target(&ix, l), "a.jpg"),
+	   "symlink target");
 	is(ds_index_lookup(&ix, "train/zzz", 9), -1, "missing path");
 	uint64_t base = 0;
 	ok(ds_index_part_on(&ix, 0, 1, &base) && base == 4096, "part 0 on node 1 at 4096");

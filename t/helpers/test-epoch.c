@@ -75,7 +75,7 @@ static void fixture_make(struct fixture *f, uint32_t n, uint32_t k, uint32_t r, 
 	f->pos_of = ds_xmalloc((size_t)f->ix.h->nentries * sizeof(uint32_t));
 	memset(f->pos_of, 0xff, (size_t)f->ix.h->nentries * sizeof(uint32_t));
 	for (uint32_t j = 0; j < f->ix.h->nsamples; j++)
-		f->pos_of[f->ix.samples[j]] = j;
+		f->pos_of[ds_ix_sample(&f->ix, j)] = j;
 }
 
 static void fixture_free(struct fixture *f)
@@ -87,7 +87,7 @@ static void fixture_free(struct fixture *f)
 
 static uint32_t owner(const struct ds_index *ix, uint32_t id)
 {
-	return ix->locs[ix->parts[ix->e[id].part].loc].node;
+	return ix->locs[ix->parts[ds_ix_part(ix, id)].loc].node;
 }
 
 /* All shares of one epoch: checks equal shares and the permutation property
@@ -198,7 +198,7 @@ static void local_fracs(struct fixture *f, const uint32_t *sh, size_t s, uint32_
 {
 	size_t h = 0, o = 0;
 	for (size_t i = 0; i < s; i++) {
-		h += ds_index_part_on(&f->ix, f->ix.e[sh[i]].part, node, NULL);
+		h += ds_index_part_on(&f->ix, ds_ix_part(&f->ix, sh[i]), node, NULL);
 		o += owner(&f->ix, sh[i]) == node;
 	}
 	*held = (double)h / s;
@@ -301,13 +301,14 @@ static void test_locality(void)
 	s = ds_epoch_share_size(8000, 2, 0);
 	size_t own[2] = {0, 0};
 	for (uint32_t j = 0; j < f.ix.h->nsamples; j++)
-		own[owner(&f.ix, f.ix.samples[j])]++;
+		own[owner(&f.ix, ds_ix_sample(&f.ix, j))]++;
 	size_t excess = (own[0] > s ? own[0] - s : 0) + (own[1] > s ? own[1] - s : 0);
 	uint32_t *sh = all_shares(&f, &one, 0, &p, &q);
 	size_t moved = 0;
 	for (uint32_t node = 0; node < 2; node++)
 		for (size_t i = 0; i < s; i++)
-			moved += !ds_index_part_on(&f.ix, f.ix.e[sh[node * s + i]].part, node, NULL);
+			moved += !ds_index_part_on(&f.ix, ds_ix_part(&f.ix, sh[node * s + i]), node,
+			                           NULL);
 	ok(p && q && moved == excess && excess > 0,
 	   "L=1 R=1 skewed (owns %zu/%zu of share %zu): only the excess moves (%zu, want %zu)",
 	   own[0], own[1], s, moved, excess);

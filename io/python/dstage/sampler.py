@@ -315,7 +315,7 @@ def _target_at(ds, i):
 # numbers for it, not a name per file.  Absent (no shim, another ABI,
 # DSTAGE_PY_WALK=1), everything is walked as before.
 
-_ABI = 1
+_ABI = 2
 _LIB = [False]
 
 
@@ -341,8 +341,8 @@ def _binding():
     lib.ds_py_mount.argtypes = []
     lib.ds_py_dir.restype = ctypes.c_int
     lib.ds_py_dir.argtypes = [ctypes.c_char_p, ctypes.c_size_t, c_u64p]
-    lib.ds_py_entry_name.restype = ctypes.c_void_p
-    lib.ds_py_entry_name.argtypes = [ctypes.c_uint64, c_sizep]
+    lib.ds_py_entry_name.restype = ctypes.c_int64
+    lib.ds_py_entry_name.argtypes = [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]
     lib.ds_py_children.restype = ctypes.c_int64
     lib.ds_py_children.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
                                    ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t,
@@ -361,12 +361,18 @@ def _binding():
     return lib
 
 
-def _c_name(fn, k):
-    n = ctypes.c_size_t()
-    p = fn(k, ctypes.byref(n))
-    if not p:
+_NAME_BUF = 4096  # PATH_MAX: every entry's path fits
+
+
+def _c_name(fn, k, buf=None):
+    """Entry k's path from the shim's index, built into buf (one of
+    _NAME_BUF bytes; a loop passes the same one)."""
+    if buf is None:
+        buf = ctypes.create_string_buffer(_NAME_BUF)
+    n = fn(k, buf, _NAME_BUF)
+    if n < 0:
         raise OSError("dstage: the shim's index has no entry %d" % k)
-    return ctypes.string_at(p, n.value)
+    return buf.raw[:n]
 
 
 def _class_run(lib, rel):
@@ -565,9 +571,10 @@ class DstageFiles(_Dataset):
                                  len(self._runs) // 3, out.buffer_info()[0])
             if miss:
                 at = (ctypes.c_uint32 * k).from_address(first)
+                name = ctypes.create_string_buffer(_NAME_BUF)
                 for j in range(k):
                     if out[j] < 0:
-                        out[j] = self._index_of_bytes(_c_name(lib.ds_py_entry_name, at[j]))
+                        out[j] = self._index_of_bytes(_c_name(lib.ds_py_entry_name, at[j], name))
             return out
         finally:
             lib.ds_py_free(ids)

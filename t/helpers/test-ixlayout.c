@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test-ixlayout.c: the node index seen through its accessors (dsindex.h,
+ * ds_ix_*), whatever its layout: every entry's path, name, parent, children
+ * and fields read back as they were added, every path found by
+ * ds_index_lookup and by a walk of ds_index_child, and near misses not
+ * found.  Trees: ImageNet-shaped names, one directory of many files, one of
+ * many subdirectories, a deep tree of 250-byte components ending in a
+ * 255-byte name (a path of about 4000 bytes), UTF-8 names, names that sort
+ * around '/' ("p", "p-q", "p.q", "p0"), symlinks, and file fields past 32
+ * and 40 bits (sizes, offsets), exact negative and nanosecond mtimes.
+ * (issue 27: the compact layout must keep all of this.) */
+#include "dscommon.h"
+#include "dsindex.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+struct want {
+	char *path;
+	uint32_t mode;
+	int64_t mtime;
+	uint64_t size, poff, stored;
+	uint32_t part, crc;
+	uint8_t codec, flags;
+	const char *target;
+};
+
+#define BAIL(...)                                                                                  \
+	do {                                                                                       \
+		printf("Bail out! ");                                                              \
+		printf(__VA_ARGS__);                                                               \
+		printf("\n");                                                                      \
+		exit(1);                                                                           \
+	} while (0)
+
+static struct want *W;
+static size_t nw, capw;
+
+static struct want *push(const char *path)
+{
+	if (nw == capw) {
+		capw = capw ? 2 * capw : 4096;
+		W = ds_xrealloc(W, capw * sizeof(*W));
+	}
+	struct want *w = &W[nw++];
+	memset(w, 0, sizeof(*w));
+	w->path = ds_xstrdup(path);
+	w->part = UINT32_MAX;
+	return w;
+}
+
+static void dir(struct ds_index_builder *b, const char *path, uint32_t perm, int64_t mtime)
+{
+	struct want *w = push(path);
+	w->mode = S_IFDIR | perm;
+	w->mtime = mtime;
+	w->size = 4096;
+	if (ds_index_add_dir(b, path, perm, mtime, 4096))
+		BAIL("add_dir '%s'", path);
+}
+
+static uint64_t part_fill[2];
+
+static void file(struct ds_index_builder *b, const char *path, uint32_t part, uint64_t size,
+                 uint8_t codec, uint8_t flags, int64_t mtime)
+{
+	struct want *w = push(path);
+	w->mode = S_IFREG | 0644;
+	w->mtime = mtime;
+	w->size = size;
+	w->part = part;
+	w->codec = codec;
+	w->stored = codec == DS_CODEC_ZLIB ? size / 3 + 1 : size;
+	w->poff = part_fill[part];
+	part_fill[part] += (w->stored + 4095) / 4096 * 4096;
+	w->crc = ds_crc32c(0, path, strlen(path));
+	w->flags = flags;
+	if (ds_index_add_file(b, path, 0644, mtime, size, part, w->poff, w->stored, codec, w->crc,
+	                      flags))
+		BAIL("add_file '%s'", path);
+}
+
+static void symlink_(struct ds_index_builder *b, const char *path, const char *target)
+{
+	struct want *w = push(path);
+	w->mode = S_IFLNK | 0777;
+	w->mtime = 77;
+	w->size = strlen(target);
+	w->target = target;
+	if (ds_index_add_symlink(b, path, 77, target))
+		BAIL("add_symlink '%s'", path);
+}
+
+static void build_tree(struct ds_index_builder *b)
+{
+	char p[PATH_MAX];
+	dir(b, "", 0755, 1700000000123456789ll);
+	/* ImageNet-21k shaped: train/<wnid>/<wnid>_<n>.JPEG */
+	dir(b, "train", 0755, 1);
+	for (int c = 0; c < 40; c++) {
+		unsigned wnid = 1440764u + 7919u * (unsigned)c;
+		snprintf(p, sizeof(p), "train/n%08u", wnid);
+		dir(b, p, 0755, 2);
+		for (int k = 0; k < 60; k++) {
+			snprintf(p, sizeof(p), "train/n%08u/n%08u_%u.JPEG", wnid, wnid,
+			         10026u + 37u * k);
+			file(b, p, 0, 100000 + (uint64_t)k * 13, DS_CODEC_NONE, 0,
+			     1600000000000000000ll + c * 1000 + k);
+		}
+	}
+	/* many files in one directory, many subdirectories in another */
+	dir(b, "many", 0700, 3);
+	for (int k = 0; k < 5000; k++) {
+		snprintf(p, sizeof(p), "many/f%05d.bin", k);
+		file(b, p, 0, (uint64_t)k, DS_CODEC_NONE, 0, 5);
+	}
+	dir(b, "wide", 0755, 4);
+	for (int k = 0; k < 1500; k++) {
+		snprintf(p, sizeof(p), "wide/d%04d", k);
+		dir(b, p, 0755, 6);
+		snprintf(p, sizeof(p), "wide/d%04d/x", k);
+		file(b, p, 0, 1, DS_CODEC_NONE, DS_EF_REPLICATED, 7);
+	}
+	/* deep: 15 components of 250 bytes, then a 255-byte (NAME_MAX) name */
+	size_t n = (size_t)snprintf(p, sizeof(p), "deep");
+	dir(b, p, 0755, 8);
+	for (int d = 0; d < 15; d++) {
+		p[n++] = '/';
+		memset(p + n, 'a' + d, 250);
+		n += 250;
+		p[n] = 0;
+		dir(b, p, 0750, 9 + d);
+	}
+	p[n++] = '/';
+	memset(p + n, 'z', NAME_MAX);
+	p[n + NAME_MAX] = 0;
+	file(b, p, 0, 12345, DS_CODEC_ZLIB, 0, -1500000000123456789ll);
+	memset(p + n, 'y', NAME_MAX);
+	file(b, p, 1, 7, DS_CODEC_NONE, 0, -1); /* a sibling of the long name */
+	/* UTF-8 names (bytewise order is code point order) */
+	dir(b, "uni", 0755, 10);
+	dir(b, "uni/\xce\xb4\xce\xb5\xce\xb4\xce\xbf\xce\xbc\xce\xad\xce\xbd\xce\xb1", 0755, 11);
+	file(b,
+	     "uni/\xce\xb4\xce\xb5\xce\xb4\xce\xbf\xce\xbc\xce\xad\xce\xbd\xce\xb1/"
+	     "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e.jpg",
+	     0, 3, DS_CODEC_NONE, 0, 12);
+	file(b, "uni/emoji_\xf0\x9f\x98\x80.png", 0, 4, DS_CODEC_NONE, 0, 13);
+	file(b, "uni/e\xcc\x81t\xc3\xa9", 0, 5, DS_CODEC_NONE, 0,
+	     14); /* combining and precomposed */
+	file(b, "uni/a b", 1, 6, DS_CODEC_NONE, 0, 15);
+	/* names that sort around '/' */
+	const char *around[] = {"p", "p-q", "p.q", "p0", "pq"};
+	for (size_t i = 0; i < sizeof(around) / sizeof(*around); i++) {
+		dir(b, around[i], 0755, 20);
+		snprintf(p, sizeof(p), "%s/in", around[i]);
+		file(b, p, 1, 9, DS_CODEC_NONE, 0, 21);
+		snprintf(p, sizeof(p), "%s/in.x", around[i]);
+		file(b, p, 1, 10, DS_CODEC_NONE, 0, 22);
+	}
+	file(b, "p-", 1, 11, DS_CODEC_NONE, 0, 23);
+	/* symlinks, inside the tree */
+	symlink_(b, "train/latest", "n01440764");
+	symlink_(b, "p/up", "../p.q/in");
+	/* file fields past 32 and 40 bits */
+	part_fill[1] = (1ull << 41) + 4096;
+	file(b, "big/huge.bin", 1, (5ull << 30) + 3, DS_CODEC_NONE, 0, 30);
+	file(b, "big/huger.bin", 1, (1ull << 40) + 12345, DS_CODEC_NONE, 0, 31);
+	file(b, "big/zlib.bin", 1, 3ull << 33, DS_CODEC_ZLIB, 0, 32);
+	dir(b, "big", 0755, 29); /* after its children: the builder sorts */
+}
+
+/* Walk path's components with ds_index_child from the root. */
+static int64_t walk(const struct ds_index *ix, const char *path)
+{
+	int64_t cur = 0;
+	const char *s = path;
+	while (*s) {
+		const char *e = strchr(s, '/');
+		size_t l = e ? (size_t)(e - s) : strlen(s);
+		cur = ds_index_child(ix, (uint32_t)cur, s, l);
+		if (cur < 0)
+			return -1;
+		s += l + (e != NULL);
+	}
+	return cur;
+}
+
+static int want_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct want *)a)->path, ((const struct want *)b)->path);
+}
+
+/* W sorted by path (once, after build_tree) */
+static int64_t find_want(const char *path)
+{
+	struct want key = {.path = (char *)path};
+	const struct want *w = bsearch(&key, W, nw, sizeof(*W), want_cmp);
+	return w ? w - W : -1;
+}
+
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond) && bad++ < 5)                                                          \
+			diag(__VA_ARGS__);                                                         \
+	} while (0)
+
+int main(void)
+{
+	struct ds_index_builder *b = ds_index_builder_new();
+	build_tree(b);
+	qsort(W, nw, sizeof(*W), want_cmp);
+	uint64_t sizes[2] = {part_fill[0], part_fill[1]};
+	ds_index_set_parts(b, 2, sizes);
+	ds_index_add_loc(b, 0, 0, 0);
+	ds_index_add_loc(b, 1, 0, (sizes[0] + 4095) / 4096 * 4096);
+	ds_index_add_loc(b, 1, 1, 0);
+	ds_index_set_node(b, 0, 2, sizes[0] + sizes[1] + 4096, "ix", 1);
+	void *buf;
+	size_t len;
+	is(ds_index_build(b, &buf, &len), 0, "build");
+	struct ds_index ix;
+	is(ds_index_from_buf(&ix, buf, len, 1), 0, "the index passes the full check");
+	is(ix.h->nentries, nw, "one entry per path added (%zu)", nw);
+	diag("%zu entries, %zu bytes: %.1f B/entry", nw, len, (double)len / nw);
+
+	/* every entry: path, base name, parent, fields; found both ways */
+	int bad = 0;
+	uint32_t *children = calloc(ix.h->nentries, sizeof(uint32_t));
+	char path[PATH_MAX], ppath[PATH_MAX];
+	size_t longest = 0;
+	for (uint32_t id = 0; id < ix.h->nentries; id++) {
+		CHECK(ds_index_entry_ok(&ix, id), "entry %u not ok", id);
+		int n = ds_ix_path(&ix, id, path, sizeof(path));
+		CHECK(n >= 0 && (size_t)n == strlen(path) && (size_t)n == ds_ix_path_len(&ix, id),
+		      "entry %u: path length %d", id, n);
+		longest = n > 0 && (size_t)n > longest ? (size_t)n : longest;
+		int64_t w = find_want(path);
+		CHECK(w >= 0, "entry %u: '%s' was never added", id, path);
+		if (w < 0)
+			continue;
+		const struct want *x = &W[w];
+		CHECK(ds_index_lookup(&ix, path, (size_t)n) == id, "lookup '%s'", path);
+		CHECK(walk(&ix, path) == id, "walk '%s'", path);
+		const char *slash = strrchr(path, '/');
+		const char *base = slash ? slash + 1 : path;
+		CHECK(!strcmp(ds_ix_base(&ix, id), base) && ds_ix_base_len(&ix, id) == strlen(base),
+		      "base name of '%s': '%s'", path, ds_ix_base(&ix, id));
+		uint32_t par = ds_ix_parent(&ix, id);
+		if (id) {
+			ds_ix_path(&ix, par, ppath, sizeof(ppath));
+			size_t pl = slash ? (size_t)(slash - path) : 0;
+			CHECK(strlen(ppath) == pl && !memcmp(ppath, path, pl),
+			      "parent of '%s': '%s'", path, ppath);
+			CHECK(ds_index_child(&ix, par, base, strlen(base)) == id, "child '%s'",
+			      path);
+			children[par]++;
+		} else {
+			CHECK(par == 0 && n == 0, "the root is entry 0, named \"\"");
+		}
+		uint32_t mode = ds_ix_mode(&ix, id);
+		CHECK(mode == x->mode, "'%s': mode %o, want %o", path, mode, x->mode);
+		CHECK(ds_ix_mtime(&ix, id) == x->mtime, "'%s': mtime %lld, want %lld", path,
+		      (long long)ds_ix_mtime(&ix, id), (long long)x->mtime);
+		CHECK(ds_ix_size(&ix, id) == x->size, "'%s': size %llu, want %llu", path,
+		      (unsigned long long)ds_ix_size(&ix, id), (unsigned long long)x->size);
+		struct stat st;
+		ds_index_stat(&ix, id, &st);
+		CHECK(st.st_ino == DS_INO(id) && st.st_mode == x->mode &&
+		              (uint64_t)st.st_size == x->size &&
+		              (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec ==
+		                      x->mtime,
+		      "'%s': stat", path);
+		if (S_ISREG(mode)) {
+			struct ds_ix_file f;
+			ds_ix_file(&ix, id, &f);
+			CHECK(f.size == x->size && f.poff == x->poff && f.stored == x->stored &&
+			              f.part == x->part && f.crc == x->crc && f.codec == x->codec &&
+			              (f.flags & DS_EF_REPLICATED) == x->flags,
+			      "'%s': file fields", path);
+			CHECK(ds_ix_poff(&ix, id) == x->poff &&
+			              ds_ix_stored(&ix, id) == x->stored &&
+			              ds_ix_part(&ix, id) == x->part &&
+			              ds_ix_crc(&ix, id) == x->crc &&
+			              ds_ix_codec(&ix, id) == x->codec,
+			      "'%s': file accessors", path);
+			CHECK(ds_ix_nlink(&ix, id) == 1, "'%s': nlink", path);
+		} else if (S_ISLNK(mode)) {
+			CHECK(!strcmp(ds_ix_target(&ix, id), x->target), "'%s': target '%s'", path,
+			      ds_ix_target(&ix, id));
+		}
+	}
+	ok(!bad, "every entry reads back, is found by lookup and by a walk of its components");
+	is(longest, 4 + 15 * 251 + 1 + NAME_MAX, "the longest path is the deep one");
+
+	/* directories: children in name order, each naming the directory as
+	 * its parent; nlink = 2 + subdirectories */
+	bad = 0;
+	for (uint32_t id = 0; id < ix.h->nentries; id++) {
+		if (!S_ISDIR(ds_ix_mode(&ix, id)))
+			continue;
+		uint32_t nc = ds_ix_nchildren(&ix, id), subdirs = 0;
+		CHECK(nc == children[id], "dir %u: %u children, want %u", id, nc, children[id]);
+		const char *prev = NULL;
+		for (uint32_t k = 0; k < nc; k++) {
+			uint32_t c = ds_ix_child(&ix, id, k);
+			CHECK(ds_index_entry_ok(&ix, c) && ds_ix_parent(&ix, c) == id,
+			      "dir %u: child %u", id, k);
+			CHECK(!prev || strcmp(prev, ds_ix_base(&ix, c)) < 0,
+			      "dir %u: children out of order", id);
+			prev = ds_ix_base(&ix, c);
+			subdirs += S_ISDIR(ds_ix_mode(&ix, c));
+		}
+		CHECK(ds_ix_nlink(&ix, id) == 2 + subdirs, "dir %u: nlink", id);
+	}
+	ok(!bad, "every directory lists its children in name order");
+
+	/* the samples: the files that are not replicated, in increasing order */
+	is(ds_index_check_shuffle(&ix), 0,
+	   "the sample table and locations pass the shuffle's check");
+	size_t nsamples = 0;
+	for (size_t i = 0; i < nw; i++)
+		nsamples += S_ISREG(W[i].mode) && !(W[i].flags & DS_EF_REPLICATED);
+	is(ix.h->nsamples, nsamples, "one sample per non-replicated file");
+	bad = 0;
+	for (uint32_t j = 0; j < ix.h->nsamples; j++) {
+		uint32_t s = ds_ix_sample(&ix, j);
+		CHECK(S_ISREG(ds_ix_mode(&ix, s)) && (ds_ix_flags(&ix, s) & DS_EF_SAMPLE) &&
+		              (!j || ds_ix_sample(&ix, j - 1) < s),
+		      "sample %u", j);
+	}
+	ok(!bad, "samples are sample files, in increasing order");
+
+	/* misses: near every name, nothing */
+	bad = 0;
+	static const char *const tails[] = {"x", "/x", "/", ".JPEG", "~"};
+	for (size_t i = 0; i < nw; i++) {
+		const char *pth = W[i].path;
+		size_t l = strlen(pth);
+		for (size_t t = 0; t < sizeof(tails) / sizeof(*tails); t++) {
+			if (l + strlen(tails[t]) >= sizeof(path))
+				continue;
+			snprintf(path, sizeof(path), "%s%s", pth, tails[t]);
+			if (find_want(path) >= 0)
+				continue;
+			CHECK(ds_index_lookup(&ix, path, strlen(path)) == -1, "lookup '%s' found",
+			      path);
+			CHECK(walk(&ix, path) == -1 || !strcmp(tails[t], "/"), "walk '%s' found",
+			      path);
+		}
+		if (l > 1) { /* a proper prefix of a name */
+			memcpy(path, pth, l - 1);
+			path[l - 1] = 0;
+			if (find_want(path) < 0)
+				CHECK(ds_index_lookup(&ix, path, l - 1) == -1, "lookup '%s' found",
+				      path);
+		}
+	}
+	CHECK(ds_index_lookup(&ix, "/train", 6) == -1, "a leading '/'");
+	CHECK(ds_index_lookup(&ix, "train/", 6) == -1, "a trailing '/'");
+	CHECK(ds_index_lookup(&ix, "many/f05000.bin", 15) == -1, "past the last sibling");
+	CHECK(ds_index_lookup(&ix, "many/f00000.bi", 14) == -1, "before the first sibling");
+	CHECK(ds_index_lookup(&ix, "train/n01440764/n01440764_10026.JPEGX", 37) == -1, "longer");
+	CHECK(ds_index_lookup(&ix, "many/f00001.bin\0", 16) == -1, "a NUL inside the length");
+	CHECK(ds_index_child(&ix, 0, "many/f00001.bin", 15) == -1, "a child name holding '/'");
+	CHECK(ds_index_child(&ix, 0, "", 0) == -1, "an empty child name");
+	int64_t file_id = ds_index_lookup(&ix, "many/f00001.bin", 15);
+	CHECK(file_id > 0 && ds_index_child(&ix, (uint32_t)file_id, "x", 1) == -1,
+	      "no child of a file");
+	ok(!bad, "no near miss is found");
+
+	/* the path builder refuses a buffer too small, and leaves "" */
+	int64_t big = ds_index_lookup(&ix, "big/huger.bin", 13);
+	ok(big > 0, "lookup big/huger.bin");
+	char small[8] = "zzzzzzz";
+	is(ds_ix_path(&ix, (uint32_t)big, small, sizeof(small)), -ENAMETOOLONG,
+	   "ds_ix_path into a small buffer: -ENAMETOOLONG");
+	is_str(small, "", "and the buffer holds \"\"");
+	is(ds_ix_path(&ix, (uint32_t)big, small, 0), -ENAMETOOLONG, "size 0: -ENAMETOOLONG");
+	is(ds_ix_path(&ix, 0, small, 1), 0, "the root's path fits in one byte");
+
+	free(children);
+	free(buf);
+	for (size_t i = 0; i < nw; i++)
+		free(W[i].path);
+	free(W);
+	ds_index_builder_free(b);
+	return done_testing();
+}
