@@ -325,6 +325,15 @@ uninstall:
 		libexec/dstage; do \
 		rmdir "$(DESTDIR)$(PREFIX)/$$d" 2>/dev/null || :; done
 
+# The most branching functions of the command and the shim (pmccabe: modified
+# cyclomatic complexity, traditional, statements, first line, lines), the
+# TOP=20 highest first.  A report for the reviewer, not a test: no threshold.
+.PHONY: complexity
+complexity:
+	@command -v pmccabe >/dev/null || { echo "make complexity: needs pmccabe (apt-get install pmccabe)" >&2; exit 1; }
+	@pmccabe $(COMMON_SRC) $(HDF5_SRC) $(MPI_SRC) $(CLI_SRC) $(STAGE_SRC) $(SHUFFLE_SRC) \
+		$(OUTPUTS_SRC) $(IO_SRC) $(S3_SRC) 2>/dev/null | sort -k1,1nr -k5,5nr | head -n $(or $(TOP),20)
+
 STYLE_BASE ?= $(shell git merge-base HEAD main 2>/dev/null || echo HEAD)
 CLANG_FORMAT_DIFF ?= clang-format-diff
 STYLE_DIFF = git diff -U0 --no-color $(STYLE_BASE) -- '*.c' '*.h' | $(CLANG_FORMAT_DIFF) -p1

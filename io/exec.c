@@ -453,34 +453,40 @@ static int passed_find(int fd, const struct passed *e, int n)
 	return -1;
 }
 
-void ds__exec_inherit(void)
-{
-	const char *s = getenv(FDS_NAME);
-	int stdin_ours = 0;
-	uint64_t pid = 0, regfd = 0, inc = 0;
+/* The open files a parent passed (FDS_NAME), as they are taken over
+ * (ds__exec_inherit). */
+struct inherit {
 	struct passed e[FDS_MAX];
 	/* open files already bound in this image, by entry: dup'ed numbers of
 	 * one open file share one object here too (and count once) */
 	struct ds__file *files[FDS_MAX];
-	int n = 0;
-	if (!s)
-		return;
+	int n;
+	uint64_t regfd, inc;
+	int shared; /* the region is adopted at the first number taken over */
+	int stdin_ours;
+};
+
+/* Parse "PID;REGION;INC;" and the entries into in; a malformed list is
+ * ignored from where it goes wrong (said at info). */
+static void inherit_parse(const char *s, struct inherit *in)
+{
+	uint64_t pid = 0;
 	/* "PID;REGION;INC;": PID the process that described them.  Any pid is
 	 * taken: a descriptor is taken over only when it holds one of the
 	 * objects made for this list (passed_find), which only that process's
 	 * exec or spawn, or a descendant's inheritance, can give it.  A process
 	 * other than PID (the child of a posix_spawn, or of a program without
 	 * the shim that forked) is a new holder of each open file's cell. */
-	if (get_u64(&s, &pid) || *s++ != ';' || get_u64(&s, &regfd) || *s++ != ';' ||
-	    get_u64(&s, &inc) || *s++ != ';') {
+	if (get_u64(&s, &pid) || *s++ != ';' || get_u64(&s, &in->regfd) || *s++ != ';' ||
+	    get_u64(&s, &in->inc) || *s++ != ';') {
 		ds_info("%s: malformed: ignored", FDS_NAME);
 		s = "";
-		regfd = 0;
+		in->regfd = 0;
 	}
 	if (pid != (uint64_t)getpid())
-		inc = 1;
-	while (*s && n < FDS_MAX) {
-		struct passed *p = &e[n];
+		in->inc = 1;
+	while (*s && in->n < FDS_MAX) {
+		struct passed *p = &in->e[in->n];
 		if (get_u64(&s, &p->fd) || *s++ != ':' || get_u64(&s, &p->id) || *s++ != ':' ||
 		    get_u64(&s, &p->off) || *s++ != ':' || get_u64(&s, &p->fl) || *s++ != ':' ||
 		    get_u64(&s, &p->cell) || *s++ != ':' || get_u64(&s, &p->ino) ||
@@ -491,71 +497,92 @@ void ds__exec_inherit(void)
 		if (*s == ',')
 			s++;
 		if (p->id < ds__g.ix.h->nentries && p->off <= INT64_MAX && p->fd <= INT_MAX)
-			n++;
+			in->n++;
 	}
-	for (int k = 0; k < n; k++)
-		files[k] = NULL;
-	int shared = -1; /* the region is adopted at the first number taken over */
+	for (int k = 0; k < in->n; k++)
+		in->files[k] = NULL;
+}
+
+/* Bind descriptor fd (whose close-on-exec flag is cl) to open file f. */
+static void inherit_bind(struct inherit *in, int fd, int cl, struct ds__file *f)
+{
+	struct ds__file *old = ds__fd_bind(fd, f, (cl & FD_CLOEXEC) != 0);
+	if (old)
+		ds__file_put(old);
+	if (fd == 0)
+		in->stdin_ours = 1;
+}
+
+/* Take over descriptor fd if it holds one of the open files passed. */
+static void inherit_fd(struct inherit *in, int fd)
+{
+	struct passed *e = in->e;
+	int k = passed_find(fd, e, in->n);
+	if (k < 0) {
+		ds_debug("%s: descriptor %d is none of the open files passed: left alone", FDS_NAME,
+		         fd);
+		return;
+	}
+	int cl = DS__REAL(fcntl)(fd, F_GETFD);
+	if (cl < 0)
+		return;
+	if (in->shared < 0)
+		in->shared = in->regfd > 0 && in->regfd <= INT_MAX &&
+		             ds__offcell_adopt((int)in->regfd - 1) == 0;
+	if (in->files[k]) { /* a dup of a file bound already */
+		inherit_bind(in, fd, cl, in->files[k]);
+		return;
+	}
+	struct ds__res r;
+	memset(&r, 0, sizeof(r));
+	r.ours = 1;
+	r.id = (int64_t)e[k].id;
+	struct ds__file *f;
+	if (ds__file_make(&r, (int)e[k].fl & ~(O_CREAT | O_TRUNC | O_PATH), &f))
+		return;
+	atomic_store(&f->flags, (int)e[k].fl);
+	if (in->shared && e[k].cell && e[k].cell <= INT32_MAX) {
+		ds__offcell_bind(f, (int32_t)(e[k].cell - 1), in->inc != 0);
+	} else {
+		if (f->cell >= 0)
+			ds__offcell_put(f);
+		atomic_store(&f->off, (int64_t)e[k].off);
+	}
+	inherit_bind(in, fd, cl, f);
+	in->files[k] = f; /* the table's reference keeps it */
+	ds__file_put(f);  /* bind took its own reference */
+}
+
+void ds__exec_inherit(void)
+{
+	const char *s = getenv(FDS_NAME);
+	if (!s)
+		return;
+	struct inherit in;
+	in.n = 0;
+	in.regfd = in.inc = 0;
+	in.shared = -1;
+	in.stdin_ours = 0;
+	inherit_parse(s, &in);
 	/* the numbers listed, and stdin, stdout, stderr (`prog <&3`) */
-	for (int c = 0; c < n + 3; c++) {
-		int fd = c < n ? (int)e[c].fd : c - n;
-		if (c >= n) {
+	for (int c = 0; c < in.n + 3; c++) {
+		int fd = c < in.n ? (int)in.e[c].fd : c - in.n;
+		if (c >= in.n) {
 			int listed = 0;
-			for (int k = 0; k < n && !listed; k++)
-				listed = e[k].fd == (uint64_t)fd;
+			for (int k = 0; k < in.n && !listed; k++)
+				listed = in.e[k].fd == (uint64_t)fd;
 			if (listed)
 				continue;
 		}
-		int k = passed_find(fd, e, n);
-		if (k < 0) {
-			ds_debug("%s: descriptor %d is none of the open files passed: left alone",
-			         FDS_NAME, fd);
-			continue;
-		}
-		int cl = DS__REAL(fcntl)(fd, F_GETFD);
-		if (cl < 0)
-			continue;
-		if (shared < 0)
-			shared = regfd > 0 && regfd <= INT_MAX &&
-			         ds__offcell_adopt((int)regfd - 1) == 0;
-		if (files[k]) { /* a dup of a file bound already */
-			struct ds__file *old = ds__fd_bind(fd, files[k], (cl & FD_CLOEXEC) != 0);
-			if (old)
-				ds__file_put(old);
-			if (fd == 0)
-				stdin_ours = 1;
-			continue;
-		}
-		struct ds__res r;
-		memset(&r, 0, sizeof(r));
-		r.ours = 1;
-		r.id = (int64_t)e[k].id;
-		struct ds__file *f;
-		if (ds__file_make(&r, (int)e[k].fl & ~(O_CREAT | O_TRUNC | O_PATH), &f))
-			continue;
-		atomic_store(&f->flags, (int)e[k].fl);
-		if (shared && e[k].cell && e[k].cell <= INT32_MAX) {
-			ds__offcell_bind(f, (int32_t)(e[k].cell - 1), inc != 0);
-		} else {
-			if (f->cell >= 0)
-				ds__offcell_put(f);
-			atomic_store(&f->off, (int64_t)e[k].off);
-		}
-		struct ds__file *old = ds__fd_bind(fd, f, (cl & FD_CLOEXEC) != 0);
-		if (old)
-			ds__file_put(old);
-		files[k] = f;    /* the table's reference keeps it */
-		ds__file_put(f); /* bind took its own reference */
-		if (fd == 0)
-			stdin_ours = 1;
+		inherit_fd(&in, fd);
 	}
 	unsetenv(FDS_NAME);
 	/* glibc's stdin reads with its internal read, past any preload (sort,
 	 * cksum read stdin with fread): a staged stdin gets a stream of ours,
 	 * before the program has read anything from it */
-	if (stdin_ours) {
-		FILE *in = DS__WRAP(fdopen)(0, "r");
-		if (in)
-			stdin = in;
+	if (in.stdin_ours) {
+		FILE *f = DS__WRAP(fdopen)(0, "r");
+		if (f)
+			stdin = f;
 	}
 }

@@ -84,6 +84,135 @@ static int outside(struct ds__res *r, const char *prefix, size_t plen, const cha
 	return 0;
 }
 
+/* The component walk's state (walk). */
+struct walk {
+	int64_t cur;    /* the entry reached; -1: outside, on the way to the mount */
+	char *work, *p; /* the path (symlinks expanded in place); its next component */
+	int flags, links, trail, last;
+	size_t alen;        /* acc without trailing '/': "" is the root */
+	char acc[PATH_MAX]; /* the real directory reached so far (cur == -1) */
+	char tmp[PATH_MAX]; /* child's lookup key */
+};
+
+/* A walk step's return besides 0 (resolved) and a negative errno. */
+enum { WALK_ON = 1 /* go on with the next component */ };
+
+/* Outside, on the way to the mount: component (c, cl) keeps the walk on
+ * the mount's path, enters the mount, or strays (the rest is libc's). */
+static int walk_above(struct walk *w, const char *c, size_t cl, struct ds__res *r)
+{
+	if (cl == 1 && c[0] == '.')
+		return WALK_ON;
+	if (cl == 2 && c[0] == '.' && c[1] == '.') {
+		while (w->alen && w->acc[w->alen - 1] != '/')
+			w->alen--;
+		if (w->alen)
+			w->alen--;
+		return WALK_ON;
+	}
+	size_t alen = w->alen, nl = alen + 1 + cl;
+	if (nl > ds__g.mlen || ds__g.mount[alen] != '/' || memcmp(ds__g.mount + alen + 1, c, cl) ||
+	    (ds__g.mount[nl] != '/' && ds__g.mount[nl] != 0)) {
+		w->acc[alen] = 0;
+		return outside(r, w->acc, alen, c);
+	}
+	w->acc[alen] = '/';
+	memcpy(w->acc + alen + 1, c, cl);
+	w->alen = nl;
+	if (nl == ds__g.mlen)
+		w->cur = 0; /* entered the mount */
+	return WALK_ON;
+}
+
+/* ".." in the mount: the parent entry, or out of the mount's root. */
+static int walk_dotdot(struct walk *w)
+{
+	if (w->cur == 0) { /* leave the mount for its real parent */
+		memcpy(w->acc, ds__g.mount, ds__g.mlen);
+		w->alen = ds__g.mlen;
+		while (w->acc[w->alen - 1] != '/')
+			w->alen--;
+		w->alen--;
+		w->cur = -1;
+	} else {
+		/* an id read from the index: checked before use */
+		w->cur = ds_ix_parent(&ds__g.ix, (uint32_t)w->cur);
+		if (!ds_index_entry_ok(&ds__g.ix, w->cur))
+			return -EIO;
+	}
+	return WALK_ON;
+}
+
+/* Follow symlink entry nx: its target replaces it in the path. */
+static int walk_link(struct walk *w, int64_t nx)
+{
+	if (++w->links > MAXSYMLINKS)
+		return -ELOOP;
+	/* target + the rest; a relative target resolves from
+	 * the directory holding the link (cur) */
+	const char *target = ds_ix_target(&ds__g.ix, (uint32_t)nx);
+	size_t tl = ds_ix_size(&ds__g.ix, (uint32_t)nx), rl = strlen(w->p);
+	/* stage only stores targets that stay in the tree; one that
+	 * leaves it comes from a damaged index: never follow it out */
+	if (ds_ix_path(&ds__g.ix, (uint32_t)nx, w->tmp, PATH_MAX) < 0 ||
+	    ds_target_check(w->tmp, ds_ix_path_len(&ds__g.ix, (uint32_t)nx), target, tl, NULL))
+		return -EIO;
+	if (tl + rl + 1 >= PATH_MAX)
+		return -ENAMETOOLONG;
+	memmove(w->work + tl, w->p, rl + 1);
+	memcpy(w->work, target, tl);
+	w->p = w->work;
+	if (*w->p == '/') {
+		w->cur = -1;
+		w->alen = 0;
+	}
+	return WALK_ON;
+}
+
+/* In the mount: component (c, cl) of directory cur. */
+static int walk_in(struct walk *w, const char *c, size_t cl, struct ds__res *r)
+{
+	if (!is_dir(w->cur))
+		return -ENOTDIR;
+	if (cl == 1 && c[0] == '.')
+		return WALK_ON;
+	if (cl == 2 && c[0] == '.' && c[1] == '.')
+		return walk_dotdot(w);
+	if (w->cur == 0 && cl == 7 && !memcmp(c, ".dstage", 7)) {
+		size_t used;
+		int rc = ds__virt_lookup(w->p, strlen(w->p), &r->v, &used);
+		if (rc == 1) { /* ".dstage/.." and the like: back at the root */
+			r->v.kind = DS__V_NONE;
+			w->p += used;
+			return WALK_ON;
+		}
+		if (rc)
+			return rc;
+		r->ours = 1;
+		r->id = -1;
+		return 0;
+	}
+	if (w->cur == 0 && ds__out_match(c, cl)) { /* the outputs (write.c) */
+		int rc = ds__out_walk(&w->p, r);
+		if (rc == 1)
+			return WALK_ON; /* climbed back to the mount root */
+		return rc;
+	}
+	int64_t nx = child(w->cur, c, cl, w->tmp);
+	if (nx < 0) {
+		if (w->last && (w->flags & DS__RES_PARENT)) {
+			r->ours = 1;
+			r->id = w->cur;
+		}
+		return -ENOENT;
+	}
+	if (S_ISLNK(ds_ix_mode(&ds__g.ix, (uint32_t)nx)) &&
+	    (!w->last || w->trail || (w->flags & DS__RES_FOLLOW)))
+		return walk_link(w, nx);
+	w->cur = nx;
+	return WALK_ON;
+}
+
 /* The component walk, from entry `cur` (relative paths) or from "/"
  * (cur == -1: absolute).  Outside the mount the walk only keeps the real
  * directory reached so far, lexically (acc), for as long as it is a prefix
@@ -91,136 +220,41 @@ static int outside(struct ds__res *r, const char *prefix, size_t plen, const cha
  * and gets modified (symlink expansion). */
 static int walk(int64_t cur, char *work, int flags, struct ds__res *r)
 {
-	char tmp[PATH_MAX], acc[PATH_MAX];
-	size_t alen = 0; /* acc without trailing '/': "" is the root */
-	int links = 0, trail = 0;
-	char *p = work;
+	struct walk w;
+	w.cur = cur;
+	w.work = w.p = work;
+	w.flags = flags;
+	w.links = w.trail = 0;
+	w.alen = 0;
 
 	for (;;) {
-		while (*p == '/')
-			p++;
-		if (!*p)
+		while (*w.p == '/')
+			w.p++;
+		if (!*w.p)
 			break;
-		char *c = p;
-		while (*p && *p != '/')
-			p++;
-		size_t cl = p - c;
-		const char *q = p;
+		char *c = w.p;
+		while (*w.p && *w.p != '/')
+			w.p++;
+		size_t cl = w.p - c;
+		const char *q = w.p;
 		while (*q == '/')
 			q++;
-		int last = !*q;
-		trail = last && *p == '/';
+		w.last = !*q;
+		w.trail = w.last && *w.p == '/';
 		if (cl > NAME_MAX)
 			return -ENAMETOOLONG;
-
-		if (cur < 0) { /* outside, on the way to the mount */
-			if (cl == 1 && c[0] == '.')
-				continue;
-			if (cl == 2 && c[0] == '.' && c[1] == '.') {
-				while (alen && acc[alen - 1] != '/')
-					alen--;
-				if (alen)
-					alen--;
-				continue;
-			}
-			size_t nl = alen + 1 + cl;
-			if (nl > ds__g.mlen || ds__g.mount[alen] != '/' ||
-			    memcmp(ds__g.mount + alen + 1, c, cl) ||
-			    (ds__g.mount[nl] != '/' && ds__g.mount[nl] != 0)) {
-				acc[alen] = 0;
-				return outside(r, acc, alen, c);
-			}
-			acc[alen] = '/';
-			memcpy(acc + alen + 1, c, cl);
-			alen = nl;
-			if (nl == ds__g.mlen)
-				cur = 0; /* entered the mount */
-			continue;
-		}
-
-		if (!is_dir(cur))
-			return -ENOTDIR;
-		if (cl == 1 && c[0] == '.')
-			continue;
-		if (cl == 2 && c[0] == '.' && c[1] == '.') {
-			if (cur == 0) { /* leave the mount for its real parent */
-				memcpy(acc, ds__g.mount, ds__g.mlen);
-				alen = ds__g.mlen;
-				while (acc[alen - 1] != '/')
-					alen--;
-				alen--;
-				cur = -1;
-			} else {
-				/* an id read from the index: checked before use */
-				cur = ds_ix_parent(&ds__g.ix, (uint32_t)cur);
-				if (!ds_index_entry_ok(&ds__g.ix, cur))
-					return -EIO;
-			}
-			continue;
-		}
-		if (cur == 0 && cl == 7 && !memcmp(c, ".dstage", 7)) {
-			size_t used;
-			int rc = ds__virt_lookup(p, strlen(p), &r->v, &used);
-			if (rc == 1) { /* ".dstage/.." and the like: back at the root */
-				r->v.kind = DS__V_NONE;
-				p += used;
-				continue;
-			}
-			if (rc)
-				return rc;
-			r->ours = 1;
-			r->id = -1;
-			return 0;
-		}
-		if (cur == 0 && ds__out_match(c, cl)) { /* the outputs (write.c) */
-			int rc = ds__out_walk(&p, r);
-			if (rc == 1)
-				continue; /* climbed back to the mount root */
+		int rc = w.cur < 0 ? walk_above(&w, c, cl, r) : walk_in(&w, c, cl, r);
+		if (rc != WALK_ON)
 			return rc;
-		}
-		int64_t nx = child(cur, c, cl, tmp);
-		if (nx < 0) {
-			if (last && (flags & DS__RES_PARENT)) {
-				r->ours = 1;
-				r->id = cur;
-			}
-			return -ENOENT;
-		}
-		if (S_ISLNK(ds_ix_mode(&ds__g.ix, (uint32_t)nx)) &&
-		    (!last || trail || (flags & DS__RES_FOLLOW))) {
-			if (++links > MAXSYMLINKS)
-				return -ELOOP;
-			/* target + the rest; a relative target resolves from
-			 * the directory holding the link (cur) */
-			const char *target = ds_ix_target(&ds__g.ix, (uint32_t)nx);
-			size_t tl = ds_ix_size(&ds__g.ix, (uint32_t)nx), rl = strlen(p);
-			/* stage only stores targets that stay in the tree; one that
-			 * leaves it comes from a damaged index: never follow it out */
-			if (ds_ix_path(&ds__g.ix, (uint32_t)nx, tmp, PATH_MAX) < 0 ||
-			    ds_target_check(tmp, ds_ix_path_len(&ds__g.ix, (uint32_t)nx), target,
-			                    tl, NULL))
-				return -EIO;
-			if (tl + rl + 1 >= PATH_MAX)
-				return -ENAMETOOLONG;
-			memmove(work + tl, p, rl + 1);
-			memcpy(work, target, tl);
-			p = work;
-			if (*p == '/') {
-				cur = -1;
-				alen = 0;
-			}
-			continue;
-		}
-		cur = nx;
 	}
-	if (cur < 0) { /* ended on a real directory above the mount */
-		acc[alen] = 0;
-		return outside(r, acc, alen, ".");
+	if (w.cur < 0) { /* ended on a real directory above the mount */
+		w.acc[w.alen] = 0;
+		return outside(r, w.acc, w.alen, ".");
 	}
-	if (trail && !is_dir(cur))
+	if (w.trail && !is_dir(w.cur))
 		return -ENOTDIR;
 	r->ours = 1;
-	r->id = cur;
+	r->id = w.cur;
 	r->v.kind = DS__V_NONE;
 	return 0;
 }

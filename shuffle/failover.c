@@ -512,15 +512,12 @@ static int part_source(const struct ds__svc *s, uint32_t p, MPI_Aint *disp)
 	return extra_holder(s, p, s->node, disp);
 }
 
-/* Collective: gather every node's copies; plan this step's. */
-static int rr_start(struct ds__svc *s)
+/* Collective: gather every node's extra copies into r->all, sorted by
+ * partition, r->first[p] the first of partition p's. */
+static int rr_gather(struct ds__svc *s, struct rr *r)
 {
-	struct rr *r = rr_of(s);
-	if (!r)
-		return -ENOMEM;
 	uint32_t np = s->ix.h->nparts;
-	int n = (int)s->nnodes, me;
-	MPI_Comm_rank(s->comm, &me);
+	int n = (int)s->nnodes;
 	int cnt = (int)r->nlocal * 4, *cnts = calloc((size_t)n, sizeof(int)),
 	    *displs = calloc((size_t)n, sizeof(int));
 	if (!cnts || !displs) {
@@ -571,15 +568,92 @@ static int rr_start(struct ds__svc *s)
 		r->first[r->all[i].part + 1]++;
 	for (uint32_t p = 0; p < np; p++)
 		r->first[p + 1] += r->first[p];
+	return 0;
+}
 
-	/* the plan: the same on every rank */
-	if (!s->fo->set.n || s->o.no_rerep)
-		return 0; /* every staged node lives (nothing to copy), or told not to */
-	uint64_t *planned = calloc((size_t)n, sizeof(uint64_t));
-	uint8_t *has = calloc((size_t)n, 1);
-	if (!planned || !has) {
-		free(planned);
-		free(has);
+/* The re-replication plan of every rank, built the same on each. */
+struct rr_plan {
+	int n, me;         /* ranks; this one */
+	uint64_t *planned; /* bytes planned per rank */
+	uint8_t *has;      /* per rank: holds the partition planned now */
+	uint64_t room;     /* this node's usable free space */
+	size_t skipped;    /* partitions that do not fit in room */
+	uint64_t skipped_bytes;
+};
+
+/* Mark the live ranks holding a copy of p (staged or extra); their number. */
+static uint32_t rr_alive(struct ds__svc *s, struct rr *r, struct rr_plan *P, uint32_t p)
+{
+	const struct ds_part *pp = &s->ix.parts[p];
+	memset(P->has, 0, (size_t)P->n);
+	uint32_t alive = 0;
+	for (uint32_t i = 0; i < pp->nloc; i++) {
+		int rank = ds__rank_of(s, s->ix.locs[pp->loc + i].node);
+		if (rank >= 0 && !P->has[rank]) {
+			P->has[rank] = 1;
+			alive++;
+		}
+	}
+	for (uint32_t i = r->first[p]; i < r->first[p + 1]; i++) {
+		int rank = ds__rank_of(s, r->all[i].node);
+		if (rank >= 0 && !P->has[rank]) {
+			P->has[rank] = 1;
+			alive++;
+		}
+	}
+	return alive;
+}
+
+/* Plan partition p's missing copies: each to the least loaded rank
+ * without one; this rank's go into r->c. */
+static int rr_plan_part(struct ds__svc *s, struct rr *r, struct rr_plan *P, uint32_t p)
+{
+	const struct ds_part *pp = &s->ix.parts[p];
+	int n = P->n;
+	uint32_t alive = rr_alive(s, r, P, p);
+	uint32_t want = pp->nloc < (uint32_t)n ? pp->nloc : (uint32_t)n;
+	while (alive && alive < want) {
+		int best = -1;
+		for (int k = 0; k < n; k++)
+			if (!P->has[k] && (best < 0 || P->planned[k] < P->planned[best]))
+				best = k;
+		if (best < 0)
+			break;
+		P->has[best] = 1;
+		alive++;
+		P->planned[best] += pp->size;
+		if (best != P->me)
+			continue;
+		if (r->total + page_up(pp->size) > P->room) {
+			P->skipped++;
+			P->skipped_bytes += pp->size;
+			continue;
+		}
+		struct rr_copy *nc = realloc(r->c, (r->n + 1) * sizeof(*nc));
+		if (!nc)
+			return -ENOMEM;
+		r->c = nc;
+		MPI_Aint disp = 0;
+		int src = part_source(s, p, &disp);
+		if (src < 0)
+			continue; /* alive counted this node only: cannot happen */
+		r->c[r->n++] = (struct rr_copy){p, pp->size, r->total, src, disp, 0};
+		r->total += page_up(pp->size);
+	}
+	return 0;
+}
+
+/* The plan: the same on every rank; this rank's copies in r->c. */
+static int rr_make_plan(struct ds__svc *s, struct rr *r, int me)
+{
+	uint32_t np = s->ix.h->nparts;
+	int rc = 0;
+	struct rr_plan P = {(int)s->nnodes, me, NULL, NULL, 0, 0, 0};
+	P.planned = calloc((size_t)P.n, sizeof(uint64_t));
+	P.has = calloc((size_t)P.n, 1);
+	if (!P.planned || !P.has) {
+		free(P.planned);
+		free(P.has);
 		return -ENOMEM;
 	}
 	struct statvfs vf;
@@ -589,71 +663,26 @@ static int rr_start(struct ds__svc *s)
 		*slash = 0;
 	else
 		snprintf(where, sizeof(where), "%s", s->nodedir);
-	uint64_t room = !statvfs(where, &vf) ? (uint64_t)vf.f_bavail * vf.f_frsize / 10 * 9 : 0;
-	size_t skipped = 0;
-	uint64_t skipped_bytes = 0;
-	for (uint32_t p = 0; p < np && !rc; p++) {
-		const struct ds_part *pp = &s->ix.parts[p];
-		memset(has, 0, (size_t)n);
-		uint32_t alive = 0;
-		for (uint32_t i = 0; i < pp->nloc; i++) {
-			int rank = ds__rank_of(s, s->ix.locs[pp->loc + i].node);
-			if (rank >= 0 && !has[rank]) {
-				has[rank] = 1;
-				alive++;
-			}
-		}
-		for (uint32_t i = r->first[p]; i < r->first[p + 1]; i++) {
-			int rank = ds__rank_of(s, r->all[i].node);
-			if (rank >= 0 && !has[rank]) {
-				has[rank] = 1;
-				alive++;
-			}
-		}
-		uint32_t want = pp->nloc < (uint32_t)n ? pp->nloc : (uint32_t)n;
-		while (alive && alive < want) {
-			int best = -1;
-			for (int k = 0; k < n; k++)
-				if (!has[k] && (best < 0 || planned[k] < planned[best]))
-					best = k;
-			if (best < 0)
-				break;
-			has[best] = 1;
-			alive++;
-			planned[best] += pp->size;
-			if (best != me)
-				continue;
-			if (r->total + page_up(pp->size) > room) {
-				skipped++;
-				skipped_bytes += pp->size;
-				continue;
-			}
-			struct rr_copy *nc = realloc(r->c, (r->n + 1) * sizeof(*nc));
-			if (!nc) {
-				rc = -ENOMEM;
-				break;
-			}
-			r->c = nc;
-			MPI_Aint disp = 0;
-			int src = part_source(s, p, &disp);
-			if (src < 0)
-				continue; /* alive counted this node only: cannot happen */
-			r->c[r->n++] = (struct rr_copy){p, pp->size, r->total, src, disp, 0};
-			r->total += page_up(pp->size);
-		}
-	}
-	free(planned);
-	free(has);
-	if (skipped) {
+	P.room = !statvfs(where, &vf) ? (uint64_t)vf.f_bavail * vf.f_frsize / 10 * 9 : 0;
+	for (uint32_t p = 0; p < np && !rc; p++)
+		rc = rr_plan_part(s, r, &P, p);
+	free(P.planned);
+	free(P.has);
+	if (P.skipped) {
 		char a[32], b[32];
 		ds_warn("node %u: re-replication: %zu partition(s) (%s) do not fit in the free space of "
 		        "'%s' (%s usable): left with fewer copies",
-		        s->node, skipped, ds_fmt_size(skipped_bytes, a, sizeof(a)), where,
-		        ds_fmt_size(room, b, sizeof(b)));
+		        s->node, P.skipped, ds_fmt_size(P.skipped_bytes, a, sizeof(a)), where,
+		        ds_fmt_size(P.room, b, sizeof(b)));
 	}
-	if (rc || !r->n)
-		return rc;
+	return rc;
+}
+
+/* The file this node's new copies land in, mapped. */
+static int rr_map(struct ds__svc *s, struct rr *r)
+{
 	char path[PATH_MAX];
+	int rc;
 	if ((rc = replica_data_path(s, path, sizeof(path), r->gens)))
 		return rc;
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -671,6 +700,25 @@ static int rr_start(struct ds__svc *s)
 		return rc;
 	}
 	close(fd);
+	return 0;
+}
+
+/* Collective: gather every node's copies; plan this step's. */
+static int rr_start(struct ds__svc *s)
+{
+	struct rr *r = rr_of(s);
+	if (!r)
+		return -ENOMEM;
+	int me, rc;
+	MPI_Comm_rank(s->comm, &me);
+	if ((rc = rr_gather(s, r)))
+		return rc;
+	if (!s->fo->set.n || s->o.no_rerep)
+		return 0; /* every staged node lives (nothing to copy), or told not to */
+	if ((rc = rr_make_plan(s, r, me)) || !r->n)
+		return rc;
+	if ((rc = rr_map(s, r)))
+		return rc;
 	r->busy = 1;
 	r->t0 = ds_now();
 	char a[32];

@@ -322,83 +322,182 @@ static void mpi_failed(struct ds__svc *s, const char *what, int code)
 	ds_error("node %u: %s: %s", s->node, what, ds_mpi_strerror(code, m, (int)sizeof(m)));
 }
 
+/* The service's agreement (mpi/agree.c): each node's flags, every node
+ * learns their maximum. */
+enum agree_flag {
+	AGREE_STOP,     /* asked to stop (a signal, dstage stop) */
+	AGREE_FAILED,   /* failed node + 1, 0: none */
+	AGREE_BUSY,     /* fetching: the peers poll fast */
+	AGREE_OUT_BUSY, /* outputs not drained: a stop waits */
+	AGREE_NFLAGS
+};
+
+/* The main loop's state between its phases (run_loop). */
+struct loop {
+	struct ds_agree a;
+	double agree_next;      /* when the next agreement starts */
+	double next_stop_check; /* when to look for dstage stop's file next */
+	double last_read, stop_since;
+	int peers_busy, want_stop;
+	uint8_t *targets;
+};
+
+/* A signal or dstage stop: this node wants to stop (said once). */
+static void loop_check_stop(struct ds__svc *s, struct loop *l, double now)
+{
+	if (got_signal && !l->want_stop) {
+		ds_info("node %u: signal %d: stopping", s->node, (int)got_signal);
+		l->want_stop = 1;
+	}
+	if (now >= l->next_stop_check) {
+		l->next_stop_check = now + STOP_CHECK_PERIOD;
+		if (!l->want_stop && stop_requested(s)) {
+			ds_info("node %u: dstage stop: stopping", s->node);
+			l->want_stop = 1;
+		}
+	}
+}
+
+/* Start an agreement when one is due. */
+static int loop_agree_start(struct ds__svc *s, struct loop *l, double now)
+{
+	struct ds_agree *a = &l->a;
+	int busy = ds__exchange_busy(s) || ds__rerep_busy(s) || now - l->last_read < BUSY_LINGER;
+	a->mine[AGREE_STOP] = l->want_stop;
+	a->mine[AGREE_FAILED] = s->err ? (int)s->node + 1 : 0;
+	a->mine[AGREE_BUSY] = busy;
+	a->mine[AGREE_OUT_BUSY] = ds_out_busy(s->out);
+	int arc = ds_agree_start(a, s->comm, AGREE_NFLAGS);
+	if (!arc && ds_fault("serve.agree", (int)s->node)) {
+		a->mpierr = MPI_ERR_OTHER; /* tests: an MPI error, reported as itself */
+		arc = -EIO;
+	}
+	if (arc) {
+		/* the communicator returns errors (MPI_ERRORS_RETURN): say
+		 * what MPI said, not "no answer" after --timeout */
+		mpi_failed(s, "MPI_Iallreduce (the agreement)", a->mpierr);
+		return -1;
+	}
+	return 0;
+}
+
+/* The agreement: start one when due, test the one in flight and act on
+ * its outcome.  1 when the loop ends (*result: run_loop's return), else 0. */
+static int loop_agree(struct ds__svc *s, struct loop *l, double now, int *result)
+{
+	struct ds_agree *a = &l->a;
+	if (!a->inflight && now >= l->agree_next && loop_agree_start(s, l, now)) {
+		*result = -1;
+		return 1;
+	}
+	if (!a->inflight)
+		return 0;
+	int arc = ds_agree_test(a, s->o.agree_timeout);
+	if (arc == -EIO) {
+		mpi_failed(s, "MPI_Test (the agreement)", a->mpierr);
+		*result = -1;
+		return 1;
+	}
+	if (arc == 1) {
+		l->agree_next = now + AGREE_PERIOD;
+		l->peers_busy = a->all[AGREE_BUSY];
+		if (a->all[AGREE_FAILED]) {
+			if (!s->err)
+				ds_error("node %u: node %d failed: stopping", s->node,
+				         a->all[AGREE_FAILED] - 1);
+			*result = 1;
+			return 1;
+		}
+		/* a stop waits for the outputs' drain, up to --drain-timeout */
+		if (a->all[AGREE_STOP] && a->all[AGREE_OUT_BUSY] && !l->stop_since)
+			l->stop_since = now;
+		if (a->all[AGREE_STOP] &&
+		    (!a->all[AGREE_OUT_BUSY] || now - l->stop_since > s->o.out.drain_timeout)) {
+			*result = 0;
+			return 1;
+		}
+		ds__gather_tick(s);
+	} else if (arc == -ETIMEDOUT) {
+		ds_error("node %u: no answer from the other nodes for %.0f s: one is gone or hung",
+		         s->node, s->o.agree_timeout);
+		*result = -1;
+		return 1;
+	}
+	return 0;
+}
+
+/* Nothing of our own to do: how long to sleep until the socket thread
+ * wakes us or the next poll for the peers is due.  With wake-ups
+ * (progress.c), we poll every BUSY_POLL_NS only while a peer has gets in
+ * flight to us, else sleep until the next agreement or a message; without
+ * them, every BUSY_POLL_NS while a peer fetches (peers_busy), every
+ * IDLE_SLEEP_NS otherwise.  Each poll answers all the gets queued
+ * meanwhile, and the sleep leaves the core to the readers and our socket
+ * thread (spinning here was measured to starve them: ms per remote read on
+ * 2 cores).  0: do not sleep, a peer waits for us (poll now). */
+static long loop_idle_ns(struct ds__svc *s, struct loop *l, double now)
+{
+	if (!ds__pw_on(s))
+		return l->peers_busy && !s->onesided ? BUSY_POLL_NS : IDLE_SLEEP_NS;
+	double due = ds__pw_idle(s); /* END to targets we are done with */
+	ds__pw_take(s);
+	if (ds__pw_wanted(s)) {
+		/* a peer waits for us: poll, giving the core to anyone else
+		 * who wants it in between (a sleep of 5 or 20 us between polls
+		 * measured slower gets and no better 99th percentile on 2 busy
+		 * cores: at load 10, median 4 KiB reads 69/50 us with
+		 * sched_yield vs 173/120 us with 20 us sleeps) */
+		return 0;
+	}
+	/* the agreement: due, or in flight (the peers answer at their own
+	 * polls: no need to ask MPI often) */
+	double ag = l->a.inflight ? AGREE_POLL : l->agree_next - now;
+	if (ag < due)
+		due = ag;
+	if (l->next_stop_check - now < due)
+		due = l->next_stop_check - now;
+	if (due > WAKE_IDLE_SLEEP)
+		due = WAKE_IDLE_SLEEP;
+	long ns = due > 0 ? (long)(due * 1e9) + 1000 : 1000;
+	/* the backstop: while the agreement says a node fetches, poll as
+	 * without wake-ups, so a BEGIN that never arrives (a firewall, a
+	 * wrong address) costs speed, never a flush that outlasts the
+	 * watchdog */
+	if (l->peers_busy && !s->onesided && ns > BUSY_POLL_NS)
+		ns = BUSY_POLL_NS;
+	return ns;
+}
+
+/* Sleep up to ns, woken by the socket thread or a peer's wake-up. */
+static void loop_sleep(struct ds__svc *s, long ns)
+{
+	struct pollfd pf[2] = {{s->wake_main, POLLIN, 0}, {ds__pw_fd(s), POLLIN, 0}};
+	struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+	if (ppoll(pf, ds__pw_on(s) ? 2 : 1, &ts, NULL) > 0) {
+		if (pf[0].revents)
+			ds__drain(s->wake_main);
+		if (pf[1].revents)
+			ds__pw_take(s);
+	}
+}
+
 /* Returns 0 when every rank agreed to stop, 1 when some rank failed, and
  * -1 when the peers did not answer in time or MPI failed under the
  * agreement (the caller aborts: no collective can be trusted then). */
 static int run_loop(struct ds__svc *s)
 {
-	/* the agreement (mpi/agree.c): stop, failed node + 1, busy, outputs
-	 * not drained; next: when the next one starts */
-	struct ds_agree a;
-	memset(&a, 0, sizeof(a));
-	double agree_next = 0;
-	uint8_t *targets = ds_xcalloc(s->nnodes, 1);
-	double next_stop_check = 0, last_read = -1e9, stop_since = 0;
-	int peers_busy = 1, want_stop = 0, result = 0;
+	struct loop l;
+	memset(&l, 0, sizeof(l));
+	l.targets = ds_xcalloc(s->nnodes, 1);
+	l.last_read = -1e9;
+	l.peers_busy = 1;
+	int result = 0;
 	for (;;) {
 		beat();
 		double now = ds_now();
-		if (got_signal && !want_stop) {
-			ds_info("node %u: signal %d: stopping", s->node, (int)got_signal);
-			want_stop = 1;
-		}
-		if (now >= next_stop_check) {
-			next_stop_check = now + STOP_CHECK_PERIOD;
-			if (!want_stop && stop_requested(s)) {
-				ds_info("node %u: dstage stop: stopping", s->node);
-				want_stop = 1;
-			}
-		}
-		/* the agreement */
-		if (!a.inflight && now >= agree_next) {
-			int busy = ds__exchange_busy(s) || ds__rerep_busy(s) || now - last_read < BUSY_LINGER;
-			a.mine[0] = want_stop;
-			a.mine[1] = s->err ? (int)s->node + 1 : 0;
-			a.mine[2] = busy;
-			a.mine[3] = ds_out_busy(s->out);
-			int arc = ds_agree_start(&a, s->comm, 4);
-			if (!arc && ds_fault("serve.agree", (int)s->node)) {
-				a.mpierr = MPI_ERR_OTHER; /* tests: an MPI error, reported as itself */
-				arc = -EIO;
-			}
-			if (arc) {
-				/* the communicator returns errors (MPI_ERRORS_RETURN): say
-				 * what MPI said, not "no answer" after --timeout */
-				mpi_failed(s, "MPI_Iallreduce (the agreement)", a.mpierr);
-				result = -1;
-				break;
-			}
-		}
-		if (a.inflight) {
-			int arc = ds_agree_test(&a, s->o.agree_timeout);
-			if (arc == -EIO) {
-				mpi_failed(s, "MPI_Test (the agreement)", a.mpierr);
-				result = -1;
-				break;
-			}
-			if (arc == 1) {
-				agree_next = now + AGREE_PERIOD;
-				peers_busy = a.all[2];
-				if (a.all[1]) {
-					if (!s->err)
-						ds_error("node %u: node %d failed: stopping", s->node, a.all[1] - 1);
-					result = 1;
-					break;
-				}
-				/* a stop waits for the outputs' drain, up to --drain-timeout */
-				if (a.all[0] && a.all[3] && !stop_since)
-					stop_since = now;
-				if (a.all[0] &&
-				    (!a.all[3] || now - stop_since > s->o.out.drain_timeout))
-					break;
-				ds__gather_tick(s);
-			} else if (arc == -ETIMEDOUT) {
-				ds_error("node %u: no answer from the other nodes for %.0f s: one is gone or hung",
-				         s->node, s->o.agree_timeout);
-				result = -1;
-				break;
-			}
-		}
+		loop_check_stop(s, &l, now);
+		if (loop_agree(s, &l, now, &result))
+			break;
 		ds__gather_poll(s);
 		ds_out_poll(s->out);
 		/* the work */
@@ -406,8 +505,7 @@ static int run_loop(struct ds__svc *s)
 			ds__progress(s); /* keep answering the peers until they know */
 			continue;
 		}
-		int did = batch(s, targets, &last_read);
-		if (did)
+		if (batch(s, l.targets, &l.last_read))
 			continue;
 		if (ds_out_inflight(s->out)) {
 			/* a change of the outputs is on its way (a writer's close
@@ -416,67 +514,22 @@ static int run_loop(struct ds__svc *s)
 			ds__progress(s);
 			continue;
 		}
-		/* Nothing of our own to do: sleep until the socket thread wakes us
-		 * or the next poll for the peers is due.  With wake-ups
-		 * (progress.c), we poll every BUSY_POLL_NS only while a peer has
-		 * gets in flight to us, else sleep until the next agreement or a
-		 * message; without them, every BUSY_POLL_NS while a peer fetches
-		 * (peers_busy), every IDLE_SLEEP_NS otherwise.  Each poll answers
-		 * all the gets queued meanwhile, and the sleep leaves the core to
-		 * the readers and our socket thread (spinning here was measured to
-		 * starve them: ms per remote read on 2 cores). */
-		long ns;
-		if (ds__pw_on(s)) {
-			double due = ds__pw_idle(s); /* END to targets we are done with */
-			ds__pw_take(s);
-			if (ds__pw_wanted(s)) {
-				/* a peer waits for us: poll, giving the core to
-				 * anyone else who wants it in between (a sleep of
-				 * 5 or 20 us between polls measured slower gets
-				 * and no better 99th percentile on 2 busy cores:
-				 * at load 10, median 4 KiB reads 69/50 us with
-				 * sched_yield vs 173/120 us with 20 us sleeps) */
-				sched_yield();
-				ds__progress(s);
-				continue;
-			} else {
-				/* the agreement: due, or in flight (the peers answer
-				 * at their own polls: no need to ask MPI often) */
-				double ag = a.inflight ? AGREE_POLL : agree_next - now;
-				if (ag < due)
-					due = ag;
-				if (next_stop_check - now < due)
-					due = next_stop_check - now;
-				if (due > WAKE_IDLE_SLEEP)
-					due = WAKE_IDLE_SLEEP;
-				ns = due > 0 ? (long)(due * 1e9) + 1000 : 1000;
-				/* the backstop: while the agreement says a node
-				 * fetches, poll as without wake-ups, so a BEGIN that
-				 * never arrives (a firewall, a wrong address) costs
-				 * speed, never a flush that outlasts the watchdog */
-				if (peers_busy && !s->onesided && ns > BUSY_POLL_NS)
-					ns = BUSY_POLL_NS;
-			}
-		} else {
-			ns = peers_busy && !s->onesided ? BUSY_POLL_NS : IDLE_SLEEP_NS;
+		long ns = loop_idle_ns(s, &l, now);
+		if (!ns) {
+			sched_yield();
+			ds__progress(s);
+			continue;
 		}
-		struct pollfd pf[2] = {{s->wake_main, POLLIN, 0}, {ds__pw_fd(s), POLLIN, 0}};
-		struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
-		if (ppoll(pf, ds__pw_on(s) ? 2 : 1, &ts, NULL) > 0) {
-			if (pf[0].revents)
-				ds__drain(s->wake_main);
-			if (pf[1].revents)
-				ds__pw_take(s);
-		}
+		loop_sleep(s, ns);
 		ds__progress(s);
 	}
-	if (a.inflight && result >= 0) {
+	if (l.a.inflight && result >= 0) {
 		/* cannot happen (we only leave on a completed agreement), but never
 		 * leave a request behind */
-		MPI_Wait(&a.req, MPI_STATUS_IGNORE);
+		MPI_Wait(&l.a.req, MPI_STATUS_IGNORE);
 	}
 	ds__gather_end(s, result >= 0);
-	free(targets);
+	free(l.targets);
 	return result;
 }
 
@@ -493,23 +546,20 @@ static void svc_release(struct ds__svc *s)
 	free(s->nodedir);
 }
 
-int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
-{
-	struct ds__svc S, *s = &S;
-	memset(s, 0, sizeof(*s));
-	s->o = *o;
-	s->win = MPI_WIN_NULL;
-	s->wake_main = s->wake_sock = -1;
-	s->todo_tail = &s->todo;
-	pthread_mutex_init(&s->mu, NULL);
-	int rank, rc = 0;
-	MPI_Comm_rank(world, &rank);
+/* Where a start's seconds go (issue 27: millions of samples). */
+struct serve_times {
+	double start, store, plan;
+};
 
+/* Join: this rank's node (one rank per node), the service's communicator
+ * and (--nodes) the staged node it serves.  Nonzero when the step fails
+ * (every rank agrees; said). */
+static int serve_join(MPI_Comm world, struct ds__svc *s, const struct ds_serve_opts *o, int rank)
+{
 	struct ds_node nd;
-	if (ds_node_identify(world, o->node_per_rank, &nd)) {
-		svc_release(s);
+	int rc = 0;
+	if (ds_node_identify(world, o->node_per_rank, &nd))
 		return 1;
-	}
 	if (nd.local_size > 1)
 		rc = -EINVAL;
 	if (ds_any_failed(world, rc)) {
@@ -518,7 +568,6 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 			         "--ntasks-per-node=1 (Slurm) or --node-per-rank (simulated nodes)",
 			         nd.node, nd.local_size);
 		ds_node_release(&nd);
-		svc_release(s);
 		return 1;
 	}
 	MPI_Comm_dup(nd.leaders, &s->comm);
@@ -527,25 +576,16 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 	s->nnodes = nd.nnodes;
 	ds_node_release(&nd);
 	/* --nodes: rank r serves the r-th surviving staged node */
-	if (ds_any_failed(s->comm, ds__failover_setup(s, s->node))) {
-		MPI_Comm_free(&s->comm);
-		svc_release(s);
-		return 1;
-	}
+	return ds_any_failed(s->comm, ds__failover_setup(s, s->node));
+}
 
-	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
-	s->jobdir = ds_store_jobdir(o->to, job);
-	s->nodedir = ds_store_nodedir(o->to, job, s->node);
-	/* One owner per job directory: a second service would rewrite
-	 * epoch.conf under running readers, drop the live epoch caches and take
-	 * the socket; a stage or clean would pull the store away.  Refused,
-	 * naming the holder, before anything here is touched. */
-	int locked = 0;
-	if (ds_step_lock(world, o->to, job, "serve", 0, &locked)) {
-		MPI_Comm_free(&s->comm);
-		svc_release(s);
-		return 1;
-	}
+/* Start (under the lock): the store, the epoch configuration, the first
+ * epochs' plans, the window, the outputs and the readers' socket.
+ * Nonzero when the step fails (every node agrees; said). */
+static int serve_start(struct ds__svc *s, const struct ds_serve_opts *o, int rank,
+                       struct serve_times *t)
+{
+	int rc = 0;
 	/* ours now: say so before the start's long steps (the index check, the
 	 * first epoch's share and cache, the window: seconds at millions of
 	 * files), so that `dstage status` says "starting", not "down" */
@@ -554,12 +594,12 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 	s->wake_sock = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->wake_main < 0 || s->wake_sock < 0)
 		rc = -errno;
-	double t_start = ds_now(), t_store = 0, t_plan = 0;
+	t->start = ds_now();
 	if (!rc) {
 		ds__failover_prior(s);
 		rc = ds__store_open(s);
 	}
-	t_store = ds_now();
+	t->store = ds_now();
 	if (!rc) {
 		/* every node writes the epoch configuration on its own file system:
 		 * the shim of every node must compute the lists we compute */
@@ -576,7 +616,7 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 	double t_plan0 = ds_now();
 	if (!failed)
 		failed = ds_any_failed(s->comm, ds__exchange_new(s));
-	t_plan = ds_now() - t_plan0;
+	t->plan = ds_now() - t_plan0;
 	if (!failed) {
 		rc = ds__window_create(s);
 		if (!rc)
@@ -598,21 +638,27 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 		failed = ds_any_failed(s->comm, ds__out_start(s));
 	if (!failed)
 		failed = ds_any_failed(s->comm, ds__sock_start(s));
-	if (failed) {
-		ds__status_write(s, "failed");
-		ds_out_stop(s->out);
-		ds__out_free(s);
-		ds__sock_stop(s);
-		ds__pw_stop(s);
-		ds__window_free(s);
-		ds__exchange_free(s);
-		ds__store_close(s);
-		MPI_Comm_free(&s->comm);
-		ds_step_unlock(o->to, job, locked);
-		svc_release(s);
-		return 1;
-	}
+	return failed;
+}
 
+/* Stop what serve_start started, in the reverse order; a failed start
+ * (partly started) or a service leaving. */
+static void serve_stop(struct ds__svc *s)
+{
+	ds__sock_stop(s);
+	ds__pw_stop(s);
+	beat();
+	ds__window_free(s);
+	ds__exchange_free(s);
+	ds__store_close(s);
+}
+
+/* Serve: signals, the watchdog, then the main loop until every node agrees
+ * to stop (0) or one failed (1).  A peer gone (run_loop < 0) ends the job
+ * step here. */
+static int serve_run(MPI_Comm world, struct ds__svc *s, const struct ds_serve_opts *o, int rank,
+                     const struct serve_times *t, int locked)
+{
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -627,10 +673,9 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 
 	ds__gather_start(s);
 	ds__status_write(s, "running");
-	/* where a start's seconds go (issue 27: millions of samples) */
 	ds_debug("node %u: serving %.3f s after the start: the store and its index %.3f s, the "
 	         "first epochs' plans %.3f s",
-	         s->node, ds_now() - t_start, t_store - t_start, t_plan);
+	         s->node, ds_now() - t->start, t->store - t->start, t->plan);
 	if (rank == 0) {
 		ds_info("serving %u node(s) under '%s': seed %llu, locality %g, %s; stop with "
 		        "'dstage stop --to %s%s%s'",
@@ -650,20 +695,22 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 		MPI_Abort(world, 1);
 		_exit(1);
 	}
-	/* every rank is here, in the same iteration: leave together */
+	return res;
+}
+
+/* Leave: every rank is here, in the same iteration of the loop.  Stop,
+ * remove the node store with --clean, and leave together.  The step's
+ * result (res, or 1 when leaving failed). */
+static int serve_leave(struct ds__svc *s, const struct ds_serve_opts *o, int locked, int res)
+{
 	if (ds_out_stop(s->out) && !res)
 		res = 1; /* outputs closed and not drained: said, and the step fails */
 	ds__out_free(s);
 	ds__status_write(s, res ? "failed" : "stopped");
-	ds__sock_stop(s);
-	ds__pw_stop(s);
-	beat();
-	ds__window_free(s);
-	ds__exchange_free(s);
-	ds__store_close(s);
+	serve_stop(s);
 	if (o->clean) {
 		/* the spill tier first: the index names it */
-		rc = ds_store_spill_remove(s->nodedir);
+		int rc = ds_store_spill_remove(s->nodedir);
 		if (rc)
 			ds_error("node %u: '%s': the spill tier: %s", s->node, s->nodedir,
 			         ds_strerror(rc));
@@ -687,10 +734,49 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 		if (locked)
 			(void)ds_joblock_remove_dir(s->jobdir, 0);
 	}
+	return res;
+}
+
+/* The service step: join, lock, start, serve, leave; one cleanup path. */
+int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
+{
+	struct ds__svc S, *s = &S;
+	memset(s, 0, sizeof(*s));
+	s->o = *o;
+	s->comm = MPI_COMM_NULL;
+	s->win = MPI_WIN_NULL;
+	s->wake_main = s->wake_sock = -1;
+	s->todo_tail = &s->todo;
+	pthread_mutex_init(&s->mu, NULL);
+	int rank, locked = 0, res = 1;
+	MPI_Comm_rank(world, &rank);
+	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
+	struct serve_times t = {0, 0, 0};
+
+	if (serve_join(world, s, o, rank))
+		goto out;
+	s->jobdir = ds_store_jobdir(o->to, job);
+	s->nodedir = ds_store_nodedir(o->to, job, s->node);
+	/* One owner per job directory: a second service would rewrite
+	 * epoch.conf under running readers, drop the live epoch caches and take
+	 * the socket; a stage or clean would pull the store away.  Refused,
+	 * naming the holder, before anything here is touched. */
+	if (ds_step_lock(world, o->to, job, "serve", 0, &locked))
+		goto out;
+	if (serve_start(s, o, rank, &t)) {
+		ds__status_write(s, "failed");
+		ds_out_stop(s->out);
+		ds__out_free(s);
+		serve_stop(s);
+		goto out;
+	}
+	res = serve_leave(s, o, locked, serve_run(world, s, o, rank, &t, locked));
+out:
 	ds_step_unlock(o->to, job, locked);
 	if (rank == 0 && !res)
 		ds_info("stopped: every node left%s", o->clean ? ", node stores removed" : "");
-	MPI_Comm_free(&s->comm);
+	if (s->comm != MPI_COMM_NULL)
+		MPI_Comm_free(&s->comm);
 	/* the watchdog keeps watching MPI_Finalize in the caller */
 	beat();
 	svc_release(s);

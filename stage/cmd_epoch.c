@@ -40,6 +40,10 @@ struct eopts {
 	long node;
 	int nodes_of, state, help;
 	uint32_t readers;
+	/* the operands */
+	uint64_t epoch, k; /* EPOCH; --state's sample position K */
+	const char *lofn;  /* a reader's L-of-N, parsed into l and nr */
+	uint32_t l, nr;
 };
 
 static int parse_lofn(const char *s, uint32_t *l, uint32_t *n)
@@ -182,182 +186,241 @@ static int load_state(const char *path, const struct ds_index *ix, const struct 
 	return 0;
 }
 
-int ds_cmd_epoch(int argc, char **argv)
+/* The options.  -1: go on; else the exit status (0: --help, 2: usage). */
+static int epoch_options(int argc, char **argv, struct eopts *o)
 {
-	static const struct option lo[] = {
-		{"to", required_argument, 0, 't'},     {"job", required_argument, 0, 'j'},
-		{"node", required_argument, 0, 'n'},   {"nodes-of", no_argument, 0, 'S'},
-		{"state", no_argument, 0, 's'},        {"readers", required_argument, 0, 'r'},
-		{"resume", required_argument, 0, 'R'}, {"help", no_argument, 0, 'h'},
-		{0, 0, 0, 0}};
-	struct eopts o = {NULL, NULL, NULL, -1, 0, 0, 0, 1};
+	static const struct option lo[] = {{"to", required_argument, 0, 't'},
+	                                   {"job", required_argument, 0, 'j'},
+	                                   {"node", required_argument, 0, 'n'},
+	                                   {"nodes-of", no_argument, 0, 'S'},
+	                                   {"state", no_argument, 0, 's'},
+	                                   {"readers", required_argument, 0, 'r'},
+	                                   {"resume", required_argument, 0, 'R'},
+	                                   {"help", no_argument, 0, 'h'},
+	                                   {0, 0, 0, 0}};
 	int c, bad = 0;
 	uint64_t v;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (c) {
-		case 't': o.to = optarg; break;
-		case 'j': o.job = optarg; break;
+		case 't': o->to = optarg; break;
+		case 'j': o->job = optarg; break;
 		case 'n':
 			if (ds_parse_u64(optarg, &v) || v > INT32_MAX) {
 				ds_error("--node '%s': not a node number", optarg);
 				bad = 1;
 			}
-			o.node = (long)v;
+			o->node = (long)v;
 			break;
-		case 'S': o.nodes_of = 1; break;
-		case 's': o.state = 1; break;
+		case 'S': o->nodes_of = 1; break;
+		case 's': o->state = 1; break;
 		case 'r':
 			if (ds_parse_u64(optarg, &v) || !v || v > UINT32_MAX) {
 				ds_error("--readers '%s': not a number of readers", optarg);
 				bad = 1;
 			}
-			o.readers = (uint32_t)v;
+			o->readers = (uint32_t)v;
 			break;
-		case 'R': o.resume = optarg; break;
+		case 'R': o->resume = optarg; break;
 		case 'h': fputs(epoch_usage, stdout); return 0;
 		default: fputs(epoch_usage, stderr); return 2;
 		}
 	}
 	if (bad)
 		return 2;
-	if (!o.to) {
+	if (!o->to) {
 		ds_error("need --to DIR");
 		return 2;
 	}
-	int nargs = argc - optind, want_min = o.resume ? 0 : 1, want_max = o.state ? 2 : o.nodes_of ? 1 : o.resume ? 1 : 2;
-	if (o.state)
+	return -1;
+}
+
+/* The operands (EPOCH [K] [L-of-N]) and the node (--node, DSTAGE_NODE,
+ * SLURM_NODEID, else 0).  -1: go on; else the exit status (2: usage). */
+static int epoch_operands(int argc, char **argv, struct eopts *o)
+{
+	uint64_t v;
+	int nargs = argc - optind, want_min = o->resume ? 0 : 1,
+	    want_max = o->state      ? 2
+	               : o->nodes_of ? 1
+	               : o->resume   ? 1
+	                             : 2;
+	if (o->state)
 		want_min = 2;
-	if (nargs < want_min || nargs > want_max || (o.state + o.nodes_of + (o.resume != NULL)) > 1) {
+	if (nargs < want_min || nargs > want_max ||
+	    (o->state + o->nodes_of + (o->resume != NULL)) > 1) {
 		fputs(epoch_usage, stderr);
 		return 2;
 	}
-	uint64_t epoch = 0, k = 0;
-	uint32_t l = 0, nr = 0;
-	const char *lofn = NULL;
-	if (!o.resume && ds_parse_u64(argv[optind], &epoch)) {
+	if (!o->resume && ds_parse_u64(argv[optind], &o->epoch)) {
 		ds_error("'%s': not an epoch number", argv[optind]);
 		return 2;
 	}
-	if (o.state && ds_parse_u64(argv[optind + 1], &k)) {
+	if (o->state && ds_parse_u64(argv[optind + 1], &o->k)) {
 		ds_error("'%s': not a sample position", argv[optind + 1]);
 		return 2;
 	}
-	if (!o.state && !o.nodes_of && nargs == want_max)
-		lofn = argv[argc - 1];
-	if (lofn && parse_lofn(lofn, &l, &nr)) {
-		ds_error("'%s': not a reader L-of-N", lofn);
+	if (!o->state && !o->nodes_of && nargs == want_max)
+		o->lofn = argv[argc - 1];
+	if (o->lofn && parse_lofn(o->lofn, &o->l, &o->nr)) {
+		ds_error("'%s': not a reader L-of-N", o->lofn);
 		return 2;
 	}
-	if (o.node < 0) {
+	if (o->node < 0) {
 		const char *e = getenv("DSTAGE_NODE");
 		if (!e || !*e)
 			e = getenv("SLURM_NODEID");
-		o.node = 0;
+		o->node = 0;
 		if (e && *e && (ds_parse_u64(e, &v) || v > INT32_MAX)) {
 			ds_error("node '%s': not a node number", e);
 			return 2;
 		}
 		if (e && *e)
-			o.node = (long)v;
+			o->node = (long)v;
 	}
+	return -1;
+}
 
-	const char *job = o.job && *o.job ? o.job : ds_store_default_job();
-	char *jobdir = ds_store_jobdir(o.to, job);
-	char *nodedir = ds_store_nodedir(o.to, job, (uint32_t)o.node);
-	char path[PATH_MAX];
-	ds_store_path(path, sizeof(path), nodedir, DS_INDEX_NAME);
+/* What one epoch command reads and holds (ds_cmd_epoch). */
+struct epoch_run {
+	char *jobdir, *nodedir;
+	char path[PATH_MAX]; /* the node's index */
 	struct ds_index ix;
+	int ix_open;
 	struct ds_epoch_cfg cfg;
-	struct ds_nodes_hist h = {0};
+	struct ds_nodes_hist h;
 	struct ds_resume r;
-	memset(&r, 0, sizeof(r));
-	uint32_t *ids = NULL;
-	size_t n = 0;
-	int rc = ds_index_open(&ix, path, 1), ret = 1;
+	uint32_t *ids;
+	size_t n;
+};
+
+/* Open the node's index, the epoch configuration and the node sets.
+ * 0, or nonzero (said). */
+static int epoch_open(struct epoch_run *E)
+{
+	int rc = ds_index_open(&E->ix, E->path, 1);
 	if (rc) {
-		ds_error("'%s': %s%s", path, ds_strerror(rc), rc == -ENOENT ? " (run dstage stage first)" : "");
-		goto out0;
+		ds_error("'%s': %s%s", E->path, ds_strerror(rc),
+		         rc == -ENOENT ? " (run dstage stage first)" : "");
+		return 1;
 	}
-	if ((rc = ds_epoch_cfg_load(jobdir, &cfg))) {
-		ds_error("'%s/epoch.conf': %s", jobdir, ds_strerror(rc));
-		goto out;
+	E->ix_open = 1;
+	if ((rc = ds_epoch_cfg_load(E->jobdir, &E->cfg))) {
+		ds_error("'%s/epoch.conf': %s", E->jobdir, ds_strerror(rc));
+		return 1;
 	}
-	if ((rc = ds_nodes_load(jobdir, &h))) {
-		ds_error("'%s/" DS_NODES_NAME "': %s", jobdir, ds_strerror(rc));
-		goto out;
+	if ((rc = ds_nodes_load(E->jobdir, &E->h))) {
+		ds_error("'%s/" DS_NODES_NAME "': %s", E->jobdir, ds_strerror(rc));
+		return 1;
 	}
-	if (h.n && h.nstaged != ix.h->nnodes) {
-		ds_error("'%s/" DS_NODES_NAME "': for %u staged nodes, the index has %u", jobdir, h.nstaged,
-		         ix.h->nnodes);
-		goto out;
+	if (E->h.n && E->h.nstaged != E->ix.h->nnodes) {
+		ds_error("'%s/" DS_NODES_NAME "': for %u staged nodes, the index has %u", E->jobdir,
+		         E->h.nstaged, E->ix.h->nnodes);
+		return 1;
 	}
-	if (o.nodes_of || o.state) {
-		const struct ds_nodeset *set = ds_nodes_for_epoch(&h, epoch);
-		struct ds_nodeset all = {0, NULL};
-		char text[4096];
-		if (!set) {
-			ds_nodeset_all(ix.h->nnodes, &all);
-			set = &all;
-		}
-		rc = ds_nodeset_format(set, text, sizeof(text));
-		ds_nodeset_release(&all);
-		if (rc) {
-			ds_error("epoch %llu: the node set does not fit", (unsigned long long)epoch);
-			goto out;
-		}
-		if (o.nodes_of) {
-			printf("%s of %u\n", text, ix.h->nnodes);
-		} else {
-			printf("{\"format\": \"dstage-resume\", \"version\": 1, \"epoch\": %llu, \"k\": %llu, "
-			       "\"readers\": %u, \"nodes\": \"%s\", \"staged\": %u, \"seed\": %llu, "
-			       "\"locality\": %.17g, \"drop_last\": %d, \"samples\": %u, \"pack_id\": "
-			       "\"%016llx\"}\n",
-			       (unsigned long long)epoch, (unsigned long long)k, o.readers, text, ix.h->nnodes,
-			       (unsigned long long)cfg.seed, cfg.locality, cfg.drop_last, ix.h->nsamples,
-			       (unsigned long long)ix.h->pack_id);
-		}
-		ret = 0;
-		goto out;
+	return 0;
+}
+
+/* --nodes-of and --state: the epoch's node set, alone or in a resume
+ * state.  The exit status. */
+static int epoch_print_nodes(struct epoch_run *E, const struct eopts *o)
+{
+	const struct ds_nodeset *set = ds_nodes_for_epoch(&E->h, o->epoch);
+	struct ds_nodeset all = {0, NULL};
+	char text[4096];
+	if (!set) {
+		ds_nodeset_all(E->ix.h->nnodes, &all);
+		set = &all;
 	}
-	if ((rc = ds_index_check_shuffle(&ix))) {
-		ds_error("'%s': %s", path, ds_strerror(rc));
-		goto out;
+	int rc = ds_nodeset_format(set, text, sizeof(text));
+	ds_nodeset_release(&all);
+	if (rc) {
+		ds_error("epoch %llu: the node set does not fit", (unsigned long long)o->epoch);
+		return 1;
 	}
-	if (o.resume) {
-		if (load_state(o.resume, &ix, &cfg, &r))
-			goto out;
-		/* the nodes the job runs on now: the latest set */
-		const struct ds_nodeset *to = h.n ? &h.h[h.n - 1].set : NULL;
-		if (to && ds_nodeset_is_all(to, ix.h->nnodes))
-			to = NULL;
-		rc = ds_resume_list(&ix, &cfg, &r, to, (uint32_t)o.node, lofn ? l : 0, lofn ? nr : 1, &ids, &n);
+	if (o->nodes_of) {
+		printf("%s of %u\n", text, E->ix.h->nnodes);
 	} else {
-		rc = ds_epoch_share_set(&ix, &cfg, epoch, ds_nodes_for_epoch(&h, epoch), (uint32_t)o.node,
-		                        &ids, &n);
-		if (!rc && lofn) {
+		printf("{\"format\": \"dstage-resume\", \"version\": 1, \"epoch\": %llu, \"k\": %llu, "
+		       "\"readers\": %u, \"nodes\": \"%s\", \"staged\": %u, \"seed\": %llu, "
+		       "\"locality\": %.17g, \"drop_last\": %d, \"samples\": %u, \"pack_id\": "
+		       "\"%016llx\"}\n",
+		       (unsigned long long)o->epoch, (unsigned long long)o->k, o->readers, text,
+		       E->ix.h->nnodes, (unsigned long long)E->cfg.seed, E->cfg.locality,
+		       E->cfg.drop_last, E->ix.h->nsamples, (unsigned long long)E->ix.h->pack_id);
+	}
+	return 0;
+}
+
+/* The node's (or one reader's) list of the epoch, or of the rest of a
+ * resumed one.  The exit status. */
+static int epoch_print_list(struct epoch_run *E, const struct eopts *o)
+{
+	int rc;
+	if ((rc = ds_index_check_shuffle(&E->ix))) {
+		ds_error("'%s': %s", E->path, ds_strerror(rc));
+		return 1;
+	}
+	if (o->resume) {
+		if (load_state(o->resume, &E->ix, &E->cfg, &E->r))
+			return 1;
+		/* the nodes the job runs on now: the latest set */
+		const struct ds_nodeset *to = E->h.n ? &E->h.h[E->h.n - 1].set : NULL;
+		if (to && ds_nodeset_is_all(to, E->ix.h->nnodes))
+			to = NULL;
+		rc = ds_resume_list(&E->ix, &E->cfg, &E->r, to, (uint32_t)o->node,
+		                    o->lofn ? o->l : 0, o->lofn ? o->nr : 1, &E->ids, &E->n);
+	} else {
+		rc = ds_epoch_share_set(&E->ix, &E->cfg, o->epoch,
+		                        ds_nodes_for_epoch(&E->h, o->epoch), (uint32_t)o->node,
+		                        &E->ids, &E->n);
+		if (!rc && o->lofn) {
 			uint32_t *part = NULL;
 			size_t np = 0;
-			rc = ds_epoch_reader_slice(ids, n, l, nr, cfg.drop_last, &part, &np);
-			free(ids);
-			ids = part;
-			n = np;
+			rc = ds_epoch_reader_slice(E->ids, E->n, o->l, o->nr, E->cfg.drop_last,
+			                           &part, &np);
+			free(E->ids);
+			E->ids = part;
+			E->n = np;
 		}
 	}
 	if (rc) {
-		ds_error("node %ld: %s", o.node,
-		         rc == -ENOENT ? "not one of the nodes the epoch is dealt over" : ds_strerror(rc));
-		goto out;
+		ds_error("node %ld: %s", o->node,
+		         rc == -ENOENT ? "not one of the nodes the epoch is dealt over"
+		                       : ds_strerror(rc));
+		return 1;
 	}
-	print_list(&ix, ids, n);
-	ret = fflush(stdout) ? 1 : 0;
-out:
-	free(ids);
-	ds_nodeset_release(&r.from);
-	ds_nodes_release(&h);
-	ds_index_close(&ix);
-out0:
-	free(jobdir);
-	free(nodedir);
+	print_list(&E->ix, E->ids, E->n);
+	return fflush(stdout) ? 1 : 0;
+}
+
+int ds_cmd_epoch(int argc, char **argv)
+{
+	struct eopts o = {NULL, NULL, NULL, -1, 0, 0, 0, 1, 0, 0, NULL, 0, 0};
+	int ret = epoch_options(argc, argv, &o);
+	if (ret < 0)
+		ret = epoch_operands(argc, argv, &o);
+	if (ret >= 0)
+		return ret;
+
+	const char *job = o.job && *o.job ? o.job : ds_store_default_job();
+	struct epoch_run E;
+	memset(&E, 0, sizeof(E));
+	E.jobdir = ds_store_jobdir(o.to, job);
+	E.nodedir = ds_store_nodedir(o.to, job, (uint32_t)o.node);
+	ds_store_path(E.path, sizeof(E.path), E.nodedir, DS_INDEX_NAME);
+	if (epoch_open(&E))
+		ret = 1;
+	else if (o.nodes_of || o.state)
+		ret = epoch_print_nodes(&E, &o);
+	else
+		ret = epoch_print_list(&E, &o);
+	free(E.ids);
+	ds_nodeset_release(&E.r.from);
+	ds_nodes_release(&E.h);
+	if (E.ix_open)
+		ds_index_close(&E.ix);
+	free(E.jobdir);
+	free(E.nodedir);
 	return ret;
 }

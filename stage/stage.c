@@ -867,135 +867,202 @@ static void preader_close(struct xfer *x, struct preader *r)
 		close(r->fd);
 }
 
+/* One rank's part in moving one partition (move_partition): its place in
+ * the chain of the partition's holders, the stream's state. */
+struct hop {
+	uint32_t p, nloc;
+	int *chain;      /* world ranks, holder order */
+	int me, next;    /* my position in chain (0: the reader); the next rank, -1: none */
+	char *part_path; /* named in messages */
+	uint64_t size;   /* the partition's payload */
+	int status;      /* first error on this hop */
+	struct sink s;
+	struct preader in;          /* me == 0 */
+	MPI_Request req;            /* the send down the chain */
+	unsigned char *cur, *other; /* the chunk being handled; the one in flight */
+	int told_next;              /* sent an error header down the chain */
+};
+
+/* The chain of partition p's handlers; my position in it, -1: not ours. */
+static int hop_chain(struct xfer *x, struct hop *H)
+{
+	const struct ds_placement *pl = x->pl;
+	uint32_t p = H->p;
+	int me = -1;
+	H->nloc = pl->first[p + 1] - pl->first[p];
+	H->chain = ds_xcalloc(H->nloc + 1, sizeof(int));
+	for (uint32_t i = 0; i < H->nloc; i++) {
+		H->chain[i] = handler(x->rm, pl, x->lpos, pl->first[p] + i);
+		if (H->chain[i] == x->rank && pl->node[pl->first[p] + i] == x->nd->node)
+			me = i;
+	}
+	return me;
+}
+
+/* Where this node's copy of partition p goes: the store file and offset. */
+static void hop_place(struct xfer *x, uint32_t p, int *fd, uint64_t *base)
+{
+	const struct ds_placement *pl = x->pl;
+	*base = 0;
+	*fd = x->store_fd;
+	for (uint32_t l = pl->first[p]; l < pl->first[p + 1]; l++)
+		if (pl->node[l] == x->nd->node) {
+			*base = pl->base[l];
+			if (pl->tier && pl->tier[l] == DS_TIER_SPILL) {
+				/* the spill file holds the store from ram_size on */
+				*base -= pl->ram_size[x->nd->node];
+				*fd = x->spill_fd;
+			}
+		}
+}
+
+/* The n bytes at pos into data: read by the reader, received by the
+ * others from their predecessor (h: its header).  1 when the predecessor
+ * failed and sends nothing more, else 0. */
+static int hop_obtain(struct xfer *x, struct hop *H, uint64_t pos, size_t n, struct chunk_hdr *h,
+                      unsigned char *data)
+{
+	if (H->me == 0) {
+		if (!H->status && n) {
+			int rc = ds_fault("stage.read", x->rank);
+			if (rc)
+				ds_error("'%s': %s", H->part_path, ds_strerror(rc));
+			else
+				rc = preader_read(&H->in, H->part_path, pos, data, n);
+			if (rc)
+				H->status = rc;
+			else
+				x->shared_read += n;
+		}
+		return 0;
+	}
+	if (!H->status) /* as if this hop broke: it drains, tells the next */
+		H->status = ds_fault("stage.forward", x->rank);
+	MPI_Recv(H->cur, sizeof(*h) + CHUNK, MPI_BYTE, H->chain[H->me - 1], TAG_CHUNK, x->world,
+	         MPI_STATUS_IGNORE);
+	memcpy(h, H->cur, sizeof(*h));
+	if (h->status) {
+		if (!H->status)
+			H->status = (int)h->status;
+		return 1;
+	}
+	if (h->len != n) {
+		if (!H->status)
+			H->status = -DS_ECORRUPT;
+	} else {
+		x->received += n;
+	}
+	return 0;
+}
+
+/* Verify and write the n bytes at pos into this node's store. */
+static void hop_land(struct xfer *x, struct hop *H, uint64_t pos, const unsigned char *data,
+                     size_t n)
+{
+	if (H->status || !n)
+		return;
+	int rc = ds_fault("stage.write", x->rank);
+	if (!rc)
+		rc = sink_feed(&H->s, pos, data, n);
+	if (rc) {
+		if (rc != -DS_ECHECKSUM && rc != -DS_ECORRUPT)
+			ds_error("node %u: '%s': %s", x->nd->node, DS_STORE_NAME, ds_strerror(rc));
+		H->status = rc;
+	} else {
+		progress_add(x, n);
+	}
+}
+
+/* Send the chunk (or, after a failure, one error header) to the next. */
+static void hop_forward(struct xfer *x, struct hop *H, struct chunk_hdr *h, size_t n)
+{
+	if (H->next < 0 || H->told_next)
+		return;
+	MPI_Wait(&H->req, MPI_STATUS_IGNORE);
+	h->status = H->status;
+	h->len = H->status ? 0 : n;
+	memcpy(H->cur, h, sizeof(*h));
+	MPI_Isend(H->cur, sizeof(*h) + h->len, MPI_BYTE, H->next, TAG_CHUNK, x->world, &H->req);
+	H->told_next = H->status != 0;
+	unsigned char *t = H->cur;
+	H->cur = H->other;
+	H->other = t;
+}
+
+/* The stream: ceil(size/CHUNK) messages (at least one), each a header
+ * and its data.  A rank that fails forwards one error header and sends
+ * nothing more; it keeps draining its predecessor until that one stops
+ * (an error header, or the whole stream), so no send is left unmatched. */
+static void hop_stream(struct xfer *x, struct hop *H)
+{
+	uint64_t pos = 0;
+	do {
+		size_t n = H->size - pos > CHUNK ? CHUNK : H->size - pos;
+		struct chunk_hdr h = {0, n};
+		unsigned char *data = H->cur + sizeof(h);
+		int upstream_failed = hop_obtain(x, H, pos, n, &h, data);
+		hop_land(x, H, pos, data, n);
+		hop_forward(x, H, &h, n);
+		pos += n;
+		if (upstream_failed || (H->status && H->me == 0))
+			break; /* the predecessor sends nothing more */
+	} while (pos < H->size);
+	MPI_Wait(&H->req, MPI_STATUS_IGNORE);
+}
+
+/* After the stream: the reader's and the sink's checks of its end. */
+static void hop_finish(struct hop *H)
+{
+	if (!H->status && H->me == 0)
+		H->status = preader_finish(&H->in);
+	if (!H->status) {
+		int rc = sink_finish(&H->s);
+		if (rc) {
+			if (rc == -DS_ECORRUPT)
+				ds_error("'%s': payload ends inside a file", H->part_path);
+			H->status = rc;
+		}
+	}
+}
+
 /* Move partition p: its reader reads and sends it down the chain of its
  * holders' handlers; each handler verifies and writes it. */
 static void move_partition(struct xfer *x, uint32_t p, unsigned char *buf)
 {
-	const struct ds_placement *pl = x->pl;
-	uint32_t nloc = pl->first[p + 1] - pl->first[p];
-	int *chain = ds_xcalloc(nloc + 1, sizeof(int)); /* world ranks, holder order */
-	int me = -1;
-	for (uint32_t i = 0; i < nloc; i++) {
-		chain[i] = handler(x->rm, pl, x->lpos, pl->first[p] + i);
-		if (chain[i] == x->rank && pl->node[pl->first[p] + i] == x->nd->node)
-			me = i;
-	}
-	if (me < 0) {
-		free(chain);
+	struct hop H;
+	memset(&H, 0, sizeof(H));
+	H.p = p;
+	H.me = hop_chain(x, &H);
+	if (H.me < 0) {
+		free(H.chain);
 		return; /* not ours */
 	}
-	uint64_t base = 0;
-	int fd = x->store_fd;
-	for (uint32_t l = pl->first[p]; l < pl->first[p + 1]; l++)
-		if (pl->node[l] == x->nd->node) {
-			base = pl->base[l];
-			if (pl->tier && pl->tier[l] == DS_TIER_SPILL) {
-				/* the spill file holds the store from ram_size on */
-				base -= pl->ram_size[x->nd->node];
-				fd = x->spill_fd;
-			}
-		}
+	uint64_t base;
+	int fd;
+	hop_place(x, p, &fd, &base);
 	/* in place there is no part file: messages name the source root */
-	char *part_path = x->m->root ? ds_xstrdup(x->m->root) : ds_part_path(x->pack, p);
-	const char *part_name = strrchr(part_path, '/') ? strrchr(part_path, '/') + 1 : part_path;
-	uint64_t size = x->m->parts[p].size;
-	int status = x->err;
-	const char *store_name = DS_STORE_NAME;
-	struct sink s;
-	struct preader in;
-	memset(&in, 0, sizeof(in));
-	in.fd = -1;
-	sink_open(&s, x->m, x->L, p, fd, base, x->inflate, part_name);
-	s.learn = me == 0 ? x->crc_read : x->crc_held;
-	s.held = me == 0 ? NULL : x->held;
-	if (me == 0 && !status)
-		status = preader_open(x, p, part_path, &in);
-	/* The stream: ceil(size/CHUNK) messages (at least one), each a header
-	 * and its data.  A rank that fails forwards one error header and sends
-	 * nothing more; it keeps draining its predecessor until that one stops
-	 * (an error header, or the whole stream), so no send is left unmatched. */
-	MPI_Request req = MPI_REQUEST_NULL;
-	unsigned char *cur = buf, *other = buf + sizeof(struct chunk_hdr) + CHUNK;
-	int next = (uint32_t)me + 1 < nloc ? chain[me + 1] : -1;
-	int told_next = 0; /* sent an error header down the chain */
-	uint64_t pos = 0;
-	do {
-		size_t n = size - pos > CHUNK ? CHUNK : size - pos;
-		struct chunk_hdr h = {0, n};
-		unsigned char *data = cur + sizeof(h);
-		int upstream_failed = 0;
-		if (me == 0) {
-			if (!status && n) {
-				int rc = ds_fault("stage.read", x->rank);
-				if (rc)
-					ds_error("'%s': %s", part_path, ds_strerror(rc));
-				else
-					rc = preader_read(&in, part_path, pos, data, n);
-				if (rc)
-					status = rc;
-				else
-					x->shared_read += n;
-			}
-		} else {
-			if (!status) /* as if this hop broke: it drains, tells the next */
-				status = ds_fault("stage.forward", x->rank);
-			MPI_Recv(cur, sizeof(h) + CHUNK, MPI_BYTE, chain[me - 1], TAG_CHUNK, x->world,
-			         MPI_STATUS_IGNORE);
-			memcpy(&h, cur, sizeof(h));
-			if (h.status) {
-				upstream_failed = 1;
-				if (!status)
-					status = (int)h.status;
-			} else if (h.len != n) {
-				if (!status)
-					status = -DS_ECORRUPT;
-			} else {
-				x->received += n;
-			}
-		}
-		if (!status && n) {
-			int rc = ds_fault("stage.write", x->rank);
-			if (!rc)
-				rc = sink_feed(&s, pos, data, n);
-			if (rc) {
-				if (rc != -DS_ECHECKSUM && rc != -DS_ECORRUPT)
-					ds_error("node %u: '%s': %s", x->nd->node, store_name, ds_strerror(rc));
-				status = rc;
-			} else {
-				progress_add(x, n);
-			}
-		}
-		if (next >= 0 && !told_next) {
-			MPI_Wait(&req, MPI_STATUS_IGNORE);
-			h.status = status;
-			h.len = status ? 0 : n;
-			memcpy(cur, &h, sizeof(h));
-			MPI_Isend(cur, sizeof(h) + h.len, MPI_BYTE, next, TAG_CHUNK, x->world, &req);
-			told_next = status != 0;
-			unsigned char *t = cur;
-			cur = other;
-			other = t;
-		}
-		pos += n;
-		if (upstream_failed || (status && me == 0))
-			break; /* the predecessor sends nothing more */
-	} while (pos < size);
-	MPI_Wait(&req, MPI_STATUS_IGNORE);
-	if (!status && me == 0)
-		status = preader_finish(&in);
-	if (!status) {
-		int rc = sink_finish(&s);
-		if (rc) {
-			if (rc == -DS_ECORRUPT)
-				ds_error("'%s': payload ends inside a file", part_path);
-			status = rc;
-		}
-	}
-	sink_close(&s);
-	preader_close(x, &in);
-	free(part_path);
-	free(chain);
-	set_err(x, status);
+	H.part_path = x->m->root ? ds_xstrdup(x->m->root) : ds_part_path(x->pack, p);
+	const char *part_name =
+		strrchr(H.part_path, '/') ? strrchr(H.part_path, '/') + 1 : H.part_path;
+	H.size = x->m->parts[p].size;
+	H.status = x->err;
+	H.in.fd = -1;
+	sink_open(&H.s, x->m, x->L, p, fd, base, x->inflate, part_name);
+	H.s.learn = H.me == 0 ? x->crc_read : x->crc_held;
+	H.s.held = H.me == 0 ? NULL : x->held;
+	if (H.me == 0 && !H.status)
+		H.status = preader_open(x, p, H.part_path, &H.in);
+	H.req = MPI_REQUEST_NULL;
+	H.cur = buf;
+	H.other = buf + sizeof(struct chunk_hdr) + CHUNK;
+	H.next = (uint32_t)H.me + 1 < H.nloc ? H.chain[H.me + 1] : -1;
+	hop_stream(x, &H);
+	hop_finish(&H);
+	sink_close(&H.s);
+	preader_close(x, &H.in);
+	free(H.part_path);
+	free(H.chain);
+	set_err(x, H.status);
 }
 
 /* A plain tree: each file's CRC was taken by its partition's reader as it
@@ -1183,56 +1250,75 @@ static void stage_s3_release(struct xfer *x)
 	ds_free(&x->prefix);
 }
 
-int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node *nd)
-{
-	int rank, size, rc = 0;
-	MPI_Comm_rank(world, &rank);
-	MPI_Comm_size(world, &size);
-	double t0 = ds_now();
+/* One stage step's state, shared by its phases (ds_stage_step). */
+struct stage {
+	MPI_Comm world;
+	const struct ds_stage_opts *o;
+	struct ds_node *nd;
+	int rank;
+	double t0;
+	const char *job;
+	int locked; /* this rank holds the job's step lock */
 	struct xfer x;
-	memset(&x, 0, sizeof(x));
-	/* SIGINT/SIGTERM end the step as a failure does: every rank exits 1,
-	 * no store is left (the reads and the S3 client stop at once) */
-	ds_stop_on_signals();
-	x.world = world;
-	x.rank = rank;
-	x.pack = o->pack;
-	x.nd = nd;
-	x.inflate = o->inflate;
-	x.store_fd = -1;
-	x.spill_fd = -1;
-	x.rootfd = -1;
-	x.prog_win = MPI_WIN_NULL;
-
-	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
-	if (!job)
-		job = "0";
-	/* One owner per job directory: a second stage, a serve or a clean of
-	 * this job is refused from here to the end, so two stages cannot both
-	 * pass the "already staged" check and mix their bytes. */
-	int locked = 0;
-	if (ds_step_lock(world, o->to, job, "stage", 1, &locked))
-		return 1;
 	struct ds_manifest m;
-	memset(&m, 0, sizeof(m));
-	uint64_t pack_id = 0;
+	uint64_t pack_id;
+	struct layout L;
+	uint32_t r; /* copies of each partition */
+	struct ds_placement pl;
+	struct rankmap rm;
+	char *jobdir, *nodedir, *partial, *store_path;
+	char *spill_jobdir, *spill_nodedir, *spill_partial, *spill_store; /* with --spill */
+	uint64_t ram_bytes, spill_bytes; /* this node's store in each tier */
+	struct ds_room room;
+};
+
+static void stage_init(struct stage *S, MPI_Comm world, const struct ds_stage_opts *o,
+                       struct ds_node *nd)
+{
+	memset(S, 0, sizeof(*S));
+	S->world = world;
+	S->o = o;
+	S->nd = nd;
+	MPI_Comm_rank(world, &S->rank);
+	S->t0 = ds_now();
+	struct xfer *x = &S->x;
+	x->world = world;
+	x->rank = S->rank;
+	x->pack = o->pack;
+	x->nd = nd;
+	x->inflate = o->inflate;
+	x->store_fd = -1;
+	x->spill_fd = -1;
+	x->rootfd = -1;
+	x->prog_win = MPI_WIN_NULL;
+	S->job = o->job && *o->job ? o->job : ds_store_default_job();
+	if (!S->job)
+		S->job = "0";
+}
+
+/* Open the source: the S3 client of a pack in a bucket, the manifest (read
+ * or, for a plain tree, made), the source tree of an in-place pack.
+ * Nonzero when the step fails (every rank agrees; said). */
+static int stage_source(struct stage *S)
+{
+	MPI_Comm world = S->world;
+	const struct ds_stage_opts *o = S->o;
+	struct xfer *x = &S->x;
+	int rank = S->rank, rc = 0;
 	if (ds_s3_is_url(o->pack)) {
 		/* a pack in a bucket: every rank has a client (the readers use it) */
-		rc = ds_s3_parse_url(o->pack, &x.bucket, &x.prefix);
+		rc = ds_s3_parse_url(o->pack, &x->bucket, &x->prefix);
 		/* rank 0 first: a configuration problem is said once, not by every rank */
-		if (!rc && rank == 0 && !(x.s3 = ds_s3_new()))
+		if (!rc && rank == 0 && !(x->s3 = ds_s3_new()))
 			rc = -EINVAL;
-		if (!ds_any_failed(world, rc) && rank != 0 && !(x.s3 = ds_s3_new()))
+		if (!ds_any_failed(world, rc) && rank != 0 && !(x->s3 = ds_s3_new()))
 			rc = -EINVAL;
-		if (ds_any_failed(world, rc)) {
-			stage_s3_release(&x);
-			unlock_and_tidy(world, o->to, job, locked);
+		if (ds_any_failed(world, rc))
 			return 1;
-		}
 	}
 	/* a plain tree (a directory without index.h5): its manifest is made
 	 * here, by a walk the ranks share; a pack's is read once and broadcast */
-	int tree = rank == 0 && !x.s3 ? ds__stage_plain_tree(o->pack) : 0;
+	int tree = rank == 0 && !x->s3 ? ds__stage_plain_tree(o->pack) : 0;
 	ds_mpi_bcast(world, &tree, sizeof(tree), 0);
 	if (tree < 0) {
 		rc = -DS_ECORRUPT; /* said */
@@ -1248,374 +1334,455 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 		rc = -EINVAL;
 	} else if (tree) {
 		rc = ds_tree_manifest(world, o->pack, o->replicate, o->nreplicate, o->expand_tar,
-		                      nd->nnodes, &m);
-		pack_id = rc ? 0 : m.pack_id;
+		                      S->nd->nnodes, &S->m);
+		S->pack_id = rc ? 0 : S->m.pack_id;
 	} else {
-		rc = bcast_manifest(world, o->pack, &m, &x.meta_read, &pack_id, x.s3, x.bucket,
-		                    x.prefix);
+		rc = bcast_manifest(world, o->pack, &S->m, &x->meta_read, &S->pack_id, x->s3,
+		                    x->bucket, x->prefix);
 	}
-	if (rc) {
-		stage_s3_release(&x);
-		unlock_and_tidy(world, o->to, job, locked);
+	if (rc)
 		return 1;
-	}
 	/* in place: the source tree, where every reader opens its files */
-	if (ds_any_failed(world, m.root ? ds_src_root_open(&m, &x.rootfd) : 0) ||
-	    ds_any_failed(world, ds_fault("stage.after_bcast", rank))) {
-		if (x.rootfd >= 0)
-			close(x.rootfd);
-		ds_manifest_release(&m);
-		stage_s3_release(&x);
-		unlock_and_tidy(world, o->to, job, locked);
-		return 1;
+	return ds_any_failed(world, S->m.root ? ds_src_root_open(&S->m, &x->rootfd) : 0) ||
+	       ds_any_failed(world, ds_fault("stage.after_bcast", rank));
+}
+
+/* Plan: the layout of the partitions, the placement of their copies (and
+ * the spill tiers), the rank map and this node's paths.  Nonzero when the
+ * step fails (the same on every rank; said). */
+static int stage_plan(struct stage *S)
+{
+	const struct ds_stage_opts *o = S->o;
+	struct ds_node *nd = S->nd;
+	struct ds_manifest *m = &S->m;
+	struct ds_placement *pl = &S->pl;
+	int rc;
+	layout_build(&S->L, m, o->inflate);
+	S->r = o->replicas;
+	if (S->r > nd->nnodes) {
+		if (S->rank == 0)
+			ds_warn("-R %u: only %u node(s); keeping %u cop%s of each partition", S->r,
+			        nd->nnodes, nd->nnodes, nd->nnodes == 1 ? "y" : "ies");
+		S->r = nd->nnodes;
 	}
-	struct layout L;
-	layout_build(&L, &m, o->inflate);
-	uint32_t r = o->replicas;
-	if (r > nd->nnodes) {
-		if (rank == 0)
-			ds_warn("-R %u: only %u node(s); keeping %u cop%s of each partition", r, nd->nnodes,
-			        nd->nnodes, nd->nnodes == 1 ? "y" : "ies");
-		r = nd->nnodes;
-	}
-	struct ds_placement pl;
-	if ((rc = ds_place(&pl, m.nparts, L.node_size, L.replicated, nd->nnodes, r)) && rank == 0)
+	if ((rc = ds_place(pl, m->nparts, S->L.node_size, S->L.replicated, nd->nnodes, S->r)) &&
+	    S->rank == 0)
 		ds_error("placement: %s", ds_strerror(rc));
-	if (!rc && o->spill && (rc = spill_tiers(world, o, nd, &m, &L, &pl)))
-		ds_placement_release(&pl);
-	if (rc) {
-		layout_release(&L);
-		ds_manifest_release(&m);
-		stage_s3_release(&x);
-		if (x.rootfd >= 0)
-			close(x.rootfd);
-		unlock_and_tidy(world, o->to, job, locked);
+	if (!rc && o->spill)
+		rc = spill_tiers(S->world, o, nd, m, &S->L, pl);
+	if (rc)
 		return 1;
-	}
-	if (m.nocrc) {
+	if (m->nocrc) {
 		/* a plain tree: every file's CRC is taken as it is read */
-		x.crc_read = ds_xcalloc(m.n + 1, sizeof(uint32_t));
-		x.crc_held = ds_xcalloc(m.n + 1, sizeof(uint32_t));
-		x.held = ds_xcalloc(m.n + 1, 1);
+		S->x.crc_read = ds_xcalloc(m->n + 1, sizeof(uint32_t));
+		S->x.crc_held = ds_xcalloc(m->n + 1, sizeof(uint32_t));
+		S->x.held = ds_xcalloc(m->n + 1, 1);
 	}
-	struct rankmap rm;
-	make_rankmap(world, nd, &rm);
-	char *jobdir = ds_store_jobdir(o->to, job);
-	char *nodedir = ds_store_nodedir(o->to, job, nd->node);
-	char *partial = NULL, *store_path = NULL;
-	if (asprintf(&partial, "%s" DS_PARTIAL_SUFFIX, nodedir) < 0)
+	make_rankmap(S->world, nd, &S->rm);
+	S->jobdir = ds_store_jobdir(o->to, S->job);
+	S->nodedir = ds_store_nodedir(o->to, S->job, nd->node);
+	if (asprintf(&S->partial, "%s" DS_PARTIAL_SUFFIX, S->nodedir) < 0)
 		exit(1);
-	store_path = path_join(partial, DS_STORE_NAME);
-	x.rank = rank;
+	S->store_path = path_join(S->partial, DS_STORE_NAME);
 	/* the spill tier: SPILL/dstage.<uid>.<job>/<node>, built the same way */
-	uint64_t ram_bytes = pl.ram_size ? pl.ram_size[nd->node] : pl.store_size[nd->node];
-	uint64_t spill_bytes = pl.store_size[nd->node] - ram_bytes;
-	char *spill_jobdir = NULL, *spill_nodedir = NULL, *spill_partial = NULL, *spill_store = NULL;
+	S->ram_bytes = pl->ram_size ? pl->ram_size[nd->node] : pl->store_size[nd->node];
+	S->spill_bytes = pl->store_size[nd->node] - S->ram_bytes;
 	if (o->spill) {
-		spill_jobdir = ds_store_jobdir(o->spill, job);
-		spill_nodedir = ds_store_nodedir(o->spill, job, nd->node);
-		if (asprintf(&spill_partial, "%s" DS_PARTIAL_SUFFIX, spill_nodedir) < 0)
+		S->spill_jobdir = ds_store_jobdir(o->spill, S->job);
+		S->spill_nodedir = ds_store_nodedir(o->spill, S->job, nd->node);
+		if (asprintf(&S->spill_partial, "%s" DS_PARTIAL_SUFFIX, S->spill_nodedir) < 0)
 			exit(1);
-		spill_store = path_join(spill_partial, DS_STORE_NAME);
+		S->spill_store = path_join(S->spill_partial, DS_STORE_NAME);
 	}
+	return 0;
+}
 
-	struct ds_room room;
-	memset(&room, 0, sizeof(room));
-	/* node leaders: refuse a second stage, check room, make the directory */
-	if (nd->local_rank == 0) {
-		struct stat st;
-		int jrc = ds_jobdir_make(o->to, jobdir);
-		if (jrc) {
-			rc = jrc;
-		} else if (!o->force && lstat(nodedir, &st) == 0) {
-			rc = -EEXIST;
-			ds_error("'%s': already staged (use --force to replace it)", nodedir);
+/* The spill half of make_store: its job directory (not --to's), its
+ * partial directory and store file. */
+static int make_spill_store(struct stage *S, int rc)
+{
+	const struct ds_stage_opts *o = S->o;
+	struct stat st;
+	if (!rc) {
+		struct stat a, b;
+		rc = ds_jobdir_make(o->spill, S->spill_jobdir);
+		if (!rc && lstat(S->spill_jobdir, &a) == 0 && lstat(S->jobdir, &b) == 0 &&
+		    a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+			ds_error("--spill '%s': the same directory as --to", o->spill);
+			rc = -EINVAL;
 		}
-		if (!rc)
-			ds_rm_rf(partial); /* left by a killed earlier attempt */
-		/* before a byte is written: every leader takes part (with --spill
-		 * the RAM part and its metadata: the tiers were laid out within
-		 * the room) */
-		if (o->spill)
-			rc = check_room(o, nd, ram_bytes + meta_bytes(&m, &pl), 0, rc, &room);
-		else
-			rc = check_room(o, nd, ram_bytes, DS_STORE_HEADROOM, rc, &room);
-		if (!rc && mkdir(partial, 0700) < 0) {
+	}
+	if (!rc) {
+		ds_rm_rf(S->spill_partial); /* left by a killed earlier attempt */
+		/* a spill store whose RAM half is gone (a stage killed between
+		 * its two renames, a clean cut short): ours, under the lock */
+		if (lstat(S->nodedir, &st) < 0)
+			ds_rm_rf(S->spill_nodedir);
+		if (S->spill_bytes)
+			rc = check_free(o->spill, S->spill_bytes, S->nd->node);
+		if (!rc && S->spill_bytes && mkdir(S->spill_partial, 0700) < 0) {
 			rc = -errno;
-			ds_error("'%s': %s", partial, strerror(errno));
+			ds_error("'%s': %s", S->spill_partial, strerror(errno));
 		}
-		if (!rc)
-			rc = make_store_file(store_path, o->to, ram_bytes, nd->node);
-		if (!rc && o->spill) {
-			struct stat a, b;
-			rc = ds_jobdir_make(o->spill, spill_jobdir);
-			if (!rc && lstat(spill_jobdir, &a) == 0 && lstat(jobdir, &b) == 0 &&
-			    a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-				ds_error("--spill '%s': the same directory as --to", o->spill);
-				rc = -EINVAL;
-			}
-		}
-		if (!rc && o->spill) {
-			ds_rm_rf(spill_partial); /* left by a killed earlier attempt */
-			/* a spill store whose RAM half is gone (a stage killed between
-			 * its two renames, a clean cut short): ours, under the lock */
-			if (lstat(nodedir, &st) < 0)
-				ds_rm_rf(spill_nodedir);
-			if (spill_bytes)
-				rc = check_free(o->spill, spill_bytes, nd->node);
-			if (!rc && spill_bytes && mkdir(spill_partial, 0700) < 0) {
-				rc = -errno;
-				ds_error("'%s': %s", spill_partial, strerror(errno));
-			}
-			if (!rc && spill_bytes)
-				rc = make_store_file(spill_store, o->spill, spill_bytes, nd->node);
-		}
+		if (!rc && S->spill_bytes)
+			rc = make_store_file(S->spill_store, o->spill, S->spill_bytes, S->nd->node);
 	}
-	if (ds_any_failed(world, rc))
-		goto fail;
-	x.store_fd = open(store_path, O_RDWR | O_CLOEXEC);
-	if (x.store_fd < 0) {
-		rc = -errno;
-		ds_error("'%s': %s", store_path, strerror(errno));
-	}
-	if (!rc && spill_bytes && (x.spill_fd = open(spill_store, O_RDWR | O_CLOEXEC)) < 0) {
-		rc = -errno;
-		ds_error("'%s': %s", spill_store, strerror(errno));
-	}
-	if (ds_any_failed(world, rc))
-		goto fail;
+	return rc;
+}
 
-	/* progress counter on rank 0 */
-	if (o->progress > 0) {
-		x.progress = o->progress;
-		x.last = ds_now();
-		for (uint32_t p = 0; p < m.nparts; p++)
-			x.total_bytes += (pl.first[p + 1] - pl.first[p]) * m.parts[p].size;
-		MPI_Win_allocate(rank == 0 ? sizeof(uint64_t) : 0, sizeof(uint64_t), MPI_INFO_NULL, world,
-		                 &x.prog, &x.prog_win);
-		if (rank == 0) {
-			MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, x.prog_win);
-			*x.prog = 0;
-			MPI_Win_unlock(0, x.prog_win);
-		}
-		MPI_Barrier(world);
+/* Node leaders: refuse a second stage, check room, make the partial
+ * directory and the store file(s).  Other ranks return 0. */
+static int stage_make_store(struct stage *S)
+{
+	const struct ds_stage_opts *o = S->o;
+	struct ds_node *nd = S->nd;
+	int rc = 0;
+	if (nd->local_rank != 0)
+		return 0;
+	struct stat st;
+	int jrc = ds_jobdir_make(o->to, S->jobdir);
+	if (jrc) {
+		rc = jrc;
+	} else if (!o->force && lstat(S->nodedir, &st) == 0) {
+		rc = -EEXIST;
+		ds_error("'%s': already staged (use --force to replace it)", S->nodedir);
 	}
+	if (!rc)
+		ds_rm_rf(S->partial); /* left by a killed earlier attempt */
+	/* before a byte is written: every leader takes part (with --spill
+	 * the RAM part and its metadata: the tiers were laid out within
+	 * the room) */
+	if (o->spill)
+		rc = check_room(o, nd, S->ram_bytes + meta_bytes(&S->m, &S->pl), 0, rc, &S->room);
+	else
+		rc = check_room(o, nd, S->ram_bytes, DS_STORE_HEADROOM, rc, &S->room);
+	if (!rc && mkdir(S->partial, 0700) < 0) {
+		rc = -errno;
+		ds_error("'%s': %s", S->partial, strerror(errno));
+	}
+	if (!rc)
+		rc = make_store_file(S->store_path, o->to, S->ram_bytes, nd->node);
+	if (o->spill)
+		rc = make_spill_store(S, rc);
+	return rc;
+}
 
+/* Every rank opens its node's store file(s). */
+static int stage_open_store(struct stage *S)
+{
+	struct xfer *x = &S->x;
+	int rc = 0;
+	x->store_fd = open(S->store_path, O_RDWR | O_CLOEXEC);
+	if (x->store_fd < 0) {
+		rc = -errno;
+		ds_error("'%s': %s", S->store_path, strerror(errno));
+	}
+	if (!rc && S->spill_bytes && (x->spill_fd = open(S->spill_store, O_RDWR | O_CLOEXEC)) < 0) {
+		rc = -errno;
+		ds_error("'%s': %s", S->spill_store, strerror(errno));
+	}
+	return rc;
+}
+
+/* The progress counter on rank 0 (--progress). */
+static void progress_start(struct stage *S)
+{
+	struct xfer *x = &S->x;
+	x->progress = S->o->progress;
+	x->last = ds_now();
+	for (uint32_t p = 0; p < S->m.nparts; p++)
+		x->total_bytes += (S->pl.first[p + 1] - S->pl.first[p]) * S->m.parts[p].size;
+	MPI_Win_allocate(S->rank == 0 ? sizeof(uint64_t) : 0, sizeof(uint64_t), MPI_INFO_NULL,
+	                 S->world, &x->prog, &x->prog_win);
+	if (S->rank == 0) {
+		MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, x->prog_win);
+		*x->prog = 0;
+		MPI_Win_unlock(0, x->prog_win);
+	}
+	MPI_Barrier(S->world);
+}
+
+/* Land: move every partition to its nodes, learn a plain tree's CRCs,
+ * make the store durable.  This rank's first error. */
+static int stage_land(struct stage *S)
+{
+	struct xfer *x = &S->x;
+	if (S->o->progress > 0)
+		progress_start(S);
 	unsigned char *buf = ds_xmalloc(2 * (sizeof(struct chunk_hdr) + CHUNK));
-	uint32_t *lpos = location_positions(&pl);
-	x.m = &m;
-	x.L = &L;
-	x.pl = &pl;
-	x.rm = &rm;
-	x.lpos = lpos;
-	for (uint32_t p = 0; p < m.nparts; p++)
-		move_partition(&x, p, buf);
+	uint32_t *lpos = location_positions(&S->pl);
+	x->m = &S->m;
+	x->L = &S->L;
+	x->pl = &S->pl;
+	x->rm = &S->rm;
+	x->lpos = lpos;
+	for (uint32_t p = 0; p < S->m.nparts; p++)
+		move_partition(x, p, buf);
 	free(lpos);
 	free(buf);
-	if (m.nocrc)
-		learn_crcs(&x, &m);
-	if (x.store_fd >= 0 && fsync(x.store_fd) < 0 && !x.err) {
-		x.err = -errno;
-		ds_error("'%s': %s", store_path, strerror(errno));
+	if (S->m.nocrc)
+		learn_crcs(x, &S->m);
+	if (x->store_fd >= 0 && fsync(x->store_fd) < 0 && !x->err) {
+		x->err = -errno;
+		ds_error("'%s': %s", S->store_path, strerror(errno));
 	}
-	if (x.spill_fd >= 0 && fsync(x.spill_fd) < 0 && !x.err) {
-		x.err = -errno;
-		ds_error("'%s': %s", spill_store, strerror(errno));
+	if (x->spill_fd >= 0 && fsync(x->spill_fd) < 0 && !x->err) {
+		x->err = -errno;
+		ds_error("'%s': %s", S->spill_store, strerror(errno));
 	}
-	rc = x.err;
-	if (!rc && ds_stop_signal()) {
+	if (!x->err && ds_stop_signal()) {
 		/* asked to stop while this rank had nothing left to read */
-		ds_error("node %u: %s", nd->node, ds_stop_why());
-		rc = -EINTR;
+		ds_error("node %u: %s", S->nd->node, ds_stop_why());
+		return -EINTR;
 	}
-	if (ds_any_failed(world, rc))
-		goto fail;
+	return x->err;
+}
 
-	/* the index and counters of each node, then everyone renames at once */
-	if (nd->local_rank == 0) {
-		char *ipath = path_join(partial, DS_INDEX_NAME);
-		rc = write_index(ipath, &m, &L, &pl, nd->node, job, pack_id, o->inflate, o->spill);
-		free(ipath);
-		if (!rc && (rc = write_stats(partial)))
-			ds_error("'%s': %s", partial, ds_strerror(rc));
-	}
-	if (ds_any_failed(world, rc))
-		goto fail;
-	if (nd->local_rank == 0) {
-		char *old = NULL, *sold = NULL;
-		struct stat st;
-		/* the spill half first: the RAM half's rename is the commit (a
-		 * reader finds the store by it), and undoes this one if it fails */
-		if (spill_nodedir && lstat(spill_nodedir, &st) == 0) {
-			if (asprintf(&sold, "%s.old.%d", spill_nodedir, (int)getpid()) < 0)
-				exit(1);
-			if (rename(spill_nodedir, sold) < 0) {
-				rc = -errno;
-				ds_error("'%s': %s", spill_nodedir, strerror(errno));
-				ds_free(&sold);
-			}
-		}
-		if (!rc && spill_bytes && rename(spill_partial, spill_nodedir) < 0) {
+/* Index: the index and counters of each node (its leader). */
+static int stage_index(struct stage *S)
+{
+	const struct ds_stage_opts *o = S->o;
+	int rc;
+	if (S->nd->local_rank != 0)
+		return 0;
+	char *ipath = path_join(S->partial, DS_INDEX_NAME);
+	rc = write_index(ipath, &S->m, &S->L, &S->pl, S->nd->node, S->job, S->pack_id, o->inflate,
+	                 o->spill);
+	free(ipath);
+	if (!rc && (rc = write_stats(S->partial)))
+		ds_error("'%s': %s", S->partial, ds_strerror(rc));
+	return rc;
+}
+
+/* Commit: each node leader renames its partial store(s) into place at
+ * once; on failure the old ones go back. */
+static int stage_commit(struct stage *S)
+{
+	int rc = 0;
+	if (S->nd->local_rank != 0)
+		return 0;
+	char *old = NULL, *sold = NULL;
+	struct stat st;
+	/* the spill half first: the RAM half's rename is the commit (a
+	 * reader finds the store by it), and undoes this one if it fails */
+	if (S->spill_nodedir && lstat(S->spill_nodedir, &st) == 0) {
+		if (asprintf(&sold, "%s.old.%d", S->spill_nodedir, (int)getpid()) < 0)
+			exit(1);
+		if (rename(S->spill_nodedir, sold) < 0) {
 			rc = -errno;
-			ds_error("'%s': %s", spill_nodedir, strerror(errno));
-		}
-		if (!rc && lstat(nodedir, &st) == 0) { /* --force: swap, then remove the old one */
-			if (asprintf(&old, "%s.old.%d", nodedir, (int)getpid()) < 0)
-				exit(1);
-			if (rename(nodedir, old) < 0) {
-				rc = -errno;
-				ds_error("'%s': %s", nodedir, strerror(errno));
-			}
-		}
-		if (!rc && rename(partial, nodedir) < 0) {
-			rc = -errno;
-			ds_error("'%s': %s", nodedir, strerror(errno));
-		}
-		if (old) {
-			if (rc) {
-				(void)rename(old, nodedir);
-			} else {
-				old_spill_drop(old, o->spill);
-				ds_rm_rf(old);
-			}
-			free(old);
-		}
-		if (rc && spill_bytes)
-			(void)rename(spill_nodedir, spill_partial); /* removed below */
-		if (sold) {
-			if (rc)
-				(void)rename(sold, spill_nodedir);
-			else
-				ds_rm_rf(sold);
-			free(sold);
+			ds_error("'%s': %s", S->spill_nodedir, strerror(errno));
+			ds_free(&sold);
 		}
 	}
-	if (ds_any_failed(world, rc))
-		goto fail;
-	/* every node's store is in place (the agreement above): a spill job
-	 * directory no node of this host spilled into goes (rmdir: only when
-	 * empty) */
-	if (nd->local_rank == 0 && spill_jobdir)
-		(void)rmdir(spill_jobdir);
-	if (nd->local_rank == 0 && !o->node_per_rank)
-		ds__stage_note_host(jobdir, nd);
+	if (!rc && S->spill_bytes && rename(S->spill_partial, S->spill_nodedir) < 0) {
+		rc = -errno;
+		ds_error("'%s': %s", S->spill_nodedir, strerror(errno));
+	}
+	if (!rc && lstat(S->nodedir, &st) == 0) { /* --force: swap, then remove the old one */
+		if (asprintf(&old, "%s.old.%d", S->nodedir, (int)getpid()) < 0)
+			exit(1);
+		if (rename(S->nodedir, old) < 0) {
+			rc = -errno;
+			ds_error("'%s': %s", S->nodedir, strerror(errno));
+		}
+	}
+	if (!rc && rename(S->partial, S->nodedir) < 0) {
+		rc = -errno;
+		ds_error("'%s': %s", S->nodedir, strerror(errno));
+	}
+	if (old) {
+		if (rc) {
+			(void)rename(old, S->nodedir);
+		} else {
+			old_spill_drop(old, S->o->spill);
+			ds_rm_rf(old);
+		}
+		free(old);
+	}
+	if (rc && S->spill_bytes)
+		(void)rename(S->spill_nodedir, S->spill_partial); /* removed below */
+	if (sold) {
+		if (rc)
+			(void)rename(sold, S->spill_nodedir);
+		else
+			ds_rm_rf(sold);
+		free(sold);
+	}
+	return rc;
+}
+
+/* After the commit: every node's store is in place (the agreement before
+ * this), tidy what the new store makes void. */
+static void stage_settle(struct stage *S)
+{
+	if (S->nd->local_rank != 0)
+		return;
+	/* a spill job directory no node of this host spilled into goes
+	 * (rmdir: only when empty) */
+	if (S->spill_jobdir)
+		(void)rmdir(S->spill_jobdir);
+	if (!S->o->node_per_rank)
+		ds__stage_note_host(S->jobdir, S->nd);
 	/* a new staging: the node sets of an earlier one (failover) are void */
-	if (nd->local_rank == 0) {
-		char np[PATH_MAX];
-		if (!ds_store_path(np, sizeof(np), jobdir, DS_NODES_NAME))
-			unlink(np);
-	}
+	char np[PATH_MAX];
+	if (!ds_store_path(np, sizeof(np), S->jobdir, DS_NODES_NAME))
+		unlink(np);
+}
 
-	/* summary */
-	{
-		struct ds_s3_stats s3st = {0, 0, 0};
-		if (x.s3)
-			ds_s3_stats(x.s3, &s3st);
-		uint64_t mine[8] = {x.shared_read, x.meta_read, x.received, x.part_meta_read,
-		                    s3st.requests, s3st.bytes, s3st.retries, x.src_opens};
-		uint64_t sum[8];
-		MPI_Reduce(mine, sum, 8, MPI_UINT64_T, MPI_SUM, 0, world);
-		uint64_t node_bytes = nd->local_rank == 0 ? pl.store_size[nd->node] : 0;
-		uint64_t nb[2] = {nd->local_rank == 0 ? node_bytes : 0,
-		                  nd->local_rank == 0 ? UINT64_MAX - node_bytes : 0};
-		uint64_t mx[2];
-		MPI_Reduce(nb, mx, 2, MPI_UINT64_T, MPI_MAX, 0, world);
-		double dt = ds_now() - t0;
-		if (rank == 0 && !o->quiet) {
-			size_t files = 0, dirs = 0;
-			for (size_t i = 0; i < m.n; i++) {
-				files += S_ISREG(m.e[i].mode);
-				dirs += S_ISDIR(m.e[i].mode);
-			}
-			char a[32], b[32], c[32], d[32];
-			uint64_t landed = 0;
-			for (uint32_t k = 0; k < nd->nnodes; k++)
-				landed += pl.store_size[k];
-			printf("staged %zu files, %zu directories on %u node(s), R=%u\n", files, dirs,
-			       nd->nnodes, r);
-			printf("per node: min %s, max %s; landed %s in %.2f s (%s/s)\n",
-			       ds_fmt_size(UINT64_MAX - mx[1], a, sizeof(a)), ds_fmt_size(mx[0], b, sizeof(b)),
-			       ds_fmt_size(landed, c, sizeof(c)), dt,
-			       ds_fmt_size(dt > 0 ? (uint64_t)(landed / dt) : 0, d, sizeof(d)));
-			if (x.s3)
-				printf("read from %s: %llu bytes (payload %llu + manifest %llu + partition "
-				       "metadata %llu; pack stores %llu)\n"
-				       "s3: %llu requests, %llu bytes fetched, %llu retries, %s/s\n",
-				       o->pack, (unsigned long long)(sum[0] + sum[1] + sum[3]),
-				       (unsigned long long)sum[0], (unsigned long long)sum[1],
-				       (unsigned long long)sum[3], (unsigned long long)m.total_stored,
-				       (unsigned long long)sum[4], (unsigned long long)sum[5],
-				       (unsigned long long)sum[6],
-				       ds_fmt_size(dt > 0 ? (uint64_t)(sum[5] / dt) : 0, d, sizeof(d)));
-			else
-			printf("read from shared FS: %llu bytes (payload %llu + manifest %llu + partition "
-			       "metadata <= %llu; pack stores %llu)\n",
-			       (unsigned long long)(sum[0] + sum[1] + sum[3]), (unsigned long long)sum[0],
-			       (unsigned long long)sum[1], (unsigned long long)sum[3],
-			       (unsigned long long)m.total_stored);
-			if (m.root)
-				printf("in place from '%s'%s: opened %llu source files\n", m.root,
-				       m.nocrc ? " (a plain tree)" : "", (unsigned long long)sum[7]);
-			printf("forwarded over MPI: %llu bytes\n", (unsigned long long)sum[2]);
-			if (room.is_ram) {
-				/* the store is the job's memory until clean: say so */
-				char e[320];
-				uint64_t ram0 = pl.ram_size ? pl.ram_size[0] : pl.store_size[0];
-				printf("RAM: node 0's store takes %s of the job's memory until 'dstage "
-				       "clean' (room was %s: %s)",
-				       ds_fmt_size(ram0, a, sizeof(a)), ds_fmt_size(room.room, b, sizeof(b)),
-				       ds_room_describe(&room, e, sizeof(e)));
-				if (ram0 < pl.store_size[0])
-					printf("; %s spilled to '%s'",
-					       ds_fmt_size(pl.store_size[0] - ram0, a, sizeof(a)), o->spill);
-				printf("\n");
-			}
-			fflush(stdout);
-		}
+/* Rank 0's summary of a stage from every rank's counters. */
+static void stage_summary(struct stage *S)
+{
+	const struct ds_stage_opts *o = S->o;
+	struct ds_node *nd = S->nd;
+	struct xfer *x = &S->x;
+	struct ds_manifest *m = &S->m;
+	struct ds_placement *pl = &S->pl;
+	struct ds_s3_stats s3st = {0, 0, 0};
+	if (x->s3)
+		ds_s3_stats(x->s3, &s3st);
+	uint64_t mine[8] = {x->shared_read, x->meta_read, x->received,  x->part_meta_read,
+	                    s3st.requests,  s3st.bytes,   s3st.retries, x->src_opens};
+	uint64_t sum[8];
+	MPI_Reduce(mine, sum, 8, MPI_UINT64_T, MPI_SUM, 0, S->world);
+	uint64_t node_bytes = nd->local_rank == 0 ? pl->store_size[nd->node] : 0;
+	uint64_t nb[2] = {nd->local_rank == 0 ? node_bytes : 0,
+	                  nd->local_rank == 0 ? UINT64_MAX - node_bytes : 0};
+	uint64_t mx[2];
+	MPI_Reduce(nb, mx, 2, MPI_UINT64_T, MPI_MAX, 0, S->world);
+	double dt = ds_now() - S->t0;
+	if (S->rank != 0 || o->quiet)
+		return;
+	size_t files = 0, dirs = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		files += S_ISREG(m->e[i].mode);
+		dirs += S_ISDIR(m->e[i].mode);
 	}
-	rc = 0;
-	goto out;
-fail:
-	if (nd->local_rank == 0) {
-		ds_rm_rf(partial);
-		if (spill_partial)
-			ds_rm_rf(spill_partial);
+	char a[32], b[32], c[32], d[32];
+	uint64_t landed = 0;
+	for (uint32_t k = 0; k < nd->nnodes; k++)
+		landed += pl->store_size[k];
+	printf("staged %zu files, %zu directories on %u node(s), R=%u\n", files, dirs, nd->nnodes,
+	       S->r);
+	printf("per node: min %s, max %s; landed %s in %.2f s (%s/s)\n",
+	       ds_fmt_size(UINT64_MAX - mx[1], a, sizeof(a)), ds_fmt_size(mx[0], b, sizeof(b)),
+	       ds_fmt_size(landed, c, sizeof(c)), dt,
+	       ds_fmt_size(dt > 0 ? (uint64_t)(landed / dt) : 0, d, sizeof(d)));
+	if (x->s3)
+		printf("read from %s: %llu bytes (payload %llu + manifest %llu + partition "
+		       "metadata %llu; pack stores %llu)\n"
+		       "s3: %llu requests, %llu bytes fetched, %llu retries, %s/s\n",
+		       o->pack, (unsigned long long)(sum[0] + sum[1] + sum[3]),
+		       (unsigned long long)sum[0], (unsigned long long)sum[1],
+		       (unsigned long long)sum[3], (unsigned long long)m->total_stored,
+		       (unsigned long long)sum[4], (unsigned long long)sum[5],
+		       (unsigned long long)sum[6],
+		       ds_fmt_size(dt > 0 ? (uint64_t)(sum[5] / dt) : 0, d, sizeof(d)));
+	else
+		printf("read from shared FS: %llu bytes (payload %llu + manifest %llu + partition "
+		       "metadata <= %llu; pack stores %llu)\n",
+		       (unsigned long long)(sum[0] + sum[1] + sum[3]), (unsigned long long)sum[0],
+		       (unsigned long long)sum[1], (unsigned long long)sum[3],
+		       (unsigned long long)m->total_stored);
+	if (m->root)
+		printf("in place from '%s'%s: opened %llu source files\n", m->root,
+		       m->nocrc ? " (a plain tree)" : "", (unsigned long long)sum[7]);
+	printf("forwarded over MPI: %llu bytes\n", (unsigned long long)sum[2]);
+	if (S->room.is_ram) {
+		/* the store is the job's memory until clean: say so */
+		char e[320];
+		uint64_t ram0 = pl->ram_size ? pl->ram_size[0] : pl->store_size[0];
+		printf("RAM: node 0's store takes %s of the job's memory until 'dstage "
+		       "clean' (room was %s: %s)",
+		       ds_fmt_size(ram0, a, sizeof(a)), ds_fmt_size(S->room.room, b, sizeof(b)),
+		       ds_room_describe(&S->room, e, sizeof(e)));
+		if (ram0 < pl->store_size[0])
+			printf("; %s spilled to '%s'",
+			       ds_fmt_size(pl->store_size[0] - ram0, a, sizeof(a)), o->spill);
+		printf("\n");
+	}
+	fflush(stdout);
+}
+
+/* A failed step: every rank agreed on it.  Nothing half-written stays. */
+static void stage_fail(struct stage *S)
+{
+	if (S->nd->local_rank == 0 && S->partial) {
+		ds_rm_rf(S->partial);
+		if (S->spill_partial)
+			ds_rm_rf(S->spill_partial);
 	}
 	/* the job directory goes when nothing else is in it (other nodes' or an
 	 * earlier stage's stores stay) */
-	unlock_and_tidy(world, o->to, job, locked);
+	unlock_and_tidy(S->world, S->o->to, S->job, S->locked);
 	/* the spill job directory too, once every node's partial is gone (the
 	 * barrier in unlock_and_tidy); rmdir leaves one that is not empty */
-	if (nd->local_rank == 0 && spill_jobdir)
-		(void)rmdir(spill_jobdir);
-	locked = 0;
-	rc = 1;
+	if (S->nd->local_rank == 0 && S->spill_jobdir)
+		(void)rmdir(S->spill_jobdir);
+	S->locked = 0;
+}
+
+/* The one cleanup path: what the step holds, in success or failure. */
+static void stage_release(struct stage *S)
+{
+	struct xfer *x = &S->x;
+	ds_step_unlock(S->o->to, S->job, S->locked);
+	if (x->prog_win != MPI_WIN_NULL)
+		MPI_Win_free(&x->prog_win);
+	if (x->store_fd >= 0)
+		close(x->store_fd);
+	if (x->spill_fd >= 0)
+		close(x->spill_fd);
+	if (x->rootfd >= 0)
+		close(x->rootfd);
+	free(x->crc_read);
+	free(x->crc_held);
+	free(x->held);
+	free(S->spill_jobdir);
+	free(S->spill_nodedir);
+	free(S->spill_partial);
+	free(S->spill_store);
+	free(S->store_path);
+	free(S->partial);
+	free(S->nodedir);
+	free(S->jobdir);
+	rankmap_release(&S->rm);
+	ds_placement_release(&S->pl);
+	layout_release(&S->L);
+	ds_manifest_release(&S->m);
+	stage_s3_release(x);
+}
+
+/* The stage step: open and lock, plan, land, index, commit; every failure
+ * agreed on by all ranks, then one cleanup path. */
+int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node *nd)
+{
+	struct stage S;
+	int rc = 1;
+	stage_init(&S, world, o, nd);
+	/* SIGINT/SIGTERM end the step as a failure does: every rank exits 1,
+	 * no store is left (the reads and the S3 client stop at once) */
+	ds_stop_on_signals();
+	/* One owner per job directory: a second stage, a serve or a clean of
+	 * this job is refused from here to the end, so two stages cannot both
+	 * pass the "already staged" check and mix their bytes. */
+	if (ds_step_lock(world, o->to, S.job, "stage", 1, &S.locked))
+		return 1;
+	if (stage_source(&S) || stage_plan(&S))
+		goto fail;
+	if (ds_any_failed(world, stage_make_store(&S)) ||
+	    ds_any_failed(world, stage_open_store(&S)))
+		goto fail;
+	if (ds_any_failed(world, stage_land(&S)) || ds_any_failed(world, stage_index(&S)) ||
+	    ds_any_failed(world, stage_commit(&S)))
+		goto fail;
+	stage_settle(&S);
+	stage_summary(&S);
+	rc = 0;
+	goto out;
+fail:
+	stage_fail(&S);
 out:
-	ds_step_unlock(o->to, job, locked);
-	if (x.prog_win != MPI_WIN_NULL)
-		MPI_Win_free(&x.prog_win);
-	if (x.store_fd >= 0)
-		close(x.store_fd);
-	if (x.spill_fd >= 0)
-		close(x.spill_fd);
-	if (x.rootfd >= 0)
-		close(x.rootfd);
-	free(x.crc_read);
-	free(x.crc_held);
-	free(x.held);
-	free(spill_jobdir);
-	free(spill_nodedir);
-	free(spill_partial);
-	free(spill_store);
-	free(store_path);
-	free(partial);
-	free(nodedir);
-	free(jobdir);
-	rankmap_release(&rm);
-	ds_placement_release(&pl);
-	layout_release(&L);
-	ds_manifest_release(&m);
-	stage_s3_release(&x);
+	stage_release(&S);
 	return rc;
 }
 
