@@ -6,8 +6,12 @@
  * each other on one node-local directory, and the lock dies with its
  * holder (killed, crashed, node rebooted).  The holder writes who it is
  * into the file ("dstage serve, pid 123 on host n1, since ..."), so a
- * loser can name it.  A process may take the same lock again (`dstage run`
- * holds it across stage and serve): takes nest, and the last drop frees it. */
+ * loser can name it; a loser that finds no description, or that of a dead
+ * process on this host (a killed holder's; the new holder writes its own
+ * right after its flock), reads again until the holder's is there, a few
+ * seconds at most, and an orderly drop empties the description.  A process
+ * may take the same lock again (`dstage run` holds it across stage and
+ * serve): takes nest, and the last drop frees it. */
 #ifndef DSLOCK_H
 #define DSLOCK_H
 

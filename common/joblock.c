@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -39,6 +40,52 @@ static void read_who(int fd, char *who, size_t wholen)
 		who[j++] = (buf[i] >= 0x20 && buf[i] < 0x7f) ? buf[i] : '?';
 	if (wholen)
 		who[j] = '\0';
+}
+
+/* Whether the description who names a live holder: "dstage WHAT, pid P on
+ * host H, ..." with P alive when H is this host (another host's pid cannot
+ * be checked from here: taken as alive).  The file keeps the description of
+ * a holder that was killed (an orderly drop empties it), and a new holder
+ * writes its own only after its flock: a loser reading in between finds ""
+ * or a dead process's line, not the holder's. */
+static int who_alive(const char *who)
+{
+	const char *p = strstr(who, ", pid ");
+	int pid, n = 0;
+	char host[256], me[256] = "";
+	if (!*who)
+		return 0;
+	if (!p || sscanf(p, ", pid %d on host %255[^,]%n", &pid, host, &n) != 2 || !n || pid <= 0)
+		return 1; /* not ours to judge */
+	gethostname(me, sizeof(me) - 1);
+	return strcmp(host, me) || kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+/* The lock is busy: the holder's description, once the holder has written
+ * it (it does so right after its flock; DS_WHO_WAIT seconds at most, which
+ * only a loaded machine's scheduler approaches), "" when it never did.
+ * 1 when the lock was freed meanwhile (take it again), else 0. */
+#define DS_WHO_WAIT 5.0
+static int busy_who(int fd, char *who, size_t wholen)
+{
+	char buf[384];
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		read_who(fd, buf, sizeof(buf));
+		if (who_alive(buf))
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec + (t.tv_nsec - t0.tv_nsec) / 1e9 > DS_WHO_WAIT) {
+			buf[0] = '\0';
+			break;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return 1; /* the holder left (our close frees it again) */
+		usleep(10000);
+	}
+	snprintf(who, wholen, "%s", buf);
+	return 0;
 }
 
 static void write_who(struct held *h, const char *state)
@@ -79,8 +126,10 @@ int ds_joblock_take(const char *jobdir, const char *what, char *who, size_t whol
 		}
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 			int e = errno;
-			if (e == EWOULDBLOCK)
-				read_who(fd, who, wholen);
+			if (e == EWOULDBLOCK && wholen && busy_who(fd, who, wholen)) {
+				close(fd);
+				continue;
+			}
 			close(fd);
 			return e == EWOULDBLOCK ? -EBUSY : -e;
 		}
@@ -117,6 +166,10 @@ void ds_joblock_drop(const char *jobdir)
 	struct held *h = find(jobdir);
 	if (!h || --h->refs)
 		return;
+	/* no description of a process that holds nothing: the next holder's
+	 * losers, before it writes its own, find "" (busy_who) */
+	if (ftruncate(h->fd, 0) < 0 && errno != EBADF)
+		ds_debug("'%s/" DS_LOCK_NAME "': %s", h->path, strerror(errno));
 	close(h->fd); /* frees the lock */
 	h->fd = -1;
 	h->path[0] = '\0';

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -25,9 +26,10 @@ static const char *drain_usage =
 	"usage: dstage drain --to DIR [--job ID] [--wait] [--timeout SECS]\n"
 	"  --wait: block until every output closed so far on any node of the job is durable in\n"
 	"  the service's --drain-to directory (exit 1 when one failed to drain).  With no\n"
-	"  service running: report the outputs that were closed and not drained (exit 1 if\n"
-	"  any) and remove a half-made copy.  Without --wait: print the drain figures of the\n"
-	"  nodes stored here.\n";
+	"  service running (or one ending: once its processes have, 60 s or --timeout at\n"
+	"  most): report the outputs that were closed and not drained (exit 1 if any) and\n"
+	"  remove a half-made copy.  Without --wait: print the drain figures of the nodes\n"
+	"  stored here.\n";
 
 /* One request to the outputs socket sock; status or -errno. */
 static int ask(const char *sock, struct ds_out_req *q, double timeout)
@@ -51,7 +53,12 @@ static int ask(const char *sock, struct ds_out_req *q, double timeout)
 	int rc = ds_sock_xfer(fd, q, sizeof(*q), 1, deadline);
 	if (!rc)
 		rc = ds_sock_xfer(fd, &a, sizeof(a), 0, deadline);
-	if (rc && rc != -ETIMEDOUT)
+	/* the connection lost before an answer: the service ended under us
+	 * (killed, or its step ended: a launcher's SIGTERM to the ranks
+	 * left after one died), not a drain that failed */
+	if (rc == -EPIPE || rc == -ECONNRESET)
+		rc = -ESHUTDOWN;
+	else if (rc && rc != -ETIMEDOUT)
 		rc = -EIO;
 	close(fd);
 	if (!rc && a.magic != DS_OUT_MAGIC)
@@ -419,6 +426,60 @@ int ds_out_report(const char *jobdir, int cleanup, int print)
 	return bad;
 }
 
+/* Before a recovery: every node's last service (NODEDIR/serve.status) has
+ * ended.  A leaving service still writes its outputs.status (ds_out_stop),
+ * and its socket is gone or refuses well before its process is: a launcher
+ * may return, and a drain come, while the ranks it signalled are leaving.
+ * Waits until TIMEOUT (0: DRAIN_LEAVE_WAIT s); 0, or 1 (said) when one
+ * has not ended. */
+#define DRAIN_LEAVE_WAIT 60.0
+static int services_gone(const char *jobdir, double timeout)
+{
+	DIR *d = opendir(jobdir);
+	if (!d)
+		return 0;
+	double until = ds_now() + (timeout > 0 ? timeout : DRAIN_LEAVE_WAIT);
+	int bad = 0;
+	struct dirent *de;
+	while (!bad && (de = readdir(d))) {
+		uint64_t k;
+		char p[PATH_MAX], v[64], *text = NULL;
+		if (ds_parse_u64(de->d_name, &k))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s/" DS_SERVE_STATUS_NAME, jobdir, de->d_name);
+		if (ds__out_read_text(p, &text) <= 0) {
+			free(text);
+			continue;
+		}
+		long pid = atol(kv(text, DS_SS_PID, v, sizeof(v)));
+		free(text);
+		if (pid <= 0 || pid == (long)getpid())
+			continue;
+		/* a pid reused since by another program is not the service */
+		snprintf(p, sizeof(p), "/proc/%ld/comm", pid);
+		for (;;) {
+			char comm[32] = "";
+			FILE *f = fopen(p, "re");
+			if (!f)
+				break; /* gone */
+			int named = fgets(comm, sizeof(comm), f) && !strcmp(comm, "dstage\n");
+			fclose(f);
+			if (!named || (kill((pid_t)pid, 0) < 0 && errno == ESRCH))
+				break;
+			if (ds_now() > until) {
+				ds_error("node %s: its service (pid %ld) is still leaving after %g s: not "
+				         "recovering under it (try again once it has ended)",
+				         de->d_name, pid, timeout > 0 ? timeout : DRAIN_LEAVE_WAIT);
+				bad = 1;
+				break;
+			}
+			usleep(20000);
+		}
+	}
+	closedir(d);
+	return bad;
+}
+
 int ds_cmd_drain(int argc, char **argv)
 {
 	struct ds_jobcmd j = {.timeout = 0};
@@ -449,15 +510,17 @@ int ds_cmd_drain(int argc, char **argv)
 		if (access(sock, F_OK))
 			continue;
 		rc = ask(sock, q, timeout);
-		if (rc == -ECONNREFUSED)
-			rc = -ENOENT; /* a socket left by a killed service */
+		if (rc == -ECONNREFUSED || rc == -ESHUTDOWN)
+			rc = -ENOENT; /* a socket left by a killed service, or one leaving */
 	}
 	closedir(d);
 	free(q);
 	int bad = 0;
 	if (rc == -ENOENT) {
 		/* nobody to wait for: what did the last service leave? */
-		bad = ds_out_report(jobdir, 1, 0);
+		bad = services_gone(jobdir, timeout);
+		if (!bad)
+			bad = ds_out_report(jobdir, 1, 0);
 		if (!bad)
 			ds_info("'%s': no outputs service running; every closed output was drained", jobdir);
 	} else if (rc) {

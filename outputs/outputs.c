@@ -347,12 +347,14 @@ int ds_out_stop(struct ds_out *o)
 	pthread_mutex_lock(&o->mu);
 	/* connection threads waiting for main: tell them the service is gone */
 	for (struct ds__oreq *q = o->queue; q; q = q->next) {
-		q->status = -EIO;
+		q->status = q->m.op == DS_OUT_DRAIN ? -ESHUTDOWN : -EIO;
 		q->done = 1;
 		pthread_cond_broadcast(&q->cv);
 	}
 	for (struct ds__oreq *q = o->wait; q; q = q->next) {
-		q->status = -EIO;
+		/* a `dstage drain --wait`: not a drain that failed (it waits for
+		 * the process to end, then recovers what is left) */
+		q->status = q->m.op == DS_OUT_DRAIN ? -ESHUTDOWN : -EIO;
 		q->done = 1;
 		pthread_cond_broadcast(&q->cv);
 	}

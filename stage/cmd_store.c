@@ -549,12 +549,18 @@ int ds_cmd_clean(int argc, char **argv)
 	if (rc || o.help)
 		return rc;
 	char *jobdir = ds_store_jobdir(o.to, o.job);
+	/* one look: the tasks of a step on one host clean the same directory,
+	 * and it may go between two (a second lstat said "not staged?") */
 	struct stat st;
-	if (lstat(jobdir, &st) < 0 && errno == ENOENT) {
+	if (lstat(jobdir, &st) < 0) {
+		int e = errno;
+		if (e != ENOENT)
+			ds_error("'%s': %s (not staged?)", jobdir, strerror(e));
 		free(jobdir);
-		return 0; /* nothing to do: another task on this host was first */
+		return e != ENOENT; /* ENOENT: another task on this host was first */
 	}
-	if (jobdir_ok(jobdir)) {
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+		ds_error("'%s': not a store directory of this user", jobdir);
 		free(jobdir);
 		return 1;
 	}

@@ -10,7 +10,8 @@
 # close, before its (slow) drain, and node 1's store is removed; `dstage
 # drain --wait` recovers the output from node 2's copy, CRC-checked, into
 # the drain directory, once; the service restarts on the survivors 0 and
-# 2 (--failover) and goes on replicating and draining.
+# 2 (--failover) and goes on replicating and draining.  Last, a service
+# that ends while `dstage drain --wait` waits on it: recovered all the same.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-serve.sh"
 
@@ -128,4 +129,30 @@ test_expect_success 'a new output on node 2 is replicated on node 0 (node 1 is l
 '
 serve_stop
 test_expect_success 'stopped cleanly' 'cat serve.log && test "$(cat serve.rc)" = 0'
+
+# a service that ends under a waiting `dstage drain --wait` (a launcher's
+# SIGTERM to the ranks left after one died: Open MPI's mpiexec may return
+# before they have left): the drain is not "failed"; it waits for the
+# processes to end, then recovers what they left undrained
+rm -rf "$DR"/*
+serve_start 2 --nodes 0,2 --outputs out --drain-to "$DR" --outputs-replicas 2 --drain-rate 1 --drain-timeout 1
+test_expect_success 'served again on 0 and 2, with a drain too slow to finish' '
+	wait_until 60 sh -c "for i in 0 2; do grep -qs ^state=running $JOBDIR/\$i/serve.status && test -S $JOBDIR/\$i/osock || exit 1; done" ||
+	{ cat serve.log; false; }
+'
+test_expect_success 'the service ends while dstage drain --wait waits: it recovers, exit 0' '
+	head -c 150000 /dev/urandom >w.ckpt && shim_on 2 cp w.ckpt "$MOUNT/out/w.ckpt" || exit 1
+	"$DSTAGE" drain --wait --to "$SHM" --job "$JOB" >wait.out 2>&1 &
+	dpid=$!
+	wait_until 30 sh -c "ls -l /proc/$dpid/fd 2>/dev/null | grep -q socket:" &&
+		sleep 0.5 && kill -0 $dpid || exit 1
+	for i in 0 2; do kill -TERM $(node_pid $i) || exit 1; done
+	wait $dpid
+	echo $? >wait.rc
+	cat wait.out &&
+	test "$(cat wait.rc)" = 0 &&
+	grep -q "node 2: .w.ckpt.: recovered" wait.out &&
+	cmp w.ckpt "$DR/w.ckpt"
+'
+serve_wait
 test_done

@@ -4,7 +4,8 @@
 # (t/lib-slurm.sh): clear usage errors; `sbatch -N4` stages the sample pack
 # into every node's store (checked byte for byte against the source), prints
 # the summary and every node's `dstage status`, and leaves the stores for
-# `dstage clean`; DSTAGE_REPLICAS, DSTAGE_BIN and DSTAGE_CLEAN work.
+# `dstage clean`; DSTAGE_REPLICAS, DSTAGE_BIN and DSTAGE_CLEAN work.  First,
+# without Slurm: racing cleans of one job (DSTAGE_CLEAN=1's step) all succeed.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-slurm.sh"
 
@@ -22,6 +23,23 @@ test_expect_code 2 'outside a Slurm job: a usage error, exit 2' '
 	DSTAGE_PACK=pack bash "$JOBS/stage-in.sbatch" 2>err
 	rc=$?; cat err
 	grep -q "not in a Slurm job" err && exit $rc
+'
+
+# stage-in.sbatch's DSTAGE_CLEAN=1 step runs one `dstage clean` per task,
+# and the bed's four "nodes" share one DIR: the cleans of one job race for
+# its lock.  A loser must see the winner (a clean: wait for it), not the
+# description the stage left in the lock file nor the empty one the winner
+# has not yet replaced (common/joblock.c): each clean succeeds, every round.
+test_expect_success 'racing cleans of one job on one DIR: all succeed, nothing left' '
+	"$T/mksample" -c 2 -n 4 -v 1 rsrc >/dev/null && "$DSTAGE" pack -q -p 2 rsrc rpack &&
+	for r in 1 2 3 4 5 6 7 8 9 10; do
+		mpirun_n 2 "$DSTAGE" stage rpack --to "$TRASH/race" --job r$r --node-per-rank -q || exit 1
+		pids= && for k in 1 2 3 4; do
+			"$DSTAGE" clean --to "$TRASH/race" --job r$r 2>>race.err & pids="$pids $!"; done
+		for p in $pids; do wait $p || { cat race.err; exit 1; }; done
+		test ! -e "$TRASH/race/dstage.$uid.r$r" || exit 1
+	done &&
+	test_cmp /dev/null race.err
 '
 
 slurm_start || skip_all "$slurm_skip_reason"

@@ -447,6 +447,18 @@ slurm_start() {
 
 	SLURM_CONF="$slurm_dir/slurm.conf"
 	export SLURM_CONF
+	# Open MPI under srun takes the bed's "nodes" for separate hosts and
+	# talks TCP over every interface it finds at MPI_Init, also the bridges
+	# other scripts' beds (t/lib-hosts.sh) make and delete meanwhile: a
+	# rank then fails its connect (btl_tcp "bind on local address
+	# (10.x.y.254:0) failed: Cannot assign requested address", t/2206 under
+	# a parallel run).  Every node of this bed is on loopback unless
+	# slurm_node_addrs says otherwise: its MPI stays there.
+	if [ -z "${slurm_node_addrs:-}" ] && [ -z "${OMPI_MCA_btl_tcp_if_include:-}" ] &&
+		[ -z "${OMPI_MCA_btl_tcp_if_exclude:-}" ]; then
+		OMPI_MCA_btl_tcp_if_include=lo
+		export OMPI_MCA_btl_tcp_if_include
+	fi
 	# nothing of a surrounding allocation may leak into ours
 	unset SLURM_JOB_ID SLURM_JOBID SLURM_NODEID SLURM_PROCID SLURM_STEP_ID SLURM_NODELIST \
 		SLURM_JOB_NODELIST SLURM_NNODES SLURM_NTASKS SLURM_CLUSTER_NAME
