@@ -232,8 +232,8 @@ PROVE_FLAGS ?= --comments --failures --timer -j$(TEST_JOBS)
 # tells t/test-lib.sh which build and mpiexec; docs/mpi.md says why these
 # and which are left out): the suite's own check of both builds, pack -n,
 # stage, serve and the epoch shuffle, failover, outputs (one node's loss and
-# replicas), and Slurm: a stage step, and train.sbatch with outputs and
-# with a lost node (srun --mpi=pmix).  What they run besides
+# replicas), and Slurm: a stage step and train.sbatch with outputs (srun
+# --mpi=pmix; the lost-node job, t/3210, in the MPICH run only).  What they run besides
 # MPI (the shim, the pack format, S3) is the same code as the MPICH build's
 # and is tested there.
 OPENMPI_TESTS := t/0006-*.t t/1002-*.t t/1010-*.t t/2070-*.t \
