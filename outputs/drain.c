@@ -214,10 +214,26 @@ static void pace(struct ds__drain *d, size_t n)
 		d->t_next = now; /* no credit for idle time */
 	d->t_next += (double)n / (double)d->rate;
 	double wait = d->t_next - now;
-	if (wait > 0) {
-		struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
-		nanosleep(&ts, NULL);
+	if (wait <= 0)
+		return;
+	/* on d->cv, not a plain sleep: a stop (ds__drain_end) wakes it at
+	 * once.  A sleep of the whole wait (150 KB at --drain-rate 1: days)
+	 * kept the service's stop joining this thread until the watchdog
+	 * ended the process, blaming a node, and the other nodes waited on
+	 * this one in their leaving collectives. */
+	struct timespec dl;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += (time_t)wait;
+	dl.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
 	}
+	pthread_mutex_t *mu = ds__out_mutex(d->o);
+	pthread_mutex_lock(mu);
+	while (!d->quit && !pthread_cond_timedwait(&d->cv, mu, &dl))
+		; /* woken (a new action, a spurious wake-up): wait on */
+	pthread_mutex_unlock(mu);
 }
 
 /* Copy src to tmp in pdir (open, sum into *crc_out, pace, fsync).  0 or -errno.
@@ -511,7 +527,11 @@ int ds__drain_new(struct ds_out *o, const struct ds_out_opts *so, struct ds__dra
 	d->tail = &d->head;
 	d->dfd = -1;
 	d->rate = so->drain_rate;
-	pthread_cond_init(&d->cv, NULL);
+	pthread_condattr_t ca; /* pace's deadline: monotonic, as ds_now */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	*out = d;
 	char *rp = NULL;
 	int rc = mkdir_durable(so->drain_to);
