@@ -360,16 +360,6 @@ static int probe_onesided(struct ds__svc *s)
 		return ds_env_switch("DSTAGE_SERVE_ONESIDED", &onesided_mode);
 	if (size < 2)
 		return 0;
-#if defined(MPICH)
-	/* MPICH 4.0.2 over UCX: not probed.  In t/3203's restarts after a lost
-	 * node the probe's get made its sleeping target segfault in UCX's get
-	 * handler (ucp_get_req_handler, "invalid permissions"), and in another
-	 * restart completed while the target slept: not understood yet, so
-	 * MPICH keeps its targets' polls, as before the probe */
-	if (rank == 0)
-		ds_info("gets need their target's progress (MPICH: not probed)");
-	return 0;
-#endif
 	int partner = rank % 2 ? rank - 1 : rank + 1;
 	struct probe_get g[2];
 	int getter = rank % 2 == 0 && partner < size && probe_pick(s, partner, g);

@@ -72,11 +72,15 @@ for k in 0 1; do
 done
 for k in 0 1; do
 	test_expect_success "node $k: every file reads right (gets into the other node's region)" '
+		r0=$(stat_val '$k' remote_reads) &&
 		for f in $(cat pair23) $(cat every); do
 			DSTAGE_TIMEOUT=20 shim_on '$k' cat "$MOUNT/$f" >got 2>err ||
 				{ cat err; echo "failed: $f"; exit 1; }
 			cmp -s got "src/$f" || { echo "wrong bytes: $f"; exit 1; }
-		done
+		done &&
+		r1=$(stat_val '$k' remote_reads) &&
+		echo "remote reads: $r0 -> $r1, from the epoch cache: $(stat_val '$k' cache_reads)" &&
+		test "$r1" -gt "$r0"
 	'
 done
 test_expect_success 'both services still up, no crash in the log' '
