@@ -303,6 +303,7 @@ struct rr {
 	struct rr_extra *local; /* this node's: disp = offset in the window */
 	size_t nlocal;
 	int gens;               /* replicas.0 .. replicas.<gens-1> complete */
+	uint64_t gen_len[RR_MAX_GEN]; /* their sizes (ds__failover_plan_extra) */
 	/* every node's, sorted by part */
 	struct rr_extra *all;
 	size_t nall;
@@ -408,21 +409,21 @@ static int load_gen(struct ds__svc *s, struct rr *r, int g, uint64_t base, uint6
 	return added;
 }
 
-int ds__failover_map_extra(struct ds__svc *s, int populate)
+int ds__failover_plan_extra(struct ds__svc *s, uint64_t *len)
 {
 	struct rr *r = rr_of(s);
 	if (!r)
 		return -ENOMEM;
 	/* complete generations, in order; an incomplete one (no map: the step
 	 * ended before its copies were all there) is removed */
-	uint64_t lens[RR_MAX_GEN], base = page_up(s->store_len), total = base;
+	uint64_t total = page_up(s->store_len);
 	int g;
 	for (g = 0; g < RR_MAX_GEN; g++) {
-		uint64_t len = 0;
-		if (load_gen(s, r, g, total, &len) < 0)
+		uint64_t glen = 0;
+		if (load_gen(s, r, g, total, &glen) < 0)
 			break;
-		lens[g] = len;
-		total += page_up(len);
+		r->gen_len[g] = glen;
+		total += page_up(glen);
 	}
 	r->gens = g;
 	for (int k = g; k < RR_MAX_GEN; k++) {
@@ -433,29 +434,24 @@ int ds__failover_map_extra(struct ds__svc *s, int populate)
 		ds_store_replica_path(path, sizeof(path), s->nodedir, k, 1);
 		unlink(path);
 	}
-	if (!g)
-		return 0;
-	/* one region: the store, then each generation, page-aligned */
-	unsigned char *region = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (region == MAP_FAILED)
-		return -errno;
-	int mrc = s->store_len ? ds__store_move(s, region) : 0;
-	if (mrc) {
-		int e = -mrc;
-		munmap(region, total);
-		ds_error("node %u: mremap of the store: %s", s->node, strerror(e));
-		return -e;
-	}
-	s->store = region;
-	s->store_len = total;
-	uint64_t at = base;
-	for (int k = 0; k < g; k++) {
+	*len = g ? total : s->store_len;
+	return 0;
+}
+
+int ds__failover_map_extra(struct ds__svc *s, unsigned char *region, int populate)
+{
+	struct rr *r = rr_of(s);
+	if (!r)
+		return -ENOMEM;
+	uint64_t at = page_up(s->store_len);
+	for (int k = 0; k < r->gens; k++) {
 		char path[PATH_MAX];
 		replica_data_path(s, path, sizeof(path), k);
 		int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0 || (lens[k] && mmap(region + at, lens[k], PROT_READ | PROT_WRITE,
-		                               MAP_SHARED | MAP_FIXED | (populate ? MAP_POPULATE : 0), fd,
-		                               0) == MAP_FAILED)) {
+		if (fd < 0 || (r->gen_len[k] &&
+		               mmap(region + at, r->gen_len[k], PROT_READ | PROT_WRITE,
+		                    MAP_SHARED | MAP_FIXED | (populate ? MAP_POPULATE : 0), fd,
+		                    0) == MAP_FAILED)) {
 			int e = errno;
 			if (fd >= 0)
 				close(fd);
@@ -463,7 +459,7 @@ int ds__failover_map_extra(struct ds__svc *s, int populate)
 			return -e;
 		}
 		close(fd);
-		at += page_up(lens[k]);
+		at += page_up(r->gen_len[k]);
 	}
 	return 0;
 }

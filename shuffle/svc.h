@@ -91,8 +91,6 @@ struct ds__svc {
 #define DS__SET(s, field, v) __atomic_store_n(&(s)->stats->field, (uint64_t)(v), __ATOMIC_RELAXED)
 
 /* ---- window.c: the store and the one-sided gets ------------------------- */
-/* Move the store's mapping (both tiers) to addr (failover.c). */
-int ds__store_move(struct ds__svc *s, void *addr);
 /* Map NODEDIR/index and NODEDIR/store; create the window (collective). */
 int ds__store_open(struct ds__svc *s);
 int ds__window_create(struct ds__svc *s);
@@ -225,13 +223,18 @@ int ds__part_reachable(const struct ds__svc *s, uint32_t part);
  * the reader gets (-EHOSTDOWN after a loss, else -EIO). */
 int ds__no_holder(struct ds__svc *s, uint32_t id);
 /* Re-replication after a loss (copies of under-replicated partitions from
- * the survivors' stores into NODEDIR/replicas.<gen>).  In ds__store_open:
- * map earlier complete copies right after the store (s->store_len grows;
- * one window covers both).  ds__extra_holder: a living node with a copy of
+ * the survivors' stores into NODEDIR/replicas.<gen>).  In ds__store_open,
+ * before the store is mapped: plan_extra finds earlier complete copies and
+ * sets *len to the length of the region to reserve for the store and them
+ * (s->store_len if none); once the store is in place at region's start,
+ * map_extra maps the copies right after it (one window covers both; the
+ * store is never moved: docs/failover.md "MPI libraries that hook
+ * mremap").  ds__extra_holder: a living node with a copy of
  * entry id's partition (this one included), -ENOENT if none.  In the main
  * loop, while the prefetch is idle: issue/complete like the exchange; busy
  * while copies are in flight. */
-int ds__failover_map_extra(struct ds__svc *s, int populate);
+int ds__failover_plan_extra(struct ds__svc *s, uint64_t *len);
+int ds__failover_map_extra(struct ds__svc *s, unsigned char *region, int populate);
 int ds__extra_holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp);
 size_t ds__rerep_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, uint64_t max_bytes);
 void ds__rerep_complete(struct ds__svc *s, int ok);

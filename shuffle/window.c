@@ -123,19 +123,6 @@ static int spill_open(struct ds__svc *s, int *out)
 	return 0;
 }
 
-int ds__store_move(struct ds__svc *s, void *addr)
-{
-	/* two mappings when the store spills: one mremap each (a move that
-	 * spans two mappings is EFAULT before Linux 6.17) */
-	size_t ram = s->ram_len, rest = s->store_len - s->ram_len;
-	if (ram && mremap(s->store, ram, ram, MREMAP_MAYMOVE | MREMAP_FIXED, addr) == MAP_FAILED)
-		return -errno;
-	if (rest && mremap(s->store + ram, rest, rest, MREMAP_MAYMOVE | MREMAP_FIXED,
-	                   (unsigned char *)addr + ram) == MAP_FAILED)
-		return -errno;
-	return 0;
-}
-
 int ds__store_open(struct ds__svc *s)
 {
 	char path[PATH_MAX];
@@ -184,8 +171,22 @@ int ds__store_open(struct ds__svc *s)
 	 * at start: there the pages come in as they are asked for. */
 	struct statfs sf;
 	int populate = !fstatfs(fd, &sf) && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC);
-	if (s->store_len) {
-		unsigned char *m = mmap(NULL, s->store_len, PROT_NONE,
+	/* the region: the store, then the copies re-replicated after a lost
+	 * node (failover.c), reserved at once and filled in place.  Never
+	 * mremap the store into a larger one: UCX's memory hooks (libucm
+	 * 1.13.1, loaded by MPICH's ch4:ucx) drop mremap's fifth argument,
+	 * so MREMAP_FIXED moves the store to a wrong address, the region's
+	 * start stays PROT_NONE and the first get into it crashes this target
+	 * in UCX (docs/failover.md "MPI libraries that hook mremap") */
+	uint64_t total = 0;
+	if ((rc = ds__failover_plan_extra(s, &total))) {
+		close(fd);
+		if (sfd >= 0)
+			close(sfd);
+		return rc;
+	}
+	if (total) {
+		unsigned char *m = mmap(NULL, total, PROT_NONE,
 		                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		rc = m == MAP_FAILED ? -errno : 0;
 		if (!rc && s->ram_len &&
@@ -196,23 +197,24 @@ int ds__store_open(struct ds__svc *s)
 		    mmap(m + s->ram_len, s->store_len - s->ram_len, PROT_READ | PROT_WRITE,
 		         MAP_SHARED | MAP_FIXED, sfd, 0) == MAP_FAILED)
 			rc = -errno;
+		if (!rc && (rc = ds__failover_map_extra(s, m, populate)))
+			path[0] = 0; /* named by map_extra */
 		if (rc) {
 			if (m != MAP_FAILED)
-				munmap(m, s->store_len);
-			ds_error("node %u: '%s': mmap: %s", s->node, path, strerror(-rc));
+				munmap(m, total);
+			if (path[0])
+				ds_error("node %u: '%s': mmap: %s", s->node, path, strerror(-rc));
 			close(fd);
 			if (sfd >= 0)
 				close(sfd);
 			return rc;
 		}
 		s->store = m;
+		s->store_len = (size_t)total;
 	}
 	close(fd);
 	if (sfd >= 0)
 		close(sfd);
-	/* copies re-replicated after a lost node: after the store (failover.c) */
-	if ((rc = ds__failover_map_extra(s, populate)))
-		return rc;
 	if ((rc = open_stats(s))) {
 		ds_error("node %u: '%s/stats': %s", s->node, s->nodedir, ds_strerror(rc));
 		return rc;
@@ -358,16 +360,6 @@ static int probe_onesided(struct ds__svc *s)
 		return ds_env_switch("DSTAGE_SERVE_ONESIDED", &onesided_mode);
 	if (size < 2)
 		return 0;
-#if defined(MPICH)
-	/* MPICH 4.0.2 over UCX: not probed.  In t/3203's restarts after a lost
-	 * node the probe's get made its sleeping target segfault in UCX's get
-	 * handler (ucp_get_req_handler, "invalid permissions"), and in another
-	 * restart completed while the target slept: not understood yet, so
-	 * MPICH keeps its targets' polls, as before the probe */
-	if (rank == 0)
-		ds_info("gets need their target's progress (MPICH: not probed)");
-	return 0;
-#endif
 	int partner = rank % 2 ? rank - 1 : rank + 1;
 	struct probe_get g[2];
 	int getter = rank % 2 == 0 && partner < size && probe_pick(s, partner, g);

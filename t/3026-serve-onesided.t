@@ -5,7 +5,7 @@
 # docs/mpi.md "One-sided components"): its osc/rdma reads the target's
 # memory itself (single-copy CMA), so its targets need not poll, and do
 # not.  MPICH 4.0's ch4:ucx emulates gets on one host with active messages
-# the target must answer: not probed, its targets poll as before.  Either
+# the target must answer: probed too, it says so, its targets poll.  Either
 # way every byte of the epochs arrives right, with 3 nodes (one without a
 # partner in the probe's pairs), and DSTAGE_SERVE_ONESIDED=0 gives the
 # polls back without asking.
