@@ -58,8 +58,8 @@ read_epoch() {
 	cmp got want
 }
 
-test_expect_success 'two nodes staged (outside the cgroup): 128 MiB of samples' '
-	make_samples src 64 $((512 * 1024)) && pack_stage src 2
+test_expect_success 'two nodes staged (outside the cgroup): 256 MiB of samples' '
+	make_samples src 64 $((1024 * 1024)) && pack_stage src 2
 '
 
 # 1. no room at all (the service's own memory is measured meanwhile):
