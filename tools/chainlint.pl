@@ -23,11 +23,13 @@
 #
 # Not a loss, so never reported: a link after a command that cannot fail
 # (an assignment without a command substitution, `:`, `true`, a function
-# definition), after a background job (`&`), the links before an explicit
-# failure (`{ echo why; exit 1; }`, `false`, `return 1`), the last command
-# of a body, group, branch or case arm, a loop body that ends in
-# `|| exit N`, `|| return N`, `|| :` or `|| true` or holds an exit or a
-# return, or whose commands cannot fail.
+# definition, a compound command none of whose branches can fail), after
+# a background job (`&`), after `CMD || exit N` (return N, or a group that
+# ends so), `CMD || :`, `CMD || break` (continue) and `COND && break`
+# (continue, exit, return); the links before an explicit failure
+# (`{ echo why; exit 1; }`, `false`, `return 1`); the last command of a
+# body, group, branch or case arm; a loop body that holds an exit or a
+# return (not 0) or whose last list cannot fail.
 #
 # A deliberate break that cannot be written otherwise is marked on the line
 # the finding names with a comment `# chainlint: ok (why)`; docs/HACKING.md
@@ -735,6 +737,8 @@ sub check_list {
 		}
 		next if $i == $#$items;
 		next if $it->{sep} eq '&' || item_cannot_fail($it);
+		# CMD || break: the list goes on only when CMD succeeded
+		next if @{$it->{cmds}} > 1 && $it->{ops}[-1] eq '||' && jumps($it->{cmds}[-1]);
 		# the links before an explicit failure do not matter
 		next if grep { item_fails($items->[$_]) } $i + 1 .. $#$items;
 		my $line = $it->{cmds}[-1]{eline};
