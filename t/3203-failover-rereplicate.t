@@ -76,5 +76,5 @@ test_expect_success 'epoch 2 over {0, 1}, read through the shim with no error' '
 	done
 '
 serve_stop
-test_expect_success 'stopped cleanly' 'cat serve.log; test "$(cat serve.rc)" = 0'
+test_expect_success 'stopped cleanly' 'cat serve.log && test "$(cat serve.rc)" = 0'
 test_done
