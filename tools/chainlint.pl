@@ -22,8 +22,9 @@
 #   parse             the body is not shell this reads (a syntax error)
 #
 # Not a loss, so never reported: a link after a command that cannot fail
-# (an assignment without a command substitution, `:`, `true`, a function
-# definition, a compound command none of whose branches can fail), after
+# (an assignment without a command substitution, `:`, `true`, `wait`, a
+# function definition, a compound command none of whose branches can fail
+# or whose last command runs in the background), after
 # a background job (`&`), after `CMD || exit N` (return N, or a group that
 # ends so), `CMD || :`, `CMD || break` (continue) and `COND && break`
 # (continue, exit, return); the links before an explicit failure
@@ -598,21 +599,73 @@ sub parse_command {
 		text => join(' ', map { $_->{v} } @words) };
 }
 
-# the status of a command is always 0: nothing to lose (a compound
-# command: when the last list of each of its branches cannot fail)
+# The outcomes of a command for the list it is in: [z, nz], whether it
+# can go on with status 0 and whether with a status not 0.  An exit, a
+# return, a break or a continue does not go on: [0, 0].
+sub outcome {
+	my $c = shift;
+	my $o;
+	if ($c->{kind} eq 'func') {
+		$o = [1, 0];
+	} elsif ($c->{kind} eq 'group' || $c->{kind} eq 'subshell') {
+		my $b = $c->{bodies}[0];
+		$o = @$b && $b->[-1]{sep} ne '&' ? item_outcome($b->[-1]) : [1, 0];
+		$o = [1, 0] if @$b && item_cannot_fail($b->[-1]);
+		# an exit leaves a subshell only
+		$o = [1, 1] if $c->{kind} eq 'subshell' && !$o->[0] && !$o->[1];
+	} elsif ($c->{branches}) {
+		# if, case, loops: 0 when no branch runs
+		$o = [1, 0];
+		for my $b (@{$c->{branches}}) {
+			$o->[1] ||= @$b && $b->[-1]{sep} ne '&' && !item_cannot_fail($b->[-1]);
+		}
+	} else {
+		my @w = map { $_->{v} } @{$c->{words}};
+		if (cannot_fail($c)) {
+			$o = [1, 0];
+		} elsif (jumps($c)) {
+			$o = [0, 0];
+		} elsif (@w == 1 && $w[0] eq 'false') {
+			$o = [0, 1];
+		} else {
+			$o = [1, 1];
+		}
+	}
+	return $c->{bang} && ($o->[0] || $o->[1]) ? [$o->[1], $o->[0]] : $o;
+}
+
+# the outcomes of an and-or list: its pipelines (each the outcome of its
+# last command; `! A | B` negates B's) joined by && and ||
+sub item_outcome {
+	my $it = shift;
+	my @c = @{$it->{cmds}};
+	my ($o, $op, $start);
+	$start = 0;
+	for my $k (0 .. $#c) {
+		next if $k < $#c && $it->{ops}[$k] eq '|';
+		my $n = outcome($c[$k]);
+		$n = [$n->[1], $n->[0]] if $start < $k && $c[$start]{bang} && ($n->[0] || $n->[1]);
+		if (!defined $o) {
+			$o = $n;
+		} elsif ($op eq '&&') {
+			$o = [$o->[0] && $n->[0], $o->[1] || ($o->[0] && $n->[1])];
+		} else {
+			$o = [$o->[0] || ($o->[1] && $n->[0]), $o->[1] && $n->[1]];
+		}
+		$op = $it->{ops}[$k] if $k < $#c;
+		$start = $k + 1;
+	}
+	return [$o->[0] ? 1 : 0, $o->[1] ? 1 : 0];
+}
+
+# a simple command whose status is always 0: `:`, `true`, `wait`,
+# assignments without a command substitution
 sub cannot_fail {
 	my $c = shift;
-	return 1 if $c->{kind} eq 'func';
-	return 0 if $c->{bang};
-	if ($c->{branches}) {
-		for my $b (@{$c->{branches}}) {
-			return 0 if @$b && !item_cannot_fail($b->[-1]);
-		}
-		return 1;
-	}
-	return 0 unless $c->{kind} eq 'simple';
+	return 0 unless $c->{kind} eq 'simple' && !$c->{bang};
 	my @w = @{$c->{words}};
-	return 1 if @w == 1 && ($w[0]{v} eq ':' || $w[0]{v} eq 'true');
+	# (wait without an operand: 0, POSIX)
+	return 1 if @w == 1 && $w[0]{v} =~ /^(:|true|wait)$/;
 	return 0 unless @w;
 	for my $w (@w) {
 		return 0 unless $w->{v} =~ /^[A-Za-z_][A-Za-z0-9_]*=/ && !@{$w->{subs}};
@@ -631,21 +684,6 @@ sub fails {
 	return 0;
 }
 
-# an exit or a return (not 0), or a group ending in one
-sub leaves {
-	my $c = shift;
-	if ($c->{kind} eq 'group') {
-		my $b = $c->{bodies}[0];
-		return @$b && leaves_item($b->[-1]);
-	}
-	return fails($c) && $c->{words}[0]{v} ne 'false';
-}
-
-sub leaves_item {
-	my $it = shift;
-	return @{$it->{cmds}} == 1 && leaves($it->{cmds}[0]);
-}
-
 # break, continue, exit or return
 sub jumps {
 	my $c = shift;
@@ -655,14 +693,13 @@ sub jumps {
 
 # an and-or list whose status is 0 whenever the list goes on after it, or
 # is a condition: `:`, an assignment, `CMD || :`, `CMD || exit 1`,
-# `CMD || { ...; return 1; }`, `COND && break` (continue, exit, return)
+# `CMD || { ...; return 1; }`, `CMD || break`, `COND && break` (continue,
+# exit, return), a compound command none of whose branches can fail
 sub item_cannot_fail {
 	my $it = shift;
-	my $c = $it->{cmds}[-1];
-	return cannot_fail($c) if @{$it->{cmds}} == 1;
-	return jumps($c) if $it->{ops}[-1] eq '&&';
-	return 0 unless $it->{ops}[-1] eq '||';
-	return cannot_fail($c) || leaves($c);
+	my $n = @{$it->{cmds}};
+	return 1 if $n > 1 && $it->{ops}[-1] eq '&&' && jumps($it->{cmds}[-1]);
+	return !item_outcome($it)->[1];
 }
 
 sub item_fails {
@@ -737,8 +774,6 @@ sub check_list {
 		}
 		next if $i == $#$items;
 		next if $it->{sep} eq '&' || item_cannot_fail($it);
-		# CMD || break: the list goes on only when CMD succeeded
-		next if @{$it->{cmds}} > 1 && $it->{ops}[-1] eq '||' && jumps($it->{cmds}[-1]);
 		# the links before an explicit failure do not matter
 		next if grep { item_fails($items->[$_]) } $i + 1 .. $#$items;
 		my $line = $it->{cmds}[-1]{eline};
@@ -757,7 +792,10 @@ sub check_loop {
 	return if holds_exit($body);
 	# the body's status is its last list's (the others: check_list)
 	my $last = $body->[-1];
-	return if item_cannot_fail($last) || $last->{sep} eq '&';
+	# CMD || break ends the loop with 0: CMD's failure is lost too
+	my $breaks = @{$last->{cmds}} > 1 && $last->{ops}[-1] eq '||' && jumps($last->{cmds}[-1])
+		&& $last->{cmds}[-1]{words}[0]{v} =~ /^(break|continue)$/;
+	return if !$breaks && (item_cannot_fail($last) || $last->{sep} eq '&');
 	found($p, $last->{cmds}[-1]{eline}, 'loop', item_text($last));
 }
 
