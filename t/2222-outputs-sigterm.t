@@ -27,7 +27,7 @@ test_expect_success 'SIGTERM under drain --wait: every node leaves within 10 s, 
 		sleep 0.5 && kill -0 $dpid || exit 1
 	p0=$(node_pid 0) && p1=$(node_pid 1) || exit 1
 	t0=$(date +%s.%N) &&
-	kill -TERM $p0 $p1 &&
+	kill_ranks TERM $p0 $p1 &&
 	wait_gone 30 $p0 $p1 &&
 	t1=$(date +%s.%N) &&
 	rc=0 && { wait $dpid || rc=$?; } && echo $rc >wait.rc &&
