@@ -195,8 +195,9 @@ static int parse(int argc, char **argv, struct ds_serve_opts *o)
  * Process-wide (the thread outlives the step's stack frame and also
  * watches MPI_Finalize). */
 static struct {
-	int64_t beat_ms; /* atomic; 0: disarmed */
-	int64_t limit_ms;
+	int64_t beat_ms;  /* atomic; 0: disarmed */
+	int64_t limit_ms; /* atomic */
+	int leaving;      /* atomic; 1: the step is ending after a lost peer */
 	uint32_t node;
 	char sock[PATH_MAX];
 	int started;
@@ -212,12 +213,18 @@ static void *watch_main(void *arg)
 	for (;;) {
 		sleep(1);
 		int64_t hb = __atomic_load_n(&wd.beat_ms, __ATOMIC_RELAXED);
-		if (hb && now_ms() - hb > wd.limit_ms) {
+		int64_t limit = __atomic_load_n(&wd.limit_ms, __ATOMIC_RELAXED);
+		if (hb && now_ms() - hb > limit) {
 			/* main is stuck in an MPI call: a peer vanished and MPI did not
 			 * notice.  Leave no socket readers would wait on, and go. */
-			ds_error("node %u: an MPI call has not returned for %lld s: a node is gone or "
-			         "hung; leaving",
-			         wd.node, (long long)(wd.limit_ms / 1000));
+			if (__atomic_load_n(&wd.leaving, __ATOMIC_RELAXED))
+				ds_error("node %u: still leaving %lld s after a node was lost (MPI_Abort "
+				         "or a thread blocked on the lost node); leaving now",
+				         wd.node, (long long)(limit / 1000));
+			else
+				ds_error("node %u: an MPI call has not returned for %lld s: a node is gone "
+				         "or hung; leaving",
+				         wd.node, (long long)(limit / 1000));
 			unlink(wd.sock);
 			_exit(1);
 		}
@@ -227,7 +234,7 @@ static void *watch_main(void *arg)
 
 static void watch_arm(struct ds__svc *s)
 {
-	wd.limit_ms = (int64_t)(s->o.watchdog * 1000);
+	__atomic_store_n(&wd.limit_ms, (int64_t)(s->o.watchdog * 1000), __ATOMIC_RELAXED);
 	wd.node = s->node;
 	snprintf(wd.sock, sizeof(wd.sock), "%s/" DS_SOCK_NAME, s->nodedir);
 	beat();
@@ -245,6 +252,19 @@ static void watch_arm(struct ds__svc *s)
 }
 
 static void watch_disarm(void) { __atomic_store_n(&wd.beat_ms, 0, __ATOMIC_RELAXED); }
+
+/* The step ends after a lost peer: what is left to do (stop the threads,
+ * MPI_Abort) may block on the lost node too, as the getting threads' MPI
+ * calls do over TCP; it gets LEAVE_MS, not another --timeout, so the
+ * survivors are gone about --timeout after the loss, not twice that. */
+#define LEAVE_MS 5000
+static void watch_leaving(void)
+{
+	__atomic_store_n(&wd.leaving, 1, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&wd.limit_ms, __ATOMIC_RELAXED) > LEAVE_MS)
+		__atomic_store_n(&wd.limit_ms, (int64_t)LEAVE_MS, __ATOMIC_RELAXED);
+	beat();
+}
 
 /* ---- the main loop ------------------------------------------------------ */
 
@@ -689,6 +709,8 @@ static int serve_run(MPI_Comm world, struct ds__svc *s, const struct ds_serve_op
 		ds_joblock_note(s->jobdir, "(leaving)");
 	if (res < 0) {
 		/* a peer is gone: no collective can complete; end the job step */
+		watch_leaving();
+		ds_fault("serve.leaving", (int)s->node); /* tests: a leave that blocks (t/9008) */
 		ds__sock_stop(s);
 		ds__status_write(s, "failed");
 		ds__exchange_free(s);
