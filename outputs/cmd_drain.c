@@ -132,39 +132,55 @@ ssize_t ds__out_read_text(const char *path, char **text)
 	return (ssize_t)len;
 }
 
-/* Copy AREA/ns/NAME to DIR/NAME the drain's way (temporary name, CRC
- * check, mode and mtime, fsync, rename, fsync of the directory). */
-static int recover(int afd, int dfd, const char *name, uint64_t size, int have_crc, uint32_t crc)
+/* A recovery's copy: the output's bytes in the area, and the temporary name
+ * in the drain directory they go to. */
+struct rcopy {
+	int in, pdir, out;
+	const char *base; /* the name in pdir */
+	char tmp[PATH_MAX];
+	struct stat st; /* of in */
+};
+
+/* Open AREA/ns/NAME: the bytes the service knew, size bytes. */
+static int recover_source(struct rcopy *c, int afd, const char *name, uint64_t size)
 {
-	const char *why, *base;
-	char src[PATH_MAX], tmp[PATH_MAX];
-	if (afd < 0 || dfd < 0 || ds_name_check(name, strlen(name), &why))
-		return -EINVAL;
+	char src[PATH_MAX];
 	if (snprintf(src, sizeof(src), DS_OUT_NS "/%s", name) >= (int)sizeof(src))
 		return -ENAMETOOLONG;
-	int in = openat(afd, src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (in < 0)
+	c->in = openat(afd, src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (c->in < 0)
 		return -errno;
-	struct stat st;
-	int rc = fstat(in, &st) < 0 ? -errno : 0;
-	if (!rc && (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size || (size && !st.st_blocks)))
-		rc = -ESTALE; /* not the bytes the service knew */
-	/* the drain directory by descriptor (drain.c): the copy, its rename
-	 * and the fsync of the directory act on the directory opened here */
-	int pdir = rc ? -1 : ds__drain_dirat(dfd, name, 1, &base);
-	if (!rc && pdir < 0)
-		rc = pdir;
-	if (!rc && snprintf(tmp, sizeof(tmp), "%s" DS_OUT_DRAIN_TMP "recover.%ld", base,
-	                    (long)getpid()) >= (int)sizeof(tmp))
-		rc = -ENAMETOOLONG;
-	int out =
-		rc ? -1
-		   : openat(pdir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (!rc && out < 0)
-		rc = -errno;
-	char *buf = rc || !size ? NULL : malloc(size < (8u << 20) ? size : (8u << 20));
-	if (!rc && size && !buf)
-		rc = -ENOMEM;
+	if (fstat(c->in, &c->st) < 0)
+		return -errno;
+	if (!S_ISREG(c->st.st_mode) || (uint64_t)c->st.st_size != size ||
+	    (size && !c->st.st_blocks))
+		return -ESTALE; /* not the bytes the service knew */
+	return 0;
+}
+
+/* The drain directory by descriptor (drain.c): the copy, its rename and the
+ * fsync of the directory act on the directory opened here; the copy starts
+ * under a temporary name. */
+static int recover_target(struct rcopy *c, int dfd, const char *name)
+{
+	c->pdir = ds__drain_dirat(dfd, name, 1, &c->base);
+	if (c->pdir < 0)
+		return c->pdir;
+	if (snprintf(c->tmp, sizeof(c->tmp), "%s" DS_OUT_DRAIN_TMP "recover.%ld", c->base,
+	             (long)getpid()) >= (int)sizeof(c->tmp))
+		return -ENAMETOOLONG;
+	c->out =
+		openat(c->pdir, c->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	return c->out < 0 ? -errno : 0;
+}
+
+/* size bytes from in to out, 8 MiB at a time, and their CRC-32C. */
+static int recover_copy(int in, int out, uint64_t size, uint32_t *sum)
+{
+	char *buf = !size ? NULL : malloc(size < (8u << 20) ? size : (8u << 20));
+	if (size && !buf)
+		return -ENOMEM;
+	int rc = 0;
 	uint32_t c = 0;
 	for (uint64_t off = 0; !rc && off < size;) {
 		size_t n = size - off < (8u << 20) ? (size_t)(size - off) : (8u << 20);
@@ -177,23 +193,52 @@ static int recover(int afd, int dfd, const char *name, uint64_t size, int have_c
 		off += n;
 	}
 	free(buf);
-	if (!rc && have_crc && c != crc)
-		rc = -DS_ECHECKSUM;
-	struct timespec ts[2] = {st.st_atim, st.st_mtim};
-	if (!rc && (fchmod(out, st.st_mode & 0777) < 0 || futimens(out, ts) < 0 || fsync(out) < 0))
-		rc = -errno;
-	if (out >= 0 && close(out) < 0 && !rc)
-		rc = -errno;
-	close(in);
-	if (!rc && renameat(pdir, tmp, pdir, base) < 0)
-		rc = -errno;
-	if (!rc && fsync(pdir) < 0)
-		rc = -errno;
-	if (rc && out >= 0)
-		unlinkat(pdir, tmp, 0);
-	if (pdir >= 0)
-		close(pdir);
+	*sum = c;
 	return rc;
+}
+
+/* The copy under its name, unless rc says it failed: the source's mode and
+ * times, fsync, rename, fsync of the directory; on failure the temporary
+ * name removed.  Closes the copy's descriptors; rc or the first failure. */
+static int recover_finish(struct rcopy *c, int rc)
+{
+	struct timespec ts[2] = {c->st.st_atim, c->st.st_mtim};
+	if (!rc && (fchmod(c->out, c->st.st_mode & 0777) < 0 || futimens(c->out, ts) < 0 ||
+	            fsync(c->out) < 0))
+		rc = -errno;
+	if (c->out >= 0 && close(c->out) < 0 && !rc)
+		rc = -errno;
+	close(c->in);
+	if (!rc && renameat(c->pdir, c->tmp, c->pdir, c->base) < 0)
+		rc = -errno;
+	if (!rc && fsync(c->pdir) < 0)
+		rc = -errno;
+	if (rc && c->out >= 0)
+		unlinkat(c->pdir, c->tmp, 0);
+	if (c->pdir >= 0)
+		close(c->pdir);
+	return rc;
+}
+
+/* Copy AREA/ns/NAME to DIR/NAME the drain's way (temporary name, CRC
+ * check, mode and mtime, fsync, rename, fsync of the directory). */
+static int recover(int afd, int dfd, const char *name, uint64_t size, int have_crc, uint32_t crc)
+{
+	const char *why;
+	if (afd < 0 || dfd < 0 || ds_name_check(name, strlen(name), &why))
+		return -EINVAL;
+	struct rcopy c = {.in = -1, .pdir = -1, .out = -1};
+	int rc = recover_source(&c, afd, name, size);
+	if (c.in < 0)
+		return rc;
+	if (!rc)
+		rc = recover_target(&c, dfd, name);
+	uint32_t sum = 0;
+	if (!rc)
+		rc = recover_copy(c.in, c.out, size, &sum);
+	if (!rc && have_crc && sum != crc)
+		rc = -DS_ECHECKSUM;
+	return recover_finish(&c, rc);
 }
 
 void ds_outputs_status_line(const char *jobdir, const char *name)
