@@ -69,6 +69,21 @@ static int lock_free(int fd)
 	return lk.l_type == F_UNLCK;
 }
 
+/* Pending output p leaves the list, its descriptor closed; a fetch waiting
+ * on it looks again (mu held). */
+static void pend_free(struct ds_out *o, struct ds__opend *p)
+{
+	for (struct ds__opend **pp = &o->pend; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	close(p->fd);
+	free(p->path);
+	free(p);
+	pthread_cond_broadcast(&o->fetched);
+}
+
 /* Publish pending output p (its writers are gone); mu held, dropped while
  * the bytes are summed. */
 static int commit(struct ds_out *o, struct ds__opend *p)
@@ -126,15 +141,7 @@ static int commit(struct ds_out *o, struct ds__opend *p)
 		f->next = o->fails;
 		o->fails = f;
 	}
-	for (struct ds__opend **pp = &o->pend; *pp; pp = &(*pp)->next)
-		if (*pp == p) {
-			*pp = p->next;
-			break;
-		}
-	close(p->fd);
-	free(p->path);
-	free(p);
-	pthread_cond_broadcast(&o->fetched);
+	pend_free(o, p);
 	return rc;
 }
 
@@ -274,15 +281,7 @@ static void rollback(struct ds_out *o, struct ds__opend *p)
 	char wp[PATH_MAX];
 	pfmt(wp, sizeof(wp), "%016llx", (unsigned long long)p->token);
 	unlinkat(o->wfd, wp, 0);
-	for (struct ds__opend **pp = &o->pend; *pp; pp = &(*pp)->next)
-		if (*pp == p) {
-			*pp = p->next;
-			break;
-		}
-	close(p->fd);
-	free(p->path);
-	free(p);
-	pthread_cond_broadcast(&o->fetched);
+	pend_free(o, p);
 }
 
 /* The second message of a two-step request on its kept connection (a
