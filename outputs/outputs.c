@@ -423,7 +423,8 @@ int ds_out_stop(struct ds_out *o)
 	lost += ds__drain_end(o->dr);
 	if (o->sthread_on) {
 		pthread_mutex_lock(&o->mu);
-		o->squit = 1;
+		/* atomic: the sum thread looks at it between chunks, unlocked */
+		__atomic_store_n(&o->squit, 1, __ATOMIC_RELAXED);
 		pthread_cond_signal(&o->sum_cv);
 		pthread_mutex_unlock(&o->mu);
 		pthread_join(o->sthread, NULL);
