@@ -40,9 +40,14 @@ static int64_t mtime_of(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
 }
 
-/* Hand m to main and wait for its answer (mu held). */
+/* Hand m to main and wait for its answer (mu held).  Not once the
+ * service stops: ds_out_stop has answered what was queued and waits for
+ * this thread to end, main polls no more (a request queued now waited for
+ * ever, and the stop with it).  The answer the stop gives. */
 static int via_main(struct ds_out *o, struct ds__omsg *m)
 {
+	if (__atomic_load_n(&o->quit, __ATOMIC_RELAXED))
+		return m->op == DS_OUT_DRAIN ? -ESHUTDOWN : -EIO;
 	struct ds__oreq q;
 	memset(&q, 0, sizeof(q));
 	q.m = *m;
