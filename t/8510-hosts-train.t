@@ -35,21 +35,6 @@ done
 sleep 1.5
 dstage status --to "$DSTAGE_DIR" >"$rec/status-end.$k" 2>&1 || exit 1
 echo "node $k checked"
-#!/bin/sh
-rec=$1 k=$SLURM_NODEID m=$DSTAGE_MOUNT
-hostname >"$rec/host.$k"
-ls -A "$DSTAGE_STORE" | grep -x '[0-9]*' >"$rec/nodedirs.$k"
-dstage status --to "$DSTAGE_DIR" >"$rec/status.$k" 2>&1 || exit 1
-find "$m" -type f | sort | xargs -d '\n' sha256sum | sed "s|  $m/|  |" >"$rec/sums.$k" || exit 1
-for e in 0 1 2; do
-	cat "$m/.dstage/epochs/$e/all" >"$rec/epoch.$e.$k" || exit 1
-	sed "s|^|$m/|" "$rec/epoch.$e.$k" | xargs -d '\n' sha256sum | sed "s|  $m/|  |" >"$rec/esums.$e.$k" ||
-		exit 1
-done
-# the figures after the reads, once the service has gathered them again
-sleep 1.5
-dstage status --to "$DSTAGE_DIR" >"$rec/status-end.$k" 2>&1 || exit 1
-echo "node $k checked"
 EOF
 
 test_expect_success 'the sample dataset packed on the shared file system' '
