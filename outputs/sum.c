@@ -26,6 +26,8 @@ static int sum_map(struct ds_out *o, const char *map, uint64_t size, uint32_t *c
 	for (uint64_t off = 0; off < size;) {
 		if (__atomic_load_n(&o->squit, __ATOMIC_RELAXED))
 			return -ECANCELED;
+		/* tests: a slow sum, each chunk (t/2209, t/2224) */
+		ds_fault("outputs.sum", (int)o->h.node);
 		size_t n = size - off < SUM_CHUNK ? (size_t)(size - off) : SUM_CHUNK;
 		c = ds_crc32c(c, map + off, n);
 		off += n;
@@ -59,7 +61,6 @@ void *ds__out_sum_main(void *arg)
 		uint64_t size = r->size;
 		double t0 = ds_now();
 		pthread_mutex_unlock(&o->mu);
-		ds_fault("outputs.sum", (int)o->h.node); /* tests: a slow sum (t/2209) */
 		uint32_t crc = 0;
 		struct stat st;
 		if (!rc && (fstat(fd, &st) < 0 || (uint64_t)st.st_size != size))
