@@ -720,13 +720,53 @@ static int serve_run(MPI_Comm world, struct ds__svc *s, const struct ds_serve_op
 	return res;
 }
 
+/* The outputs' stop when leaving: it joins their threads (a copy or a sum
+ * ends at its next chunk, docs/outputs.md), no MPI call, which is all the
+ * watchdog watches: disarmed meanwhile, a long stop said.  Then every node
+ * waits for the others' stops in an agreement that feeds the watchdog, not
+ * in the next collective, where a stop longer than --timeout on one node
+ * had the others' watchdogs end the job as "a node is gone" (outputs.status
+ * not saved).  Bounded: --drain-timeout + --timeout.  The step's result. */
+static int outputs_leave(struct ds__svc *s, int res)
+{
+	watch_disarm();
+	double t0 = ds_now();
+	if (ds_out_stop(s->out) && !res)
+		res = 1; /* outputs closed and not drained: said, and the step fails */
+	if (ds_now() - t0 > s->o.watchdog)
+		ds_warn("node %u: the outputs took %.0f s to stop", s->node, ds_now() - t0);
+	beat();
+	struct ds_agree a;
+	double limit = s->o.out.drain_timeout + s->o.watchdog;
+	struct timespec ts = {0, 1000000L};
+	a.mine[0] = 0;
+	int rc = ds_agree_start(&a, s->comm, 1);
+	while (!rc && !(rc = ds_agree_test(&a, limit))) {
+		beat();
+		nanosleep(&ts, NULL);
+	}
+	if (rc == -ETIMEDOUT) {
+		ds_error(
+			"node %u: the other nodes' outputs have not stopped in %.0f s: a node is gone "
+			"or hung; leaving",
+			s->node, limit);
+		unlink(wd.sock);
+		_exit(1);
+	}
+	if (rc < 0) {
+		mpi_failed(s, "MPI_Iallreduce (the outputs' stop)", a.mpierr);
+		res = 1;
+	}
+	return res;
+}
+
 /* Leave: every rank is here, in the same iteration of the loop.  Stop,
  * remove the node store with --clean, and leave together.  The step's
  * result (res, or 1 when leaving failed). */
 static int serve_leave(struct ds__svc *s, const struct ds_serve_opts *o, int locked, int res)
 {
-	if (ds_out_stop(s->out) && !res)
-		res = 1; /* outputs closed and not drained: said, and the step fails */
+	if (s->out)
+		res = outputs_leave(s, res);
 	ds__out_free(s);
 	ds__status_write(s, res ? "failed" : "stopped");
 	serve_stop(s);
