@@ -7,7 +7,8 @@
 # source, the epoch lists of the four nodes form a permutation of the
 # training set.  The job ends with exit 0 and no store left; a failing
 # training step, a failing task on one node, a failing stage-in, a service
-# that cannot start and a cancelled job all still clean up and exit non-zero.
+# that cannot start, services killed during training (the training itself
+# exiting 0) and a cancelled job all still clean up and exit non-zero.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-slurm.sh"
 
@@ -173,6 +174,18 @@ test_expect_success 'a service that cannot start: exit 1 at once, no training, n
 		test_status 1 submit t5.out "$JOBS/train.sbatch" touch "$TRASH/trained" &&
 	grep -q "dstage serve ended (exit [1-9][0-9]*) before it served on every node" t5.out &&
 	test ! -e trained && nothing_left
+'
+
+# The OOM killer (or any SIGKILL) ends the node services during training,
+# and the training step still exits 0 (a reader that skips samples it
+# could not read): the job says so and fails; before, its exit was the
+# training step's 0 and the service's end went unsaid.
+test_expect_success 'the node services killed during training (as the OOM killer does): said, the job fails, cleaned' '
+	DSTAGE_PACK=$TRASH/pack test_status 1 submit t9.out "$JOBS/train.sbatch" sh -c \
+		"kill -KILL \$(sed -n s/^pid=//p \$DSTAGE_STORE/\$DSTAGE_NODE/serve.status) && sleep 2" &&
+	grep -q "training step: exit 0" t9.out &&
+	grep -q "the service step ended on its own during the job (exit [1-9]" t9.out &&
+	grep -q "node stores removed" t9.out && nothing_left
 '
 
 test_expect_success 'no training command: a usage error' '

@@ -175,6 +175,24 @@ test_expect_success 'an MPI error in the agreement: named as MPI said it, the st
 	! grep -q "no answer from the other nodes" serve.log
 '
 
+# A step ending after a lost peer may block on the lost node again (stopping
+# a getting thread stuck in an MPI call, MPI_Abort over TCP: seen on the
+# 4-host bed, t/8520, where the survivors left 40 s after the loss instead
+# of 20): what is left of the leave gets 5 s, not another --timeout.  The
+# blocking leave is injected (serve.leaving, sleep); with --timeout 60 a
+# leave bounded only by the watchdog's --timeout ends 60 s after the fault.
+DSTAGE_FAULT=serve.agree:rank=1,serve.leaving:rank=1:action=sleep:secs=120 \
+	serve_start $N --seed 9 --timeout 60
+wait_until 110 fault_or_end serve.leaving
+t0=$(date +%s)
+serve_wait
+t1=$(date +%s)
+test_expect_success 'a leave that blocks after a lost peer: bounded at 5 s, said, the step fails' '
+	cat serve.log && echo "ended $((t1 - t0)) s after the blocked leave began" &&
+	test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 25 &&
+	test_grep "node 1: still leaving 5 s after a node was lost" serve.log
+'
+
 # The status gather (shuffle/gather.c) must start its collectives in the
 # same order on every rank even when one rank's gather completes late:
 # before, such a rank skipped a gather the others started, its next
