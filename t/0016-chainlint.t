@@ -207,6 +207,12 @@ test_lazy_prereq P '
 	echo a
 	true
 '
+test_expect_success 'a failure that ends the test with success' '
+	test -e f && cmp f g || exit 0
+	test -e f || exit 0
+	f() { test -e f || return 0; } &&
+	f && cmp f g || return 0
+'
 SNIP
 cat >exits.want <<\SNIP
 exits.t:2: broken && chain: echo a
@@ -218,6 +224,8 @@ exits.t:11: broken && chain: echo a
 exits.t:12: broken && chain: echo "b"
 exits.t:15: broken && chain: echo a
 exits.t:19: broken && chain: echo a
+exits.t:23: exit 0: test -e f && cmp f g || exit 0
+exits.t:26: exit 0: f() { ... } && f && cmp f g || return 0
 SNIP
 
 cat >parse.t <<\SNIP

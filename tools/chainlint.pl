@@ -19,6 +19,8 @@
 #   loop              a loop whose body can fail in a pass before the last
 #                     one unseen: end the body's check with || exit 1 (or
 #                     || return 1 in a function)
+#   exit 0            A && B || exit 0 (or return 0): a failure of A or B
+#                     ends the test with success
 #   parse             the body is not shell this reads (a syntax error)
 #
 # Not a loss, so never reported: a link after a command that cannot fail
@@ -764,6 +766,20 @@ sub found {
 	push @{$p->{found}}, [$line, $kind, short($text)];
 }
 
+# A && B || exit 0: a failure of A ends the test with success
+sub check_exit0 {
+	my ($p, $it) = @_;
+	my $ands = 0;
+	for my $k (1 .. $#{$it->{cmds}}) {
+		my $op = $it->{ops}[$k - 1];
+		$ands++ if $op eq '&&';
+		my $c = $it->{cmds}[$k];
+		next unless $op eq '||' && $ands && jumps($c) && $c->{words}[0]{v} =~ /^(exit|return)$/
+			&& @{$c->{words}} > 1 && $c->{words}[1]{v} eq '0';
+		found($p, $c->{eline}, 'exit 0', item_text($it));
+	}
+}
+
 sub check_list {
 	my ($p, $items) = @_;
 	for my $i (0 .. $#$items) {
@@ -772,6 +788,7 @@ sub check_list {
 			check_list($p, $_) for @{$c->{bodies} || []};
 			check_loop($p, $c) if $c->{loop};
 		}
+		check_exit0($p, $it);
 		next if $i == $#$items;
 		next if $it->{sep} eq '&' || item_cannot_fail($it);
 		# the links before an explicit failure do not matter
