@@ -19,7 +19,7 @@ test_expect_success 'setup: six shards (GNU tar, pax, Python tarfile with long n
 			echo $j >m$i/00000$j.cls || return 1
 		done &&
 		echo deep >m$i/sub/x.txt &&
-		fmt=gnu && test $i -lt 2 || fmt=posix &&
+		{ fmt=gnu && test $i -lt 2 || fmt=posix; } &&
 		tar --format=$fmt -cf src/train/shard-$i.tar -C m$i . || return 1
 	done &&
 	"$PY" - src/train/shard-5.tar <<-\EOP &&
