@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # tools/chainlint.pl: find the test commands whose exit status is lost.
 #
-#   perl tools/chainlint.pl FILE...     (t/0000-lint.t runs it over t/*.t)
+#   perl tools/chainlint.pl FILE...
+#
+# t/0000-lint.t runs it over t/*.t, t/test-lib.sh and t/lib-*.sh; t/0016
+# tests it on a table of snippets.
 #
 # A test body runs without `set -e` (t/test-lib.sh): its status is the
 # status of its last command, so the body must be one && chain.  A command
@@ -26,10 +29,10 @@
 # Not a loss, so never reported: a link after a command that cannot fail
 # (an assignment without a command substitution, `:`, `true`, `wait`, a
 # function definition, a compound command none of whose branches can fail
-# or whose last command runs in the background), after
-# a background job (`&`), after `CMD || exit N` (return N, or a group that
-# ends so), `CMD || :`, `CMD || break` (continue) and `COND && break`
-# (continue, exit, return); the links before an explicit failure
+# or whose last command runs in the background), after a background job
+# (`&`), after `CMD || exit N` (return N, or a group that ends so),
+# `CMD || :`, `CMD || break` (continue) and `COND && break` (continue,
+# exit, return); the links before an explicit failure
 # (`{ echo why; exit 1; }`, `false`, `return 1`); the last command of a
 # body, group, branch or case arm; a loop body that holds an exit or a
 # return (not 0) or whose last list cannot fail.
