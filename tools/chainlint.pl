@@ -461,132 +461,120 @@ sub parse_redirs {
 
 my %CLOSE = map { $_ => 1 } qw(then elif else fi do done esac } in);
 
-# one command: { kind => simple|group|subshell|if|for|while|until|case|
-# func, words => [...], line, eline, bodies => [item lists], and for
-# loops loop => item list }
-sub parse_command {
-	my ($p, $stop) = @_;
-	my $t = pk($p);
-	perr($p, $t, 'a command expected, found the end') unless $t;
-	if (is_rw($t, '!')) {
-		nx($p);
-		my $c = parse_command($p, $stop);
-		$c->{bang} = 1;
-		return $c;
-	}
-	if (is_op($t, '(')) {
-		nx($p);
-		my $items = parse_list($p, {});
-		my $e = nx($p);
-		perr($p, $e, "')' expected") unless is_op($e, ')');
-		return parse_redirs($p, { kind => 'subshell', line => $t->{line}, eline => $e->{eline},
-			bodies => [$items], branches => [$items], text => '( ... )' });
-	}
-	if ($t->{k} ne 'w') {
-		perr($p, $t, "unexpected '" . ($t->{v} eq "\n" ? 'newline' : $t->{v}) . "'");
-	}
-	my $v = $t->{q} ? '' : $t->{v};
-	if ($v eq '{') {
-		nx($p);
-		my $items = parse_list($p, { '}' => 1 });
-		my $e = expect_rw($p, '}');
-		return parse_redirs($p, { kind => 'group', line => $t->{line}, eline => $e->{eline},
-			bodies => [$items], branches => [$items], text => '{ ... }' });
-	}
-	if ($v eq 'if') {
-		nx($p);
-		my (@bodies, @branches);
-		while (1) {
-			push @bodies, parse_list($p, { then => 1 });
-			expect_rw($p, 'then');
-			push @bodies, parse_list($p, { elif => 1, else => 1, fi => 1 });
+# The compound commands, each parsed after its first token ($t, consumed):
+# { kind => group|subshell|if|while|until|for|case, line, eline, bodies =>
+# [every item list], branches => [the lists whose last command's status is
+# the command's], loop => the body of a loop, text => what a finding shows }
+
+sub parse_subshell {
+	my ($p, $t) = @_;
+	my $items = parse_list($p, {});
+	my $e = nx($p);
+	perr($p, $e, "')' expected") unless is_op($e, ')');
+	return { kind => 'subshell', line => $t->{line}, eline => $e->{eline},
+		bodies => [$items], branches => [$items], text => '( ... )' };
+}
+
+sub parse_group {
+	my ($p, $t) = @_;
+	my $items = parse_list($p, { '}' => 1 });
+	my $e = expect_rw($p, '}');
+	return { kind => 'group', line => $t->{line}, eline => $e->{eline},
+		bodies => [$items], branches => [$items], text => '{ ... }' };
+}
+
+sub parse_if {
+	my ($p, $t) = @_;
+	my (@bodies, @branches);
+	while (1) {
+		push @bodies, parse_list($p, { then => 1 });
+		expect_rw($p, 'then');
+		push @bodies, parse_list($p, { elif => 1, else => 1, fi => 1 });
+		push @branches, $bodies[-1];
+		my $n = nx($p);
+		next if is_rw($n, 'elif');
+		if (is_rw($n, 'else')) {
+			push @bodies, parse_list($p, { fi => 1 });
 			push @branches, $bodies[-1];
-			my $n = nx($p);
-			if (is_rw($n, 'elif')) {
-				next;
-			} elsif (is_rw($n, 'else')) {
-				push @bodies, parse_list($p, { fi => 1 });
-				push @branches, $bodies[-1];
-				$n = expect_rw($p, 'fi');
-			} elsif (!is_rw($n, 'fi')) {
-				perr($p, $n, "'fi' expected, found " . ($n ? "'$n->{v}'" : 'the end'));
-			}
-			return parse_redirs($p, { kind => 'if', line => $t->{line}, eline => $n->{eline},
-				bodies => \@bodies, branches => \@branches, text => 'if ... fi' });
+			$n = expect_rw($p, 'fi');
+		} elsif (!is_rw($n, 'fi')) {
+			perr($p, $n, "'fi' expected, found " . ($n ? "'$n->{v}'" : 'the end'));
 		}
+		return { kind => 'if', line => $t->{line}, eline => $n->{eline},
+			bodies => \@bodies, branches => \@branches, text => 'if ... fi' };
 	}
-	if ($v eq 'while' || $v eq 'until') {
+}
+
+# while or until
+sub parse_while {
+	my ($p, $t) = @_;
+	my $cond = parse_list($p, { do => 1 });
+	expect_rw($p, 'do');
+	my $body = parse_list($p, { done => 1 });
+	my $e = expect_rw($p, 'done');
+	return { kind => $t->{v}, line => $t->{line}, eline => $e->{eline},
+		bodies => [$cond, $body], loop => $body, branches => [$body], text => "$t->{v} ... done" };
+}
+
+sub parse_for {
+	my ($p, $t) = @_;
+	my $name = nx($p);
+	perr($p, $name, 'a name expected after for') unless $name && $name->{k} eq 'w';
+	skip_nl($p);
+	if (is_rw(pk($p), 'in')) {
 		nx($p);
-		my $cond = parse_list($p, { do => 1 });
-		expect_rw($p, 'do');
-		my $body = parse_list($p, { done => 1 });
-		my $e = expect_rw($p, 'done');
-		return parse_redirs($p, { kind => $v, line => $t->{line}, eline => $e->{eline},
-			bodies => [$cond, $body], loop => $body, branches => [$body], text => "$v ... done" });
-	}
-	if ($v eq 'for') {
-		nx($p);
-		my $name = nx($p);
-		perr($p, $name, 'a name expected after for') unless $name && $name->{k} eq 'w';
-		skip_nl($p);
-		if (is_rw(pk($p), 'in')) {
+		while (my $w = pk($p)) {
+			last unless $w->{k} eq 'w';
+			check_subs($p, $w);
 			nx($p);
-			while (my $w = pk($p)) {
-				last unless $w->{k} eq 'w';
-				check_subs($p, $w);
-				nx($p);
-			}
 		}
-		my $sep = pk($p);
-		nx($p) if $sep && (is_op($sep, ';') || $sep->{k} eq 'nl');
-		skip_nl($p);
-		expect_rw($p, 'do');
-		my $body = parse_list($p, { done => 1 });
-		my $e = expect_rw($p, 'done');
-		return parse_redirs($p, { kind => 'for', line => $t->{line}, eline => $e->{eline},
-			bodies => [$body], loop => $body, branches => [$body], text => "for $name->{v} ... done" });
 	}
-	if ($v eq 'case') {
-		nx($p);
-		my $subj = nx($p);
-		check_subs($p, $subj) if $subj;
+	my $sep = pk($p);
+	nx($p) if $sep && (is_op($sep, ';') || $sep->{k} eq 'nl');
+	skip_nl($p);
+	expect_rw($p, 'do');
+	my $body = parse_list($p, { done => 1 });
+	my $e = expect_rw($p, 'done');
+	return { kind => 'for', line => $t->{line}, eline => $e->{eline},
+		bodies => [$body], loop => $body, branches => [$body], text => "for $name->{v} ... done" };
+}
+
+sub parse_case {
+	my ($p, $t) = @_;
+	my $subj = nx($p);
+	check_subs($p, $subj) if $subj;
+	skip_nl($p);
+	expect_rw($p, 'in');
+	my @bodies;
+	while (1) {
 		skip_nl($p);
-		expect_rw($p, 'in');
-		my @bodies;
+		my $n = pk($p);
+		perr($p, $n, "'esac' expected, found the end") unless $n;
+		last if is_rw($n, 'esac');
+		nx($p) if is_op($n, '(');
+		# the pattern, up to its `)`
 		while (1) {
-			skip_nl($p);
-			my $n = pk($p);
-			perr($p, $n, "'esac' expected, found the end") unless $n;
-			last if is_rw($n, 'esac');
-			nx($p) if is_op($n, '(');
-			# the pattern, up to its `)`
-			while (1) {
-				my $w = nx($p);
-				perr($p, $w, 'a case pattern expected') unless $w && ($w->{k} eq 'w' || is_op($w, '|'));
-				last if is_op(pk($p), ')');
-			}
-			nx($p);
-			push @bodies, parse_list($p, { esac => 1 });
-			if (is_op(pk($p), ';;')) {
-				nx($p);
-			}
+			my $w = nx($p);
+			perr($p, $w, 'a case pattern expected') unless $w && ($w->{k} eq 'w' || is_op($w, '|'));
+			last if is_op(pk($p), ')');
 		}
-		my $e = nx($p);
-		return parse_redirs($p, { kind => 'case', line => $t->{line}, eline => $e->{eline},
-			bodies => \@bodies, branches => \@bodies, text => 'case ... esac' });
+		nx($p);
+		# an arm: up to ;; or esac
+		push @bodies, parse_list($p, { esac => 1 });
+		nx($p) if is_op(pk($p), ';;');
 	}
-	# a function definition: NAME ( ) body
-	if (is_op($p->{t}[$p->{i} + 1], '(') && is_op($p->{t}[$p->{i} + 2], ')')) {
-		nx($p);
-		nx($p);
-		nx($p);
-		skip_nl($p);
-		my $body = parse_command($p, $stop);
-		return { kind => 'func', line => $t->{line}, eline => $body->{eline},
-			bodies => $body->{bodies}, inner => $body, text => "$t->{v}() { ... }" };
-	}
-	perr($p, $t, "unexpected '$v'") if $CLOSE{$v} && $v ne 'in';
-	# a simple command: words and redirections up to an operator
+	my $e = nx($p);
+	return { kind => 'case', line => $t->{line}, eline => $e->{eline},
+		bodies => \@bodies, branches => \@bodies, text => 'case ... esac' };
+}
+
+my %COMPOUND = ('{' => \&parse_group, if => \&parse_if, while => \&parse_while,
+	until => \&parse_while, for => \&parse_for, case => \&parse_case);
+
+# a simple command: words and redirections up to an operator;
+# { kind => 'simple', words => [...], line, eline, text }
+sub parse_simple {
+	my ($p, $t) = @_;
 	my @words;
 	my $last = $t;
 	while (my $w = pk($p)) {
@@ -602,6 +590,41 @@ sub parse_command {
 	}
 	return { kind => 'simple', words => \@words, line => $t->{line}, eline => $last->{eline},
 		text => join(' ', map { $_->{v} } @words) };
+}
+
+# one command (bang => 1 after a `!`): a compound command with its
+# redirections, a function definition (kind => 'func', its body's lists),
+# or a simple command
+sub parse_command {
+	my ($p, $stop) = @_;
+	my $t = pk($p);
+	perr($p, $t, 'a command expected, found the end') unless $t;
+	if (is_rw($t, '!')) {
+		nx($p);
+		my $c = parse_command($p, $stop);
+		$c->{bang} = 1;
+		return $c;
+	}
+	if (is_op($t, '(')) {
+		nx($p);
+		return parse_redirs($p, parse_subshell($p, $t));
+	}
+	perr($p, $t, "unexpected '" . ($t->{v} eq "\n" ? 'newline' : $t->{v}) . "'") if $t->{k} ne 'w';
+	my $v = $t->{q} ? '' : $t->{v};
+	if (my $f = $COMPOUND{$v}) {
+		nx($p);
+		return parse_redirs($p, $f->($p, $t));
+	}
+	# a function definition: NAME ( ) body
+	if (is_op($p->{t}[$p->{i} + 1], '(') && is_op($p->{t}[$p->{i} + 2], ')')) {
+		nx($p) for 1 .. 3;
+		skip_nl($p);
+		my $body = parse_command($p, $stop);
+		return { kind => 'func', line => $t->{line}, eline => $body->{eline},
+			bodies => $body->{bodies}, loop => $body->{loop}, text => "$t->{v}() { ... }" };
+	}
+	perr($p, $t, "unexpected '$v'") if $CLOSE{$v} && $v ne 'in';
+	return parse_simple($p, $t);
 }
 
 # The outcomes of a command for the list it is in: [z, nz], whether it
