@@ -32,8 +32,7 @@ test_expect_success 'its rename held after its check; SIGTERM meanwhile' '
 	mvpid=$! &&
 	wait_until 30 grep -q "fault injected at .outputs.ns_commit" serve.log &&
 	kill_ranks TERM "$(node_pid 0)" "$(node_pid 1)" &&
-	wait "$mvpid"
-	echo $? >mv.rc &&
+	rc=0 && { wait "$mvpid" || rc=$?; } && echo $rc >mv.rc &&
 	cat mv.err
 '
 serve_wait

@@ -36,7 +36,7 @@ test_expect_success 'the sum ended after its second chunk; the output listed uns
 	! grep -q "has not returned" serve.log
 '
 test_expect_success 'drain --wait recovers it' '
-	"$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err; cat err &&
+	test_status --show err 0 "$DSTAGE" drain --wait --to "$SHM" --job "$JOB" 2>err &&
 	grep -q "big.pt.: recovered" err && cmp big "$DR/big.pt"
 '
 test_done

@@ -59,5 +59,5 @@ test_expect_success 'epoch 2 over {0, 1}, read through the shim with no error' '
 	epoch_reads_right 2 0 1
 '
 serve_stop
-test_expect_success 'stopped cleanly' 'cat serve.log; test "$(cat serve.rc)" = 0'
+test_expect_success 'stopped cleanly' 'cat serve.log && test "$(cat serve.rc)" = 0'
 test_done

@@ -76,5 +76,5 @@ test_expect_success 'both services still up, no crash in the log' '
 	! grep -Ei "segmentation|invalid permissions|signal 11|BAD TERMINATION" serve.log
 '
 serve_stop
-test_expect_success 'stopped cleanly' 'cat serve.log; test "$(cat serve.rc)" = 0'
+test_expect_success 'stopped cleanly' 'cat serve.log && test "$(cat serve.rc)" = 0'
 test_done

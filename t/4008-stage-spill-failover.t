@@ -50,7 +50,7 @@ test_expect_success 'epoch 2 over {0, 1}, read in its order through the shim' '
 	epoch_reads_right 2 0 1
 '
 serve_stop
-test_expect_success 'stopped cleanly' 'cat serve.log; test "$(cat serve.rc)" = 0'
+test_expect_success 'stopped cleanly' 'cat serve.log && test "$(cat serve.rc)" = 0'
 test_expect_success 'clean removes every spill tier' '
 	"$DSTAGE" clean --to "$SHM" --job "$JOB" &&
 	test ! -e "$JOBDIR" && test ! -e "$SP/dstage.$uid.$JOB"

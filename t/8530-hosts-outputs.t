@@ -73,7 +73,7 @@ echo "node $k wrote and read"
 EOF
 
 test_expect_success 'a small dataset, packed' '
-	mkdir -p src/a && for i in 1 2 3 4 5 6 7 8; do echo "$i" >src/a/$i; done &&
+	mkdir -p src/a && for i in 1 2 3 4 5 6 7 8; do echo "$i" >src/a/$i || exit 1; done &&
 	"$DSTAGE" pack -q -p 4 src pack && mkdir rec
 '
 test_expect_success "train.sbatch with outputs on $n hosts: written, read across hosts, drained, exit 0" '

@@ -106,7 +106,7 @@ test_expect_success 'setup: five shards (GNU, GNU long names, pax, tarfile pax l
 	EOP
 	echo labels >src/classes.txt &&
 	ls src/train >shards && test "$(wc -l <shards)" = 5 &&
-	"$PY" - src <<-\EOP >members
+	"$PY" - src <<-\EOP >members &&
 	import os, sys, tarfile
 	d = os.path.join(sys.argv[1], "train")
 	for s in sorted(os.listdir(d)):

@@ -66,7 +66,7 @@ done
 t2=$(date +%s)
 
 test_expect_success 'SIGKILL of node 2 mid-epoch: the step ends within seconds, failed, with the reason' '
-	cat serve.log; echo "step ended $((t1 - t0)) s after the kill" &&
+	cat serve.log && echo "step ended $((t1 - t0)) s after the kill" &&
 	test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 15 &&
 	# the surviving ranks say why, or the launcher (mpiexec.hydra kills
 	# the rest of the step itself when one process dies) names the dead one
@@ -75,7 +75,7 @@ test_expect_success 'SIGKILL of node 2 mid-epoch: the step ends within seconds, 
 '
 
 test_expect_success "every reader stopped with EIO within DSTAGE_TIMEOUT ($TMO s), no wrong byte" '
-	cat reader.*.err; echo "readers done $((t2 - t0)) s after the kill" &&
+	cat reader.*.err && echo "readers done $((t2 - t0)) s after the kill" &&
 	test '$rrc' = '$N' && test $((t2 - t0)) -le $((t1 - t0 + '$TMO' + 5)) &&
 	test $(grep -c "Input/output error" reader.*.err | awk -F: "{s += \$2} END {print s}") = '$N' &&
 	! grep -q "bytes differ\|not in the source" reader.*.err
@@ -112,7 +112,7 @@ t0=$(date +%s)
 serve_wait
 t1=$(date +%s)
 test_expect_success 'DSTAGE_FAULT serve.fetch:rank=2:action=kill: every rank ends within seconds, failed' '
-	cat serve.log; echo "step ended $((t1 - t0)) s after the fault" &&
+	cat serve.log && echo "step ended $((t1 - t0)) s after the fault" &&
 	test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 15 &&
 	grep -q "fault injected at .serve.fetch. (rank 2)" serve.log
 '
@@ -153,7 +153,7 @@ echo >"$TRASH/go"
 wait $across
 echo $? >"$TRASH/across.rc"
 test_expect_success 'the same reader reads every byte again through the new service' '
-	cat across.out; test "$(cat across.rc)" = 0 && test_grep "after the restart" across.out
+	cat across.out && test "$(cat across.rc)" = 0 && test_grep "after the restart" across.out
 '
 serve_stop
 test_expect_success 'and it stops cleanly' 'test "$(cat serve.rc)" = 0'
@@ -169,7 +169,7 @@ t0=$(date +%s)
 serve_wait
 t1=$(date +%s)
 test_expect_success 'an MPI error in the agreement: named as MPI said it, the step fails at once' '
-	cat serve.log; echo "ended $((t1 - t0)) s after the fault" &&
+	cat serve.log && echo "ended $((t1 - t0)) s after the fault" &&
 	test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 20 &&
 	test_grep -i "node 1: MPI_Iallreduce (the agreement): .*other" serve.log &&
 	! grep -q "no answer from the other nodes" serve.log
@@ -188,7 +188,7 @@ t0=$(date +%s)
 serve_wait
 t1=$(date +%s)
 test_expect_success 'a leave that blocks after a lost peer: bounded at 5 s, said, the step fails' '
-	cat serve.log; echo "ended $((t1 - t0)) s after the blocked leave began" &&
+	cat serve.log && echo "ended $((t1 - t0)) s after the blocked leave began" &&
 	test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 25 &&
 	test_grep "node 1: still leaving 5 s after a node was lost" serve.log
 '
@@ -209,7 +209,7 @@ published() {
 test_expect_success 'one rank late on every status gather: the service runs on, every node in status, clean stop' '
 	serve_up $N &&
 	wait_until 60 published 6 &&
-	"$DSTAGE" status --to "$SHM" --job "$JOB" >status.out 2>&1; cat status.out &&
+	{ "$DSTAGE" status --to "$SHM" --job "$JOB" >status.out 2>&1 || :; } && cat status.out &&
 	test "$(grep -c "^ *[0-3] " status.out)" -ge 4
 '
 serve_stop
