@@ -214,10 +214,8 @@ int ds__share(struct ds__svc *s, uint64_t e, uint32_t **ids, size_t *n);
 /* Write it down for the readers (NODEDIR/epochs/share.<e>, dsnodeset.h):
  * best effort, a reader computes it when it is not there. */
 void ds__share_publish(struct ds__svc *s, uint64_t e, const uint32_t *ids, size_t n);
-/* Is some living node (this one included) holding entry id? */
-int ds__reachable(const struct ds__svc *s, uint32_t id);
-/* The same for every entry of partition part (what the epoch planner asks,
- * once per partition; constant during a step). */
+/* Is some living node (this one included) holding partition part?  (What
+ * the epoch planner asks, once per partition; constant during a step.) */
 int ds__part_reachable(const struct ds__svc *s, uint32_t part);
 /* A read of entry id no living node holds: named in the log; the status
  * the reader gets (-EHOSTDOWN after a loss, else -EIO). */
