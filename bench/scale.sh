@@ -176,7 +176,7 @@ svc_round() {
 	s2=$(awk -v a="$(svc_t0 2)" -v b="$m1" 'BEGIN { printf "%.3f", a - b }')
 	bench_serve_stop sc
 	echo "$up $p0 $e0 $pl $s2 $f2" >>"$W/svc.txt"
-	sed -n 's/.*serving [0-9.]* s after the start: the store and its index \([0-9.]*\) s, the first epochs. plans \([0-9.]*\) s.*/\1 \2/p' "$W/serve.log" >>"$W/svc-start.txt"
+	sed -n 's/.*serving [0-9.]* s after the start: the store and its index \([0-9.]*\) s, the first epoch.s plan \([0-9.]*\) s.*/\1 \2/p' "$W/serve.log" >>"$W/svc-start.txt"
 	sed -n 's/.*epoch [0-9]* planned in \([0-9.]*\) s.*/\1/p' "$W/serve.log" >>"$W/svc-plan.txt"
 	grep -cE "no answer|has not returned" "$W/serve.log" >>"$W/svc-trips.txt" || :
 }

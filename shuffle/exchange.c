@@ -34,9 +34,10 @@
  * then what of it to fetch) is O(samples of the job): ~0.5 s at 14M samples.
  * Main must not spend that: it answers the peers' gets and takes part in
  * the agreement every AGREE_PERIOD, and a node silent for --timeout is
- * taken as gone.  So after the first two epochs (planned at start, before
- * the service serves: their needs are what --shuffle-buffer and the free
- * space are checked against) every plan is made by the planner thread;
+ * taken as gone.  So after the first epoch (planned at start, before the
+ * service serves: its need is what --shuffle-buffer and the free space are
+ * checked against, for it and the one after) every plan is made by the
+ * planner thread, epoch 1's while the service finishes its start;
  * main asks for an epoch and takes the plan when it is done (woken through
  * wake_main).  The planner keeps the presence bitset of the share it
  * planned last, so an epoch's overlap with the one before costs a bit test
@@ -82,7 +83,14 @@ struct xep {
 	struct ds_cache_epoch *ce;
 	int *tgt;      /* per cache slot: the node fetched from */
 	MPI_Aint *disp;
+	/* the gets: run r fills the slots rs[r] .. rs[r + 1] - 1 (adjacent in
+	 * the holder's store and in the cache), rbytes[r] bytes, in one get */
+	size_t *rs;
+	uint64_t *rbytes;
+	size_t nruns;
+	/* next, inflight_from: runs; done, failed: slots */
 	size_t next, done, failed, inflight_from;
+	size_t gets; /* gets issued (runs) */
 	uint64_t bytes, bytes_done;
 	double t0, t1;
 	size_t batches;
@@ -183,6 +191,8 @@ static void xep_free(struct ds__svc *s, struct xep *x)
 	free(x->lens);
 	free(x->tgt);
 	free(x->disp);
+	free(x->rs);
+	free(x->rbytes);
 	free(x);
 }
 
@@ -446,27 +456,26 @@ int ds__exchange_new(struct ds__svc *s)
 	if (X->exp_overlap > 1)
 		X->exp_overlap = 1;
 
-	/* the first two epochs, planned now: their needs are what we check */
-	struct xep *a = NULL, *b = NULL;
+	/* epoch 0, planned now: its need is what we check (every epoch's share
+	 * is the same size and its remote part within a few percent: epoch 0
+	 * stands for the ones after, which the planner thread plans once the
+	 * service serves; one that outgrows the buffer is said then, current()) */
+	struct xep *a = NULL;
 	int rc = plan(s, 0, &a);
-	if (!rc)
-		rc = plan(s, 1, &b);
 	if (rc) {
-		ds_error("node %u: planning the first epochs: %s", s->node, ds_strerror(rc));
-		xep_free(s, a);
-		xep_free(s, b);
+		ds_error("node %u: planning the first epoch: %s", s->node, ds_strerror(rc));
 		return rc;
 	}
 	X->ep[X->nep++] = a;
-	X->ep[X->nep++] = b;
 	char n1[32], n2[32], n3[32];
-	uint64_t one = a->need > b->need ? a->need : b->need, two = a->need + b->need;
+	uint64_t one = a->need, two = 2 * a->need;
 	uint64_t buf = s->o.shuffle_buffer;
 	if (buf && one > buf) {
-		ds_error("node %u: --shuffle-buffer %s cannot hold one epoch's remote share (%s for "
-		         "epoch %s): give at least %s, or raise --locality",
-		         s->node, ds_fmt_size(buf, n1, sizeof(n1)), ds_fmt_size(one, n2, sizeof(n2)),
-		         a->need >= b->need ? "0" : "1", ds_fmt_size(one, n3, sizeof(n3)));
+		ds_error(
+			"node %u: --shuffle-buffer %s cannot hold one epoch's remote share (%s for "
+			"epoch 0): give at least %s, or raise --locality",
+			s->node, ds_fmt_size(buf, n1, sizeof(n1)), ds_fmt_size(one, n2, sizeof(n2)),
+			ds_fmt_size(one, n3, sizeof(n3)));
 		return -ENOSPC;
 	}
 	if (buf && two > buf)
@@ -499,8 +508,8 @@ int ds__exchange_new(struct ds__svc *s)
 			        ds_room_describe(&room, d, sizeof(d)));
 		}
 	}
-	ds_info("node %u: epoch cache: %s for epoch 0, %s for epoch 1 (share %zu samples, %s)", s->node,
-	        ds_fmt_size(a->need, n1, sizeof(n1)), ds_fmt_size(b->need, n2, sizeof(n2)), a->share_n,
+	ds_info("node %u: epoch cache: %s for epoch 0 (share %zu samples, %s)", s->node,
+	        ds_fmt_size(a->need, n1, sizeof(n1)), a->share_n,
 	        ds_fmt_size(a->share_bytes, n3, sizeof(n3)));
 	rc = ds_cache_svc_new(s->nodedir, &X->cache);
 	if (rc) {
@@ -508,9 +517,18 @@ int ds__exchange_new(struct ds__svc *s)
 		return rc;
 	}
 	share_publish(s, a);
-	share_publish(s, b);
-	ds_debug("node %u: epochs 0 and 1 planned in %.3f + %.3f s", s->node, a->plan_s, b->plan_s);
-	return planner_start(s);
+	ds_debug("node %u: epoch 0 planned in %.3f s", s->node, a->plan_s);
+	if ((rc = planner_start(s)))
+		return rc;
+	/* epoch 1 at once: planned while the window is made and the service
+	 * starts serving, not before (follow() asks for it otherwise) */
+	struct xep *b;
+	if ((rc = plan_ask(s, 1, &b))) {
+		ds_error("node %u: planning epoch 1: %s", s->node, ds_strerror(rc));
+		return rc;
+	}
+	X->ep[X->nep++] = b;
+	return 0;
 }
 
 void ds__exchange_free(struct ds__svc *s)
@@ -641,58 +659,208 @@ static void report(struct ds__svc *s, struct xep *x)
 	h->lens = NULL;
 	h->tgt = NULL;
 	h->disp = NULL;
+	h->rs = NULL;
+	h->rbytes = NULL;
 	h->ce = NULL;
 	X->nhist++;
 	x->reported = 1;
 	ds_debug("node %u: epoch %llu: planned in %.4f s, cache made in %.4f s; fetch %.4f s: %zu "
-	         "batches, main %.4f s in the get calls, %.4f s completing them, %.4f s else; CPU "
-	         "of the getting threads %.4f s",
-	         s->node, (unsigned long long)x->epoch, x->plan_s, x->prep_s, dt, x->batches,
-	         x->issue_s, x->flush_s, dt - x->issue_s - x->flush_s, x->cpu_s);
+	         "gets for %zu samples in %zu batches, main %.4f s in the get calls, %.4f s "
+	         "completing them, %.4f s else; CPU of the getting threads %.4f s",
+	         s->node, (unsigned long long)x->epoch, x->plan_s, x->prep_s, dt, x->gets, x->done,
+	         x->batches, x->issue_s, x->flush_s, dt - x->issue_s - x->flush_s, x->cpu_s);
 }
 
-/* The helper thread: the cache file and where each sample comes from. */
+/* DSTAGE_SERVE_COALESCE=0: fetch in read order, one get per sample
+ * (measurements) */
+static int coalesce_on(void)
+{
+	static int v = -1;
+	return ds_env_switch("DSTAGE_SERVE_COALESCE", &v);
+}
+
+/* The largest run fetched as one get: a run's samples become READY
+ * together, when its get completes */
+#define RUN_MAX_BYTES (4u << 20)
+
+/* Sort the plan's n samples (no repeats) by (holder, displacement there):
+ * an LSD radix sort of a permutation, 16 bits a pass over the displacement
+ * (as many passes as the largest needs), then one over the holder; the
+ * plan's arrays are rewritten in that order.  0 or -ENOMEM. */
+static int sort_by_holder(struct xep *x, uint32_t nnodes)
+{
+	size_t n = x->n;
+	uint32_t *p = malloc((n + 1) * sizeof(*p)), *q = malloc((n + 1) * sizeof(*q));
+	size_t *cnt = malloc(65536 * sizeof(size_t));
+	int rc = -ENOMEM;
+	if (!p || !q || !cnt)
+		goto out;
+	uint64_t top = 0;
+	for (size_t i = 0; i < n; i++) {
+		p[i] = (uint32_t)i;
+		if ((uint64_t)x->disp[i] > top)
+			top = (uint64_t)x->disp[i];
+	}
+	for (int shift = 0; shift < 64 && (shift == 0 || top >> shift); shift += 16) {
+		memset(cnt, 0, 65536 * sizeof(size_t));
+		for (size_t i = 0; i < n; i++)
+			cnt[((uint64_t)x->disp[p[i]] >> shift) & 0xffff]++;
+		for (size_t d = 0, sum = 0; d < 65536; d++) {
+			size_t c = cnt[d];
+			cnt[d] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			q[cnt[((uint64_t)x->disp[p[i]] >> shift) & 0xffff]++] = p[i];
+		uint32_t *t = p;
+		p = q;
+		q = t;
+	}
+	/* the holder: one counting pass (the caller keeps nodes <= 65536) */
+	memset(cnt, 0, 65536 * sizeof(size_t));
+	for (size_t i = 0; i < n; i++)
+		cnt[(uint32_t)x->tgt[p[i]] & 0xffff]++;
+	for (size_t d = 0, sum = 0; d < nnodes; d++) {
+		size_t c = cnt[d];
+		cnt[d] = sum;
+		sum += c;
+	}
+	for (size_t i = 0; i < n; i++)
+		q[cnt[(uint32_t)x->tgt[p[i]] & 0xffff]++] = p[i];
+	/* apply the permutation q to ids, lens, tgt, disp */
+	uint32_t *ids = malloc((n + 1) * sizeof(*ids));
+	uint64_t *lens = malloc((n + 1) * sizeof(*lens));
+	int *tgt = malloc((n + 1) * sizeof(*tgt));
+	MPI_Aint *disp = malloc((n + 1) * sizeof(*disp));
+	if (!ids || !lens || !tgt || !disp) {
+		free(ids);
+		free(lens);
+		free(tgt);
+		free(disp);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = x->ids[q[i]];
+		lens[i] = x->lens[q[i]];
+		tgt[i] = x->tgt[q[i]];
+		disp[i] = x->disp[q[i]];
+	}
+	free(x->ids);
+	free(x->lens);
+	free(x->tgt);
+	free(x->disp);
+	x->ids = ids;
+	x->lens = lens;
+	x->tgt = tgt;
+	x->disp = disp;
+	rc = 0;
+out:
+	free(p);
+	free(q);
+	free(cnt);
+	return rc;
+}
+
+/* Where each of the plan's samples comes from (x->tgt, x->disp, in plan
+ * order), walking the index entries with prefetch ahead (random reads
+ * over the index, like the plan's).  0 or -DS_ECORRUPT (said). */
+static int find_holders(struct ds__svc *s, struct xep *x)
+{
+	for (size_t i = 0; i < x->n; i++) {
+		if (i + PLAN_AHEAD < x->n)
+			ds_ix_prefetch(&s->ix, x->ids[i + PLAN_AHEAD]);
+		x->tgt[i] = ds__holder(s, x->ids[i], &x->disp[i]);
+		if (x->tgt[i] < 0) {
+			char name[PATH_MAX];
+			ds_ix_path(&s->ix, x->ids[i], name, sizeof(name));
+			ds_error("node %u: '%s': no other node holds it", s->node, name);
+			return -DS_ECORRUPT;
+		}
+	}
+	return 0;
+}
+
+/* The runs of the cache's slots: a slot joins the run before it when it
+ * comes from the same node, right after the slot before there, and lies
+ * right after it in the cache; a run ends at RUN_MAX_BYTES. */
+static int make_runs(struct xep *x, size_t m)
+{
+	x->rs = malloc((m + 1) * sizeof(size_t));
+	x->rbytes = malloc((m + 1) * sizeof(uint64_t));
+	if (!x->rs || !x->rbytes)
+		return -ENOMEM;
+	size_t r = 0;
+	unsigned char *prev_end = NULL;
+	uint64_t prev_len = 0;
+	for (size_t i = 0; i < m; i++) {
+		uint64_t len;
+		unsigned char *p = ds_cache_epoch_slot(x->ce, i, NULL, &len);
+		if (r && p == prev_end && x->tgt[i] == x->tgt[i - 1] &&
+		    x->disp[i] == x->disp[i - 1] + (MPI_Aint)prev_len &&
+		    x->rbytes[r - 1] + len <= RUN_MAX_BYTES) {
+			x->rbytes[r - 1] += len;
+		} else {
+			x->rs[r] = i;
+			x->rbytes[r++] = len;
+		}
+		prev_end = p + len;
+		prev_len = len;
+	}
+	x->rs[r] = m;
+	x->nruns = r;
+	return 0;
+}
+
+/* The helper thread: where each sample comes from, the fetch order (by
+ * holder and place there, so that samples adjacent in a holder's store go
+ * as one get), the cache file laid out in that order, and the gets. */
 static void *prep_main(void *arg)
 {
 	struct xep *x = arg;
 	struct ds__svc *s = x->svc;
 	double t0 = ds_now();
-	int rc = ds_cache_epoch_new(s->x->cache, x->epoch, x->ids, x->lens, x->n, &x->ce);
-	if (rc) {
-		char a[32];
-		ds_error("node %u: epoch %llu cache of %s: %s", s->node, (unsigned long long)x->epoch,
-		         ds_fmt_size(x->need, a, sizeof(a)), ds_strerror(rc));
-	}
-	size_t m = rc ? 0 : ds_cache_epoch_count(x->ce);
-	if (!rc) {
-		x->tgt = malloc((m + 1) * sizeof(int));
-		x->disp = malloc((m + 1) * sizeof(MPI_Aint));
-		if (!x->tgt || !x->disp)
+	int rc = 0;
+	uint8_t *joined = NULL;
+	x->tgt = malloc((x->n + 1) * sizeof(int));
+	x->disp = malloc((x->n + 1) * sizeof(MPI_Aint));
+	if (!x->tgt || !x->disp)
+		rc = -ENOMEM;
+	if (!rc)
+		rc = find_holders(s, x);
+	if (!rc && coalesce_on() && x->n > 1 && s->nnodes <= 65536) {
+		rc = sort_by_holder(x, s->nnodes);
+		joined = rc ? NULL : calloc(x->n + 1, 1);
+		if (!rc && !joined)
 			rc = -ENOMEM;
+		for (size_t i = 1; !rc && i < x->n; i++)
+			joined[i] = x->tgt[i] == x->tgt[i - 1] &&
+			            x->disp[i] == x->disp[i - 1] + (MPI_Aint)x->lens[i - 1];
 	}
-	/* the plan's ids have no repeats, so slot i holds ids[i] (the cache
-	 * keeps first occurrences in order): walk them, prefetching the index
-	 * entries ahead (random reads over the index, like the plan's) */
-	int same = m == x->n;
-	for (size_t i = 0; !rc && i < m; i++) {
+	if (!rc) {
+		rc = ds_cache_epoch_new_runs(s->x->cache, x->epoch, x->ids, x->lens, joined, x->n,
+		                             &x->ce);
+		if (rc) {
+			char a[32];
+			ds_error("node %u: epoch %llu cache of %s: %s", s->node,
+			         (unsigned long long)x->epoch, ds_fmt_size(x->need, a, sizeof(a)),
+			         ds_strerror(rc));
+		}
+	}
+	free(joined);
+	size_t m = rc ? 0 : ds_cache_epoch_count(x->ce);
+	/* the plan has no repeats, so slot i holds ids[i] (the cache keeps
+	 * first occurrences in order); else find each slot's holder again */
+	for (size_t i = 0; !rc && m != x->n && i < m; i++) {
 		uint32_t id;
-		if (same) {
-			id = x->ids[i];
-			if (i + PLAN_AHEAD < m)
-				ds_ix_prefetch(&s->ix, x->ids[i + PLAN_AHEAD]);
-		} else {
-			ds_cache_epoch_slot(x->ce, i, &id, NULL);
-		}
+		ds_cache_epoch_slot(x->ce, i, &id, NULL);
 		x->tgt[i] = ds__holder(s, id, &x->disp[i]);
-		if (x->tgt[i] < 0) {
-			char name[PATH_MAX];
-			ds_ix_path(&s->ix, id, name, sizeof(name));
-			ds_error("node %u: '%s': no other node holds it", s->node, name);
+		if (x->tgt[i] < 0)
 			rc = -DS_ECORRUPT;
-		}
 	}
-	ds_debug("node %u: epoch %llu: its cache of %zu entries prepared in %.3f s", s->node,
-	         (unsigned long long)x->epoch, m, ds_now() - t0);
+	if (!rc)
+		rc = make_runs(x, m);
+	ds_debug("node %u: epoch %llu: its cache of %zu entries prepared in %.3f s: %zu gets",
+	         s->node, (unsigned long long)x->epoch, m, ds_now() - t0, x->nruns);
 	x->prep_rc = rc;
 	x->prep_s = ds_now() - t0;
 	__atomic_store_n(&x->prep_done, 1, __ATOMIC_RELEASE);
@@ -1033,17 +1201,17 @@ static int fetch_threads(struct ds__svc *s)
 	return n;
 }
 
-/* Issue the gets of x's slots from the shared cursor until end; the slots'
+/* Issue the gets of x's runs from the shared cursor until end; their
  * targets are marked.  0 or the first failure (the rest is left). */
 static int take_gets(struct ds__svc *s, struct xep *x, size_t *cursor, size_t end, uint8_t *targets)
 {
 	for (;;) {
-		size_t i = __atomic_fetch_add(cursor, 1, __ATOMIC_RELAXED);
-		if (i >= end)
+		size_t r = __atomic_fetch_add(cursor, 1, __ATOMIC_RELAXED);
+		if (r >= end)
 			return 0;
-		uint64_t len;
-		void *slot = ds_cache_epoch_slot(x->ce, i, NULL, &len);
-		int rc = ds__get(s, slot, len, x->tgt[i], x->disp[i]);
+		size_t i = x->rs[r]; /* the run's first slot */
+		void *slot = ds_cache_epoch_slot(x->ce, i, NULL, NULL);
+		int rc = ds__get(s, slot, x->rbytes[r], x->tgt[i], x->disp[i]);
 		if (rc)
 			return rc;
 		targets[x->tgt[i]] = 1;
@@ -1146,18 +1314,18 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 	}
 	if (!x || x->st != X_FETCHING || !max_ops)
 		return 0;
-	/* One MPI_Get per sample.  Derived datatypes (one hindexed get per node
-	 * per batch) were measured 10x slower on MPICH's shared-memory path
-	 * here; single gets with many in flight before the flush are not. */
-	size_t m = ds_cache_epoch_count(x->ce), ops = 0, end = x->next;
+	/* One MPI_Get per run: samples adjacent in their holder's store, laid
+	 * adjacent in the cache (prep_main), go as one contiguous get.
+	 * Derived datatypes (one hindexed get per node per batch) were
+	 * measured 10x slower on MPICH's shared-memory path here; single gets
+	 * with many in flight before the flush are not. */
+	size_t m = x->nruns, ops = 0, end = x->next;
 	uint64_t bytes = 0;
 	x->inflight_from = x->next;
 	double t0 = ds_now();
-	/* the batch: slots [next, end) */
+	/* the batch: runs [next, end) */
 	while (end < m && ops < max_ops && (bytes < max_bytes || ops == 0)) {
-		uint64_t len;
-		ds_cache_epoch_slot(x->ce, end, NULL, &len);
-		bytes += len;
+		bytes += x->rbytes[end];
 		ops++;
 		end++;
 	}
@@ -1171,8 +1339,8 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 	size_t own = x->next, *cursor = &own;
 	if (X->nthreads > 1 && ops >= 2 && !copier_post(s, x, x->next, end)) {
 		cursor = &X->cp.cursor;
-		for (size_t i = x->next; i < end; i++)
-			targets[x->tgt[i]] = 1; /* they poll for the copier's gets too */
+		for (size_t r = x->next; r < end; r++)
+			targets[x->tgt[x->rs[r]]] = 1; /* they poll for the copier's gets too */
 	}
 	X->batch_failed = 0;
 	if ((err = take_gets(s, x, cursor, end, targets))) {
@@ -1181,6 +1349,7 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 		__atomic_store_n(cursor, end, __ATOMIC_RELAXED);
 	}
 	x->next = end;
+	x->gets += ops;
 	x->issue_s += ds_now() - t0;
 	X->inflight = x;
 	return ops;
@@ -1204,7 +1373,7 @@ void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s)
 	x->batches++;
 	x->flush_s += flush_s;
 	uint64_t bytes = 0;
-	for (size_t i = x->inflight_from; i < x->next; i++) {
+	for (size_t i = x->rs[x->inflight_from]; i < x->rs[x->next]; i++) {
 		uint64_t len;
 		ds_cache_epoch_slot(x->ce, i, NULL, &len);
 		ds_cache_epoch_mark(x->ce, i, ok);
@@ -1274,12 +1443,12 @@ void ds__status_write(struct ds__svc *s, const char *state)
 			        DS_SS_EPOCH
 			        "%llu=share=%zu share_bytes=%llu local=%.4f fetched=%zu "
 			        "moved_bytes=%llu overlap_prev=%.4f fetch_s=%.6f failed=%zu "
-			        "t0=%.6f t1=%.6f fetch_cpu_s=%.6f\n",
+			        "t0=%.6f t1=%.6f fetch_cpu_s=%.6f gets=%zu\n",
 			        (unsigned long long)h->epoch, h->share_n,
 			        (unsigned long long)h->share_bytes,
 			        h->share_n ? (double)h->local_n / h->share_n : 1.0, h->done,
 			        (unsigned long long)h->bytes_done, h->overlap, h->t1 - h->t0,
-			        h->failed, h->t0, h->t1, h->cpu_s);
+			        h->failed, h->t0, h->t1, h->cpu_s, h->gets);
 		}
 	}
 	fclose(f);

@@ -1,0 +1,91 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# The epoch prefetch fetches samples that lie next to each other in their
+# holder's store with one MPI get (issue 27: one get per sample was ~12 s of
+# a 5M-sample epoch).  The plan is sorted by (holder, place there), the
+# epoch cache lays such a run out as it lies in the holder, and one get fills
+# it.  On two nodes half of a holder's samples are in the other node's share,
+# so runs are common: serve.status counts the gets of each epoch
+# (`gets=`), which must be well below the samples fetched (`fetched=`);
+# readers still get every byte right from the cache, none by a remote read.
+# With DSTAGE_SERVE_COALESCE=0 (one get per sample, in read order) the same
+# count equals the samples fetched: the count is the gets made.  And the
+# start: the index's full check now runs beside the first plan and the
+# window, off the start's path; a node whose index fails it (a byte of a
+# name no plan reads) still refuses to serve, and no node opens its socket.
+. "$(dirname "$0")/test-lib.sh"
+. "$SRCDIR/t/lib-serve.sh"
+
+test_expect_success 'two nodes staged (400 samples of 1-9 KiB)' '
+	make_samples src 100 &&
+	pack_stage src 2
+'
+
+# epoch_val K E KEY: a figure of epoch E's line in node K's serve.status
+epoch_val() { sed -n "s/^epoch\.$2=.* $3=\([0-9]*\).*/\1/p" "$JOBDIR/$1/serve.status"; }
+have_epoch() { grep -qs "^epoch\.$2=" "$JOBDIR/$1/serve.status"; }
+
+# read_list K E: node K's reader reads its list of epoch E through the shim:
+# the bytes are the source's, the remote samples came from the cache
+read_list() {
+	shim_on $1 cat "$MOUNT/.dstage/epochs/$2/all" >list.$1 &&
+	r0=$(stat_val $1 remote_reads) && c0=$(stat_val $1 cache_reads) &&
+	sed "s|^|$MOUNT/|" list.$1 | shim_on $1 xargs -d "\n" cat >got.$1 &&
+	sed "s|^|src/|" list.$1 | xargs -d "\n" cat >want.$1 &&
+	cmp got.$1 want.$1 &&
+	r1=$(stat_val $1 remote_reads) && c1=$(stat_val $1 cache_reads) &&
+	echo "node $1: remote reads $r0 -> $r1, from the cache $c0 -> $c1" &&
+	test "$r1" = "$r0" && test $((c1 - c0)) -ge "$(epoch_val $1 $2 fetched)"
+}
+
+serve_start 2 --seed 5
+test_expect_success 'served' 'serve_up 2'
+
+test_expect_success 'epoch 0 is fetched with fewer gets than samples' '
+	wait_until 60 have_epoch 0 0 && wait_until 60 have_epoch 1 0 &&
+	for k in 0 1; do
+		f=$(epoch_val $k 0 fetched) && g=$(epoch_val $k 0 gets) &&
+		echo "node $k: $f samples fetched with $g gets" &&
+		test "$f" -ge 50 && test -n "$g" && test "$g" -ge 1 &&
+		test $((4 * g)) -le $((3 * f)) || return 1
+	done
+'
+
+test_expect_success 'the readers of epoch 0 get every byte right from the cache' '
+	read_list 0 0 && read_list 1 0
+'
+serve_stop
+test_expect_success 'stopped cleanly' 'test "$(cat serve.rc)" = 0'
+
+DSTAGE_SERVE_COALESCE=0
+export DSTAGE_SERVE_COALESCE
+serve_start 2 --seed 5
+unset DSTAGE_SERVE_COALESCE
+test_expect_success 'DSTAGE_SERVE_COALESCE=0: one get per sample, the same bytes' '
+	serve_up 2 &&
+	wait_until 60 have_epoch 0 0 && wait_until 60 have_epoch 1 0 &&
+	for k in 0 1; do
+		f=$(epoch_val $k 0 fetched) && g=$(epoch_val $k 0 gets) &&
+		echo "node $k: $f samples fetched with $g gets" &&
+		test "$f" -ge 50 && test "$g" = "$f" || return 1
+	done &&
+	read_list 0 0 && read_list 1 0
+'
+serve_stop
+test_expect_success 'stopped cleanly' 'test "$(cat serve.rc)" = 0'
+
+test_expect_success 'an index that fails the full check (a name changed): no node serves' '
+	"$PY" - "$JOBDIR/1/index" <<-\EOF &&
+	import sys
+	d = bytearray(open(sys.argv[1], "rb").read())
+	i = d.find(b"val/labels.txt\0")
+	assert i > 0
+	d[i + 13] = ord("u")
+	open(sys.argv[1], "wb").write(bytes(d))
+	EOF
+	test_status 1 mpirun_n 2 "$DSTAGE" serve --to "$SHM" --job "$JOB" --node-per-rank 2>err &&
+	cat err && grep -q "node 1: .*/index.: " err &&
+	! test -e "$JOBDIR/0/sock" && ! test -e "$JOBDIR/1/sock"
+'
+
+test_done
