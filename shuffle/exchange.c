@@ -103,7 +103,7 @@ struct xep {
 	pthread_t prep;
 	int prep_rc, prep_done; /* prep_done: atomic */
 	pthread_t verify;
-	int verifying, vstop; /* vstop: atomic */
+	int verifying, vstop, vdone; /* vstop, vdone: atomic */
 	/* the share, until it is published for the readers (ds__share_publish) */
 	uint32_t *share;
 	/* the figures */
@@ -581,11 +581,20 @@ static struct xep *find_ep(struct ds__exchange *X, uint64_t e)
 	return NULL;
 }
 
+/* Is a helper thread still in x (xep_free would wait for it)? */
+static int zombie_busy(struct xep *x)
+{
+	return (x->st == X_PREPARING && !__atomic_load_n(&x->prep_done, __ATOMIC_ACQUIRE)) ||
+	       (x->verifying && !__atomic_load_n(&x->vdone, __ATOMIC_ACQUIRE));
+}
+
 static void drop_ep(struct ds__svc *s, int i)
 {
 	struct ds__exchange *X = s->x;
 	struct xep *x = X->ep[i];
 	X->ep[i] = X->ep[--X->nep];
+	if (X->inflight == x)
+		X->inflight = NULL;
 	if (x->st == X_PLANNING) {
 		/* the planner may be in it: it is freed (and its share file
 		 * removed) once the planner is done with it (take_plans) */
@@ -595,8 +604,21 @@ static void drop_ep(struct ds__svc *s, int i)
 		return;
 	}
 	ds_share_unlink(s->nodedir, x->epoch);
-	if (X->inflight == x)
-		X->inflight = NULL;
+	if (zombie_busy(x)) {
+		/* a helper is still in it (the cache being made: up to a second
+		 * at 14M samples; the check of the fetched bytes, at SCHED_IDLE on
+		 * a busy node): main does not wait for it (--timeout), it is
+		 * freed once the helper is done (take_plans); the check is told to
+		 * stop and given a normal priority to see it soon */
+		__atomic_store_n(&x->vstop, 1, __ATOMIC_RELAXED);
+		if (x->verifying) {
+			struct sched_param sp = {0};
+			pthread_setschedparam(x->verify, SCHED_OTHER, &sp);
+		}
+		x->qnext = X->zombies;
+		X->zombies = x;
+		return;
+	}
 	xep_free(s, x);
 }
 
@@ -625,7 +647,7 @@ static int take_plans(struct ds__svc *s)
 	}
 	for (struct xep **zp = &X->zombies; *zp;) {
 		struct xep *z = *zp;
-		if (!__atomic_load_n(&z->planned, __ATOMIC_ACQUIRE)) {
+		if (!__atomic_load_n(&z->planned, __ATOMIC_ACQUIRE) || zombie_busy(z)) {
 			zp = &z->qnext;
 			continue;
 		}
@@ -899,7 +921,7 @@ static void *verify_main(void *arg)
 	 * first, and a check not done in time costs only the readers' own
 	 * check of what they take before it */
 	struct sched_param sp = {0};
-	if (!vidle_off())
+	if (!vidle_off() && !__atomic_load_n(&x->vstop, __ATOMIC_RELAXED))
 		pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 	/* tests: a byte of the first entry checked arrives flipped */
 	int flip = ds_fault("serve.verify", (int)s->node) != 0;
@@ -937,6 +959,7 @@ static void *verify_main(void *arg)
 	}
 	ds_debug("node %u: epoch %llu: %zu cached entries checked in %.3f s, %zu bad", s->node,
 	         (unsigned long long)x->epoch, ok + bad, ds_now() - t0, bad);
+	__atomic_store_n(&x->vdone, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
