@@ -37,7 +37,7 @@
  * taken as gone.  So after the first epoch (planned at start, before the
  * service serves: its need is what --shuffle-buffer and the free space are
  * checked against, for it and the one after) every plan is made by the
- * planner thread, epoch 1's while the service finishes its start;
+ * planner thread, epoch 1's as soon as the service serves;
  * main asks for an epoch and takes the plan when it is done (woken through
  * wake_main).  The planner keeps the presence bitset of the share it
  * planned last, so an epoch's overlap with the one before costs a bit test
@@ -232,6 +232,14 @@ static int share_bits(struct ds__svc *s, uint64_t e, uint64_t *bits, size_t nwor
 	return 0;
 }
 
+/* Cut an array of n elements down to its size (kept as it is if that fails). */
+static void shrink(void **a, size_t n, size_t size)
+{
+	void *p = realloc(*a, (n + 1) * size);
+	if (p)
+		*a = p;
+}
+
 /* How far ahead the plan's walk over the share prefetches the entries:
  * the share is in random order over an index of up to GBs, each entry a
  * cache (and TLB) miss; a few dozen in flight hide most of them. */
@@ -254,7 +262,9 @@ static int plan_compute(struct ds__svc *s, struct planner *pl, struct xep *x)
 	uint64_t *bits = calloc(pl->nwords, sizeof(uint64_t)), *prev = NULL;
 	x->ids = malloc((n + 1) * sizeof(uint32_t));
 	x->lens = malloc((n + 1) * sizeof(uint64_t));
-	if (!bits || !x->ids || !x->lens) {
+	x->tgt = malloc((n + 1) * sizeof(int));
+	x->disp = malloc((n + 1) * sizeof(MPI_Aint));
+	if (!bits || !x->ids || !x->lens || !x->tgt || !x->disp) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -300,10 +310,18 @@ static int plan_compute(struct ds__svc *s, struct planner *pl, struct xep *x)
 			x->local_n++;
 			x->local_bytes += stored;
 		} else if (!repeat && (f & P_REACH)) { /* lost: the read says so */
+			/* where it comes from, now that its entry is in the cache
+			 * (prep_main sorts by it; -1: asked again there) */
+			x->tgt[x->n] = ds__holder(s, id, &x->disp[x->n]);
 			x->ids[x->n] = id;
 			x->lens[x->n++] = stored;
 		}
 	}
+	/* the plan keeps the remote samples only: give the rest back */
+	shrink((void **)&x->ids, x->n, sizeof(*x->ids));
+	shrink((void **)&x->lens, x->n, sizeof(*x->lens));
+	shrink((void **)&x->tgt, x->n, sizeof(*x->tgt));
+	shrink((void **)&x->disp, x->n, sizeof(*x->disp));
 	x->overlap = prev && n ? (double)again / n : -1;
 	x->need = ds_cache_epoch_need(x->lens, x->n);
 	for (size_t i = 0; i < x->n; i++)
@@ -518,17 +536,10 @@ int ds__exchange_new(struct ds__svc *s)
 	}
 	share_publish(s, a);
 	ds_debug("node %u: epoch 0 planned in %.3f s", s->node, a->plan_s);
-	if ((rc = planner_start(s)))
-		return rc;
-	/* epoch 1 at once: planned while the window is made and the service
-	 * starts serving, not before (follow() asks for it otherwise) */
-	struct xep *b;
-	if ((rc = plan_ask(s, 1, &b))) {
-		ds_error("node %u: planning epoch 1: %s", s->node, ds_strerror(rc));
-		return rc;
-	}
-	X->ep[X->nep++] = b;
-	return 0;
+	/* epoch 1: asked of the planner by the main loop's first follow(),
+	 * once the service serves (asked now, it only took the cores from the
+	 * start's last steps on a busy node) */
+	return planner_start(s);
 }
 
 void ds__exchange_free(struct ds__svc *s)
@@ -784,13 +795,14 @@ out:
 }
 
 /* Where each of the plan's samples comes from (x->tgt, x->disp, in plan
- * order), walking the index entries with prefetch ahead (random reads
- * over the index, like the plan's).  0 or -DS_ECORRUPT (said). */
+ * order): found by the plan, where it walked the entries anyway; asked
+ * again here for one it found none for (a copy made since, after a lost
+ * node).  0 or -DS_ECORRUPT (said). */
 static int find_holders(struct ds__svc *s, struct xep *x)
 {
 	for (size_t i = 0; i < x->n; i++) {
-		if (i + PLAN_AHEAD < x->n)
-			ds_ix_prefetch(&s->ix, x->ids[i + PLAN_AHEAD]);
+		if (x->tgt[i] >= 0)
+			continue;
 		x->tgt[i] = ds__holder(s, x->ids[i], &x->disp[i]);
 		if (x->tgt[i] < 0) {
 			char name[PATH_MAX];
@@ -841,14 +853,8 @@ static void *prep_main(void *arg)
 	struct xep *x = arg;
 	struct ds__svc *s = x->svc;
 	double t0 = ds_now();
-	int rc = 0;
 	uint8_t *joined = NULL;
-	x->tgt = malloc((x->n + 1) * sizeof(int));
-	x->disp = malloc((x->n + 1) * sizeof(MPI_Aint));
-	if (!x->tgt || !x->disp)
-		rc = -ENOMEM;
-	if (!rc)
-		rc = find_holders(s, x);
+	int rc = find_holders(s, x);
 	if (!rc && coalesce_on() && x->n > 1 && s->nnodes <= 65536) {
 		rc = sort_by_holder(x, s->nnodes);
 		joined = rc ? NULL : calloc(x->n + 1, 1);

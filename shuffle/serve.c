@@ -549,6 +549,7 @@ static void svc_release(struct ds__svc *s)
 /* Where a start's seconds go (issue 27: millions of samples). */
 struct serve_times {
 	double start, store, plan, check_wait;
+	int threaded_check;
 };
 
 /* Join: this rank's node (one rank per node), the service's communicator
@@ -572,6 +573,14 @@ static int serve_join(MPI_Comm world, struct ds__svc *s, const struct ds_serve_o
 	}
 	MPI_Comm_dup(nd.leaders, &s->comm);
 	MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+	/* how many services share this host's cores (window.c) */
+	MPI_Comm host;
+	s->host_ranks = 1;
+	if (MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host) ==
+	    MPI_SUCCESS) {
+		MPI_Comm_size(host, &s->host_ranks);
+		MPI_Comm_free(&host);
+	}
 	s->node = nd.node;
 	s->nnodes = nd.nnodes;
 	ds_node_release(&nd);
@@ -600,6 +609,7 @@ static int serve_start(struct ds__svc *s, const struct ds_serve_opts *o, int ran
 		rc = ds__store_open(s);
 	}
 	t->store = ds_now();
+	t->threaded_check = s->ixcheck_on;
 	if (!rc) {
 		/* every node writes the epoch configuration on its own file system:
 		 * the shim of every node must compute the lists we compute */
@@ -681,9 +691,10 @@ static int serve_run(MPI_Comm world, struct ds__svc *s, const struct ds_serve_op
 	ds__gather_start(s);
 	ds__status_write(s, "running");
 	ds_debug("node %u: serving %.3f s after the start: the store and its index %.3f s, the "
-	         "first epoch's plan %.3f s; the index's full check %.3f s beside it and the "
-	         "window (%.3f s waited for)",
+	         "first epoch's plan %.3f s; the index's full check %.3f s %s (%.3f s waited "
+	         "for)",
 	         s->node, ds_now() - t->start, t->store - t->start, t->plan, s->ixcheck_s,
+	         t->threaded_check ? "beside the plan and the window" : "in the store's time",
 	         t->check_wait);
 	if (rank == 0) {
 		ds_info("serving %u node(s) under '%s': seed %llu, locality %g, %s; stop with "
@@ -760,7 +771,7 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 	int rank, locked = 0, res = 1;
 	MPI_Comm_rank(world, &rank);
 	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
-	struct serve_times t = {0, 0, 0, 0};
+	struct serve_times t = {0, 0, 0, 0, 0};
 
 	if (serve_join(world, s, o, rank))
 		goto out;

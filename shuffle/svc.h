@@ -51,6 +51,7 @@ struct ds__svc {
 	struct ds_serve_opts o;
 	MPI_Comm comm; /* one rank per node; rank == node */
 	uint32_t node, nnodes;
+	int host_ranks; /* service ranks on this host (simulated nodes: several) */
 	char *jobdir, *nodedir;
 
 	/* the node store, mapped; the window over it */
@@ -98,10 +99,11 @@ struct ds__svc {
 /* ---- window.c: the store and the one-sided gets ------------------------- */
 /* Map NODEDIR/index and NODEDIR/store; create the window (collective).
  * The open checks what the epoch plans rely on (ds_index_check_shuffle)
- * and starts the index's full check (every entry, the CRC: seconds at
- * millions of entries) on a thread of its own; ds__store_checked waits for
- * it, and must return 0 before anything but the plans and the window uses
- * the index (the readers' socket, the outputs). */
+ * and, where the host has a core for it, starts the index's full check
+ * (every entry, the CRC: seconds at millions of entries) on a thread of
+ * its own (else it checks it at once); ds__store_checked waits for it, and
+ * must return 0 before anything but the plans and the window uses the
+ * index (the readers' socket, the outputs). */
 int ds__store_open(struct ds__svc *s);
 int ds__store_checked(struct ds__svc *s);
 int ds__window_create(struct ds__svc *s);
