@@ -4,9 +4,11 @@
  * For every epoch e the node's share is ds_epoch_share(ix, cfg, e, node),
  * the same pure function the readers' lists come from.  The samples of the
  * share that are not in this node's store are fetched with MPI_Get into
- * the epoch cache of e (common/cache.c), in the order the readers will
- * read them, while the readers are still in e - 1: by the time they open
- * e's list, every sample is local (store) or cached.
+ * the epoch cache of e (common/cache.c) while the readers are still in
+ * e - 1: by the time they open e's list, every sample is local (store) or
+ * cached.  They are fetched in the order they lie in their holders' stores
+ * (prep_main), one get per run of samples adjacent there: on 2 nodes half
+ * the gets of one per sample in read order (DSTAGE_SERVE_COALESCE=0).
  *
  * Following the readers: they announce the epoch they start (DS_OP_EPOCH,
  * from the shim when a list is opened).  With readers in R, the service
@@ -1044,9 +1046,8 @@ static int follow(struct ds__svc *s)
 	 * brings the prefetch back (the far one cost at most one epoch's fetch,
 	 * dropped at once).  Only one epoch back is ignored: that is a reader
 	 * still starting the epoch the others have left. */
-	if (X->started && (r == X->followed || r + 1 == X->followed))
-		return 0;
-	if (!X->started || r != X->followed) {
+	int changed = 0;
+	if (!X->started || (r != X->followed && r + 1 != X->followed)) {
 		X->started = 1;
 		if (r != X->followed)
 			ds_info("node %u: readers are in epoch %llu", s->node, (unsigned long long)r);
@@ -1057,11 +1058,20 @@ static int follow(struct ds__svc *s)
 				drop_ep(s, i);
 			else
 				i++;
+		changed = 1;
 	}
+	r = X->followed;
 	/* R and R + 1, planned by the planner thread: main goes on answering
-	 * the peers meanwhile, and takes the plans when they are done */
+	 * the peers meanwhile, and takes the plans when they are done.  R + 1
+	 * once R's prefetch has started: its plan would only take the cores
+	 * from R's cache being made (at start, epoch 1's plan made epoch 0's
+	 * prefetch start 0.3-1 s later on 2 busy cores at 5M), and R + 1 is
+	 * fetched after R anyway */
+	struct xep *cur = find_ep(X, r);
+	int r_started =
+		cur && cur->st != X_PLANNING && cur->st != X_PLANNED && cur->st != X_PREPARING;
 	for (uint64_t e = r; e <= r + 1; e++) {
-		if (find_ep(X, e) || X->nep >= MAX_EP)
+		if (find_ep(X, e) || X->nep >= MAX_EP || (e > r && !r_started))
 			continue;
 		struct xep *x;
 		rc = plan_ask(s, e, &x);
@@ -1070,8 +1080,10 @@ static int follow(struct ds__svc *s)
 			return rc;
 		}
 		X->ep[X->nep++] = x;
+		changed = 1;
 	}
-	ds__status_write(s, "running");
+	if (changed)
+		ds__status_write(s, "running");
 	return 0;
 }
 
