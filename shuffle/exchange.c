@@ -622,7 +622,9 @@ static void drop_ep(struct ds__svc *s, int i)
 		 * at 14M samples; the check of the fetched bytes, at SCHED_IDLE on
 		 * a busy node): main does not wait for it (--timeout), it is
 		 * freed once the helper is done (take_plans); the check is told to
-		 * stop and given a normal priority to see it soon */
+		 * stop and given a normal priority to see it soon.  Its cache file,
+		 * if any, lives until then beside the RAM budget's count (live_bytes
+		 * counts ep[] only): one cache for about one helper's step */
 		__atomic_store_n(&x->vstop, 1, __ATOMIC_RELAXED);
 		if (x->verifying) {
 			struct sched_param sp = {0};
