@@ -568,7 +568,8 @@ static void svc_release(struct ds__svc *s)
 
 /* Where a start's seconds go (issue 27: millions of samples). */
 struct serve_times {
-	double start, store, plan;
+	double start, store, plan, check_wait;
+	int threaded_check;
 };
 
 /* Join: this rank's node (one rank per node), the service's communicator
@@ -592,6 +593,14 @@ static int serve_join(MPI_Comm world, struct ds__svc *s, const struct ds_serve_o
 	}
 	MPI_Comm_dup(nd.leaders, &s->comm);
 	MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+	/* how many services share this host's cores (window.c) */
+	MPI_Comm host;
+	s->host_ranks = 1;
+	if (MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host) ==
+	    MPI_SUCCESS) {
+		MPI_Comm_size(host, &s->host_ranks);
+		MPI_Comm_free(&host);
+	}
 	s->node = nd.node;
 	s->nnodes = nd.nnodes;
 	ds_node_release(&nd);
@@ -620,6 +629,7 @@ static int serve_start(struct ds__svc *s, const struct ds_serve_opts *o, int ran
 		rc = ds__store_open(s);
 	}
 	t->store = ds_now();
+	t->threaded_check = s->ixcheck_on;
 	if (!rc) {
 		/* every node writes the epoch configuration on its own file system:
 		 * the shim of every node must compute the lists we compute */
@@ -643,6 +653,13 @@ static int serve_start(struct ds__svc *s, const struct ds_serve_opts *o, int ran
 			rc = ds_fault("serve.window", (int)s->node);
 		failed = ds_any_failed(s->comm, rc);
 	}
+	/* the index's full check ran beside the plan and the window (window.c):
+	 * its verdict before anything else reads the index (the outputs, the
+	 * readers' socket) */
+	t_plan0 = ds_now();
+	if (!failed)
+		failed = ds_any_failed(s->comm, ds__store_checked(s));
+	t->check_wait = ds_now() - t_plan0;
 	if (!failed)
 		ds__pw_start(s);
 	if (!failed && o->out.outputs &&
@@ -694,8 +711,11 @@ static int serve_run(MPI_Comm world, struct ds__svc *s, const struct ds_serve_op
 	ds__gather_start(s);
 	ds__status_write(s, "running");
 	ds_debug("node %u: serving %.3f s after the start: the store and its index %.3f s, the "
-	         "first epochs' plans %.3f s",
-	         s->node, ds_now() - t->start, t->store - t->start, t->plan);
+	         "first epoch's plan %.3f s; the index's full check %.3f s %s (%.3f s waited "
+	         "for)",
+	         s->node, ds_now() - t->start, t->store - t->start, t->plan, s->ixcheck_s,
+	         t->threaded_check ? "beside the plan and the window" : "in the store's time",
+	         t->check_wait);
 	if (rank == 0) {
 		ds_info("serving %u node(s) under '%s': seed %llu, locality %g, %s; stop with "
 		        "'dstage stop --to %s%s%s'",
@@ -813,7 +833,7 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 	int rank, locked = 0, res = 1;
 	MPI_Comm_rank(world, &rank);
 	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
-	struct serve_times t = {0, 0, 0};
+	struct serve_times t = {0, 0, 0, 0, 0};
 
 	if (serve_join(world, s, o, rank))
 		goto out;
