@@ -340,16 +340,22 @@ void ds__store_close(struct ds__svc *s)
  * PROBE_BIG (as the prefetch's), for a library may move them differently.
  * The sleeper cannot leave the barrier before the getter entered it, so
  * gets seen complete within PROBE_NAP of that entry completed without
- * their target: yes.  A get still pending after the getter tested it
- * without a pause longer than PROBE_GAP until 0.9 PROBE_NAP: no.  A getter
- * the scheduler held back (the first test late, or a long pause): the
- * round says nothing, and is repeated, up to PROBE_ROUNDS; then no, the
- * safe side.  Every pair votes (Allreduce MIN: one no is no), and at least
- * one pair must have tried.  DSTAGE_SERVE_ONESIDED=0 or 1 skips the probe
- * (measurements). */
+ * their target: yes -- unless the sleeper was still inside the barrier
+ * (descheduled there on a loaded host) when they arrived, its progress
+ * answering them: so the getter waits PROBE_LAG before its gets, and a yes
+ * takes PROBE_YES_ROUNDS rounds that all say yes (MPICH's ch4:ucx was once
+ * seen "without its target" under load, t/3026).  A get still pending
+ * after the getter tested it without a pause longer than PROBE_GAP until
+ * 0.9 PROBE_NAP: no.  A getter the scheduler held back (the first test
+ * late, or a long pause): the round says nothing, and is repeated, up to
+ * PROBE_ROUNDS; then no, the safe side.  Every pair votes (Allreduce MIN:
+ * one no is no), and at least one pair must have tried.
+ * DSTAGE_SERVE_ONESIDED=0 or 1 skips the probe (measurements). */
 #define PROBE_NAP 0.1
+#define PROBE_LAG 0.01
 #define PROBE_GAP (0.3 * PROBE_NAP)
-#define PROBE_ROUNDS 3
+#define PROBE_ROUNDS 4
+#define PROBE_YES_ROUNDS 2
 #define PROBE_BIG ((uint64_t)1 << 20)
 enum { PROBE_NO, PROBE_UNSURE, PROBE_YES };
 
@@ -410,6 +416,9 @@ static int probe_round(struct ds__svc *s, int getter, int sleeper, int partner,
 		MPI_Status st[2];
 		int n = 0;
 		vote = PROBE_NO;
+		struct timespec lag = {0, (long)(PROBE_LAG * 1e9)};
+		while (nanosleep(&lag, &lag) < 0 && errno == EINTR)
+			;
 		for (int k = 0; k < 2; k++)
 			if (MPI_Rget(buf + k * PROBE_BIG, (int)g[k].len, MPI_BYTE, partner,
 			             g[k].disp, (int)g[k].len, MPI_BYTE, s->win,
@@ -466,18 +475,20 @@ static int probe_onesided(struct ds__svc *s)
 	unsigned char *buf = getter ? malloc(2 * PROBE_BIG) : NULL;
 	if (getter && !buf)
 		getter = 0;
-	int all[2] = {PROBE_NO, 0};
-	for (int r = 0; r < PROBE_ROUNDS; r++) {
+	int all[2] = {PROBE_NO, 0}, yeses = 0;
+	for (int r = 0; r < PROBE_ROUNDS && yeses < PROBE_YES_ROUNDS; r++) {
 		/* {the vote, minus "this rank tried"}: MIN gives the worst vote
 		 * and -1 if any pair tried */
 		int mine[2] = {probe_round(s, getter, sleeper, partner, g, buf), -getter};
 		if (MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MIN, s->comm) != MPI_SUCCESS)
 			all[0] = PROBE_NO;
-		if (all[0] != PROBE_UNSURE)
+		if (all[0] == PROBE_NO || all[1] == 0)
 			break;
+		if (all[0] == PROBE_YES)
+			yeses++;
 	}
 	free(buf);
-	int yes = all[0] == PROBE_YES && all[1] < 0;
+	int yes = yeses == PROBE_YES_ROUNDS && all[1] < 0;
 	if (rank == 0)
 		ds_info("gets %s their target's progress%s", yes ? "complete without" : "need",
 		        yes ? ": targets do not poll for them" : "");
