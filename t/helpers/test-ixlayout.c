@@ -246,8 +246,9 @@ int main(void)
 		CHECK(walk(&ix, path) == id, "walk '%s'", path);
 		const char *slash = strrchr(path, '/');
 		const char *base = slash ? slash + 1 : path;
-		CHECK(!strcmp(ds_ix_base(&ix, id), base) && ds_ix_base_len(&ix, id) == strlen(base),
-		      "base name of '%s': '%s'", path, ds_ix_base(&ix, id));
+		char nb[DS_IX_NAME_BUF];
+		CHECK(!strcmp(ds_ix_base(&ix, id, nb), base) && ds_ix_base_len(&ix, id) == strlen(base),
+		      "base name of '%s': '%s'", path, nb);
 		uint32_t par = ds_ix_parent(&ix, id);
 		if (id) {
 			ds_ix_path(&ix, par, ppath, sizeof(ppath));
@@ -303,14 +304,15 @@ int main(void)
 			continue;
 		uint32_t nc = ds_ix_nchildren(&ix, id), subdirs = 0;
 		CHECK(nc == children[id], "dir %u: %u children, want %u", id, nc, children[id]);
-		const char *prev = NULL;
+		char prev[DS_IX_NAME_BUF], nb[DS_IX_NAME_BUF];
+		prev[0] = 0;
 		for (uint32_t k = 0; k < nc; k++) {
 			uint32_t c = ds_ix_child(&ix, id, k);
 			CHECK(ds_index_entry_ok(&ix, c) && ds_ix_parent(&ix, c) == id,
 			      "dir %u: child %u", id, k);
-			CHECK(!prev || strcmp(prev, ds_ix_base(&ix, c)) < 0,
+			CHECK(!k || strcmp(prev, ds_ix_base(&ix, c, nb)) < 0,
 			      "dir %u: children out of order", id);
-			prev = ds_ix_base(&ix, c);
+			strcpy(prev, ds_ix_base(&ix, c, nb));
 			subdirs += S_ISDIR(ds_ix_mode(&ix, c));
 		}
 		CHECK(ds_ix_nlink(&ix, id) == 2 + subdirs, "dir %u: nlink", id);
