@@ -97,10 +97,13 @@ struct ds_dir {
 
 /* A run of a directory's children: consecutive entry ids first..., the
  * directory's children cum... in name order.  A directory's runs are
- * contiguous in the runs table and cover its children in order. */
+ * contiguous in the runs table and cover its children in order.  16 bytes. */
 struct ds_run {
 	uint32_t first; /* entry id of the run's first child */
 	uint32_t cum;   /* children of the directory before this run */
+	uint8_t key[8]; /* the first child's name, its first 8 bytes (NUL-padded):
+	                   a lookup's binary search over the runs compares these
+	                   and decodes a name only on a tie */
 };
 
 /* A file's fields that do not fit in its row's 40 bits. */

@@ -41,35 +41,65 @@ static unsigned row_kind(const struct ds_row *r) { return (r->mode >> 12) & 3u; 
  * the bytes shared with the name before it in the block, low nibble the
  * bytes that follow; 0xF_: two bytes, shared then following, come next),
  * then the following bytes. */
+struct nstream {
+	uint64_t pos, end;
+	unsigned len;
+	char name[NAME_MAX + 1];
+};
+
+/* Start decoding block b: 0, or -1 when its offsets are outside the names. */
+static int ns_block(const struct ds_index *ix, uint64_t b, struct nstream *s)
+{
+	s->pos = ix->blocks[b];
+	s->end = ix->blocks[b + 1];
+	s->len = 0;
+	return s->pos <= s->end && s->end <= ix->h->names_size ? 0 : -1;
+}
+
+/* The next name of the block (first: the first of the block) into
+ * s->name: its length, or -1 when damaged. */
+static int ns_next(const struct ds_index *ix, struct nstream *s, int first)
+{
+	if (s->pos >= s->end)
+		return -1;
+	unsigned lead = ix->names[s->pos++], pre, suf;
+	if (lead >> 4 == 15) {
+		if (s->end - s->pos < 2)
+			return -1;
+		pre = ix->names[s->pos];
+		suf = ix->names[s->pos + 1];
+		s->pos += 2;
+	} else {
+		pre = lead >> 4;
+		suf = lead & 15;
+	}
+	if (pre > s->len || (first && pre) || pre + suf > NAME_MAX || suf > s->end - s->pos)
+		return -1;
+	memcpy(s->name + pre, ix->names + s->pos, suf);
+	s->pos += suf;
+	s->len = pre + suf;
+	s->name[s->len] = 0;
+	return (int)s->len;
+}
+
+/* Decode names of block `b` up to entry `upto` (an index inside the block)
+ * into name (NAME_MAX + 1 bytes): its length, or -1 when the block is
+ * damaged (offsets outside the section, a length past NAME_MAX, a prefix
+ * longer than the name before it).  Each name is a lead byte (high nibble
+ * the bytes shared with the name before it in the block, low nibble the
+ * bytes that follow; 0xF_: two bytes, shared then following, come next),
+ * then the following bytes. */
 static int name_decode(const struct ds_index *ix, uint64_t b, unsigned upto, char *name)
 {
-	const struct ds_index_header *h = ix->h;
-	uint64_t pos = ix->blocks[b], end = ix->blocks[b + 1];
-	if (pos > end || end > h->names_size)
+	struct nstream s;
+	int len = -1;
+	if (ns_block(ix, b, &s))
 		return -1;
-	unsigned len = 0;
-	for (unsigned j = 0; j <= upto; j++) {
-		if (pos >= end)
+	for (unsigned j = 0; j <= upto; j++)
+		if ((len = ns_next(ix, &s, j == 0)) < 0)
 			return -1;
-		unsigned lead = ix->names[pos++], pre, suf;
-		if (lead >> 4 == 15) {
-			if (end - pos < 2)
-				return -1;
-			pre = ix->names[pos];
-			suf = ix->names[pos + 1];
-			pos += 2;
-		} else {
-			pre = lead >> 4;
-			suf = lead & 15;
-		}
-		if (pre > len || (j == 0 && pre) || pre + suf > NAME_MAX || suf > end - pos)
-			return -1;
-		memcpy(name + pre, ix->names + pos, suf);
-		pos += suf;
-		len = pre + suf;
-	}
-	name[len] = 0;
-	return (int)len;
+	memcpy(name, s.name, (size_t)len + 1);
+	return len;
 }
 
 static int name_of(const struct ds_index *ix, uint32_t id, char *name)
@@ -187,20 +217,11 @@ size_t ds_ix_path_len(const struct ds_index *ix, uint32_t id)
 	return join_len(ix->dirs[x].plen, ds_ix_base_len(ix, id));
 }
 
-int ds_index_entry_ok(const struct ds_index *ix, uint64_t id)
+/* Entry id's row, named nl bytes, in directory row p: usable? */
+static int row_ok(const struct ds_index *ix, uint64_t id, uint32_t p, int nl)
 {
 	const struct ds_index_header *h = ix->h;
-	if (id >= h->nentries)
-		return 0;
 	const struct ds_row *r = &ix->rows[id];
-	/* the name: one component (the root's ""), its path shorter than
-	 * PATH_MAX (readers copy names into PATH_MAX buffers and components
-	 * into struct dirent) */
-	char name[DS_IX_NAME_BUF];
-	int nl = name_of(ix, (uint32_t)id, name);
-	if (nl < 0 || (id == 0) != (nl == 0) || (nl && !component_ok(name, (size_t)nl)))
-		return 0;
-	uint32_t p = parent_dir(ix, (uint32_t)id);
 	if (p >= h->ndirs || (id && (!dir_ok(ix, p) || ix->dirs[p].id >= id)) ||
 	    join_len(ix->dirs[p].plen, (uint64_t)nl) >= PATH_MAX)
 		return 0;
@@ -228,6 +249,20 @@ int ds_index_entry_ok(const struct ds_index *ix, uint64_t id)
 		       !ix->strings[poff + sz];
 	}
 	}
+}
+
+int ds_index_entry_ok(const struct ds_index *ix, uint64_t id)
+{
+	if (id >= ix->h->nentries)
+		return 0;
+	/* the name: one component (the root's ""), its path shorter than
+	 * PATH_MAX (readers copy names into PATH_MAX buffers and components
+	 * into struct dirent) */
+	char name[DS_IX_NAME_BUF];
+	int nl = name_of(ix, (uint32_t)id, name);
+	if (nl < 0 || (id == 0) != (nl == 0) || (nl && !component_ok(name, (size_t)nl)))
+		return 0;
+	return row_ok(ix, id, parent_dir(ix, (uint32_t)id), nl);
 }
 
 int ds_index_check_shuffle(const struct ds_index *ix)
@@ -287,6 +322,12 @@ static int next_child(const struct ds_index *ix, struct walk *w, uint32_t x, uin
 	if (R[r].cum > k || (r + 1 < d->nruns && R[r + 1].cum <= k) ||
 	    (uint64_t)R[r].first + (k - R[r].cum) != i)
 		return 0;
+	if (k == R[r].cum) { /* a run's first child: its key, its first 8 bytes */
+		uint8_t key[8] = {0};
+		memcpy(key, name, nl < 8 ? (size_t)nl : 8);
+		if (memcmp(key, R[r].key, 8))
+			return 0;
+	}
 	if (k) { /* strictly after its elder sibling (bytewise, a prefix first) */
 		char buf[DS_IX_NAME_BUF];
 		uint64_t e = i - 1; /* child k - 1: in this run, else the last of the one before */
@@ -349,35 +390,40 @@ static int check_entries(const struct ds_index *ix)
 	}
 	w.depth = 1;
 	w.stack[0] = 0;
-	char name[DS_IX_NAME_BUF], prev[DS_IX_NAME_BUF];
+	/* names decoded in order, one step each; the parent is the stack's
+	 * top: the directory table's subtree ends and parent rows (checked
+	 * above and at each push) make parent_dir find the same one */
+	struct nstream ns;
+	char prev[DS_IX_NAME_BUF];
 	int prevl = -1;
 	for (uint32_t i = 0; i < h->nentries; i++) {
 		const struct ds_row *r = &ix->rows[i];
-		if (!ds_index_entry_ok(ix, i))
-			goto out;
-		int nl = name_of(ix, i, name);
+		if (i % DS_IX_BLOCK == 0) {
+			if (i && ns.pos != ns.end)
+				goto out; /* bytes after a block's names */
+			if (ns_block(ix, i / DS_IX_BLOCK, &ns))
+				goto out;
+		}
+		int nl = ns_next(ix, &ns, i % DS_IX_BLOCK == 0);
+		const char *name = ns.name;
 		unsigned kind = row_kind(r);
+		if (nl < 0)
+			goto out;
 		if (i) {
 			while (w.depth > 1 && i >= ix->dirs[w.stack[w.depth - 1]].end)
 				w.depth--;
 			uint32_t x = w.stack[w.depth - 1];
 			const struct ds_dir *d = &ix->dirs[x];
-			if (parent_dir(ix, i) != x ||
+			/* a name as the builder checked it: one component, UTF-8,
+			 * no newline; a top-level ".dstage" reserved */
+			if (!component_ok(name, (size_t)nl) || ds_name_check(name, (size_t)nl, NULL) ||
+			    (x == 0 && ds_name_reserved(name, (size_t)nl, NULL)) || !row_ok(ix, i, x, nl) ||
 			    !next_child(ix, &w, x, i, name, nl, prevl >= 0 ? prev : NULL, prevl))
 				goto out;
-			/* the whole path, as the builder checked it */
-			size_t pl = d->plen, len = join_len(pl, (uint64_t)nl);
-			if (len >= PATH_MAX)
-				goto out;
-			char *path = w.path;
-			if (pl)
-				path[pl] = '/';
-			memcpy(path + len - nl, name, (size_t)nl);
-			path[len] = 0;
-			if (ds_name_check(path, len, NULL) || ds_name_reserved(path, len, NULL))
-				goto out;
+			uint64_t len = join_len(d->plen, (uint64_t)nl);
 			if (kind == DS_RK_LINK &&
-			    ds_target_check(path, len, ds_ix_target(ix, i), ds_ix_size(ix, i), NULL))
+			    (ds_ix_path(ix, i, w.path, sizeof(w.path)) != (int)len ||
+			     ds_target_check(w.path, len, ds_ix_target(ix, i), ds_ix_size(ix, i), NULL)))
 				goto out;
 			if (kind == DS_RK_DIR) {
 				uint64_t y = row_poff(r);
@@ -387,7 +433,7 @@ static int check_entries(const struct ds_index *ix)
 				w.subdirs[x]++;
 				w.stack[w.depth++] = (uint32_t)y;
 			}
-		} else if (kind != DS_RK_DIR || row_poff(r) != 0) {
+		} else if (kind != DS_RK_DIR || row_poff(r) != 0 || nl != 0 || !row_ok(ix, 0, 0, 0)) {
 			goto out;
 		}
 		if (kind == DS_RK_DIR)
@@ -411,6 +457,8 @@ static int check_entries(const struct ds_index *ix)
 		memcpy(prev, name, (size_t)nl + 1);
 		prevl = nl;
 	}
+	if (ns.pos != ns.end)
+		goto out;
 	if (ndirs != h->ndirs || nsamples != h->nsamples || nwide != h->nwide)
 		goto out;
 	for (uint32_t x = 0; x < h->ndirs; x++)
@@ -574,28 +622,73 @@ static int name_cmp(const char *a, size_t al, const char *b, size_t bl)
 	return c ? c : (al > bl) - (al < bl);
 }
 
+/* ds_index_entry_ok of child c of directory row x, its name (name, nl)
+ * decoded already: the same checks, the parent search skipped when x is
+ * the last directory before c and c inside its subtree (then parent_dir
+ * finds x) */
+static int child_ok(const struct ds_index *ix, uint32_t x, uint32_t c, const char *name, int nl)
+{
+	const struct ds_index_header *h = ix->h;
+	const struct ds_dir *d = &ix->dirs[x];
+	if (nl <= 0 || !component_ok(name, (size_t)nl))
+		return 0;
+	uint32_t p = row_kind(&ix->rows[c]) != DS_RK_DIR && d->id < c && c < d->end &&
+	                             (x + 1 >= h->ndirs || ix->dirs[x + 1].id > c)
+	                     ? x
+	                     : parent_dir(ix, c);
+	return row_ok(ix, c, p, nl);
+}
+
 int64_t ds_index_child(const struct ds_index *ix, uint32_t dir, const char *name, size_t nlen)
 {
-	if (!component_ok(name, nlen) || dir >= ix->h->nentries ||
-	    row_kind(&ix->rows[dir]) != DS_RK_DIR)
+	const struct ds_index_header *h = ix->h;
+	if (!component_ok(name, nlen) || dir >= h->nentries || row_kind(&ix->rows[dir]) != DS_RK_DIR)
 		return -1; /* one component, or nothing */
 	uint64_t x = row_poff(&ix->rows[dir]);
 	if (!dir_ok(ix, x) || ix->dirs[x].id != dir)
 		return -1;
-	/* a binary search over the children in name order */
+	const struct ds_dir *d = &ix->dirs[x];
+	const struct ds_run *R = ix->runs + d->run;
 	char buf[DS_IX_NAME_BUF];
-	uint32_t lo = 0, hi = ix->dirs[x].nchildren;
+	/* the last run whose first child's name is at most name (the heads),
+	 * then that run's consecutive ids: binary searches in name order */
+	uint8_t key[8] = {0};
+	memcpy(key, name, nlen < 8 ? nlen : 8);
+	uint32_t lo = 0, hi = d->nruns;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2, c = R[mid].first;
+		int cmp = memcmp(R[mid].key, key, 8), bl = 0;
+		if (!cmp) { /* the same first 8 bytes: the name decides */
+			bl = c < h->nentries ? name_of(ix, c, buf) : -1;
+			if (bl < 0)
+				return -1;
+			cmp = name_cmp(buf, (size_t)bl, name, nlen);
+		}
+		if (!cmp) /* only usable entries are ever returned (the shim
+			   * maps the index without the full check) */
+			return child_ok(ix, (uint32_t)x, c, buf, bl) ? (int64_t)c : -1;
+		if (cmp < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return -1;
+	uint32_t r = lo - 1, next = r + 1 < d->nruns ? R[r + 1].cum : d->nchildren;
+	if (next <= R[r].cum)
+		return -1;
+	uint64_t first = R[r].first;
+	lo = 1;
+	hi = next - R[r].cum;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		uint32_t c = ds_ix_child(ix, dir, mid);
-		int bl = c == UINT32_MAX ? -1 : name_of(ix, c, buf);
+		uint64_t c = first + mid;
+		int bl = c < h->nentries ? name_of(ix, (uint32_t)c, buf) : -1;
 		if (bl < 0)
 			return -1;
 		int cmp = name_cmp(buf, (size_t)bl, name, nlen);
 		if (!cmp)
-			/* only usable entries are ever returned (the shim maps
-			 * the index without the full check) */
-			return ds_index_entry_ok(ix, c) ? (int64_t)c : -1;
+			return child_ok(ix, (uint32_t)x, (uint32_t)c, buf, bl) ? (int64_t)c : -1;
 		if (cmp < 0)
 			lo = mid + 1;
 		else
@@ -1109,8 +1202,14 @@ static int build_link(struct ds_index_builder *b)
 	}
 	for (uint32_t i = 1; i < n; i++) {
 		struct ds_dir *d = &b->dirs[b->v[i].up];
-		if (last[b->v[i].up] != i)
-			b->runs[d->run + d->nruns++] = (struct ds_run){i, d->nchildren};
+		if (last[b->v[i].up] != i) {
+			struct ds_run *r = &b->runs[d->run + d->nruns++];
+			const struct bent *x = &b->v[i];
+			size_t nl = x->len - x->base_off;
+			r->first = i;
+			r->cum = d->nchildren;
+			memcpy(r->key, bpath(b, x) + x->base_off, nl < 8 ? nl : 8);
+		}
 		last[b->v[i].up] = i + 1;
 		d->nchildren++;
 	}
