@@ -7,7 +7,10 @@
  * many subdirectories, a deep tree of 250-byte components ending in a
  * 255-byte name (a path of about 4000 bytes), UTF-8 names, names that sort
  * around '/' ("p", "p-q", "p.q", "p0"), symlinks, and file fields past 32
- * and 40 bits (sizes, offsets), exact negative and nanosecond mtimes.
+ * and 40 bits (sizes, offsets), exact negative and nanosecond mtimes; names
+ * front-coded past a lead byte's nibbles (15+ shared bytes, 16+ more), a
+ * directory whose children are cut into runs.  Version 3's limits (24-bit
+ * partitions, 40-bit directory sizes) are refused at add, version 2 at open.
  * (issue 27: the compact layout must keep all of this.) */
 #include "dscommon.h"
 #include "dsindex.h"
@@ -161,6 +164,28 @@ static void build_tree(struct ds_index_builder *b)
 		file(b, p, 1, 10, DS_CODEC_NONE, 0, 22);
 	}
 	file(b, "p-", 1, 11, DS_CODEC_NONE, 0, 23);
+	/* front coding's escapes: names sharing 15 and more bytes with the one
+	 * before, and names longer than 15 bytes after the shared ones */
+	dir(b, "pre", 0755, 24);
+	for (int k = 0; k < 40; k++) {
+		char name[NAME_MAX + 1];
+		memset(name, 'p', 200);
+		snprintf(name + 200, sizeof(name) - 200, "_%02d%s", k, k % 3 ? "" : "_0123456789abcdef");
+		snprintf(p, sizeof(p), "pre/%s", name);
+		file(b, p, 1, 2, DS_CODEC_NONE, 0, 25);
+		snprintf(p, sizeof(p), "pre/abcdefghijklmn%c", 'a' + k % 26);
+		if (k < 26)
+			file(b, p, 1, 3, DS_CODEC_NONE, 0, 26);
+	}
+	/* a directory whose children are cut into runs by its subdirectories'
+	 * subtrees */
+	const char *mix[] = {"mix/a", "mix/b/x", "mix/b/y", "mix/c", "mix/d/e/z", "mix/f", "mix/g"};
+	for (size_t i = 0; i < sizeof(mix) / sizeof(*mix); i++)
+		file(b, mix[i], 1, 4, DS_CODEC_NONE, 0, 27);
+	dir(b, "mix", 0755, 28);
+	dir(b, "mix/b", 0755, 28);
+	dir(b, "mix/d", 0755, 28);
+	dir(b, "mix/d/e", 0755, 28);
 	/* symlinks, inside the tree */
 	symlink_(b, "train/latest", "n01440764");
 	symlink_(b, "p/up", "../p.q/in");
@@ -382,6 +407,22 @@ int main(void)
 	is_str(small, "", "and the buffer holds \"\"");
 	is(ds_ix_path(&ix, (uint32_t)big, small, 0), -ENAMETOOLONG, "size 0: -ENAMETOOLONG");
 	is(ds_ix_path(&ix, 0, small, 1), 0, "the root's path fits in one byte");
+
+	/* version 3's limits and its predecessors: refused with a clear error */
+	struct ds_index_builder *b2 = ds_index_builder_new();
+	is(ds_index_add_file(b2, "f", 0644, 0, 1, DS_IX_MAX_PART + 1, 0, 1, DS_CODEC_NONE, 0, 0),
+	   -EOVERFLOW, "a partition number past 24 bits: -EOVERFLOW at add");
+	is(ds_index_add_dir(b2, "d", 0755, 0, 1ull << 40), -EFBIG,
+	   "a directory size past 40 bits: -EFBIG at add");
+	ds_index_builder_free(b2);
+	struct ds_index_header *hh = buf;
+	hh->version = 2;
+	is(ds_index_from_buf(&ix, buf, len, 0), -DS_EFORMAT, "a version 2 index is refused");
+	hh->version = DS_INDEX_VERSION;
+	is(ds_index_from_buf(&ix, buf, len, 0), 0, "and the same as version 3 is taken");
+	ok(ix.h->nwide >= 2 && ix.h->nruns > ix.h->ndirs,
+	   "the tree has wide rows (%u) and directories of many runs (%u runs, %u directories)",
+	   ix.h->nwide, ix.h->nruns, ix.h->ndirs);
 
 	free(children);
 	free(buf);
