@@ -25,9 +25,13 @@
  * which node holds which byte) is answered from it without a system call.
  *
  * Entry 0 is the root directory (name "").  Entries are sorted by path
- * (bytewise), so a directory's subtree is a contiguous range after it.
- * Symlinks keep their target text in the string pool; only targets that stay
- * inside the tree are ever packed. */
+ * (bytewise, '/' first), so a directory's subtree is a contiguous range
+ * after it.  Each entry keeps a 32-byte row and its own name (front-coded
+ * in blocks of DS_IX_BLOCK); directories have a row of the directory table
+ * with their children as runs of consecutive ids.  There is no hash of
+ * paths: a lookup walks the components (docs/formats.md "The node store",
+ * byte by byte).  Symlinks keep their target text in the string pool; only
+ * targets that stay inside the tree are ever packed. */
 #ifndef DSINDEX_H
 #define DSINDEX_H
 

@@ -746,8 +746,8 @@ int ds_ix_path(const struct ds_index *ix, uint32_t id, char *buf, size_t size)
 			break;
 		at -= (size_t)nl;
 		memcpy(buf + at, name, (size_t)nl);
-		cur = ix->dirs[x].id;
-		if (!cur)
+		cur = ix->dirs[x].id; /* read from the index: an entry, else stop */
+		if (!cur || cur >= ix->h->nentries)
 			break;
 		if (!at)
 			break;
