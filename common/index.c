@@ -1109,11 +1109,16 @@ static int build_complete(struct ds_index_builder *b)
 			return -EEXIST;
 		}
 		b->n = w;
-		size_t n0 = b->n, missing = 0;
+		size_t n0 = b->n, missing = 0, last = 0; /* last: the implicit one added last */
 		char dir[PATH_MAX];
 		for (size_t i = 1; i < n0; i++) {
 			size_t dl = b->v[i].base_off;
 			if (!dl)
+				continue;
+			/* entries are sorted: the files of a missing directory come
+			 * together, and it is added once, not once per file */
+			if (missing && b->v[last].len == dl - 1 &&
+			    !memcmp(bpath(b, &b->v[last]), bpath(b, &b->v[i]), dl - 1))
 				continue;
 			if (bfind(b, n0, bpath(b, &b->v[i]), dl - 1) >= 0)
 				continue;
@@ -1123,6 +1128,7 @@ static int build_complete(struct ds_index_builder *b)
 			if ((rc = ds_index_add_dir(b, dir, 0755, 0, 4096)))
 				return rc;
 			b->v[b->n - 1].implicit = 1; /* may repeat */
+			last = b->n - 1;
 			missing++;
 		}
 		if (!missing)
