@@ -765,12 +765,14 @@ int ds_ix_path(const struct ds_index *ix, uint32_t id, char *buf, size_t size)
 
 uint64_t ds_index_entry_bytes(uint64_t n, uint64_t names)
 {
-	/* a row, a sample, a block offset per DS_IX_BLOCK entries; a name is at
-	 * most its path's bytes plus two of lead; a directory row and a run
-	 * per entry at most (the runs of a directory are at most its
-	 * children) */
-	return n * (sizeof(struct ds_row) + 4 + 1 + 2 + sizeof(struct ds_run)) +
-	       n * sizeof(struct ds_dir) + names;
+	/* the worst entry is a directory: its row, its directory row, two runs
+	 * (a directory has at most one more run than it has subdirectories: a
+	 * run starts at its first child and after a subdirectory's subtree);
+	 * a file takes its row, a sample and at most a wide row (64 B); each
+	 * name at most its path's bytes plus a 3-byte lead, a block offset per
+	 * DS_IX_BLOCK entries and one more */
+	return n * (sizeof(struct ds_row) + sizeof(struct ds_dir) + 2 * sizeof(struct ds_run) + 3 + 1) +
+	       8 + names;
 }
 
 int ds_index_part_on(const struct ds_index *ix, uint32_t part, uint32_t node, uint64_t *base)

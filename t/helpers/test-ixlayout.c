@@ -408,6 +408,32 @@ int main(void)
 	is(ds_ix_path(&ix, (uint32_t)big, small, 0), -ENAMETOOLONG, "size 0: -ENAMETOOLONG");
 	is(ds_ix_path(&ix, 0, small, 1), 0, "the root's path fits in one byte");
 
+	/* ds_index_entry_bytes bounds the index (stage reserves RAM with it):
+	 * this tree, and one of directories alone (the worst entry) */
+	uint64_t names = 0;
+	for (size_t i = 0; i < nw; i++)
+		names += strlen(W[i].path) + 1 + (W[i].target ? strlen(W[i].target) + 1 : 0);
+	ok(len <= sizeof(struct ds_index_header) + ds_index_entry_bytes(nw, names) + 2 * 16 + 3 * 16,
+	   "ds_index_entry_bytes bounds this index (%zu <= %llu)", len,
+	   (unsigned long long)(sizeof(struct ds_index_header) + ds_index_entry_bytes(nw, names) + 80));
+	struct ds_index_builder *bd = ds_index_builder_new();
+	uint64_t dnames = 1;
+	char dp[64];
+	for (int k = 0; k < 3000; k++) {
+		snprintf(dp, sizeof(dp), k % 2 ? "d%04d/e" : "d%04d", k - k % 2);
+		ds_index_add_dir(bd, dp, 0755, 0, 4096);
+		dnames += strlen(dp) + 1;
+	}
+	ds_index_set_parts(bd, 0, NULL);
+	void *dbuf;
+	size_t dlen;
+	is(ds_index_build(bd, &dbuf, &dlen), 0, "an index of 3000 directories");
+	ok(dlen <= sizeof(struct ds_index_header) + ds_index_entry_bytes(3001, dnames),
+	   "ds_index_entry_bytes bounds it too (%zu <= %llu)", dlen,
+	   (unsigned long long)(sizeof(struct ds_index_header) + ds_index_entry_bytes(3001, dnames)));
+	free(dbuf);
+	ds_index_builder_free(bd);
+
 	/* version 3's limits and its predecessors: refused with a clear error */
 	struct ds_index_builder *b2 = ds_index_builder_new();
 	is(ds_index_add_file(b2, "f", 0644, 0, 1, DS_IX_MAX_PART + 1, 0, 1, DS_CODEC_NONE, 0, 0),
