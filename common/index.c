@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -131,6 +132,8 @@ static int dir_ok(const struct ds_index *ix, uint64_t x)
 	       d->plen < PATH_MAX;
 }
 
+static _Atomic uint32_t parent_hint;
+
 /* The directory row of id's parent, or UINT32_MAX (damaged). */
 static uint32_t parent_dir(const struct ds_index *ix, uint32_t id)
 {
@@ -142,6 +145,14 @@ static uint32_t parent_dir(const struct ds_index *ix, uint32_t id)
 		uint64_t x = row_poff(r);
 		return x < h->ndirs && x ? ix->dirs[x].pdir : UINT32_MAX;
 	}
+	/* the directory found last, when id is inside its subtree with no
+	 * directory between (readdir, a walk: the children of one directory
+	 * one after the other); a hint shared by every index and thread,
+	 * checked before use */
+	uint32_t x = atomic_load_explicit(&parent_hint, memory_order_relaxed);
+	if (x < h->ndirs && ix->dirs[x].id < id && id < ix->dirs[x].end &&
+	    (x + 1 >= h->ndirs || ix->dirs[x + 1].id > id) && (x ? ix->dirs[x].pdir < x : 1))
+		return x;
 	/* the last directory before id, then up its parents until one's
 	 * subtree holds id; a parent row is always below its child's, so the
 	 * climb ends */
@@ -153,12 +164,13 @@ static uint32_t parent_dir(const struct ds_index *ix, uint32_t id)
 		else
 			hi = mid;
 	}
-	uint32_t x = lo;
+	x = lo;
 	while (x && id >= ix->dirs[x].end) {
 		if (ix->dirs[x].pdir >= x)
 			return UINT32_MAX;
 		x = ix->dirs[x].pdir;
 	}
+	atomic_store_explicit(&parent_hint, x, memory_order_relaxed);
 	return x;
 }
 
@@ -641,10 +653,14 @@ static int child_ok(const struct ds_index *ix, uint32_t x, uint32_t c, const cha
 	const struct ds_dir *d = &ix->dirs[x];
 	if (nl <= 0 || !component_ok(name, (size_t)nl))
 		return 0;
-	uint32_t p = row_kind(&ix->rows[c]) != DS_RK_DIR && d->id < c && c < d->end &&
-	                             (x + 1 >= h->ndirs || ix->dirs[x + 1].id > c)
-	                     ? x
-	                     : parent_dir(ix, c);
+	uint32_t p;
+	if (row_kind(&ix->rows[c]) != DS_RK_DIR && d->id < c && c < d->end &&
+	    (x + 1 >= h->ndirs || ix->dirs[x + 1].id > c)) {
+		p = x; /* as parent_dir's hint would find it: make it the hint */
+		atomic_store_explicit(&parent_hint, x, memory_order_relaxed);
+	} else {
+		p = parent_dir(ix, c);
+	}
 	return row_ok(ix, c, p, nl);
 }
 
