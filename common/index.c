@@ -616,8 +616,9 @@ int ds_index_open(struct ds_index *ix, const char *path, int full)
 		/* an older (or newer) dstage's store: a node store lives one job */
 		uint32_t v;
 		memcpy(&v, (const char *)m + 8, sizeof(v));
-		if (v != DS_INDEX_VERSION)
-			ds_log(DS_LOG_ERROR, "%s: index version %u, this dstage reads version %u "
+		if (v != DS_INDEX_VERSION) /* the shim (full = 0) says it only when verbose */
+			ds_log(full ? DS_LOG_ERROR : DS_LOG_INFO,
+			       "%s: index version %u, this dstage reads version %u "
 			       "(stage again: a node store lives one job)", path, v, DS_INDEX_VERSION);
 	}
 	if (rc) {
