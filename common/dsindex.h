@@ -69,18 +69,18 @@ enum ds_entry_flag {
  * count does not fit in 40 bits is kind 3 and keeps them in the wide
  * table (its poff is the wide row). */
 struct ds_row {
-	int64_t mtime_ns;    /* st_mtim in nanoseconds since the epoch */
-	uint32_t crc;        /* file: CRC-32C of the content (uncompressed) */
-	uint32_t size_lo;    /* st_size; symlink: target length; dir: st_size
+	int64_t mtime_ns;   /* st_mtim in nanoseconds since the epoch */
+	uint32_t crc;       /* file: CRC-32C of the content (uncompressed) */
+	uint32_t size_lo;   /* st_size; symlink: target length; dir: st_size
 	                        the source reported */
-	uint32_t poff_lo;    /* file: offset in its partition's payload; dir:
+	uint32_t poff_lo;   /* file: offset in its partition's payload; dir:
 	                        its row in the directory table; symlink:
 	                        string-pool offset of the target; kind 3: its
 	                        row in the wide table */
-	uint32_t stored_lo;  /* file: stored byte count */
+	uint32_t stored_lo; /* file: stored byte count */
 	uint8_t size_hi, poff_hi, stored_hi;
-	uint8_t part[3];     /* file: partition number, 24 bits */
-	uint16_t mode;       /* bits 0-11 permissions, 12-13 kind (enum
+	uint8_t part[3]; /* file: partition number, 24 bits */
+	uint16_t mode;   /* bits 0-11 permissions, 12-13 kind (enum
 	                        ds_row_kind), 14 zlib, 15 replicated */
 };
 enum ds_row_kind { DS_RK_FILE = 0, DS_RK_DIR = 1, DS_RK_LINK = 2, DS_RK_WIDE = 3 };
@@ -89,14 +89,14 @@ enum ds_row_kind { DS_RK_FILE = 0, DS_RK_DIR = 1, DS_RK_LINK = 2, DS_RK_WIDE = 3
 
 /* One directory (in entry id order).  32 bytes. */
 struct ds_dir {
-	uint32_t id;        /* its entry */
-	uint32_t pdir;      /* its parent's directory row (root: 0), < its own */
-	uint32_t end;       /* first entry after its subtree */
-	uint32_t nlink;     /* 2 + subdirectories */
+	uint32_t id;    /* its entry */
+	uint32_t pdir;  /* its parent's directory row (root: 0), < its own */
+	uint32_t end;   /* first entry after its subtree */
+	uint32_t nlink; /* 2 + subdirectories */
 	uint32_t nchildren;
-	uint32_t run;       /* its first row in the runs table */
+	uint32_t run; /* its first row in the runs table */
 	uint32_t nruns;
-	uint32_t plen;      /* length of its relative path */
+	uint32_t plen; /* length of its relative path */
 };
 
 /* A run of a directory's children: consecutive entry ids first..., the
@@ -143,14 +143,14 @@ struct ds_index_header {
 	uint32_t nruns;
 	uint32_t nwide;
 	uint32_t pad0;
-	uint64_t off_rows;       /* struct ds_row[nentries] */
-	uint64_t off_dirs;       /* struct ds_dir[ndirs] */
-	uint64_t off_runs;       /* struct ds_run[nruns] */
-	uint64_t off_wide;       /* struct ds_wide[nwide] */
-	uint64_t off_blocks;     /* uint32_t[nblocks + 1]: offset of each name
+	uint64_t off_rows;   /* struct ds_row[nentries] */
+	uint64_t off_dirs;   /* struct ds_dir[ndirs] */
+	uint64_t off_runs;   /* struct ds_run[nruns] */
+	uint64_t off_wide;   /* struct ds_wide[nwide] */
+	uint64_t off_blocks; /* uint32_t[nblocks + 1]: offset of each name
 	                            block in the names section, then names_size
 	                            (nblocks = ceil(nentries / DS_IX_BLOCK)) */
-	uint64_t off_names;      /* the front-coded base names */
+	uint64_t off_names;  /* the front-coded base names */
 	uint64_t names_size;
 	uint64_t off_parts;      /* struct ds_part[nparts] */
 	uint64_t off_locs;       /* struct ds_loc[nlocs] */
@@ -317,7 +317,10 @@ static inline uint8_t ds_ix_codec(const struct ds_index *ix, uint32_t id)
 {
 	return ix->rows[id].mode & DS_RM_ZLIB ? DS_CODEC_ZLIB : DS_CODEC_NONE;
 }
-static inline uint32_t ds_ix_crc(const struct ds_index *ix, uint32_t id) { return ix->rows[id].crc; }
+static inline uint32_t ds_ix_crc(const struct ds_index *ix, uint32_t id)
+{
+	return ix->rows[id].crc;
+}
 /* directories: number of children, and child k (0 <= k < nchildren) in
  * name order (an id read from the index: check it before use; a damaged
  * directory gives UINT32_MAX) */

@@ -384,9 +384,9 @@ static int check_entries(const struct ds_index *ix)
 	uint64_t ndirs = 0, nsamples = 0, nwide = 0;
 	for (uint32_t x = 0; x < h->ndirs; x++) {
 		const struct ds_dir *d = &ix->dirs[x];
-		if (!dir_ok(ix, x) || (x && (d->id <= ix->dirs[x - 1].id ||
-		                             d->id <= ix->dirs[d->pdir].id ||
-		                             d->end > ix->dirs[d->pdir].end)))
+		if (!dir_ok(ix, x) ||
+		    (x && (d->id <= ix->dirs[x - 1].id || d->id <= ix->dirs[d->pdir].id ||
+		           d->end > ix->dirs[d->pdir].end)))
 			return -DS_ECORRUPT;
 		if (d->nruns && d->run != (x ? ix->dirs[x - 1].run + ix->dirs[x - 1].nruns : 0))
 			return -DS_ECORRUPT;
@@ -435,14 +435,17 @@ static int check_entries(const struct ds_index *ix)
 			const struct ds_dir *d = &ix->dirs[x];
 			/* a name as the builder checked it: one component, UTF-8,
 			 * no newline; a top-level ".dstage" reserved */
-			if (!component_ok(name, (size_t)nl) || ds_name_check(name, (size_t)nl, NULL) ||
-			    (x == 0 && ds_name_reserved(name, (size_t)nl, NULL)) || !row_ok(ix, i, x, nl) ||
+			if (!component_ok(name, (size_t)nl) ||
+			    ds_name_check(name, (size_t)nl, NULL) ||
+			    (x == 0 && ds_name_reserved(name, (size_t)nl, NULL)) ||
+			    !row_ok(ix, i, x, nl) ||
 			    !next_child(ix, &w, x, i, name, nl, prevl >= 0 ? prev : NULL, prevl))
 				goto out;
 			uint64_t len = join_len(d->plen, (uint64_t)nl);
 			if (kind == DS_RK_LINK &&
 			    (ds_ix_path(ix, i, w.path, sizeof(w.path)) != (int)len ||
-			     ds_target_check(w.path, len, ds_ix_target(ix, i), ds_ix_size(ix, i), NULL)))
+			     ds_target_check(w.path, len, ds_ix_target(ix, i), ds_ix_size(ix, i),
+			                     NULL)))
 				goto out;
 			if (kind == DS_RK_DIR) {
 				uint64_t y = row_poff(r);
@@ -452,7 +455,8 @@ static int check_entries(const struct ds_index *ix)
 				w.subdirs[x]++;
 				w.stack[w.depth++] = (uint32_t)y;
 			}
-		} else if (kind != DS_RK_DIR || row_poff(r) != 0 || nl != 0 || !row_ok(ix, 0, 0, 0)) {
+		} else if (kind != DS_RK_DIR || row_poff(r) != 0 || nl != 0 ||
+		           !row_ok(ix, 0, 0, 0)) {
 			goto out;
 		}
 		if (kind == DS_RK_DIR)
@@ -471,7 +475,8 @@ static int check_entries(const struct ds_index *ix)
 				goto out;
 			nsamples++;
 		}
-		if (kind != DS_RK_FILE && kind != DS_RK_WIDE && (r->mode & (DS_RM_ZLIB | DS_RM_REPL)))
+		if (kind != DS_RK_FILE && kind != DS_RK_WIDE &&
+		    (r->mode & (DS_RM_ZLIB | DS_RM_REPL)))
 			goto out;
 		memcpy(prev, name, (size_t)nl + 1);
 		prevl = nl;
@@ -619,7 +624,8 @@ int ds_index_open(struct ds_index *ix, const char *path, int full)
 		if (v != DS_INDEX_VERSION) /* the shim (full = 0) says it only when verbose */
 			ds_log(full ? DS_LOG_ERROR : DS_LOG_INFO,
 			       "%s: index version %u, this dstage reads version %u "
-			       "(stage again: a node store lives one job)", path, v, DS_INDEX_VERSION);
+			       "(stage again: a node store lives one job)",
+			       path, v, DS_INDEX_VERSION);
 	}
 	if (rc) {
 		munmap(m, st.st_size);
@@ -668,7 +674,8 @@ static int child_ok(const struct ds_index *ix, uint32_t x, uint32_t c, const cha
 int64_t ds_index_child(const struct ds_index *ix, uint32_t dir, const char *name, size_t nlen)
 {
 	const struct ds_index_header *h = ix->h;
-	if (!component_ok(name, nlen) || dir >= h->nentries || row_kind(&ix->rows[dir]) != DS_RK_DIR)
+	if (!component_ok(name, nlen) || dir >= h->nentries ||
+	    row_kind(&ix->rows[dir]) != DS_RK_DIR)
 		return -1; /* one component, or nothing */
 	uint64_t x = row_poff(&ix->rows[dir]);
 	if (!dir_ok(ix, x) || ix->dirs[x].id != dir)
@@ -759,7 +766,8 @@ int ds_ix_path(const struct ds_index *ix, uint32_t id, char *buf, size_t size)
 		uint32_t x = parent_dir(ix, cur);
 		/* each a component a path may hold: a damaged name never makes
 		 * one that climbs ("..") or holds a '/' */
-		if (nl < 0 || (size_t)nl > at || x >= ix->h->ndirs || !component_ok(name, (size_t)nl))
+		if (nl < 0 || (size_t)nl > at || x >= ix->h->ndirs ||
+		    !component_ok(name, (size_t)nl))
 			break;
 		at -= (size_t)nl;
 		memcpy(buf + at, name, (size_t)nl);
@@ -788,7 +796,8 @@ uint64_t ds_index_entry_bytes(uint64_t n, uint64_t names)
 	 * a file takes its row, a sample and at most a wide row (64 B); each
 	 * name at most its path's bytes plus a 3-byte lead, a block offset per
 	 * DS_IX_BLOCK entries and one more */
-	return n * (sizeof(struct ds_row) + sizeof(struct ds_dir) + 2 * sizeof(struct ds_run) + 3 + 1) +
+	return n * (sizeof(struct ds_row) + sizeof(struct ds_dir) + 2 * sizeof(struct ds_run) + 3 +
+	            1) +
 	       8 + names;
 }
 
@@ -840,7 +849,7 @@ void ds_index_stat(const struct ds_index *ix, uint32_t id, struct stat *st)
  * sort, implicit parents), link (parents, directory rows, runs), then
  * names, layout and fill straight into the output buffer. */
 struct bent {
-	uint64_t path;     /* arena offset */
+	uint64_t path; /* arena offset */
 	uint64_t size, poff, stored;
 	int64_t mtime_ns;
 	uint32_t crc, part, mode;
@@ -1256,8 +1265,7 @@ out:
 /* Phase 3 (and in fill): the base names front-coded in blocks of
  * DS_IX_BLOCK entries (see name_decode); with out NULL, only their size.
  * blocks gets each block's offset, then the total. */
-static uint64_t build_names(const struct ds_index_builder *b, unsigned char *out,
-                            uint32_t *blocks)
+static uint64_t build_names(const struct ds_index_builder *b, unsigned char *out, uint32_t *blocks)
 {
 	uint64_t pos = 0;
 	const char *prev = "";
@@ -1358,17 +1366,27 @@ static int build_layout(const struct ds_index_builder *b, uint64_t names_size,
 	h->nruns = b->nruns;
 	h->nwide = b->nwide;
 	uint64_t off = align8(sizeof(*h));
-	h->off_rows = off;    off = align8(off + n * sizeof(struct ds_row));
-	h->off_dirs = off;    off = align8(off + (uint64_t)b->ndirs * sizeof(struct ds_dir));
-	h->off_runs = off;    off = align8(off + (uint64_t)b->nruns * sizeof(struct ds_run));
-	h->off_wide = off;    off = align8(off + (uint64_t)b->nwide * sizeof(struct ds_wide));
-	h->off_blocks = off;  off = align8(off + (nblocks + 1) * 4);
-	h->off_names = off;   off = align8(off + names_size);
+	h->off_rows = off;
+	off = align8(off + n * sizeof(struct ds_row));
+	h->off_dirs = off;
+	off = align8(off + (uint64_t)b->ndirs * sizeof(struct ds_dir));
+	h->off_runs = off;
+	off = align8(off + (uint64_t)b->nruns * sizeof(struct ds_run));
+	h->off_wide = off;
+	off = align8(off + (uint64_t)b->nwide * sizeof(struct ds_wide));
+	h->off_blocks = off;
+	off = align8(off + (nblocks + 1) * 4);
+	h->off_names = off;
+	off = align8(off + names_size);
 	h->names_size = names_size;
-	h->off_parts = off;   off = align8(off + (uint64_t)b->nparts * sizeof(struct ds_part));
-	h->off_locs = off;    off = align8(off + (uint64_t)b->nlocs * sizeof(struct ds_loc));
-	h->off_samples = off; off = align8(off + (uint64_t)b->nsamples * 4);
-	h->off_strings = off; off = align8(off + strings);
+	h->off_parts = off;
+	off = align8(off + (uint64_t)b->nparts * sizeof(struct ds_part));
+	h->off_locs = off;
+	off = align8(off + (uint64_t)b->nlocs * sizeof(struct ds_loc));
+	h->off_samples = off;
+	off = align8(off + (uint64_t)b->nsamples * 4);
+	h->off_strings = off;
+	off = align8(off + strings);
 	h->strings_size = strings;
 	h->total_size = off;
 	h->store_size = b->store_size;

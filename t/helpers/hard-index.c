@@ -139,7 +139,11 @@ static void rename_entry(uint32_t id, const char *name, size_t nlen)
 #define NA 2
 static int m_magic(void) { memcpy(H->magic, "DSTAGEIY", 8); return 0; }
 static int m_version(void) { H->version = 99; return 0; }
-static int m_version2(void) { H->version = 2; return 0; }
+static int m_version2(void)
+{
+	H->version = 2;
+	return 0;
+}
 static int m_header_size(void) { H->header_size = 8; return 0; }
 static int m_total_size(void) { H->total_size += 4096; return 0; }
 static int m_truncate(void) { len = len / 2; return 0; }
@@ -149,19 +153,63 @@ static int m_nnodes0(void) { H->nnodes = 0; return 0; }
 static int m_node_big(void) { H->node = H->nnodes + 5; return 0; }
 static int m_nentries0(void) { H->nentries = 0; return 0; }
 static int m_nentries_huge(void) { H->nentries = 0xfffffff0u; return 0; }
-static int m_ndirs0(void) { H->ndirs = 0; return 0; }
-static int m_ndirs_huge(void) { H->ndirs = 0xfffffff0u; return 0; }
-static int m_nruns_huge(void) { H->nruns = 0x7ffffff0u; return 0; }
-static int m_nwide_huge(void) { H->nwide = 0x7ffffff0u; return 0; }
-static int m_off_rows(void) { H->off_rows = H->total_size - 8; return 0; }
-static int m_off_rows_huge(void) { H->off_rows = 0x7ffffffffffffff8ull; return 0; }
-static int m_off_dirs(void) { H->off_dirs = H->total_size; return 0; }
-static int m_off_runs(void) { H->off_runs = H->total_size - 8; return 0; }
-static int m_off_blocks(void) { H->off_blocks = H->total_size; return 0; }
-static int m_off_names(void) { H->off_names = H->total_size - 8; return 0; }
+static int m_ndirs0(void)
+{
+	H->ndirs = 0;
+	return 0;
+}
+static int m_ndirs_huge(void)
+{
+	H->ndirs = 0xfffffff0u;
+	return 0;
+}
+static int m_nruns_huge(void)
+{
+	H->nruns = 0x7ffffff0u;
+	return 0;
+}
+static int m_nwide_huge(void)
+{
+	H->nwide = 0x7ffffff0u;
+	return 0;
+}
+static int m_off_rows(void)
+{
+	H->off_rows = H->total_size - 8;
+	return 0;
+}
+static int m_off_rows_huge(void)
+{
+	H->off_rows = 0x7ffffffffffffff8ull;
+	return 0;
+}
+static int m_off_dirs(void)
+{
+	H->off_dirs = H->total_size;
+	return 0;
+}
+static int m_off_runs(void)
+{
+	H->off_runs = H->total_size - 8;
+	return 0;
+}
+static int m_off_blocks(void)
+{
+	H->off_blocks = H->total_size;
+	return 0;
+}
+static int m_off_names(void)
+{
+	H->off_names = H->total_size - 8;
+	return 0;
+}
 static int m_off_strings(void) { H->off_strings = H->total_size; return 0; }
 static int m_strings_huge(void) { H->strings_size = ~0ull; return 0; }
-static int m_names_huge(void) { H->names_size = ~0ull; return 0; }
+static int m_names_huge(void)
+{
+	H->names_size = ~0ull;
+	return 0;
+}
 static int m_strings_unterminated(void)
 {
 	/* every NUL of the pool becomes 'x': no target ends */
@@ -554,18 +602,75 @@ struct mut {
 };
 static const struct mut muts[] = {
 #define M(x) {#x, m_##x}
-	M(magic), M(version), M(version2), M(header_size), M(total_size), M(truncate), M(short),
-	M(empty), M(nnodes0), M(node_big), M(nentries0), M(nentries_huge), M(ndirs0),
-	M(ndirs_huge), M(nruns_huge), M(nwide_huge), M(off_rows), M(off_rows_huge), M(off_dirs),
-	M(off_runs), M(off_blocks), M(off_names), M(off_strings), M(strings_huge), M(names_huge),
-	M(strings_unterminated), M(names_short), M(blocks_off), M(blocks_order), M(name_lead),
-	M(name_prefix), M(name_nul), M(name_slash), M(name_empty), M(name_long), M(dir_pdir),
-	M(dir_id_file), M(dir_end), M(dir_plen), M(dir_range), M(dir_nchildren), M(runs_first),
-	M(runs_self), M(runs_cum), M(file_part), M(file_poff), M(file_stored), M(file_size),
-	M(file_size_page), M(file_wide), M(zlib_lie), M(crc), M(mode), M(root_file),
-	M(dir_is_file), M(file_is_dir), M(symlink_target), M(symlink_size), M(file_is_symlink),
-	M(parts_loc), M(parts_size), M(loc_base), M(loc_node), M(samples), M(samples_dir),
-	M(nsamples_huge), M(store_size), M(name_dotdot), M(root_parent_loop),
+	M(magic),
+	M(version),
+	M(version2),
+	M(header_size),
+	M(total_size),
+	M(truncate),
+	M(short),
+	M(empty),
+	M(nnodes0),
+	M(node_big),
+	M(nentries0),
+	M(nentries_huge),
+	M(ndirs0),
+	M(ndirs_huge),
+	M(nruns_huge),
+	M(nwide_huge),
+	M(off_rows),
+	M(off_rows_huge),
+	M(off_dirs),
+	M(off_runs),
+	M(off_blocks),
+	M(off_names),
+	M(off_strings),
+	M(strings_huge),
+	M(names_huge),
+	M(strings_unterminated),
+	M(names_short),
+	M(blocks_off),
+	M(blocks_order),
+	M(name_lead),
+	M(name_prefix),
+	M(name_nul),
+	M(name_slash),
+	M(name_empty),
+	M(name_long),
+	M(dir_pdir),
+	M(dir_id_file),
+	M(dir_end),
+	M(dir_plen),
+	M(dir_range),
+	M(dir_nchildren),
+	M(runs_first),
+	M(runs_self),
+	M(runs_cum),
+	M(file_part),
+	M(file_poff),
+	M(file_stored),
+	M(file_size),
+	M(file_size_page),
+	M(file_wide),
+	M(zlib_lie),
+	M(crc),
+	M(mode),
+	M(root_file),
+	M(dir_is_file),
+	M(file_is_dir),
+	M(symlink_target),
+	M(symlink_size),
+	M(file_is_symlink),
+	M(parts_loc),
+	M(parts_size),
+	M(loc_base),
+	M(loc_node),
+	M(samples),
+	M(samples_dir),
+	M(nsamples_huge),
+	M(store_size),
+	M(name_dotdot),
+	M(root_parent_loop),
 #undef M
 };
 

@@ -97,8 +97,8 @@ static int build(uint64_t n, uint32_t classes, const char *out)
 		for (uint32_t j = 0; j < per && k < n; j++, k++) {
 			path_of(p, sizeof(p), c, j, per);
 			int rc = ds_index_add_file(b, p, 0644, 1600000000123456789ll + (int64_t)k,
-			                           100 + k % 4, (uint32_t)(k % 8), psize, 100 + k % 4,
-			                           DS_CODEC_NONE, (uint32_t)k, 0);
+			                           100 + k % 4, (uint32_t)(k % 8), psize,
+			                           100 + k % 4, DS_CODEC_NONE, (uint32_t)k, 0);
 			if (rc) {
 				fprintf(stderr, "add %s: %s\n", p, ds_strerror(rc));
 				return 1;
@@ -225,7 +225,8 @@ static int walk(const char *path)
 			char nb[DS_IX_NAME_BUF];
 			bytes += strlen(ds_ix_base(&ix, c, nb)) + ds_ix_mode(&ix, c);
 #else
-			bytes += ds_ix_base_len(&ix, c) + ds_ix_base(&ix, c)[0] + ds_ix_mode(&ix, c);
+			bytes +=
+				ds_ix_base_len(&ix, c) + ds_ix_base(&ix, c)[0] + ds_ix_mode(&ix, c);
 #endif
 			seen++;
 		}
@@ -243,11 +244,13 @@ int main(int argc, char **argv)
 		return walk(argv[2]);
 	if (argc >= 5 && !strcmp(argv[1], "build")) {
 		dense = argc > 5 && !strcmp(argv[5], "dense");
-		return build(strtoull(argv[2], NULL, 0), (uint32_t)strtoul(argv[3], NULL, 0), argv[4]);
+		return build(strtoull(argv[2], NULL, 0), (uint32_t)strtoul(argv[3], NULL, 0),
+		             argv[4]);
 	}
 	if (argc >= 6 && !strcmp(argv[1], "lookup")) {
 		dense = argc > 6 && !strcmp(argv[6], "dense");
-		return lookup(argv[2], strtoull(argv[3], NULL, 0), (uint32_t)strtoul(argv[4], NULL, 0),
+		return lookup(argv[2], strtoull(argv[3], NULL, 0),
+		              (uint32_t)strtoul(argv[4], NULL, 0),
 		              (uint32_t)strtoul(argv[5], NULL, 0));
 	}
 	if (argc == 3 && !strcmp(argv[1], "bound")) {
@@ -257,7 +260,8 @@ int main(int argc, char **argv)
 			sscanf(line, "bytes_per_entry %lf", &v);
 		return v >= 0 && v <= bound ? 0 : 1;
 	}
-	fprintf(stderr, "usage: ixscale build N CLASSES OUT [sparse|dense] | lookup OUT N CLASSES K "
-	                "[sparse|dense] | bound B\n");
+	fprintf(stderr,
+	        "usage: ixscale build N CLASSES OUT [sparse|dense] | lookup OUT N CLASSES K "
+	        "[sparse|dense] | bound B\n");
 	return 2;
 }

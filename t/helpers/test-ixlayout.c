@@ -170,7 +170,8 @@ static void build_tree(struct ds_index_builder *b)
 	for (int k = 0; k < 40; k++) {
 		char name[NAME_MAX + 1];
 		memset(name, 'p', 200);
-		snprintf(name + 200, sizeof(name) - 200, "_%02d%s", k, k % 3 ? "" : "_0123456789abcdef");
+		snprintf(name + 200, sizeof(name) - 200, "_%02d%s", k,
+		         k % 3 ? "" : "_0123456789abcdef");
 		snprintf(p, sizeof(p), "pre/%s", name);
 		file(b, p, 1, 2, DS_CODEC_NONE, 0, 25);
 		snprintf(p, sizeof(p), "pre/abcdefghijklmn%c", 'a' + k % 26);
@@ -272,7 +273,8 @@ int main(void)
 		const char *slash = strrchr(path, '/');
 		const char *base = slash ? slash + 1 : path;
 		char nb[DS_IX_NAME_BUF];
-		CHECK(!strcmp(ds_ix_base(&ix, id, nb), base) && ds_ix_base_len(&ix, id) == strlen(base),
+		CHECK(!strcmp(ds_ix_base(&ix, id, nb), base) &&
+		              ds_ix_base_len(&ix, id) == strlen(base),
 		      "base name of '%s': '%s'", path, nb);
 		uint32_t par = ds_ix_parent(&ix, id);
 		if (id) {
@@ -413,9 +415,11 @@ int main(void)
 	uint64_t names = 0;
 	for (size_t i = 0; i < nw; i++)
 		names += strlen(W[i].path) + 1 + (W[i].target ? strlen(W[i].target) + 1 : 0);
-	ok(len <= sizeof(struct ds_index_header) + ds_index_entry_bytes(nw, names) + 2 * 16 + 3 * 16,
+	ok(len <= sizeof(struct ds_index_header) + ds_index_entry_bytes(nw, names) + 2 * 16 +
+	                   3 * 16,
 	   "ds_index_entry_bytes bounds this index (%zu <= %llu)", len,
-	   (unsigned long long)(sizeof(struct ds_index_header) + ds_index_entry_bytes(nw, names) + 80));
+	   (unsigned long long)(sizeof(struct ds_index_header) + ds_index_entry_bytes(nw, names) +
+	                        80));
 	struct ds_index_builder *bd = ds_index_builder_new();
 	uint64_t dnames = 1;
 	char dp[64];
@@ -430,7 +434,8 @@ int main(void)
 	is(ds_index_build(bd, &dbuf, &dlen), 0, "an index of 3000 directories");
 	ok(dlen <= sizeof(struct ds_index_header) + ds_index_entry_bytes(3001, dnames),
 	   "ds_index_entry_bytes bounds it too (%zu <= %llu)", dlen,
-	   (unsigned long long)(sizeof(struct ds_index_header) + ds_index_entry_bytes(3001, dnames)));
+	   (unsigned long long)(sizeof(struct ds_index_header) +
+	                        ds_index_entry_bytes(3001, dnames)));
 	free(dbuf);
 	ds_index_builder_free(bd);
 
