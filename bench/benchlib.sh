@@ -127,6 +127,20 @@ note() { printf '%s\n' "$*" >>"$RES/notes-$SEC.md"; }
 if [ $QUICK = 1 ]; then ROUNDS=${ROUNDS:-5}; else ROUNDS=${ROUNDS:-7}; fi
 
 # ---- fixtures --------------------------------------------------------------
+# rotated R WORD...: the words rotated left by R (modulo their number): the
+# order of round R of an interleaved comparison, each going first in turn
+rotated() {
+	_r=$(($1 % ($# - 1)))
+	shift
+	while [ $_r -gt 0 ]; do
+		_x=$1
+		shift
+		set -- "$@" "$_x"
+		_r=$((_r - 1))
+	done
+	echo "$*"
+}
+
 # files DIR COUNT BYTES: COUNT files of random bytes named f00000...
 mkfiles() {
 	mkdir -p "$1"

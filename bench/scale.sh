@@ -216,9 +216,12 @@ svc_round() {
 	svc_until 'svc_both "^epoch\.2="'
 	f2=$(elapsed "$t1")
 	s2=$(awk -v a="$(svc_t0 2)" -v b="$m1" 'BEGIN { printf "%.3f", a - b }')
+	# node 0's epoch 0: samples fetched and the gets that fetched them
+	fe=$(sed -n 's/^epoch\.0=.* fetched=\([0-9]*\) .*/\1/p' "$ST/0/serve.status")
+	ge=$(sed -n 's/^epoch\.0=.* gets=\([0-9]*\).*/\1/p' "$ST/0/serve.status")
 	bench_serve_stop sc
-	echo "$up $p0 $e0 $pl $s2 $f2" >>"$W/svc.txt"
-	sed -n 's/.*serving [0-9.]* s after the start: the store and its index \([0-9.]*\) s, the first epochs. plans \([0-9.]*\) s.*/\1 \2/p' "$W/serve.log" >>"$W/svc-start.txt"
+	echo "$up $p0 $e0 $pl $s2 $f2 ${fe:-0} ${ge:-0}" >>"$W/svc.txt"
+	sed -n 's/.*serving [0-9.]* s after the start: the store and its index \([0-9.]*\) s, the first epoch.s plan \([0-9.]*\) s.*/\1 \2/p' "$W/serve.log" >>"$W/svc-start.txt"
 	sed -n 's/.*epoch [0-9]* planned in \([0-9.]*\) s.*/\1/p' "$W/serve.log" >>"$W/svc-plan.txt"
 	grep -cE "no answer|has not returned" "$W/serve.log" >>"$W/svc-trips.txt" || :
 }
@@ -231,13 +234,15 @@ svc_rows() {
 	done
 	svc() { awk -v f="$1" '{ print $f }' "$W/svc.txt" | median; }
 	svc_up=$(svc 1) svc_p0=$(svc 2) svc_e0=$(svc 3) svc_pl=$(svc 4) svc_s2=$(svc 5) svc_f2=$(svc 6)
+	svc_fe=$(svc 7) svc_ge=$(svc 8)
 	svc_ix=$(awk '{ print $1 }' "$W/svc-start.txt" | median) svc_p01=$(awk '{ print $2 }' "$W/svc-start.txt" | median)
 	svc_plan=$(median <"$W/svc-plan.txt")
 	svc_trips=$(awk '{ s += $1 } END { print s + 0 }' "$W/svc-trips.txt")
-	row "service start, $nk samples, 2 nodes: serving (index checked, epochs 0-1 planned)" "$svc_up s" "-" "$svc_up" "-" "#27"
+	row "service start, $nk samples, 2 nodes: serving (index checked, epoch 0 planned)" "$svc_up s" "-" "$svc_up" "-" "#27"
 	row "service start, $nk samples: epoch 0's prefetch starts / ends" "$svc_p0 / $svc_e0 s" "-" "$svc_p0" "-" "#27"
 	row "epoch switch, $nk samples: from the readers' epoch to the next epoch planned (share published)" "$svc_pl s" "-" "$svc_pl" "-" "#27"
 	row "epoch switch, $nk samples: to its prefetch started / ended" "$svc_s2 / $svc_f2 s" "-" "$svc_s2" "-" "#27"
+	row "service, $nk samples: MPI gets for epoch 0's remote samples (node 0)" "$svc_ge gets / $svc_fe samples" "-" "$svc_ge" "-" "#27"
 	row "service, $nk samples: --timeout 2 trips over $ROUNDS starts and switches" "$svc_trips" "-" "$svc_trips" "<= 0" "#27"
 	{
 		echo "service_serving_s_$N $svc_up"
@@ -250,8 +255,10 @@ svc_rows() {
 		echo "service_switch_prefetch_start_s_$N $svc_s2"
 		echo "service_switch_prefetched_s_$N $svc_f2"
 		echo "service_timeout_trips_$N $svc_trips"
+		echo "service_epoch0_fetched_$N $svc_fe"
+		echo "service_epoch0_gets_$N $svc_ge"
 	} >>"$RES/scale.dat"
-	note "Service (issue 27's service side), $N samples on the same 2 simulated nodes, $ROUNDS rounds (medians): dstage serve --timeout 2 started until both nodes serve ($svc_up s: the store's index checked $svc_ix s, epochs 0 and 1 planned $svc_p01 s, from the service's debug log), until epoch 0's prefetch starts ($svc_p0 s) and ends ($svc_e0 s); then readers enter epoch 1 on both nodes, and from the moment both readers' list opens returned: epoch 2 planned and its share published $svc_pl s (a plan alone, in the planner thread: $svc_plan s), its prefetch started $svc_s2 s and ended $svc_f2 s.  The prefetch's own time is the gets' (one MPI_Get per sample: bench/exchange.sh).  Planning runs off the main thread: --timeout 2 trips: $svc_trips.  Issue 27's goals at 14M: epoch 0 ready <= 5 s after start, a switch <= 2 s, no 2 s --timeout trip."
+	note "Service (issue 27's service side), $N samples on the same 2 simulated nodes, $ROUNDS rounds (medians): dstage serve --timeout 2 started until both nodes serve ($svc_up s: the store's index opened (and checked, where it is not checked beside the plan) $svc_ix s, epoch 0 planned $svc_p01 s, from the service's debug log; epoch 1 is planned once epoch 0's prefetch has started), until epoch 0's prefetch starts ($svc_p0 s) and ends ($svc_e0 s); then readers enter epoch 1 on both nodes, and from the moment both readers' list opens returned: epoch 2 planned and its share published $svc_pl s (a plan alone, in the planner thread: $svc_plan s), its prefetch started $svc_s2 s and ended $svc_f2 s.  The prefetch's own time is the gets' (bench/exchange.sh): one MPI_Get per run of samples adjacent in the holder's store, $svc_ge gets for node 0's $svc_fe remote samples of epoch 0.  Planning runs off the main thread: --timeout 2 trips: $svc_trips.  Issue 27's goals at 14M: epoch 0 ready <= 5 s after start, a switch <= 2 s, no 2 s --timeout trip."
 }
 
 for n in $SIZES; do

@@ -38,13 +38,10 @@ untar_all() {
 say "$NS shards x $NM samples: $tbytes B of tars, $mbytes B of members"
 
 # ---- 1, 2: stage in place vs tar xf vs cp -------------------------------
-: >"$W/t.dstage"
-: >"$W/t.tarx"
-: >"$W/t.cp"
+for who in dstage tarx cp; do : >"$W/t.$who"; done
 r=0
 while [ $r -lt $ROUNDS ]; do
-	case $((r % 3)) in 0) order="dstage tarx cp" ;; 1) order="tarx cp dstage" ;; *) order="cp dstage tarx" ;; esac
-	for who in $order; do
+	for who in $(rotated $r dstage tarx cp); do
 		rm -rf "$W/x"
 		mkdir -p "$W/x"
 		t0=$(now)
@@ -125,13 +122,10 @@ for m in tarfile.open(sys.argv[1]):
     if m.isfile():
         print(sys.argv[1] + "/" + m.name)' "$s"; done) >"$W/members"
 nmem=$(wc -l <"$W/members")
-: >"$W/r.rand"
-: >"$W/r.path"
-: >"$W/r.stream"
+for who in rand path stream; do : >"$W/r.$who"; done
 r=0
 while [ $r -lt $ROUNDS ]; do
-	case $((r % 3)) in 0) order="rand path stream" ;; 1) order="path stream rand" ;; *) order="stream rand path" ;; esac
-	for who in $order; do
+	for who in $(rotated $r rand path stream); do
 		case $who in
 		rand) shim "$J" 0 "$M" $PY "$TP" files "$M" "$W/members" $r ;;
 		path) shim "$J" 0 "$M" $PY "$TP" files "$M" "$W/members" ;;

@@ -22,16 +22,6 @@ bytes=$((bytes + 50 * 16384))
 nfiles=$((NF + 50))
 tar -cf "$WS/src.tar" -C "$WS/src" .
 
-cat >"$W/io.sh" <<'EOS'
-#!/bin/sh
-# io.sh FILE CMD...: run CMD, then add its rchar (its children's included,
-# once they were waited for) to FILE
-f=$1; shift
-"$@"; rc=$?
-awk '/^rchar/ { print $2 }' /proc/$$/io >>"$f"
-exit $rc
-EOS
-
 n=0
 # one method's run: M FILE-OF-TIMES; the stores and copies go at once
 run_A() {
@@ -40,28 +30,23 @@ run_A() {
 	elapsed "$t0" >>"$W/t.A"
 	"$DSTAGE" clean --to "$W/st" --job a$n
 }
-run_B() {
+# packed M JOB NAME WRAP PACK-OPTION...: pack SRC to $WS/NAME$n, stage it
+# as job JOB$n; times pack + stage (t.M) and the stage alone (s.M)
+packed() {
+	_m=$1 _j=$2$n _p=$WS/$3$n _w=$4
+	shift 4
 	t0=$(now)
-	$1 "$DSTAGE" pack -q --no-fsync -S 64MiB "$WS/src" "$WS/pack$n"
+	$_w "$DSTAGE" pack -q --no-fsync "$@" "$WS/src" "$_p"
 	t1=$(now)
-	$ds_mpiexec -n 2 $1 "$DSTAGE" stage "$WS/pack$n" --to "$W/st" --job b$n --node-per-rank -q
-	elapsed "$t0" >>"$W/t.B"
-	elapsed "$t1" >>"$W/s.B"
-	du -sb "$WS/pack$n" | cut -f1 >"$W/size.B"
-	"$DSTAGE" clean --to "$W/st" --job b$n
-	rm -rf "$WS/pack$n"
+	$ds_mpiexec -n 2 $_w "$DSTAGE" stage "$_p" --to "$W/st" --job $_j --node-per-rank -q
+	elapsed "$t0" >>"$W/t.$_m"
+	elapsed "$t1" >>"$W/s.$_m"
+	du -sb "$_p" | cut -f1 >"$W/size.$_m"
+	"$DSTAGE" clean --to "$W/st" --job $_j
+	rm -rf "$_p"
 }
-run_C() {
-	t0=$(now)
-	$1 "$DSTAGE" pack -q --no-fsync --in-place "$WS/src" "$WS/ip$n"
-	t1=$(now)
-	$ds_mpiexec -n 2 $1 "$DSTAGE" stage "$WS/ip$n" --to "$W/st" --job c$n --node-per-rank -q
-	elapsed "$t0" >>"$W/t.C"
-	elapsed "$t1" >>"$W/s.C"
-	du -sb "$WS/ip$n" | cut -f1 >"$W/size.C"
-	"$DSTAGE" clean --to "$W/st" --job c$n
-	rm -rf "$WS/ip$n"
-}
+run_B() { packed B b pack "$1" -S 64MiB; }
+run_C() { packed C c ip "$1" --in-place; }
 run_D() {
 	t0=$(now)
 	$1 cp -r "$WS/src" "$W/cp"
@@ -86,7 +71,7 @@ while [ $r -lt $ROUNDS ]; do
 done
 
 # the costs on the shared side: one run each under strace -f (opens) and
-# io.sh (rchar)
+# $RCHAR (benchlib.sh)
 opens() {
 	# files opened under the shared scratch: absolute paths there, and the
 	# relative ones dstage opens below a directory descriptor there (pack:
@@ -100,7 +85,7 @@ for m in A B C D E; do
 	: >"$W/rchar.$m"
 	# strace around each command of the method (each rank, pack, cp, tar):
 	# one trace file per process (-ff), gathered
-	run_$m "strace -ff -qq -s 4096 -e trace=open,openat,openat2 -o $W/trace.$m sh $W/io.sh $W/rchar.$m"
+	run_$m "strace -ff -qq -s 4096 -e trace=open,openat,openat2 -o $W/trace.$m sh $RCHAR $W/rchar.$m"
 	cat "$W"/trace.$m.* >"$W/trace.$m" 2>/dev/null || :
 	rm -f "$W"/trace.$m.*
 	echo "$(awk '{ s += $1 } END { print s + 0 }' "$W/rchar.$m") $(opens "$W/trace.$m")" >"$W/cost.$m"

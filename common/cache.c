@@ -323,12 +323,20 @@ static int spare_fit(struct ds_cache_epoch *sp, size_t len)
 int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t *ids,
                        const uint64_t *lens, size_t n, struct ds_cache_epoch **out)
 {
+	return ds_cache_epoch_new_runs(svc, epoch, ids, lens, NULL, n, out);
+}
+
+int ds_cache_epoch_new_runs(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t *ids,
+                            const uint64_t *lens, const uint8_t *joined, size_t n,
+                            struct ds_cache_epoch **out)
+{
 	*out = NULL;
 	if (n > UINT32_MAX)
 		return -EINVAL;
 	struct ds_cache_epoch *ep = calloc(1, sizeof(*ep));
 	struct id_at *ia = malloc((n + 1) * sizeof(*ia));
 	uint32_t *slot_of_at = malloc((n + 1) * sizeof(uint32_t));
+	uint64_t *offs = NULL;
 	int rc = -ENOMEM;
 	if (!ep || !ia || !slot_of_at)
 		goto fail;
@@ -352,12 +360,24 @@ int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t 
 		goto fail;
 	uint64_t off_entries = align_up(sizeof(struct ds_cache_hdr), DS_CACHE_ALIGN);
 	uint64_t off_data = align_up(off_entries + m * sizeof(struct ds_cache_ent), 4096);
-	uint64_t data = 0;
-	for (size_t i = 0, j = 0; i < n; i++)
+	/* each distinct entry's offset in the data, in fetch order: on the
+	 * next DS_CACHE_ALIGN boundary, or right after the entry before when
+	 * it is joined to it (both kept: a repeat breaks the run) */
+	offs = malloc((m + 1) * sizeof(uint64_t));
+	if (!offs)
+		goto fail;
+	uint64_t data = 0, end = 0;
+	for (size_t i = 0, j = 0, last = SIZE_MAX; i < n; i++)
 		if (slot_of_at[i] != UINT32_MAX) {
-			ep->order[j++] = slot_of_at[i];
-			data += align_up(lens[i], DS_CACHE_ALIGN);
+			ep->order[j] = slot_of_at[i];
+			uint64_t o = joined && i && joined[i] && last == i - 1
+			                     ? end
+			                     : align_up(end, DS_CACHE_ALIGN);
+			offs[j++] = o;
+			end = o + lens[i];
+			last = i;
 		}
+	data = align_up(end, DS_CACHE_ALIGN);
 	ep->map_len = off_data + data;
 	if (asprintf(&ep->path, "%s/%llu.%016llx", svc->dir, (unsigned long long)epoch,
 	             (unsigned long long)ep->gen) < 0) {
@@ -435,12 +455,8 @@ layout:
 			e->state = DS_CACHE_PENDING;
 			e->len = lens[ia[i].at];
 		}
-	uint64_t off = 0;
-	for (size_t j = 0; j < m; j++) {
-		struct ds_cache_ent *e = &ep->tab[ep->order[j]];
-		e->off = off;
-		off += align_up(e->len, DS_CACHE_ALIGN);
-	}
+	for (size_t j = 0; j < m; j++)
+		ep->tab[ep->order[j]].off = offs[j];
 	struct ds_cache_hdr *h = ep->h;
 	memcpy(h->magic, DS_CACHE_MAGIC, 8);
 	h->version = DS_CACHE_VERSION;
@@ -458,11 +474,13 @@ layout:
 	}
 	free(ia);
 	free(slot_of_at);
+	free(offs);
 	*out = ep;
 	return 0;
 fail:
 	free(ia);
 	free(slot_of_at);
+	free(offs);
 	if (ep)
 		epoch_release(ep);
 	return rc;

@@ -86,7 +86,9 @@ void ds_cache_set_atfork_child(struct ds_cache_set *cs);
 #define DS_CACHE_CTL_MAGIC 0x314c544348434344ull /* "DCCHCTL1" */
 #define DS_CACHE_VERSION 2u /* 2: readers hold an OFD read lock while they map */
 #define DS_CACHE_MAX_LIVE 4
-#define DS_CACHE_ALIGN 64u /* every entry's data starts on a cache line */
+#define DS_CACHE_ALIGN                                                                             \
+	64u /* every entry's data starts on a cache line, but
+                              within a run fetched as one (ds_cache_epoch_new_runs) */
 
 /* READY: the bytes are complete, a reader checks their CRC itself;
  * VERIFIED: complete, and the service has checked them against the index's
@@ -142,6 +144,14 @@ void ds_cache_svc_free(struct ds_cache_svc *svc);
  * 0 or -errno (-ENOSPC when the file system cannot hold it). */
 int ds_cache_epoch_new(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t *ids,
                        const uint64_t *lens, size_t n, struct ds_cache_epoch **out);
+/* The same, where joined[i] != 0 says that ids[i]'s bytes follow ids[i-1]'s
+ * directly where they are fetched from: its data is laid right after
+ * ids[i-1]'s (not on the next DS_CACHE_ALIGN boundary), so that one get
+ * fills a run of such entries (shuffle/exchange.c).  joined NULL: every
+ * entry aligned, as ds_cache_epoch_new. */
+int ds_cache_epoch_new_runs(struct ds_cache_svc *svc, uint64_t epoch, const uint32_t *ids,
+                            const uint64_t *lens, const uint8_t *joined, size_t n,
+                            struct ds_cache_epoch **out);
 /* Distinct entries, in fetch order. */
 size_t ds_cache_epoch_count(const struct ds_cache_epoch *ep);
 /* Where the i-th distinct entry's bytes go (writable), its id and length. */

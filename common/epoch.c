@@ -161,131 +161,192 @@ static uint32_t loc_of(const struct ds_index *ix, uint32_t p, uint32_t node)
  * slots of p not kept.  Augmenting paths part -> holder -> part -> ... ->
  * node with room (a bipartite b-matching, max-flow style) until none is
  * left; then deal the kept counts back onto the slots in Q order, so each
- * partition's kept slots stay its first ones in Q, a random subset. */
-static int repair(const struct ds_index *ix, const uint32_t *part, const uint32_t *perm,
-                  uint32_t n, size_t t, size_t quota, size_t *kept, uint32_t *assign)
+ * partition's kept slots stay its first ones in Q, a random subset.
+ * struct flow is repair()'s state; its phases are the functions below. */
+struct flow {
+	const struct ds_index *ix;
+	uint32_t np, k, nl;
+	uint64_t *y, *u; /* kept slots per location, stranded slots per partition */
+	/* CSR: node -> locations it holds (one per partition) */
+	uint32_t *nfirst, *nlocl, *fill, *loc_part;
+	/* BFS state: predecessor location of a node / part, visit marks */
+	uint32_t *from_node, *from_part, *queue;
+};
+
+static void flow_free(struct flow *f)
+{
+	free(f->y);
+	free(f->u);
+	free(f->nfirst);
+	free(f->nlocl);
+	free(f->from_node);
+	free(f->from_part);
+	free(f->queue);
+	free(f->fill);
+	free(f->loc_part);
+}
+
+static int flow_alloc(struct flow *f, const struct ds_index *ix)
 {
 	uint32_t np = ix->h->nparts, k = ix->h->nnodes, nl = ix->h->nlocs;
-	uint64_t *y = calloc(nl + 1, sizeof(uint64_t)), *u = calloc(np + 1, sizeof(uint64_t));
-	/* CSR: node -> locations it holds (one per partition) */
-	uint32_t *nfirst = calloc((size_t)k + 1, sizeof(uint32_t)), *nlocl = malloc((nl + 1) * 4);
-	/* BFS state: predecessor location of a node / part, visit marks */
-	uint32_t *from_node = malloc(((size_t)k + 1) * 4), *from_part = malloc(((size_t)np + 1) * 4);
-	uint32_t *queue = malloc(((size_t)np + k + 1) * 4), *fill = calloc((size_t)k + 1, 4);
-	uint32_t *loc_part = malloc((nl + 1) * 4);
-	int rc = -ENOMEM;
-	if (!y || !u || !nfirst || !nlocl || !from_node || !from_part || !queue || !fill || !loc_part)
-		goto out;
-	for (uint32_t p = 0; p < np; p++)
+	*f = (struct flow){.ix = ix, .np = np, .k = k, .nl = nl};
+	f->y = calloc(nl + 1, sizeof(uint64_t));
+	f->u = calloc(np + 1, sizeof(uint64_t));
+	f->nfirst = calloc((size_t)k + 1, sizeof(uint32_t));
+	f->nlocl = malloc((nl + 1) * 4);
+	f->from_node = malloc(((size_t)k + 1) * 4);
+	f->from_part = malloc(((size_t)np + 1) * 4);
+	f->queue = malloc(((size_t)np + k + 1) * 4);
+	f->fill = calloc((size_t)k + 1, 4);
+	f->loc_part = malloc((nl + 1) * 4);
+	if (!f->y || !f->u || !f->nfirst || !f->nlocl || !f->from_node || !f->from_part ||
+	    !f->queue || !f->fill || !f->loc_part)
+		return -ENOMEM;
+	return 0;
+}
+
+/* The graph: each location's partition, and each node's locations (CSR). */
+static void flow_graph(struct flow *f)
+{
+	const struct ds_index *ix = f->ix;
+	for (uint32_t p = 0; p < f->np; p++)
 		for (uint32_t l = 0; l < ix->parts[p].nloc; l++) {
 			uint32_t li = ix->parts[p].loc + l;
-			loc_part[li] = p;
-			if (ix->locs[li].node < k)
-				nfirst[ix->locs[li].node + 1]++;
+			f->loc_part[li] = p;
+			if (ix->locs[li].node < f->k)
+				f->nfirst[ix->locs[li].node + 1]++;
 		}
-	for (uint32_t h = 0; h < k; h++)
-		nfirst[h + 1] += nfirst[h];
-	for (uint32_t li = 0; li < nl; li++) {
+	for (uint32_t h = 0; h < f->k; h++)
+		f->nfirst[h + 1] += f->nfirst[h];
+	for (uint32_t li = 0; li < f->nl; li++) {
 		uint32_t h = ix->locs[li].node;
-		if (h < k)
-			nlocl[nfirst[h] + fill[h]++] = li;
+		if (h < f->k)
+			f->nlocl[f->nfirst[h] + f->fill[h]++] = li;
 	}
+}
+
+/* The counts of the greedy pass's assignment. */
+static void flow_count(struct flow *f, const uint32_t *part, const uint32_t *perm, uint32_t n,
+                       size_t t, const uint32_t *assign)
+{
 	for (size_t i = 0; i < t; i++) {
 		uint32_t p = part[perm[i % n]];
-		if (p >= np)
+		if (p >= f->np)
 			continue;
 		if (assign[i] == UNASSIGNED)
-			u[p]++;
+			f->u[p]++;
 		else
-			y[loc_of(ix, p, assign[i])]++;
+			f->y[loc_of(f->ix, p, assign[i])]++;
 	}
-	for (;;) {
-		/* multi-source BFS from every partition with stranded slots */
-		size_t qh = 0, qt = 0;
-		for (uint32_t h = 0; h < k; h++)
-			from_node[h] = UNASSIGNED;
-		for (uint32_t p = 0; p < np; p++) {
-			from_part[p] = UNASSIGNED;
-			if (u[p] && ix->parts[p].nloc > 1) {
-				from_part[p] = nl; /* a source */
-				queue[qt++] = p;
-			}
+}
+
+/* From full node h, queue every partition h keeps a slot of, not yet reached. */
+static void flow_enqueue_kept(struct flow *f, uint32_t h, size_t *qt)
+{
+	for (uint32_t j = f->nfirst[h]; j < f->nfirst[h + 1]; j++) {
+		uint32_t l2 = f->nlocl[j], p2 = f->loc_part[l2];
+		if (f->y[l2] && f->from_part[p2] == UNASSIGNED) {
+			f->from_part[p2] = l2;
+			f->queue[(*qt)++] = p2;
 		}
-		uint32_t sink = UNASSIGNED;
-		while (qh < qt && sink == UNASSIGNED) {
-			uint32_t p = queue[qh++];
-			const struct ds_part *pp = &ix->parts[p];
-			for (uint32_t l = 0; l < pp->nloc && sink == UNASSIGNED; l++) {
-				uint32_t li = pp->loc + l, h = ix->locs[li].node;
-				if (h >= k || from_node[h] != UNASSIGNED)
-					continue;
-				from_node[h] = li; /* reached h by adding a slot of p */
-				if (kept[h] < quota) {
-					sink = h;
-					break;
-				}
-				/* h is full: it may give up a slot of a partition p2 it keeps */
-				for (uint32_t j = nfirst[h]; j < nfirst[h + 1]; j++) {
-					uint32_t l2 = nlocl[j], p2 = loc_part[l2];
-					if (y[l2] && from_part[p2] == UNASSIGNED) {
-						from_part[p2] = l2;
-						queue[qt++] = p2;
-					}
-				}
-			}
+	}
+}
+
+/* Multi-source BFS from every partition with stranded slots: the node with
+ * room an augmenting path ends at, or UNASSIGNED when there is none. */
+static uint32_t flow_find_path(struct flow *f, const size_t *kept, size_t quota)
+{
+	const struct ds_index *ix = f->ix;
+	size_t qh = 0, qt = 0;
+	for (uint32_t h = 0; h < f->k; h++)
+		f->from_node[h] = UNASSIGNED;
+	for (uint32_t p = 0; p < f->np; p++) {
+		f->from_part[p] = UNASSIGNED;
+		if (f->u[p] && ix->parts[p].nloc > 1) {
+			f->from_part[p] = f->nl; /* a source */
+			f->queue[qt++] = p;
 		}
-		if (sink == UNASSIGNED)
+	}
+	while (qh < qt) {
+		uint32_t p = f->queue[qh++];
+		const struct ds_part *pp = &ix->parts[p];
+		for (uint32_t l = 0; l < pp->nloc; l++) {
+			uint32_t li = pp->loc + l, h = ix->locs[li].node;
+			if (h >= f->k || f->from_node[h] != UNASSIGNED)
+				continue;
+			f->from_node[h] = li; /* reached h by adding a slot of p */
+			if (kept[h] < quota)
+				return h;
+			/* h is full: it may give up a slot of a partition p2 it keeps */
+			flow_enqueue_kept(f, h, &qt);
+		}
+	}
+	return UNASSIGNED;
+}
+
+/* The bottleneck along the path ending at sink, then push it through. */
+static void flow_augment(struct flow *f, uint32_t sink, size_t quota, size_t *kept)
+{
+	const struct ds_index *ix = f->ix;
+	uint64_t d = quota - kept[sink];
+	for (uint32_t h = sink;;) {
+		uint32_t li = f->from_node[h], p = f->loc_part[li], back = f->from_part[p];
+		if (back == f->nl) {
+			d = d < f->u[p] ? d : f->u[p];
 			break;
-		/* bottleneck along the path, then push */
-		uint64_t d = quota - kept[sink];
-		for (uint32_t h = sink;;) {
-			uint32_t li = from_node[h], p = loc_part[li], back = from_part[p];
-			if (back == nl) {
-				d = d < u[p] ? d : u[p];
-				break;
-			}
-			d = d < y[back] ? d : y[back];
-			h = ix->locs[back].node;
 		}
-		for (uint32_t h = sink;;) {
-			uint32_t li = from_node[h], p = loc_part[li], back = from_part[p];
-			y[li] += d;
-			if (back == nl) {
-				u[p] -= d;
-				break;
-			}
-			y[back] -= d;
-			h = ix->locs[back].node;
-		}
-		kept[sink] += d;
+		d = d < f->y[back] ? d : f->y[back];
+		h = ix->locs[back].node;
 	}
-	/* deal the counts onto the slots: the holder with the most left first */
+	for (uint32_t h = sink;;) {
+		uint32_t li = f->from_node[h], p = f->loc_part[li], back = f->from_part[p];
+		f->y[li] += d;
+		if (back == f->nl) {
+			f->u[p] -= d;
+			break;
+		}
+		f->y[back] -= d;
+		h = ix->locs[back].node;
+	}
+	kept[sink] += d;
+}
+
+/* Deal the counts onto the slots: the holder with the most left first. */
+static void flow_deal(struct flow *f, const uint32_t *part, const uint32_t *perm, uint32_t n,
+                      size_t t, uint32_t *assign)
+{
+	const struct ds_index *ix = f->ix;
 	for (size_t i = 0; i < t; i++) {
 		uint32_t p = part[perm[i % n]];
 		assign[i] = UNASSIGNED;
-		if (p >= np)
+		if (p >= f->np)
 			continue;
 		const struct ds_part *pp = &ix->parts[p];
 		uint32_t best = UNASSIGNED;
 		for (uint32_t l = 0; l < pp->nloc; l++)
-			if (y[pp->loc + l] && (best == UNASSIGNED || y[pp->loc + l] > y[best]))
+			if (f->y[pp->loc + l] &&
+			    (best == UNASSIGNED || f->y[pp->loc + l] > f->y[best]))
 				best = pp->loc + l;
 		if (best != UNASSIGNED) {
-			y[best]--;
+			f->y[best]--;
 			assign[i] = ix->locs[best].node;
 		}
 	}
-	rc = 0;
-out:
-	free(y);
-	free(u);
-	free(nfirst);
-	free(nlocl);
-	free(from_node);
-	free(from_part);
-	free(queue);
-	free(fill);
-	free(loc_part);
+}
+
+static int repair(const struct ds_index *ix, const uint32_t *part, const uint32_t *perm, uint32_t n,
+                  size_t t, size_t quota, size_t *kept, uint32_t *assign)
+{
+	struct flow f;
+	int rc = flow_alloc(&f, ix);
+	if (rc == 0) {
+		flow_graph(&f);
+		flow_count(&f, part, perm, n, t, assign);
+		for (uint32_t sink; (sink = flow_find_path(&f, kept, quota)) != UNASSIGNED;)
+			flow_augment(&f, sink, quota, kept);
+		flow_deal(&f, part, perm, n, t, assign);
+	}
+	flow_free(&f);
 	return rc;
 }
 

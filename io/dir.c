@@ -84,15 +84,6 @@ void ds__dir_atfork_child(void)
 }
 
 /* ---- listing -------------------------------------------------------------- */
-size_t ds__dir_count(const struct ds__file *f)
-{
-	if (f->kind == DS__F_VDIR)
-		return ds__virt_count(&f->v);
-	/* the mount root lists the outputs directory too (write.c) */
-	return ds_ix_nchildren(&ds__g.ix, (uint32_t)f->id) +
-	       (f->id == 0 && ds__out_root_entry(NULL, NULL, NULL));
-}
-
 static unsigned char dtype(mode_t m)
 {
 	return S_ISDIR(m) ? DT_DIR : S_ISLNK(m) ? DT_LNK : S_ISREG(m) ? DT_REG : DT_UNKNOWN;

@@ -254,11 +254,6 @@ void ds__virt_stat(const struct ds__vent *v, struct stat *st, int with_size)
 	}
 }
 
-size_t ds__virt_count(const struct ds__vent *v)
-{
-	return v->kind == DS__V_LIST ? 0 : 1;
-}
-
 int ds__virt_child(const struct ds__vent *v, size_t i, char *name, size_t len, struct ds__vent *c)
 {
 	if (i != 0 || v->kind == DS__V_LIST)

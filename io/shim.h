@@ -419,9 +419,8 @@ int ds__stat_file(const struct ds__file *f, struct stat *st);
 int ds__perm(const struct stat *st, int mask);
 
 /* ---- directory listing (dir.c) ------------------------------------------- */
-/* Number of entries of directory f listed after "." and ".."; name, d_ino and
- * d_type of the i-th. */
-size_t ds__dir_count(const struct ds__file *f);
+/* Name, d_ino and d_type of the i-th entry of directory f listed after "."
+ * and ".."; -ENOENT past the last. */
 int ds__dir_child(const struct ds__file *f, size_t i, const char **name, size_t *nlen,
                   uint64_t *ino, unsigned char *type, char *tmp, size_t tmplen);
 void ds__dir_atfork_child(void);
@@ -466,8 +465,7 @@ uint64_t ds__virt_ino(const struct ds__vent *v);
  * takes the epoch's share (O(samples)): with_size = 0 leaves it 0, for the
  * callers that need the type, mode or inode only or know the size. */
 void ds__virt_stat(const struct ds__vent *v, struct stat *st, int with_size);
-/* Children of a virtual directory: count, and the i-th name. */
-size_t ds__virt_count(const struct ds__vent *v);
+/* Children of a virtual directory: the i-th name; -ENOENT past the last. */
 int ds__virt_child(const struct ds__vent *v, size_t i, char *name, size_t len, struct ds__vent *c);
 
 /* ---- the Python helper's entry points (pyapi.c) ---------------------------

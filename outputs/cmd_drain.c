@@ -132,39 +132,55 @@ ssize_t ds__out_read_text(const char *path, char **text)
 	return (ssize_t)len;
 }
 
-/* Copy AREA/ns/NAME to DIR/NAME the drain's way (temporary name, CRC
- * check, mode and mtime, fsync, rename, fsync of the directory). */
-static int recover(int afd, int dfd, const char *name, uint64_t size, int have_crc, uint32_t crc)
+/* A recovery's copy: the output's bytes in the area, and the temporary name
+ * in the drain directory they go to. */
+struct rcopy {
+	int in, pdir, out;
+	const char *base; /* the name in pdir */
+	char tmp[PATH_MAX];
+	struct stat st; /* of in */
+};
+
+/* Open AREA/ns/NAME: the bytes the service knew, size bytes. */
+static int recover_source(struct rcopy *c, int afd, const char *name, uint64_t size)
 {
-	const char *why, *base;
-	char src[PATH_MAX], tmp[PATH_MAX];
-	if (afd < 0 || dfd < 0 || ds_name_check(name, strlen(name), &why))
-		return -EINVAL;
+	char src[PATH_MAX];
 	if (snprintf(src, sizeof(src), DS_OUT_NS "/%s", name) >= (int)sizeof(src))
 		return -ENAMETOOLONG;
-	int in = openat(afd, src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (in < 0)
+	c->in = openat(afd, src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (c->in < 0)
 		return -errno;
-	struct stat st;
-	int rc = fstat(in, &st) < 0 ? -errno : 0;
-	if (!rc && (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size || (size && !st.st_blocks)))
-		rc = -ESTALE; /* not the bytes the service knew */
-	/* the drain directory by descriptor (drain.c): the copy, its rename
-	 * and the fsync of the directory act on the directory opened here */
-	int pdir = rc ? -1 : ds__drain_dirat(dfd, name, 1, &base);
-	if (!rc && pdir < 0)
-		rc = pdir;
-	if (!rc && snprintf(tmp, sizeof(tmp), "%s" DS_OUT_DRAIN_TMP "recover.%ld", base,
-	                    (long)getpid()) >= (int)sizeof(tmp))
-		rc = -ENAMETOOLONG;
-	int out =
-		rc ? -1
-		   : openat(pdir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (!rc && out < 0)
-		rc = -errno;
-	char *buf = rc || !size ? NULL : malloc(size < (8u << 20) ? size : (8u << 20));
-	if (!rc && size && !buf)
-		rc = -ENOMEM;
+	if (fstat(c->in, &c->st) < 0)
+		return -errno;
+	if (!S_ISREG(c->st.st_mode) || (uint64_t)c->st.st_size != size ||
+	    (size && !c->st.st_blocks))
+		return -ESTALE; /* not the bytes the service knew */
+	return 0;
+}
+
+/* The drain directory by descriptor (drain.c): the copy, its rename and the
+ * fsync of the directory act on the directory opened here; the copy starts
+ * under a temporary name. */
+static int recover_target(struct rcopy *c, int dfd, const char *name)
+{
+	c->pdir = ds__drain_dirat(dfd, name, 1, &c->base);
+	if (c->pdir < 0)
+		return c->pdir;
+	if (snprintf(c->tmp, sizeof(c->tmp), "%s" DS_OUT_DRAIN_TMP "recover.%ld", c->base,
+	             (long)getpid()) >= (int)sizeof(c->tmp))
+		return -ENAMETOOLONG;
+	c->out =
+		openat(c->pdir, c->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	return c->out < 0 ? -errno : 0;
+}
+
+/* size bytes from in to out, 8 MiB at a time, and their CRC-32C. */
+static int recover_copy(int in, int out, uint64_t size, uint32_t *sum)
+{
+	char *buf = !size ? NULL : malloc(size < (8u << 20) ? size : (8u << 20));
+	if (size && !buf)
+		return -ENOMEM;
+	int rc = 0;
 	uint32_t c = 0;
 	for (uint64_t off = 0; !rc && off < size;) {
 		size_t n = size - off < (8u << 20) ? (size_t)(size - off) : (8u << 20);
@@ -177,23 +193,52 @@ static int recover(int afd, int dfd, const char *name, uint64_t size, int have_c
 		off += n;
 	}
 	free(buf);
-	if (!rc && have_crc && c != crc)
-		rc = -DS_ECHECKSUM;
-	struct timespec ts[2] = {st.st_atim, st.st_mtim};
-	if (!rc && (fchmod(out, st.st_mode & 0777) < 0 || futimens(out, ts) < 0 || fsync(out) < 0))
-		rc = -errno;
-	if (out >= 0 && close(out) < 0 && !rc)
-		rc = -errno;
-	close(in);
-	if (!rc && renameat(pdir, tmp, pdir, base) < 0)
-		rc = -errno;
-	if (!rc && fsync(pdir) < 0)
-		rc = -errno;
-	if (rc && out >= 0)
-		unlinkat(pdir, tmp, 0);
-	if (pdir >= 0)
-		close(pdir);
+	*sum = c;
 	return rc;
+}
+
+/* The copy under its name, unless rc says it failed: the source's mode and
+ * times, fsync, rename, fsync of the directory; on failure the temporary
+ * name removed.  Closes the copy's descriptors; rc or the first failure. */
+static int recover_finish(struct rcopy *c, int rc)
+{
+	struct timespec ts[2] = {c->st.st_atim, c->st.st_mtim};
+	if (!rc && (fchmod(c->out, c->st.st_mode & 0777) < 0 || futimens(c->out, ts) < 0 ||
+	            fsync(c->out) < 0))
+		rc = -errno;
+	if (c->out >= 0 && close(c->out) < 0 && !rc)
+		rc = -errno;
+	close(c->in);
+	if (!rc && renameat(c->pdir, c->tmp, c->pdir, c->base) < 0)
+		rc = -errno;
+	if (!rc && fsync(c->pdir) < 0)
+		rc = -errno;
+	if (rc && c->out >= 0)
+		unlinkat(c->pdir, c->tmp, 0);
+	if (c->pdir >= 0)
+		close(c->pdir);
+	return rc;
+}
+
+/* Copy AREA/ns/NAME to DIR/NAME the drain's way (temporary name, CRC
+ * check, mode and mtime, fsync, rename, fsync of the directory). */
+static int recover(int afd, int dfd, const char *name, uint64_t size, int have_crc, uint32_t crc)
+{
+	const char *why;
+	if (afd < 0 || dfd < 0 || ds_name_check(name, strlen(name), &why))
+		return -EINVAL;
+	struct rcopy c = {.in = -1, .pdir = -1, .out = -1};
+	int rc = recover_source(&c, afd, name, size);
+	if (c.in < 0)
+		return rc;
+	if (!rc)
+		rc = recover_target(&c, dfd, name);
+	uint32_t sum = 0;
+	if (!rc)
+		rc = recover_copy(c.in, c.out, size, &sum);
+	if (!rc && have_crc && sum != crc)
+		rc = -DS_ECHECKSUM;
+	return recover_finish(&c, rc);
 }
 
 void ds_outputs_status_line(const char *jobdir, const char *name)
@@ -263,6 +308,206 @@ void ds_outputs_clean(const char *jobdir)
 	closedir(d);
 }
 
+/* What ds_out_report knows of one node while it reports it. */
+struct report {
+	const char *node; /* the node directory's name */
+	int cleanup;
+	char path[PATH_MAX]; /* NODEDIR/outputs.status */
+	char *text;          /* its text */
+	char dir[PATH_MAX];  /* the drain directory (drain_to) */
+	int dfd, afd;        /* it and the output area, with cleanup */
+	int dfd_err;         /* why a recovery cannot copy when one is -1 */
+	struct ds_buf left;  /* the status lines of the outputs not recovered */
+	int any;             /* the status lists an output not drained */
+	int bad;
+};
+
+/* A recovery holds the node directory: several `dstage drain --wait` at
+ * once (one per node, the stores on a file system they share) recover each
+ * output once, and the next one reads the status the first left. */
+static int report_lock(const char *jobdir, const char *node)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", jobdir, node);
+	int lk = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	while (lk >= 0 && flock(lk, LOCK_EX) < 0 && errno == EINTR)
+		;
+	return lk;
+}
+
+/* NODEDIR/outputs.status into r->text: its length, 0 or -errno. */
+static ssize_t report_read(struct report *r, const char *jobdir)
+{
+	snprintf(r->path, sizeof(r->path), "%s/%s/" DS_OUT_STATUS, jobdir, r->node);
+	ssize_t n = ds__out_read_text(r->path, &r->text);
+	if (n < 0 && n != -ENOENT) {
+		/* a status that cannot be read may list outputs: say so */
+		ds_error("node %s: '%s': %s", r->node, r->path, ds_strerror((int)n));
+		r->bad = 1;
+	}
+	return n;
+}
+
+static void report_print(const struct report *r)
+{
+	char v[PATH_MAX];
+	const char *t = r->text;
+	printf("node %s: pending %s files, %s bytes; drained %s files, %s bytes; last "
+	       "'%s'; failed %s\n",
+	       r->node, kv(t, "pending_files", v, 64), kv(t, "pending_bytes", v + 64, 64),
+	       kv(t, "drained_files", v + 128, 64), kv(t, "drained_bytes", v + 192, 64),
+	       kv(t, "last_drained", v + 256, 2048), kv(t, "failed", v + 2400, 64));
+}
+
+/* The copy the service was making when it ended: a temporary name of ours,
+ * in the drain directory, never anything else. */
+static void report_remove_tmp(const struct report *r)
+{
+	char v[PATH_MAX];
+	const char *dir = r->dir;
+	kv(r->text, "draining_tmp", v, sizeof(v));
+	if (r->cleanup && v[0] && dir[0] && !strncmp(v, dir, strlen(dir)) &&
+	    v[strlen(dir)] == '/' && strstr(v, DS_OUT_DRAIN_TMP) && !strstr(v, "/../")) {
+		if (unlink(v) == 0)
+			ds_warn("node %s: removed the half-made copy '%s'", r->node, v);
+	}
+}
+
+/* With cleanup: the drain directory, by descriptor for the whole recovery,
+ * and the output area (it may be in a shared --outputs-to DIR): ours and
+ * private, checked on the descriptor it is read from. */
+static void report_open_dirs(struct report *r)
+{
+	char area[PATH_MAX];
+	kv(r->text, "area", area, sizeof(area));
+	r->dfd = r->cleanup && r->dir[0] ? open(r->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	r->dfd_err = r->dfd < 0 ? (r->dir[0] ? -errno : -EINVAL) : 0;
+	r->afd = r->cleanup && area[0] ? open(area, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+	                               : -1;
+	struct stat ast;
+	if (r->afd >= 0 &&
+	    (fstat(r->afd, &ast) < 0 || ast.st_uid != geteuid() || (ast.st_mode & 077))) {
+		close(r->afd);
+		r->afd = -1;
+		errno = EPERM;
+	}
+	if (r->afd < 0 && !r->dfd_err)
+		r->dfd_err = area[0] ? -errno : -EINVAL;
+}
+
+/* The status line q (ll bytes) stays: its output was not recovered. */
+static void report_keep(struct report *r, const char *q, size_t ll)
+{
+	ds_buf_add(&r->left, q, ll);
+	ds_buf_add(&r->left, "\n", 1);
+	r->bad = 1;
+}
+
+/* One line "undrained=SIZE CRC NAME" at q: the service is gone, its bytes
+ * are here: copied now (with cleanup), else named and kept. */
+static void report_undrained(struct report *r, const char *q)
+{
+	unsigned long long size;
+	unsigned crc = 0;
+	int off = 0;
+	char name[PATH_MAX], cs[9];
+	size_t ll = strcspn(q, "\n");
+	if (sscanf(q + 10, "%llu %8s %n", &size, cs, &off) < 2 || !off) {
+		/* never skipped in silence: named, and kept */
+		ds_error("node %s: '%.*s': a status line that cannot be read", r->node,
+		         (int)(ll < 200 ? ll : 200), q);
+		report_keep(r, q, ll);
+		return;
+	}
+	/* "--------": the service died before it summed the file (just after
+	 * its close): copied without the check */
+	int have_crc = strcmp(cs, "--------") != 0;
+	size_t nl = strcspn(q + 10 + off, "\n");
+	int rc = 0;
+	if (have_crc && sscanf(cs, "%x", &crc) != 1)
+		rc = -DS_EFORMAT;
+	if (nl >= sizeof(name))
+		rc = -ENAMETOOLONG; /* never a name cut short */
+	snprintf(name, sizeof(name), "%.*s", (int)(nl < sizeof(name) ? nl : 0), q + 10 + off);
+	if (!rc)
+		rc = !r->cleanup ? -EAGAIN
+		     : r->dfd < 0 || r->afd < 0
+		             ? r->dfd_err
+		             : recover(r->afd, r->dfd, name, size, have_crc, crc);
+	if (!rc) {
+		ds_warn("node %s: '%s': recovered from the node's output area into '%s' (the "
+		        "service had not drained it)",
+		        r->node, name, r->dir);
+		return;
+	}
+	ds_error("node %s: '%.*s': closed but not drained to '%s'%s%s", r->node,
+	         (int)(nl < 1024 ? nl : 1024), q + 10 + off, r->dir, rc == -EAGAIN ? "" : ": ",
+	         rc == -EAGAIN ? "" : ds_strerror(rc));
+	report_keep(r, q, ll);
+}
+
+/* The status says what is left: the outputs not recovered (a new service
+ * refuses to start, and wipes nothing, while one is listed), or
+ * recovered=1. */
+static void report_rewrite(struct report *r)
+{
+	struct ds_buf b = {0};
+	for (const char *l = r->text; *l;) {
+		size_t ll = strcspn(l, "\n");
+		if (strncmp(l, "undrained=", 10) && strncmp(l, "failed=", 7) &&
+		    strncmp(l, "draining_tmp=", 13) && strncmp(l, "pending_", 8) &&
+		    strncmp(l, "recovered=", 10))
+			ds_buf_add(&b, l, ll + (l[ll] == '\n'));
+		l += ll + (l[ll] == '\n');
+	}
+	if (r->left.len)
+		ds_buf_add(&b, r->left.data, r->left.len);
+	else
+		ds_buf_add(&b, "recovered=1\n", 12);
+	int wrc = ds_write_file_atomic(r->path, b.data, b.len, 0600);
+	if (wrc) {
+		ds_error("node %s: '%s': %s", r->node, r->path, ds_strerror(wrc));
+		r->bad = 1;
+	}
+	ds_buf_release(&b);
+}
+
+/* One node of ds_out_report: 1 when it has outputs not drained (said). */
+static int report_node(const char *jobdir, const char *node, int cleanup, int print)
+{
+	struct report r = {.node = node, .cleanup = cleanup, .dfd = -1, .afd = -1};
+	int lk = cleanup ? report_lock(jobdir, node) : -1;
+	if (report_read(&r, jobdir) > 0) {
+		kv(r.text, "drain_to", r.dir, sizeof(r.dir));
+		if (print)
+			report_print(&r);
+		report_remove_tmp(&r);
+		report_open_dirs(&r);
+		for (const char *q = r.text; (q = strstr(q, "undrained=")); q++)
+			if (q == r.text || q[-1] == '\n') {
+				r.any = 1;
+				report_undrained(&r, q);
+			}
+		if (r.dfd >= 0)
+			close(r.dfd);
+		if (r.afd >= 0)
+			close(r.afd);
+		char v[PATH_MAX];
+		int failed = atoi(kv(r.text, "failed", v, sizeof(v)));
+		if (!r.any && failed > 0) {
+			ds_error("node %s: %s drain operation(s) to '%s' failed", node, v, r.dir);
+			r.bad = 1;
+		}
+		if (cleanup && r.any)
+			report_rewrite(&r);
+		ds_buf_release(&r.left);
+	}
+	free(r.text);
+	if (lk >= 0)
+		close(lk); /* and its lock */
+	return r.bad;
+}
+
 int ds_out_report(const char *jobdir, int cleanup, int print)
 {
 	DIR *d = opendir(jobdir);
@@ -272,155 +517,9 @@ int ds_out_report(const char *jobdir, int cleanup, int print)
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		uint64_t k;
-		if (ds_parse_u64(de->d_name, &k))
-			continue;
-		char p[PATH_MAX], v[PATH_MAX], dir[PATH_MAX], *text = NULL;
-		/* a recovery holds the node directory: several `dstage drain
-		 * --wait` at once (one per node, the stores on a file system
-		 * they share) recover each output once, and the next one reads
-		 * the status the first left */
-		int lk = -1;
-		if (cleanup) {
-			snprintf(p, sizeof(p), "%s/%s", jobdir, de->d_name);
-			lk = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-			while (lk >= 0 && flock(lk, LOCK_EX) < 0 && errno == EINTR)
-				;
-		}
-		snprintf(p, sizeof(p), "%s/%s/" DS_OUT_STATUS, jobdir, de->d_name);
-		ssize_t n = ds__out_read_text(p, &text);
-		if (n < 0 && n != -ENOENT) {
-			/* a status that cannot be read may list outputs: say so */
-			ds_error("node %s: '%s': %s", de->d_name, p, ds_strerror((int)n));
+		if (!ds_parse_u64(de->d_name, &k) &&
+		    report_node(jobdir, de->d_name, cleanup, print))
 			bad = 1;
-		}
-		if (n <= 0) {
-			free(text);
-			if (lk >= 0)
-				close(lk);
-			continue;
-		}
-		kv(text, "drain_to", dir, sizeof(dir));
-		if (print)
-			printf("node %s: pending %s files, %s bytes; drained %s files, %s bytes; last "
-			       "'%s'; failed %s\n",
-			       de->d_name, kv(text, "pending_files", v, 64), kv(text, "pending_bytes", v + 64, 64),
-			       kv(text, "drained_files", v + 128, 64), kv(text, "drained_bytes", v + 192, 64),
-			       kv(text, "last_drained", v + 256, 2048), kv(text, "failed", v + 2400, 64));
-		kv(text, "draining_tmp", v, sizeof(v));
-		/* a temporary name of ours, in the drain directory: never
-		 * anything else */
-		if (cleanup && v[0] && dir[0] && !strncmp(v, dir, strlen(dir)) && v[strlen(dir)] == '/' &&
-		    strstr(v, DS_OUT_DRAIN_TMP) && !strstr(v, "/../")) {
-			if (unlink(v) == 0)
-				ds_warn("node %s: removed the half-made copy '%s'", de->d_name, v);
-		}
-		char area[PATH_MAX];
-		kv(text, "area", area, sizeof(area));
-		/* the drain directory, by descriptor for the whole recovery */
-		int dfd = cleanup && dir[0] ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-		int dfd_err = dfd < 0 ? (dir[0] ? -errno : -EINVAL) : 0;
-		/* the output area too (it may be in a shared --outputs-to DIR):
-		 * ours and private, checked on the descriptor it is read from */
-		int afd = cleanup && area[0]
-		                  ? open(area, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-		                  : -1;
-		struct stat ast;
-		if (afd >= 0 &&
-		    (fstat(afd, &ast) < 0 || ast.st_uid != geteuid() || (ast.st_mode & 077))) {
-			close(afd);
-			afd = -1;
-			errno = EPERM;
-		}
-		if (afd < 0 && !dfd_err)
-			dfd_err = area[0] ? -errno : -EINVAL;
-		int any = 0, lost = 0;
-		/* what is left to recover: the lines of the outputs not recovered */
-		struct ds_buf left = {0};
-		for (const char *q = text; (q = strstr(q, "undrained=")); q++) {
-			if (q != text && q[-1] != '\n')
-				continue;
-			unsigned long long size;
-			unsigned crc = 0;
-			int off = 0;
-			char name[PATH_MAX], cs[9];
-			size_t ll = strcspn(q, "\n");
-			any = 1;
-			if (sscanf(q + 10, "%llu %8s %n", &size, cs, &off) < 2 || !off) {
-				/* never skipped in silence: named, and kept */
-				ds_error("node %s: '%.*s': a status line that cannot be read",
-				         de->d_name, (int)(ll < 200 ? ll : 200), q);
-				ds_buf_add(&left, q, ll);
-				ds_buf_add(&left, "\n", 1);
-				bad = lost = 1;
-				continue;
-			}
-			/* "--------": the service died before it summed the file
-			 * (just after its close): copied without the check */
-			int have_crc = strcmp(cs, "--------") != 0;
-			size_t nl = strcspn(q + 10 + off, "\n");
-			int rc = 0;
-			if (have_crc && sscanf(cs, "%x", &crc) != 1)
-				rc = -DS_EFORMAT;
-			if (nl >= sizeof(name))
-				rc = -ENAMETOOLONG; /* never a name cut short */
-			snprintf(name, sizeof(name), "%.*s", (int)(nl < sizeof(name) ? nl : 0),
-			         q + 10 + off);
-			/* the service is gone, its bytes are here: copy them now */
-			if (!rc)
-				rc = !cleanup ? -EAGAIN
-				     : dfd < 0 || afd < 0
-				             ? dfd_err
-				             : recover(afd, dfd, name, size, have_crc, crc);
-			if (!rc) {
-				ds_warn("node %s: '%s': recovered from the node's output area into '%s' (the "
-				        "service had not drained it)",
-				        de->d_name, name, dir);
-				continue;
-			}
-			ds_error("node %s: '%.*s': closed but not drained to '%s'%s%s", de->d_name,
-			         (int)(nl < 1024 ? nl : 1024), q + 10 + off, dir,
-			         rc == -EAGAIN ? "" : ": ", rc == -EAGAIN ? "" : ds_strerror(rc));
-			ds_buf_add(&left, q, ll);
-			ds_buf_add(&left, "\n", 1);
-			bad = lost = 1;
-		}
-		if (dfd >= 0)
-			close(dfd);
-		if (afd >= 0)
-			close(afd);
-		int failed = atoi(kv(text, "failed", v, sizeof(v)));
-		if (!any && failed > 0) {
-			ds_error("node %s: %s drain operation(s) to '%s' failed", de->d_name, v, dir);
-			bad = lost = 1;
-		}
-		if (cleanup && any) {
-			/* the status says what is left: the outputs not recovered
-			 * (a new service refuses to start, and wipes nothing, while
-			 * one is listed), or recovered=1 */
-			struct ds_buf b = {0};
-			for (const char *l = text; *l;) {
-				size_t ll = strcspn(l, "\n");
-				if (strncmp(l, "undrained=", 10) && strncmp(l, "failed=", 7) &&
-				    strncmp(l, "draining_tmp=", 13) && strncmp(l, "pending_", 8) &&
-				    strncmp(l, "recovered=", 10))
-					ds_buf_add(&b, l, ll + (l[ll] == '\n'));
-				l += ll + (l[ll] == '\n');
-			}
-			if (left.len)
-				ds_buf_add(&b, left.data, left.len);
-			else
-				ds_buf_add(&b, "recovered=1\n", 12);
-			int wrc = ds_write_file_atomic(p, b.data, b.len, 0600);
-			if (wrc) {
-				ds_error("node %s: '%s': %s", de->d_name, p, ds_strerror(wrc));
-				bad = 1;
-			}
-			ds_buf_release(&b);
-		}
-		ds_buf_release(&left);
-		free(text);
-		if (lk >= 0)
-			close(lk); /* and its lock */
 	}
 	closedir(d);
 	return bad;

@@ -40,9 +40,14 @@ static int64_t mtime_of(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
 }
 
-/* Hand m to main and wait for its answer (mu held). */
+/* Hand m to main and wait for its answer (mu held).  Not once the
+ * service stops: ds_out_stop has answered what was queued and waits for
+ * this thread to end, main polls no more (a request queued now waited for
+ * ever, and the stop with it).  The answer the stop gives. */
 static int via_main(struct ds_out *o, struct ds__omsg *m)
 {
+	if (__atomic_load_n(&o->quit, __ATOMIC_RELAXED))
+		return m->op == DS_OUT_DRAIN ? -ESHUTDOWN : -EIO;
 	struct ds__oreq q;
 	memset(&q, 0, sizeof(q));
 	q.m = *m;
@@ -67,6 +72,21 @@ static int lock_free(int fd)
 	if (fcntl(fd, F_OFD_GETLK, &lk) < 0)
 		return 0;
 	return lk.l_type == F_UNLCK;
+}
+
+/* Pending output p leaves the list, its descriptor closed; a fetch waiting
+ * on it looks again (mu held). */
+static void pend_free(struct ds_out *o, struct ds__opend *p)
+{
+	for (struct ds__opend **pp = &o->pend; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	close(p->fd);
+	free(p->path);
+	free(p);
+	pthread_cond_broadcast(&o->fetched);
 }
 
 /* Publish pending output p (its writers are gone); mu held, dropped while
@@ -126,15 +146,7 @@ static int commit(struct ds_out *o, struct ds__opend *p)
 		f->next = o->fails;
 		o->fails = f;
 	}
-	for (struct ds__opend **pp = &o->pend; *pp; pp = &(*pp)->next)
-		if (*pp == p) {
-			*pp = p->next;
-			break;
-		}
-	close(p->fd);
-	free(p->path);
-	free(p);
-	pthread_cond_broadcast(&o->fetched);
+	pend_free(o, p);
 	return rc;
 }
 
@@ -274,15 +286,7 @@ static void rollback(struct ds_out *o, struct ds__opend *p)
 	char wp[PATH_MAX];
 	pfmt(wp, sizeof(wp), "%016llx", (unsigned long long)p->token);
 	unlinkat(o->wfd, wp, 0);
-	for (struct ds__opend **pp = &o->pend; *pp; pp = &(*pp)->next)
-		if (*pp == p) {
-			*pp = p->next;
-			break;
-		}
-	close(p->fd);
-	free(p->path);
-	free(p);
-	pthread_cond_broadcast(&o->fetched);
+	pend_free(o, p);
 }
 
 /* The second message of a two-step request on its kept connection (a

@@ -135,17 +135,12 @@ void ds_out_defaults(struct ds_out_opts *o)
 	o->drain_timeout = 600;
 }
 
-int ds_out_start(const struct ds_out_host *h, const struct ds_out_opts *so, struct ds_out **out)
+/* A new ds_out, its locks and communicators, nothing open yet. */
+static struct ds_out *out_new(const struct ds_out_host *h, const struct ds_out_opts *so)
 {
-	*out = NULL;
-	if (!so->outputs)
-		return 0;
-	ds_fault("serve.outputs_start", (int)h->node); /* tests: a slow start (t/2207) */
 	struct ds_out *o = ds_xcalloc(1, sizeof(*o));
 	o->h = *h;
 	o->oo = *so;
-	so = &o->oo;
-	h = &o->h;
 	o->lfd = -1;
 	o->qtail = &o->queue;
 	pthread_mutex_init(&o->mu, NULL);
@@ -155,12 +150,21 @@ int ds_out_start(const struct ds_out_host *h, const struct ds_out_opts *so, stru
 	pthread_cond_init(&o->sum_cv, NULL);
 	pthread_cond_init(&o->summed, NULL);
 	o->sums_tail = &o->sums;
-	*out = o;
-	MPI_Comm_dup(h->comm, &o->oc);
+	MPI_Comm_dup(o->h.comm, &o->oc);
 	MPI_Comm_rank(o->oc, &o->rank);
-	MPI_Comm_dup(h->comm, &o->dc);
-	int rc = 0, jdfd = AT_FDCWD;
+	MPI_Comm_dup(o->h.comm, &o->dc);
 	o->areafd = o->nsfd = o->wfd = -1;
+	return o;
+}
+
+/* The output area's path into o->area (also when it fails, for the
+ * message); with --outputs-to DIR the job's directory there too, by
+ * descriptor into *jdfd (else it stays AT_FDCWD). */
+static int out_area_path(struct ds_out *o, int *jdfd)
+{
+	const struct ds_out_host *h = &o->h;
+	const struct ds_out_opts *so = &o->oo;
+	int rc = 0;
 	if (so->outputs_to) {
 		/* DIR may be a scratch directory others can write: DIR opened
 		 * once, dstage.<uid>.<job> and <node>.out made and checked from
@@ -173,9 +177,9 @@ int ds_out_start(const struct ds_out_host *h, const struct ds_out_opts *so, stru
 			rc = -errno;
 		if (!rc) {
 			const char *jb = strrchr(jd, '/');
-			jdfd = private_dirat(top, jb ? jb + 1 : jd);
-			if (jdfd < 0)
-				rc = jdfd;
+			*jdfd = private_dirat(top, jb ? jb + 1 : jd);
+			if (*jdfd < 0)
+				rc = *jdfd;
 		}
 		if (top >= 0)
 			close(top);
@@ -187,119 +191,161 @@ int ds_out_start(const struct ds_out_host *h, const struct ds_out_opts *so, stru
 	           sizeof(o->area)) {
 		rc = -ENAMETOOLONG;
 	}
-	pfmt(o->sock, sizeof(o->sock), "%s/" DS_OUT_SOCK, h->nodedir);
-	/* a new service starts from an empty namespace; outputs an earlier one
-	 * of this job left undrained are not thrown away: refused until
-	 * `dstage drain --wait` has recovered them */
-	if (!rc) {
-		char st[PATH_MAX], *text;
-		pfmt(st, sizeof(st), "%s/" DS_OUT_STATUS, h->nodedir);
-		/* all of it (one line per output not drained, any number): the
-		 * area is wiped below only when no line lists one */
-		ssize_t n = ds__out_read_text(st, &text);
-		unsigned long left = 0, inst = 0;
-		if (n > 0) {
-			for (const char *q = text; (q = strstr(q, "undrained=")); q++)
-				left += q == text || q[-1] == '\n';
-			const char *q = strstr(text, "\ninstance=");
-			if (q)
-				inst = (unsigned)strtoul(q + 10, NULL, 10);
-		}
-		free(text);
-		o->inst = (inst + 1) & 0xffff ? (inst + 1) & 0xffff : 1;
-		if (n < 0 && n != -ENOENT) {
-			ds_error(
-				"node %u: '%s': %s (it may list outputs not drained: the output area "
-				"is not wiped)",
-				h->node, st, ds_strerror((int)n));
-			rc = (int)n;
-		} else if (left) {
-			ds_error(
-				"node %u: %lu output(s) of an earlier service of this job were not drained "
-				"(%s): run 'dstage drain --wait --to %s%s%s' first to recover them",
-				h->node, left, st, h->to, h->job ? " --job " : "",
-				h->job ? h->job : "");
-			rc = -EEXIST;
-		}
+	return rc;
+}
+
+/* A new service starts from an empty namespace; outputs an earlier one of
+ * this job left undrained are not thrown away: refused until `dstage drain
+ * --wait` has recovered them.  Also this service's instance number. */
+static int out_check_earlier(struct ds_out *o)
+{
+	const struct ds_out_host *h = &o->h;
+	char st[PATH_MAX], *text;
+	int rc = 0;
+	pfmt(st, sizeof(st), "%s/" DS_OUT_STATUS, h->nodedir);
+	/* all of it (one line per output not drained, any number): the area
+	 * is wiped only when no line lists one */
+	ssize_t n = ds__out_read_text(st, &text);
+	unsigned long left = 0, inst = 0;
+	if (n > 0) {
+		for (const char *q = text; (q = strstr(q, "undrained=")); q++)
+			left += q == text || q[-1] == '\n';
+		const char *q = strstr(text, "\ninstance=");
+		if (q)
+			inst = (unsigned)strtoul(q + 10, NULL, 10);
 	}
-	if (!rc) {
-		const char *an = strrchr(o->area, '/') + 1;
-		o->areafd = private_dirat(jdfd, jdfd == AT_FDCWD ? o->area : an);
-		if (o->areafd < 0)
-			rc = o->areafd;
+	free(text);
+	o->inst = (inst + 1) & 0xffff ? (inst + 1) & 0xffff : 1;
+	if (n < 0 && n != -ENOENT) {
+		ds_error("node %u: '%s': %s (it may list outputs not drained: the output area "
+		         "is not wiped)",
+		         h->node, st, ds_strerror((int)n));
+		rc = (int)n;
+	} else if (left) {
+		ds_error(
+			"node %u: %lu output(s) of an earlier service of this job were not drained "
+			"(%s): run 'dstage drain --wait --to %s%s%s' first to recover them",
+			h->node, left, st, h->to, h->job ? " --job " : "", h->job ? h->job : "");
+		rc = -EEXIST;
 	}
+	return rc;
+}
+
+/* The area, made or checked private, opened. */
+static int out_open_area(struct ds_out *o, int jdfd)
+{
+	const char *an = strrchr(o->area, '/') + 1;
+	o->areafd = private_dirat(jdfd, jdfd == AT_FDCWD ? o->area : an);
+	return o->areafd < 0 ? o->areafd : 0;
+}
+
+/* The area's namespace and writers' directories emptied of what an earlier
+ * service left, and opened. */
+static int out_fresh_dirs(struct ds_out *o)
+{
+	char stale[64];
+	pfmt(stale, sizeof(stale), "old.%ld", (long)getpid());
+	if (renameat(o->areafd, DS_OUT_NS, o->areafd, stale) == 0)
+		rm_rf_at(o->areafd, stale, 0);
+	pfmt(stale, sizeof(stale), "oldw.%ld", (long)getpid());
+	if (renameat(o->areafd, DS_OUT_W, o->areafd, stale) == 0)
+		rm_rf_at(o->areafd, stale, 0);
+	o->nsfd = private_dirat(o->areafd, DS_OUT_NS);
+	if (o->nsfd < 0)
+		return o->nsfd;
+	o->wfd = private_dirat(o->areafd, DS_OUT_W);
+	if (o->wfd < 0)
+		return o->wfd;
+	return 0;
+}
+
+/* The longest name of an output (name_fits), decided by the node that
+ * orders the namespace: it must fit PATH_MAX in every node's AREA/ns (each
+ * node's area differs from this one's by its node number: up to 9 more
+ * digits) and in the drain directory with the drain's suffix.  Same on
+ * every node. */
+static void out_name_limit(struct ds_out *o)
+{
+	size_t ns = strlen(o->area) + 1 + strlen(DS_OUT_NS) + 9 + 1,
+	       dr = strlen(ds__drain_dir(o->dr)) + 1 + DS_OUT_DRAIN_SUFFIX_MAX;
+	size_t need = ns > dr ? ns : dr;
+	o->rel_max = need < PATH_MAX - 1 ? PATH_MAX - 1 - need : 0;
+}
+
+static int out_thread(struct ds_out *o, pthread_t *t, int *on, void *(*fn)(void *))
+{
+	if (pthread_create(t, NULL, fn, o))
+		return -EAGAIN;
+	*on = 1;
+	return 0;
+}
+
+/* The writers' socket, NODEDIR/outputs.sock, 0600 from its creation. */
+static int out_listen(struct ds_out *o)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(o->sock) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	int rc = 0;
+	strcpy(sa.sun_path, o->sock);
+	unlink(o->sock);
+	o->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	mode_t um = umask(077);
+	if (o->lfd < 0 || bind(o->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(o->sock, 0600) < 0 || listen(o->lfd, 128) < 0)
+		rc = -errno;
+	umask(um);
+	return rc;
+}
+
+/* NODEDIR/outputs.conf: the mount prefix and the area, for the shim and
+ * `dstage clean`. */
+static int out_write_conf(const struct ds_out *o)
+{
+	char conf[PATH_MAX], text[2 * PATH_MAX + 8];
+	pfmt(conf, sizeof(conf), "%s/" DS_OUT_CONF, o->h.nodedir);
+	int n = pfmt(text, sizeof(text), "%s\n%s\n", o->oo.outputs, o->area);
+	return ds_write_file_atomic(conf, text, (size_t)n, 0600);
+}
+
+int ds_out_start(const struct ds_out_host *h, const struct ds_out_opts *so, struct ds_out **out)
+{
+	*out = NULL;
+	if (!so->outputs)
+		return 0;
+	ds_fault("serve.outputs_start", (int)h->node); /* tests: a slow start (t/2207) */
+	struct ds_out *o = out_new(h, so);
+	*out = o;
+	int jdfd = AT_FDCWD;
+	int rc = out_area_path(o, &jdfd);
+	pfmt(o->sock, sizeof(o->sock), "%s/" DS_OUT_SOCK, o->h.nodedir);
+	if (!rc)
+		rc = out_check_earlier(o);
+	if (!rc)
+		rc = out_open_area(o, jdfd);
 	if (jdfd >= 0)
 		close(jdfd);
-	if (!rc) {
-		char stale[64];
-		pfmt(stale, sizeof(stale), "old.%ld", (long)getpid());
-		if (renameat(o->areafd, DS_OUT_NS, o->areafd, stale) == 0)
-			rm_rf_at(o->areafd, stale, 0);
-		pfmt(stale, sizeof(stale), "oldw.%ld", (long)getpid());
-		if (renameat(o->areafd, DS_OUT_W, o->areafd, stale) == 0)
-			rm_rf_at(o->areafd, stale, 0);
-		o->nsfd = private_dirat(o->areafd, DS_OUT_NS);
-		if (o->nsfd < 0)
-			rc = o->nsfd;
-	}
-	if (!rc) {
-		o->wfd = private_dirat(o->areafd, DS_OUT_W);
-		if (o->wfd < 0)
-			rc = o->wfd;
-	}
 	if (!rc)
-		rc = ds__drain_new(o, so, &o->dr);
+		rc = out_fresh_dirs(o);
+	if (!rc)
+		rc = ds__drain_new(o, &o->oo, &o->dr);
 	{ /* collective, whatever rc is here */
 		int rrc = ds__repl_start(o, &o->repl);
 		if (!rc)
 			rc = rrc;
 	}
-	if (!rc) {
-		/* The longest name of an output (name_fits), decided by the
-		 * node that orders the namespace: it must fit PATH_MAX in every
-		 * node's AREA/ns (each node's area differs from this one's by
-		 * its node number: up to 9 more digits) and in the drain
-		 * directory with the drain's suffix.  Same on every node. */
-		size_t ns = strlen(o->area) + 1 + strlen(DS_OUT_NS) + 9 + 1,
-		       dr = strlen(ds__drain_dir(o->dr)) + 1 + DS_OUT_DRAIN_SUFFIX_MAX;
-		size_t need = ns > dr ? ns : dr;
-		o->rel_max = need < PATH_MAX - 1 ? PATH_MAX - 1 - need : 0;
-	}
-	if (!rc) {
-		if (pthread_create(&o->sthread, NULL, ds__out_sum_main, o))
-			rc = -EAGAIN;
-		else
-			o->sthread_on = 1;
-	}
-	if (!rc) {
-		struct sockaddr_un sa = {.sun_family = AF_UNIX};
-		if (strlen(o->sock) >= sizeof(sa.sun_path)) {
-			rc = -ENAMETOOLONG;
-		} else {
-			strcpy(sa.sun_path, o->sock);
-			unlink(o->sock);
-			o->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-			mode_t um = umask(077);
-			if (o->lfd < 0 || bind(o->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-			    chmod(o->sock, 0600) < 0 || listen(o->lfd, 128) < 0)
-				rc = -errno;
-			umask(um);
-		}
-	}
-	if (!rc) {
-		char conf[PATH_MAX], text[2 * PATH_MAX + 8];
-		pfmt(conf, sizeof(conf), "%s/" DS_OUT_CONF, h->nodedir);
-		int n = pfmt(text, sizeof(text), "%s\n%s\n", so->outputs, o->area);
-		rc = ds_write_file_atomic(conf, text, (size_t)n, 0600);
-	}
-	if (!rc) {
-		if (pthread_create(&o->athread, NULL, ds__out_accept_main, o))
-			rc = -EAGAIN;
-		else
-			o->athread_on = 1;
-	}
+	if (!rc)
+		out_name_limit(o);
+	if (!rc)
+		rc = out_thread(o, &o->sthread, &o->sthread_on, ds__out_sum_main);
+	if (!rc)
+		rc = out_listen(o);
+	if (!rc)
+		rc = out_write_conf(o);
+	if (!rc)
+		rc = out_thread(o, &o->athread, &o->athread_on, ds__out_accept_main);
 	if (rc)
-		ds_error("node %u: outputs in '%s': %s", h->node, o->area, ds_strerror(rc));
+		ds_error("node %u: outputs in '%s': %s", o->h.node, o->area, ds_strerror(rc));
 	else
 		ds__out_status_write(o);
 	return rc;
@@ -377,7 +423,8 @@ int ds_out_stop(struct ds_out *o)
 	lost += ds__drain_end(o->dr);
 	if (o->sthread_on) {
 		pthread_mutex_lock(&o->mu);
-		o->squit = 1;
+		/* atomic: the sum thread looks at it between chunks, unlocked */
+		__atomic_store_n(&o->squit, 1, __ATOMIC_RELAXED);
 		pthread_cond_signal(&o->sum_cv);
 		pthread_mutex_unlock(&o->mu);
 		pthread_join(o->sthread, NULL);

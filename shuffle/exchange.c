@@ -4,9 +4,11 @@
  * For every epoch e the node's share is ds_epoch_share(ix, cfg, e, node),
  * the same pure function the readers' lists come from.  The samples of the
  * share that are not in this node's store are fetched with MPI_Get into
- * the epoch cache of e (common/cache.c), in the order the readers will
- * read them, while the readers are still in e - 1: by the time they open
- * e's list, every sample is local (store) or cached.
+ * the epoch cache of e (common/cache.c) while the readers are still in
+ * e - 1: by the time they open e's list, every sample is local (store) or
+ * cached.  They are fetched in the order they lie in their holders' stores
+ * (prep_main), one get per run of samples adjacent there: on 2 nodes half
+ * the gets of one per sample in read order (DSTAGE_SERVE_COALESCE=0).
  *
  * Following the readers: they announce the epoch they start (DS_OP_EPOCH,
  * from the shim when a list is opened).  With readers in R, the service
@@ -34,9 +36,10 @@
  * then what of it to fetch) is O(samples of the job): ~0.5 s at 14M samples.
  * Main must not spend that: it answers the peers' gets and takes part in
  * the agreement every AGREE_PERIOD, and a node silent for --timeout is
- * taken as gone.  So after the first two epochs (planned at start, before
- * the service serves: their needs are what --shuffle-buffer and the free
- * space are checked against) every plan is made by the planner thread;
+ * taken as gone.  So after the first epoch (planned at start, before the
+ * service serves: its need is what --shuffle-buffer and the free space are
+ * checked against, for it and the one after) every plan is made by the
+ * planner thread, epoch 1's as soon as the service serves;
  * main asks for an epoch and takes the plan when it is done (woken through
  * wake_main).  The planner keeps the presence bitset of the share it
  * planned last, so an epoch's overlap with the one before costs a bit test
@@ -82,7 +85,14 @@ struct xep {
 	struct ds_cache_epoch *ce;
 	int *tgt;      /* per cache slot: the node fetched from */
 	MPI_Aint *disp;
+	/* the gets: run r fills the slots rs[r] .. rs[r + 1] - 1 (adjacent in
+	 * the holder's store and in the cache), rbytes[r] bytes, in one get */
+	size_t *rs;
+	uint64_t *rbytes;
+	size_t nruns;
+	/* next, inflight_from: runs; done, failed: slots */
 	size_t next, done, failed, inflight_from;
+	size_t gets; /* gets issued (runs) */
 	uint64_t bytes, bytes_done;
 	double t0, t1;
 	size_t batches;
@@ -95,7 +105,7 @@ struct xep {
 	pthread_t prep;
 	int prep_rc, prep_done; /* prep_done: atomic */
 	pthread_t verify;
-	int verifying, vstop; /* vstop: atomic */
+	int verifying, vstop, vdone; /* vstop, vdone: atomic */
 	/* the share, until it is published for the readers (ds__share_publish) */
 	uint32_t *share;
 	/* the figures */
@@ -183,6 +193,8 @@ static void xep_free(struct ds__svc *s, struct xep *x)
 	free(x->lens);
 	free(x->tgt);
 	free(x->disp);
+	free(x->rs);
+	free(x->rbytes);
 	free(x);
 }
 
@@ -222,6 +234,14 @@ static int share_bits(struct ds__svc *s, uint64_t e, uint64_t *bits, size_t nwor
 	return 0;
 }
 
+/* Cut an array of n elements down to its size (kept as it is if that fails). */
+static void shrink(void **a, size_t n, size_t size)
+{
+	void *p = realloc(*a, (n + 1) * size);
+	if (p)
+		*a = p;
+}
+
 /* How far ahead the plan's walk over the share prefetches the entries:
  * the share is in random order over an index of up to GBs, each entry a
  * cache (and TLB) miss; a few dozen in flight hide most of them. */
@@ -244,7 +264,9 @@ static int plan_compute(struct ds__svc *s, struct planner *pl, struct xep *x)
 	uint64_t *bits = calloc(pl->nwords, sizeof(uint64_t)), *prev = NULL;
 	x->ids = malloc((n + 1) * sizeof(uint32_t));
 	x->lens = malloc((n + 1) * sizeof(uint64_t));
-	if (!bits || !x->ids || !x->lens) {
+	x->tgt = malloc((n + 1) * sizeof(int));
+	x->disp = malloc((n + 1) * sizeof(MPI_Aint));
+	if (!bits || !x->ids || !x->lens || !x->tgt || !x->disp) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -290,10 +312,18 @@ static int plan_compute(struct ds__svc *s, struct planner *pl, struct xep *x)
 			x->local_n++;
 			x->local_bytes += stored;
 		} else if (!repeat && (f & P_REACH)) { /* lost: the read says so */
+			/* where it comes from, now that its entry is in the cache
+			 * (prep_main sorts by it; -1: asked again there) */
+			x->tgt[x->n] = ds__holder(s, id, &x->disp[x->n]);
 			x->ids[x->n] = id;
 			x->lens[x->n++] = stored;
 		}
 	}
+	/* the plan keeps the remote samples only: give the rest back */
+	shrink((void **)&x->ids, x->n, sizeof(*x->ids));
+	shrink((void **)&x->lens, x->n, sizeof(*x->lens));
+	shrink((void **)&x->tgt, x->n, sizeof(*x->tgt));
+	shrink((void **)&x->disp, x->n, sizeof(*x->disp));
 	x->overlap = prev && n ? (double)again / n : -1;
 	x->need = ds_cache_epoch_need(x->lens, x->n);
 	for (size_t i = 0; i < x->n; i++)
@@ -446,27 +476,26 @@ int ds__exchange_new(struct ds__svc *s)
 	if (X->exp_overlap > 1)
 		X->exp_overlap = 1;
 
-	/* the first two epochs, planned now: their needs are what we check */
-	struct xep *a = NULL, *b = NULL;
+	/* epoch 0, planned now: its need is what we check (every epoch's share
+	 * is the same size and its remote part within a few percent: epoch 0
+	 * stands for the ones after, which the planner thread plans once the
+	 * service serves; one that outgrows the buffer is said then, current()) */
+	struct xep *a = NULL;
 	int rc = plan(s, 0, &a);
-	if (!rc)
-		rc = plan(s, 1, &b);
 	if (rc) {
-		ds_error("node %u: planning the first epochs: %s", s->node, ds_strerror(rc));
-		xep_free(s, a);
-		xep_free(s, b);
+		ds_error("node %u: planning the first epoch: %s", s->node, ds_strerror(rc));
 		return rc;
 	}
 	X->ep[X->nep++] = a;
-	X->ep[X->nep++] = b;
 	char n1[32], n2[32], n3[32];
-	uint64_t one = a->need > b->need ? a->need : b->need, two = a->need + b->need;
+	uint64_t one = a->need, two = 2 * a->need;
 	uint64_t buf = s->o.shuffle_buffer;
 	if (buf && one > buf) {
-		ds_error("node %u: --shuffle-buffer %s cannot hold one epoch's remote share (%s for "
-		         "epoch %s): give at least %s, or raise --locality",
-		         s->node, ds_fmt_size(buf, n1, sizeof(n1)), ds_fmt_size(one, n2, sizeof(n2)),
-		         a->need >= b->need ? "0" : "1", ds_fmt_size(one, n3, sizeof(n3)));
+		ds_error(
+			"node %u: --shuffle-buffer %s cannot hold one epoch's remote share (%s for "
+			"epoch 0): give at least %s, or raise --locality",
+			s->node, ds_fmt_size(buf, n1, sizeof(n1)), ds_fmt_size(one, n2, sizeof(n2)),
+			ds_fmt_size(one, n3, sizeof(n3)));
 		return -ENOSPC;
 	}
 	if (buf && two > buf)
@@ -499,8 +528,8 @@ int ds__exchange_new(struct ds__svc *s)
 			        ds_room_describe(&room, d, sizeof(d)));
 		}
 	}
-	ds_info("node %u: epoch cache: %s for epoch 0, %s for epoch 1 (share %zu samples, %s)", s->node,
-	        ds_fmt_size(a->need, n1, sizeof(n1)), ds_fmt_size(b->need, n2, sizeof(n2)), a->share_n,
+	ds_info("node %u: epoch cache: %s for epoch 0 (share %zu samples, %s)", s->node,
+	        ds_fmt_size(a->need, n1, sizeof(n1)), a->share_n,
 	        ds_fmt_size(a->share_bytes, n3, sizeof(n3)));
 	rc = ds_cache_svc_new(s->nodedir, &X->cache);
 	if (rc) {
@@ -508,8 +537,10 @@ int ds__exchange_new(struct ds__svc *s)
 		return rc;
 	}
 	share_publish(s, a);
-	share_publish(s, b);
-	ds_debug("node %u: epochs 0 and 1 planned in %.3f + %.3f s", s->node, a->plan_s, b->plan_s);
+	ds_debug("node %u: epoch 0 planned in %.3f s", s->node, a->plan_s);
+	/* epoch 1: asked of the planner by the main loop's first follow(),
+	 * once the service serves (asked now, it only took the cores from the
+	 * start's last steps on a busy node) */
 	return planner_start(s);
 }
 
@@ -563,11 +594,20 @@ static struct xep *find_ep(struct ds__exchange *X, uint64_t e)
 	return NULL;
 }
 
+/* Is a helper thread still in x (xep_free would wait for it)? */
+static int zombie_busy(struct xep *x)
+{
+	return (x->st == X_PREPARING && !__atomic_load_n(&x->prep_done, __ATOMIC_ACQUIRE)) ||
+	       (x->verifying && !__atomic_load_n(&x->vdone, __ATOMIC_ACQUIRE));
+}
+
 static void drop_ep(struct ds__svc *s, int i)
 {
 	struct ds__exchange *X = s->x;
 	struct xep *x = X->ep[i];
 	X->ep[i] = X->ep[--X->nep];
+	if (X->inflight == x)
+		X->inflight = NULL;
 	if (x->st == X_PLANNING) {
 		/* the planner may be in it: it is freed (and its share file
 		 * removed) once the planner is done with it (take_plans) */
@@ -577,8 +617,23 @@ static void drop_ep(struct ds__svc *s, int i)
 		return;
 	}
 	ds_share_unlink(s->nodedir, x->epoch);
-	if (X->inflight == x)
-		X->inflight = NULL;
+	if (zombie_busy(x)) {
+		/* a helper is still in it (the cache being made: up to a second
+		 * at 14M samples; the check of the fetched bytes, at SCHED_IDLE on
+		 * a busy node): main does not wait for it (--timeout), it is
+		 * freed once the helper is done (take_plans); the check is told to
+		 * stop and given a normal priority to see it soon.  Its cache file,
+		 * if any, lives until then beside the RAM budget's count (live_bytes
+		 * counts ep[] only): one cache for about one helper's step */
+		__atomic_store_n(&x->vstop, 1, __ATOMIC_RELAXED);
+		if (x->verifying) {
+			struct sched_param sp = {0};
+			pthread_setschedparam(x->verify, SCHED_OTHER, &sp);
+		}
+		x->qnext = X->zombies;
+		X->zombies = x;
+		return;
+	}
 	xep_free(s, x);
 }
 
@@ -607,7 +662,7 @@ static int take_plans(struct ds__svc *s)
 	}
 	for (struct xep **zp = &X->zombies; *zp;) {
 		struct xep *z = *zp;
-		if (!__atomic_load_n(&z->planned, __ATOMIC_ACQUIRE)) {
+		if (!__atomic_load_n(&z->planned, __ATOMIC_ACQUIRE) || zombie_busy(z)) {
 			zp = &z->qnext;
 			continue;
 		}
@@ -641,58 +696,203 @@ static void report(struct ds__svc *s, struct xep *x)
 	h->lens = NULL;
 	h->tgt = NULL;
 	h->disp = NULL;
+	h->rs = NULL;
+	h->rbytes = NULL;
 	h->ce = NULL;
 	X->nhist++;
 	x->reported = 1;
 	ds_debug("node %u: epoch %llu: planned in %.4f s, cache made in %.4f s; fetch %.4f s: %zu "
-	         "batches, main %.4f s in the get calls, %.4f s completing them, %.4f s else; CPU "
-	         "of the getting threads %.4f s",
-	         s->node, (unsigned long long)x->epoch, x->plan_s, x->prep_s, dt, x->batches,
-	         x->issue_s, x->flush_s, dt - x->issue_s - x->flush_s, x->cpu_s);
+	         "gets for %zu samples in %zu batches, main %.4f s in the get calls, %.4f s "
+	         "completing them, %.4f s else; CPU of the getting threads %.4f s",
+	         s->node, (unsigned long long)x->epoch, x->plan_s, x->prep_s, dt, x->gets, x->done,
+	         x->batches, x->issue_s, x->flush_s, dt - x->issue_s - x->flush_s, x->cpu_s);
 }
 
-/* The helper thread: the cache file and where each sample comes from. */
+/* DSTAGE_SERVE_COALESCE=0: fetch in read order, one get per sample
+ * (measurements) */
+static int coalesce_on(void)
+{
+	static int v = -1;
+	return ds_env_switch("DSTAGE_SERVE_COALESCE", &v);
+}
+
+/* The largest run fetched as one get: a run's samples become READY
+ * together, when its get completes */
+#define RUN_MAX_BYTES (4u << 20)
+
+/* Sort the plan's n samples (no repeats) by (holder, displacement there):
+ * an LSD radix sort of a permutation, 16 bits a pass over the displacement
+ * (as many passes as the largest needs), then one over the holder; the
+ * plan's arrays are rewritten in that order.  0 or -ENOMEM. */
+static int sort_by_holder(struct xep *x, uint32_t nnodes)
+{
+	size_t n = x->n;
+	uint32_t *p = malloc((n + 1) * sizeof(*p)), *q = malloc((n + 1) * sizeof(*q));
+	size_t *cnt = malloc(65536 * sizeof(size_t));
+	int rc = -ENOMEM;
+	if (!p || !q || !cnt)
+		goto out;
+	uint64_t top = 0;
+	for (size_t i = 0; i < n; i++) {
+		p[i] = (uint32_t)i;
+		if ((uint64_t)x->disp[i] > top)
+			top = (uint64_t)x->disp[i];
+	}
+	for (int shift = 0; shift < 64 && (shift == 0 || top >> shift); shift += 16) {
+		memset(cnt, 0, 65536 * sizeof(size_t));
+		for (size_t i = 0; i < n; i++)
+			cnt[((uint64_t)x->disp[p[i]] >> shift) & 0xffff]++;
+		for (size_t d = 0, sum = 0; d < 65536; d++) {
+			size_t c = cnt[d];
+			cnt[d] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			q[cnt[((uint64_t)x->disp[p[i]] >> shift) & 0xffff]++] = p[i];
+		uint32_t *t = p;
+		p = q;
+		q = t;
+	}
+	/* the holder: one counting pass (the caller keeps nodes <= 65536) */
+	memset(cnt, 0, 65536 * sizeof(size_t));
+	for (size_t i = 0; i < n; i++)
+		cnt[(uint32_t)x->tgt[p[i]] & 0xffff]++;
+	for (size_t d = 0, sum = 0; d < nnodes; d++) {
+		size_t c = cnt[d];
+		cnt[d] = sum;
+		sum += c;
+	}
+	for (size_t i = 0; i < n; i++)
+		q[cnt[(uint32_t)x->tgt[p[i]] & 0xffff]++] = p[i];
+	/* apply the permutation q to ids, lens, tgt, disp */
+	uint32_t *ids = malloc((n + 1) * sizeof(*ids));
+	uint64_t *lens = malloc((n + 1) * sizeof(*lens));
+	int *tgt = malloc((n + 1) * sizeof(*tgt));
+	MPI_Aint *disp = malloc((n + 1) * sizeof(*disp));
+	if (!ids || !lens || !tgt || !disp) {
+		free(ids);
+		free(lens);
+		free(tgt);
+		free(disp);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = x->ids[q[i]];
+		lens[i] = x->lens[q[i]];
+		tgt[i] = x->tgt[q[i]];
+		disp[i] = x->disp[q[i]];
+	}
+	free(x->ids);
+	free(x->lens);
+	free(x->tgt);
+	free(x->disp);
+	x->ids = ids;
+	x->lens = lens;
+	x->tgt = tgt;
+	x->disp = disp;
+	rc = 0;
+out:
+	free(p);
+	free(q);
+	free(cnt);
+	return rc;
+}
+
+/* Where each of the plan's samples comes from (x->tgt, x->disp, in plan
+ * order): found by the plan, where it walked the entries anyway; asked
+ * again here for one it found none for (a copy made since, after a lost
+ * node).  0 or -DS_ECORRUPT (said). */
+static int find_holders(struct ds__svc *s, struct xep *x)
+{
+	for (size_t i = 0; i < x->n; i++) {
+		if (x->tgt[i] >= 0)
+			continue;
+		x->tgt[i] = ds__holder(s, x->ids[i], &x->disp[i]);
+		if (x->tgt[i] < 0) {
+			char name[PATH_MAX];
+			ds_ix_path(&s->ix, x->ids[i], name, sizeof(name));
+			ds_error("node %u: '%s': no other node holds it", s->node, name);
+			return -DS_ECORRUPT;
+		}
+	}
+	return 0;
+}
+
+/* The runs of the cache's slots: a slot joins the run before it when it
+ * comes from the same node, right after the slot before there, and lies
+ * right after it in the cache; a run ends at RUN_MAX_BYTES. */
+static int make_runs(struct xep *x, size_t m)
+{
+	x->rs = malloc((m + 1) * sizeof(size_t));
+	x->rbytes = malloc((m + 1) * sizeof(uint64_t));
+	if (!x->rs || !x->rbytes)
+		return -ENOMEM;
+	size_t r = 0;
+	unsigned char *prev_end = NULL;
+	uint64_t prev_len = 0;
+	for (size_t i = 0; i < m; i++) {
+		uint64_t len;
+		unsigned char *p = ds_cache_epoch_slot(x->ce, i, NULL, &len);
+		if (r && p == prev_end && x->tgt[i] == x->tgt[i - 1] &&
+		    x->disp[i] == x->disp[i - 1] + (MPI_Aint)prev_len &&
+		    x->rbytes[r - 1] + len <= RUN_MAX_BYTES) {
+			x->rbytes[r - 1] += len;
+		} else {
+			x->rs[r] = i;
+			x->rbytes[r++] = len;
+		}
+		prev_end = p + len;
+		prev_len = len;
+	}
+	x->rs[r] = m;
+	x->nruns = r;
+	return 0;
+}
+
+/* The helper thread: where each sample comes from, the fetch order (by
+ * holder and place there, so that samples adjacent in a holder's store go
+ * as one get), the cache file laid out in that order, and the gets. */
 static void *prep_main(void *arg)
 {
 	struct xep *x = arg;
 	struct ds__svc *s = x->svc;
 	double t0 = ds_now();
-	int rc = ds_cache_epoch_new(s->x->cache, x->epoch, x->ids, x->lens, x->n, &x->ce);
-	if (rc) {
-		char a[32];
-		ds_error("node %u: epoch %llu cache of %s: %s", s->node, (unsigned long long)x->epoch,
-		         ds_fmt_size(x->need, a, sizeof(a)), ds_strerror(rc));
-	}
-	size_t m = rc ? 0 : ds_cache_epoch_count(x->ce);
-	if (!rc) {
-		x->tgt = malloc((m + 1) * sizeof(int));
-		x->disp = malloc((m + 1) * sizeof(MPI_Aint));
-		if (!x->tgt || !x->disp)
+	uint8_t *joined = NULL;
+	int rc = find_holders(s, x);
+	if (!rc && coalesce_on() && x->n > 1 && s->nnodes <= 65536) {
+		rc = sort_by_holder(x, s->nnodes);
+		joined = rc ? NULL : calloc(x->n + 1, 1);
+		if (!rc && !joined)
 			rc = -ENOMEM;
+		for (size_t i = 1; !rc && i < x->n; i++)
+			joined[i] = x->tgt[i] == x->tgt[i - 1] &&
+			            x->disp[i] == x->disp[i - 1] + (MPI_Aint)x->lens[i - 1];
 	}
-	/* the plan's ids have no repeats, so slot i holds ids[i] (the cache
-	 * keeps first occurrences in order): walk them, prefetching the index
-	 * entries ahead (random reads over the index, like the plan's) */
-	int same = m == x->n;
-	for (size_t i = 0; !rc && i < m; i++) {
+	if (!rc) {
+		rc = ds_cache_epoch_new_runs(s->x->cache, x->epoch, x->ids, x->lens, joined, x->n,
+		                             &x->ce);
+		if (rc) {
+			char a[32];
+			ds_error("node %u: epoch %llu cache of %s: %s", s->node,
+			         (unsigned long long)x->epoch, ds_fmt_size(x->need, a, sizeof(a)),
+			         ds_strerror(rc));
+		}
+	}
+	free(joined);
+	size_t m = rc ? 0 : ds_cache_epoch_count(x->ce);
+	/* the plan has no repeats, so slot i holds ids[i] (the cache keeps
+	 * first occurrences in order); else find each slot's holder again */
+	for (size_t i = 0; !rc && m != x->n && i < m; i++) {
 		uint32_t id;
-		if (same) {
-			id = x->ids[i];
-			if (i + PLAN_AHEAD < m)
-				ds_ix_prefetch(&s->ix, x->ids[i + PLAN_AHEAD]);
-		} else {
-			ds_cache_epoch_slot(x->ce, i, &id, NULL);
-		}
+		ds_cache_epoch_slot(x->ce, i, &id, NULL);
 		x->tgt[i] = ds__holder(s, id, &x->disp[i]);
-		if (x->tgt[i] < 0) {
-			char name[PATH_MAX];
-			ds_ix_path(&s->ix, id, name, sizeof(name));
-			ds_error("node %u: '%s': no other node holds it", s->node, name);
+		if (x->tgt[i] < 0)
 			rc = -DS_ECORRUPT;
-		}
 	}
-	ds_debug("node %u: epoch %llu: its cache of %zu entries prepared in %.3f s", s->node,
-	         (unsigned long long)x->epoch, m, ds_now() - t0);
+	if (!rc)
+		rc = make_runs(x, m);
+	ds_debug("node %u: epoch %llu: its cache of %zu entries prepared in %.3f s: %zu gets",
+	         s->node, (unsigned long long)x->epoch, m, ds_now() - t0, x->nruns);
 	x->prep_rc = rc;
 	x->prep_s = ds_now() - t0;
 	__atomic_store_n(&x->prep_done, 1, __ATOMIC_RELEASE);
@@ -731,7 +931,7 @@ static void *verify_main(void *arg)
 	 * first, and a check not done in time costs only the readers' own
 	 * check of what they take before it */
 	struct sched_param sp = {0};
-	if (!vidle_off())
+	if (!vidle_off() && !__atomic_load_n(&x->vstop, __ATOMIC_RELAXED))
 		pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 	/* tests: a byte of the first entry checked arrives flipped */
 	int flip = ds_fault("serve.verify", (int)s->node) != 0;
@@ -769,6 +969,7 @@ static void *verify_main(void *arg)
 	}
 	ds_debug("node %u: epoch %llu: %zu cached entries checked in %.3f s, %zu bad", s->node,
 	         (unsigned long long)x->epoch, ok + bad, ds_now() - t0, bad);
+	__atomic_store_n(&x->vdone, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -847,9 +1048,8 @@ static int follow(struct ds__svc *s)
 	 * brings the prefetch back (the far one cost at most one epoch's fetch,
 	 * dropped at once).  Only one epoch back is ignored: that is a reader
 	 * still starting the epoch the others have left. */
-	if (X->started && (r == X->followed || r + 1 == X->followed))
-		return 0;
-	if (!X->started || r != X->followed) {
+	int changed = 0;
+	if (!X->started || (r != X->followed && r + 1 != X->followed)) {
 		X->started = 1;
 		if (r != X->followed)
 			ds_info("node %u: readers are in epoch %llu", s->node, (unsigned long long)r);
@@ -860,11 +1060,20 @@ static int follow(struct ds__svc *s)
 				drop_ep(s, i);
 			else
 				i++;
+		changed = 1;
 	}
+	r = X->followed;
 	/* R and R + 1, planned by the planner thread: main goes on answering
-	 * the peers meanwhile, and takes the plans when they are done */
+	 * the peers meanwhile, and takes the plans when they are done.  R + 1
+	 * once R's prefetch has started: its plan would only take the cores
+	 * from R's cache being made (at start, epoch 1's plan made epoch 0's
+	 * prefetch start 0.3-1 s later on 2 busy cores at 5M), and R + 1 is
+	 * fetched after R anyway */
+	struct xep *cur = find_ep(X, r);
+	int r_started =
+		cur && cur->st != X_PLANNING && cur->st != X_PLANNED && cur->st != X_PREPARING;
 	for (uint64_t e = r; e <= r + 1; e++) {
-		if (find_ep(X, e) || X->nep >= MAX_EP)
+		if (find_ep(X, e) || X->nep >= MAX_EP || (e > r && !r_started))
 			continue;
 		struct xep *x;
 		rc = plan_ask(s, e, &x);
@@ -873,8 +1082,10 @@ static int follow(struct ds__svc *s)
 			return rc;
 		}
 		X->ep[X->nep++] = x;
+		changed = 1;
 	}
-	ds__status_write(s, "running");
+	if (changed)
+		ds__status_write(s, "running");
 	return 0;
 }
 
@@ -1033,17 +1244,17 @@ static int fetch_threads(struct ds__svc *s)
 	return n;
 }
 
-/* Issue the gets of x's slots from the shared cursor until end; the slots'
+/* Issue the gets of x's runs from the shared cursor until end; their
  * targets are marked.  0 or the first failure (the rest is left). */
 static int take_gets(struct ds__svc *s, struct xep *x, size_t *cursor, size_t end, uint8_t *targets)
 {
 	for (;;) {
-		size_t i = __atomic_fetch_add(cursor, 1, __ATOMIC_RELAXED);
-		if (i >= end)
+		size_t r = __atomic_fetch_add(cursor, 1, __ATOMIC_RELAXED);
+		if (r >= end)
 			return 0;
-		uint64_t len;
-		void *slot = ds_cache_epoch_slot(x->ce, i, NULL, &len);
-		int rc = ds__get(s, slot, len, x->tgt[i], x->disp[i]);
+		size_t i = x->rs[r]; /* the run's first slot */
+		void *slot = ds_cache_epoch_slot(x->ce, i, NULL, NULL);
+		int rc = ds__get(s, slot, x->rbytes[r], x->tgt[i], x->disp[i]);
 		if (rc)
 			return rc;
 		targets[x->tgt[i]] = 1;
@@ -1146,18 +1357,18 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 	}
 	if (!x || x->st != X_FETCHING || !max_ops)
 		return 0;
-	/* One MPI_Get per sample.  Derived datatypes (one hindexed get per node
-	 * per batch) were measured 10x slower on MPICH's shared-memory path
-	 * here; single gets with many in flight before the flush are not. */
-	size_t m = ds_cache_epoch_count(x->ce), ops = 0, end = x->next;
+	/* One MPI_Get per run: samples adjacent in their holder's store, laid
+	 * adjacent in the cache (prep_main), go as one contiguous get.
+	 * Derived datatypes (one hindexed get per node per batch) were
+	 * measured 10x slower on MPICH's shared-memory path here; single gets
+	 * with many in flight before the flush are not. */
+	size_t m = x->nruns, ops = 0, end = x->next;
 	uint64_t bytes = 0;
 	x->inflight_from = x->next;
 	double t0 = ds_now();
-	/* the batch: slots [next, end) */
+	/* the batch: runs [next, end) */
 	while (end < m && ops < max_ops && (bytes < max_bytes || ops == 0)) {
-		uint64_t len;
-		ds_cache_epoch_slot(x->ce, end, NULL, &len);
-		bytes += len;
+		bytes += x->rbytes[end];
 		ops++;
 		end++;
 	}
@@ -1171,8 +1382,8 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 	size_t own = x->next, *cursor = &own;
 	if (X->nthreads > 1 && ops >= 2 && !copier_post(s, x, x->next, end)) {
 		cursor = &X->cp.cursor;
-		for (size_t i = x->next; i < end; i++)
-			targets[x->tgt[i]] = 1; /* they poll for the copier's gets too */
+		for (size_t r = x->next; r < end; r++)
+			targets[x->tgt[x->rs[r]]] = 1; /* they poll for the copier's gets too */
 	}
 	X->batch_failed = 0;
 	if ((err = take_gets(s, x, cursor, end, targets))) {
@@ -1181,6 +1392,7 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 		__atomic_store_n(cursor, end, __ATOMIC_RELAXED);
 	}
 	x->next = end;
+	x->gets += ops;
 	x->issue_s += ds_now() - t0;
 	X->inflight = x;
 	return ops;
@@ -1204,7 +1416,7 @@ void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s)
 	x->batches++;
 	x->flush_s += flush_s;
 	uint64_t bytes = 0;
-	for (size_t i = x->inflight_from; i < x->next; i++) {
+	for (size_t i = x->rs[x->inflight_from]; i < x->rs[x->next]; i++) {
 		uint64_t len;
 		ds_cache_epoch_slot(x->ce, i, NULL, &len);
 		ds_cache_epoch_mark(x->ce, i, ok);
@@ -1274,12 +1486,12 @@ void ds__status_write(struct ds__svc *s, const char *state)
 			        DS_SS_EPOCH
 			        "%llu=share=%zu share_bytes=%llu local=%.4f fetched=%zu "
 			        "moved_bytes=%llu overlap_prev=%.4f fetch_s=%.6f failed=%zu "
-			        "t0=%.6f t1=%.6f fetch_cpu_s=%.6f\n",
+			        "t0=%.6f t1=%.6f fetch_cpu_s=%.6f gets=%zu\n",
 			        (unsigned long long)h->epoch, h->share_n,
 			        (unsigned long long)h->share_bytes,
 			        h->share_n ? (double)h->local_n / h->share_n : 1.0, h->done,
 			        (unsigned long long)h->bytes_done, h->overlap, h->t1 - h->t0,
-			        h->failed, h->t0, h->t1, h->cpu_s);
+			        h->failed, h->t0, h->t1, h->cpu_s, h->gets);
 		}
 	}
 	fclose(f);

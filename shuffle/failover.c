@@ -241,11 +241,6 @@ int ds__part_reachable(const struct ds__svc *s, uint32_t part)
 	return extra_holder(s, part, UINT32_MAX, &d) >= 0;
 }
 
-int ds__reachable(const struct ds__svc *s, uint32_t id)
-{
-	return ds__part_reachable(s, ds_ix_part(&s->ix, id));
-}
-
 int ds__no_holder(struct ds__svc *s, uint32_t id)
 {
 	if (!s->fo || !s->fo->set.n)

@@ -195,8 +195,9 @@ static int parse(int argc, char **argv, struct ds_serve_opts *o)
  * Process-wide (the thread outlives the step's stack frame and also
  * watches MPI_Finalize). */
 static struct {
-	int64_t beat_ms; /* atomic; 0: disarmed */
-	int64_t limit_ms;
+	int64_t beat_ms;  /* atomic; 0: disarmed */
+	int64_t limit_ms; /* atomic */
+	int leaving;      /* atomic; 1: the step is ending after a lost peer */
 	uint32_t node;
 	char sock[PATH_MAX];
 	int started;
@@ -212,12 +213,18 @@ static void *watch_main(void *arg)
 	for (;;) {
 		sleep(1);
 		int64_t hb = __atomic_load_n(&wd.beat_ms, __ATOMIC_RELAXED);
-		if (hb && now_ms() - hb > wd.limit_ms) {
+		int64_t limit = __atomic_load_n(&wd.limit_ms, __ATOMIC_RELAXED);
+		if (hb && now_ms() - hb > limit) {
 			/* main is stuck in an MPI call: a peer vanished and MPI did not
 			 * notice.  Leave no socket readers would wait on, and go. */
-			ds_error("node %u: an MPI call has not returned for %lld s: a node is gone or "
-			         "hung; leaving",
-			         wd.node, (long long)(wd.limit_ms / 1000));
+			if (__atomic_load_n(&wd.leaving, __ATOMIC_RELAXED))
+				ds_error("node %u: still leaving %lld s after a node was lost (MPI_Abort "
+				         "or a thread blocked on the lost node); leaving now",
+				         wd.node, (long long)(limit / 1000));
+			else
+				ds_error("node %u: an MPI call has not returned for %lld s: a node is gone "
+				         "or hung; leaving",
+				         wd.node, (long long)(limit / 1000));
 			unlink(wd.sock);
 			_exit(1);
 		}
@@ -227,7 +234,7 @@ static void *watch_main(void *arg)
 
 static void watch_arm(struct ds__svc *s)
 {
-	wd.limit_ms = (int64_t)(s->o.watchdog * 1000);
+	__atomic_store_n(&wd.limit_ms, (int64_t)(s->o.watchdog * 1000), __ATOMIC_RELAXED);
 	wd.node = s->node;
 	snprintf(wd.sock, sizeof(wd.sock), "%s/" DS_SOCK_NAME, s->nodedir);
 	beat();
@@ -245,6 +252,19 @@ static void watch_arm(struct ds__svc *s)
 }
 
 static void watch_disarm(void) { __atomic_store_n(&wd.beat_ms, 0, __ATOMIC_RELAXED); }
+
+/* The step ends after a lost peer: what is left to do (stop the threads,
+ * MPI_Abort) may block on the lost node too, as the getting threads' MPI
+ * calls do over TCP; it gets LEAVE_MS, not another --timeout, so the
+ * survivors are gone about --timeout after the loss, not twice that. */
+#define LEAVE_MS 5000
+static void watch_leaving(void)
+{
+	__atomic_store_n(&wd.leaving, 1, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&wd.limit_ms, __ATOMIC_RELAXED) > LEAVE_MS)
+		__atomic_store_n(&wd.limit_ms, (int64_t)LEAVE_MS, __ATOMIC_RELAXED);
+	beat();
+}
 
 /* ---- the main loop ------------------------------------------------------ */
 
@@ -548,7 +568,8 @@ static void svc_release(struct ds__svc *s)
 
 /* Where a start's seconds go (issue 27: millions of samples). */
 struct serve_times {
-	double start, store, plan;
+	double start, store, plan, check_wait;
+	int threaded_check;
 };
 
 /* Join: this rank's node (one rank per node), the service's communicator
@@ -572,6 +593,14 @@ static int serve_join(MPI_Comm world, struct ds__svc *s, const struct ds_serve_o
 	}
 	MPI_Comm_dup(nd.leaders, &s->comm);
 	MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+	/* how many services share this host's cores (window.c) */
+	MPI_Comm host;
+	s->host_ranks = 1;
+	if (MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host) ==
+	    MPI_SUCCESS) {
+		MPI_Comm_size(host, &s->host_ranks);
+		MPI_Comm_free(&host);
+	}
 	s->node = nd.node;
 	s->nnodes = nd.nnodes;
 	ds_node_release(&nd);
@@ -600,6 +629,7 @@ static int serve_start(struct ds__svc *s, const struct ds_serve_opts *o, int ran
 		rc = ds__store_open(s);
 	}
 	t->store = ds_now();
+	t->threaded_check = s->ixcheck_on;
 	if (!rc) {
 		/* every node writes the epoch configuration on its own file system:
 		 * the shim of every node must compute the lists we compute */
@@ -623,6 +653,13 @@ static int serve_start(struct ds__svc *s, const struct ds_serve_opts *o, int ran
 			rc = ds_fault("serve.window", (int)s->node);
 		failed = ds_any_failed(s->comm, rc);
 	}
+	/* the index's full check ran beside the plan and the window (window.c):
+	 * its verdict before anything else reads the index (the outputs, the
+	 * readers' socket) */
+	t_plan0 = ds_now();
+	if (!failed)
+		failed = ds_any_failed(s->comm, ds__store_checked(s));
+	t->check_wait = ds_now() - t_plan0;
 	if (!failed)
 		ds__pw_start(s);
 	if (!failed && o->out.outputs &&
@@ -674,8 +711,11 @@ static int serve_run(MPI_Comm world, struct ds__svc *s, const struct ds_serve_op
 	ds__gather_start(s);
 	ds__status_write(s, "running");
 	ds_debug("node %u: serving %.3f s after the start: the store and its index %.3f s, the "
-	         "first epochs' plans %.3f s",
-	         s->node, ds_now() - t->start, t->store - t->start, t->plan);
+	         "first epoch's plan %.3f s; the index's full check %.3f s %s (%.3f s waited "
+	         "for)",
+	         s->node, ds_now() - t->start, t->store - t->start, t->plan, s->ixcheck_s,
+	         t->threaded_check ? "beside the plan and the window" : "in the store's time",
+	         t->check_wait);
 	if (rank == 0) {
 		ds_info("serving %u node(s) under '%s': seed %llu, locality %g, %s; stop with "
 		        "'dstage stop --to %s%s%s'",
@@ -689,6 +729,8 @@ static int serve_run(MPI_Comm world, struct ds__svc *s, const struct ds_serve_op
 		ds_joblock_note(s->jobdir, "(leaving)");
 	if (res < 0) {
 		/* a peer is gone: no collective can complete; end the job step */
+		watch_leaving();
+		ds_fault("serve.leaving", (int)s->node); /* tests: a leave that blocks (t/9008) */
 		ds__sock_stop(s);
 		ds__status_write(s, "failed");
 		ds__exchange_free(s);
@@ -698,13 +740,53 @@ static int serve_run(MPI_Comm world, struct ds__svc *s, const struct ds_serve_op
 	return res;
 }
 
+/* The outputs' stop when leaving: it joins their threads (a copy or a sum
+ * ends at its next chunk, docs/outputs.md), no MPI call, which is all the
+ * watchdog watches: disarmed meanwhile, a long stop said.  Then every node
+ * waits for the others' stops in an agreement that feeds the watchdog, not
+ * in the next collective, where a stop longer than --timeout on one node
+ * had the others' watchdogs end the job as "a node is gone" (outputs.status
+ * not saved).  Bounded: --drain-timeout + --timeout.  The step's result. */
+static int outputs_leave(struct ds__svc *s, int res)
+{
+	watch_disarm();
+	double t0 = ds_now();
+	if (ds_out_stop(s->out) && !res)
+		res = 1; /* outputs closed and not drained: said, and the step fails */
+	if (ds_now() - t0 > s->o.watchdog)
+		ds_warn("node %u: the outputs took %.0f s to stop", s->node, ds_now() - t0);
+	beat();
+	struct ds_agree a;
+	double limit = s->o.out.drain_timeout + s->o.watchdog;
+	struct timespec ts = {0, 1000000L};
+	a.mine[0] = 0;
+	int rc = ds_agree_start(&a, s->comm, 1);
+	while (!rc && !(rc = ds_agree_test(&a, limit))) {
+		beat();
+		nanosleep(&ts, NULL);
+	}
+	if (rc == -ETIMEDOUT) {
+		ds_error(
+			"node %u: the other nodes' outputs have not stopped in %.0f s: a node is gone "
+			"or hung; leaving",
+			s->node, limit);
+		unlink(wd.sock);
+		_exit(1);
+	}
+	if (rc < 0) {
+		mpi_failed(s, "MPI_Iallreduce (the outputs' stop)", a.mpierr);
+		res = 1;
+	}
+	return res;
+}
+
 /* Leave: every rank is here, in the same iteration of the loop.  Stop,
  * remove the node store with --clean, and leave together.  The step's
  * result (res, or 1 when leaving failed). */
 static int serve_leave(struct ds__svc *s, const struct ds_serve_opts *o, int locked, int res)
 {
-	if (ds_out_stop(s->out) && !res)
-		res = 1; /* outputs closed and not drained: said, and the step fails */
+	if (s->out)
+		res = outputs_leave(s, res);
 	ds__out_free(s);
 	ds__status_write(s, res ? "failed" : "stopped");
 	serve_stop(s);
@@ -751,7 +833,7 @@ int ds_serve_step(MPI_Comm world, const struct ds_serve_opts *o)
 	int rank, locked = 0, res = 1;
 	MPI_Comm_rank(world, &rank);
 	const char *job = o->job && *o->job ? o->job : ds_store_default_job();
-	struct serve_times t = {0, 0, 0};
+	struct serve_times t = {0, 0, 0, 0, 0};
 
 	if (serve_join(world, s, o, rank))
 		goto out;

@@ -51,10 +51,16 @@ struct ds__svc {
 	struct ds_serve_opts o;
 	MPI_Comm comm; /* one rank per node; rank == node */
 	uint32_t node, nnodes;
+	int host_ranks; /* service ranks on this host (simulated nodes: several) */
 	char *jobdir, *nodedir;
 
 	/* the node store, mapped; the window over it */
 	struct ds_index ix;
+	/* the index's full check (window.c), run beside the start's first
+	 * plan; ds__store_checked waits for it */
+	pthread_t ixcheck;
+	int ixcheck_on, ixcheck_rc;
+	double ixcheck_s;
 	unsigned char *store;
 	size_t store_len;
 	size_t ram_len;  /* the first ram_len bytes map NODEDIR/store, the next
@@ -91,8 +97,15 @@ struct ds__svc {
 #define DS__SET(s, field, v) __atomic_store_n(&(s)->stats->field, (uint64_t)(v), __ATOMIC_RELAXED)
 
 /* ---- window.c: the store and the one-sided gets ------------------------- */
-/* Map NODEDIR/index and NODEDIR/store; create the window (collective). */
+/* Map NODEDIR/index and NODEDIR/store; create the window (collective).
+ * The open checks what the epoch plans rely on (ds_index_check_shuffle)
+ * and, where the host has a core for it, starts the index's full check
+ * (every entry, the CRC: seconds at millions of entries) on a thread of
+ * its own (else it checks it at once); ds__store_checked waits for it, and
+ * must return 0 before anything but the plans and the window uses the
+ * index (the readers' socket, the outputs). */
 int ds__store_open(struct ds__svc *s);
+int ds__store_checked(struct ds__svc *s);
 int ds__window_create(struct ds__svc *s);
 void ds__window_free(struct ds__svc *s);
 void ds__store_close(struct ds__svc *s);
@@ -214,10 +227,8 @@ int ds__share(struct ds__svc *s, uint64_t e, uint32_t **ids, size_t *n);
 /* Write it down for the readers (NODEDIR/epochs/share.<e>, dsnodeset.h):
  * best effort, a reader computes it when it is not there. */
 void ds__share_publish(struct ds__svc *s, uint64_t e, const uint32_t *ids, size_t n);
-/* Is some living node (this one included) holding entry id? */
-int ds__reachable(const struct ds__svc *s, uint32_t id);
-/* The same for every entry of partition part (what the epoch planner asks,
- * once per partition; constant during a step). */
+/* Is some living node (this one included) holding partition part?  (What
+ * the epoch planner asks, once per partition; constant during a step.) */
 int ds__part_reachable(const struct ds__svc *s, uint32_t part);
 /* A read of entry id no living node holds: named in the log; the status
  * the reader gets (-EHOSTDOWN after a loss, else -EIO). */

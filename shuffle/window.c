@@ -29,7 +29,9 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -123,11 +125,94 @@ static int spill_open(struct ds__svc *s, int *out)
 	return 0;
 }
 
+/* The index's full check (every entry, the CRC of the whole file) over the
+ * mapping the service uses: O(entries), 2.2 s at 5M entries here (issue
+ * 27), on a thread of its own while main plans epoch 0 and makes the
+ * window, which need only what ds_index_check_shuffle checked. */
+static void *ixcheck_main(void *arg)
+{
+	struct ds__svc *s = arg;
+	double t0 = ds_now();
+	struct ds_index tmp;
+	s->ixcheck_rc = ds_index_from_buf(&tmp, s->ix.h, s->ix.map_len, 1);
+	s->ixcheck_s = ds_now() - t0;
+	return NULL;
+}
+
+/* Is there a core for the full check beside main's plan?  Two per service
+ * rank of this host (main and the check; simulated nodes share one host),
+ * in this process's affinity; where there is not, a check beside the plan
+ * only slowed both (5M samples, 2 simulated nodes on 2 busy cores: the
+ * check 2.6-2.9 s instead of 1.2 s, the plan 0.9-1.2 s instead of 0.4-0.5
+ * s, the start 0.4 s longer).  DSTAGE_SERVE_CHECK_THREAD=0 or 1 decides
+ * (tests, measurements). */
+static int check_thread_on(const struct ds__svc *s)
+{
+	static int v = -1;
+	const char *e = getenv("DSTAGE_SERVE_CHECK_THREAD");
+	if (e && *e)
+		return ds_env_switch("DSTAGE_SERVE_CHECK_THREAD", &v);
+	cpu_set_t cs;
+	int ncpu = sched_getaffinity(0, sizeof(cs), &cs) ? 1 : CPU_COUNT(&cs);
+	return ncpu >= 2 * (s->host_ranks > 0 ? s->host_ranks : 1);
+}
+
+/* Open the index: its header and bounds, what the plans rely on (the
+ * samples and the locations), then the full check, started beside the
+ * start's next steps where there is a core for it.  A damage found here is
+ * reported as the full check reports it (the same error as a full check
+ * before any plan). */
+static int index_open(struct ds__svc *s, const char *path)
+{
+	int rc = ds_index_open(&s->ix, path, 0);
+	if (rc)
+		return rc;
+	if (!check_thread_on(s)) {
+		struct ds_index tmp;
+		double t0 = ds_now();
+		rc = ds_index_from_buf(&tmp, s->ix.h, s->ix.map_len, 1);
+		s->ixcheck_s = ds_now() - t0;
+	} else if (ds_index_check_shuffle(&s->ix)) {
+		struct ds_index tmp;
+		rc = ds_index_from_buf(&tmp, s->ix.h, s->ix.map_len, 1);
+		if (!rc)
+			rc = -DS_ECORRUPT;
+	} else {
+		sigset_t all, prev;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &prev);
+		int trc = pthread_create(&s->ixcheck, NULL, ixcheck_main, s);
+		pthread_sigmask(SIG_SETMASK, &prev, NULL);
+		if (!trc)
+			s->ixcheck_on = 1;
+		else /* no thread: check it here */
+			rc = ds_index_from_buf(&(struct ds_index){0}, s->ix.h, s->ix.map_len, 1);
+	}
+	if (rc)
+		ds_index_close(&s->ix);
+	return rc;
+}
+
+int ds__store_checked(struct ds__svc *s)
+{
+	if (!s->ixcheck_on)
+		return 0;
+	pthread_join(s->ixcheck, NULL);
+	s->ixcheck_on = 0;
+	int rc = s->ixcheck_rc;
+	if (rc) {
+		char path[PATH_MAX];
+		ds_store_path(path, sizeof(path), s->nodedir, DS_INDEX_NAME);
+		ds_error("node %u: '%s': %s", s->node, path, ds_strerror(rc));
+	}
+	return rc;
+}
+
 int ds__store_open(struct ds__svc *s)
 {
 	char path[PATH_MAX];
 	ds_store_path(path, sizeof(path), s->nodedir, DS_INDEX_NAME);
-	int rc = ds_index_open(&s->ix, path, 1);
+	int rc = index_open(s, path);
 	if (rc) {
 		ds_error("node %u: '%s': %s%s", s->node, path, ds_strerror(rc),
 		         rc == -ENOENT ? " (run dstage stage first)" : "");
@@ -224,6 +309,10 @@ int ds__store_open(struct ds__svc *s)
 
 void ds__store_close(struct ds__svc *s)
 {
+	if (s->ixcheck_on) { /* a start that failed before it was waited for */
+		pthread_join(s->ixcheck, NULL);
+		s->ixcheck_on = 0;
+	}
 	if (s->store)
 		munmap(s->store, s->store_len);
 	s->store = NULL;
@@ -274,11 +363,15 @@ struct probe_get {
 /* The smallest and the largest (up to PROBE_BIG) sample that rank
  * `partner` holds in its own store (the index's locations, as ds__holder
  * reads them first; not the copies re-replicated after a loss): 0 if it
- * holds none. */
+ * holds none.  Among at most PROBE_PICKS samples spread over the whole
+ * list: the probe wants a small and a large get, not the extremes, and a
+ * walk of every sample cost main O(samples) at every start (issue 27). */
+#define PROBE_PICKS 65536u
 static int probe_pick(const struct ds__svc *s, int partner, struct probe_get g[2])
 {
 	memset(g, 0, 2 * sizeof(*g));
-	for (uint32_t j = 0; j < s->ix.h->nsamples; j++) {
+	uint32_t ns = s->ix.h->nsamples, step = ns / PROBE_PICKS + 1;
+	for (uint64_t j = 0; j < ns; j += step) {
 		uint32_t id = ds_ix_sample(&s->ix, j);
 		struct ds_ix_file fe, *e = &fe;
 		ds_ix_file(&s->ix, id, e);
@@ -445,6 +538,11 @@ void ds__window_free(struct ds__svc *s)
 	s->win = MPI_WIN_NULL;
 }
 
+/* Replicas share the load by spans of 2^HOLDER_SPAN_BITS consecutive
+ * entries, not entry by entry: a run of entries adjacent in the store then
+ * has one holder, and the prefetch fetches it with one get (exchange.c). */
+#define HOLDER_SPAN_BITS 6
+
 int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp)
 {
 	uint32_t part = ds_ix_part(&s->ix, id);
@@ -452,9 +550,10 @@ int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp)
 		return -ENOENT;
 	const struct ds_part *p = &s->ix.parts[part];
 	/* spread the readers of a replicated partition over its holders: start
-	 * at a place that depends on the entry and on who asks */
+	 * at a place that depends on the entry's span and on who asks */
 	for (uint32_t i = 0; i < p->nloc; i++) {
-		const struct ds_loc *l = &s->ix.locs[p->loc + (id + s->node + i) % p->nloc];
+		const struct ds_loc *l =
+			&s->ix.locs[p->loc + ((id >> HOLDER_SPAN_BITS) + s->node + i) % p->nloc];
 		int rank = ds__rank_of(s, l->node); /* -1: lost (failover.c) */
 		if (l->node == s->node || rank < 0)
 			continue;

@@ -12,19 +12,24 @@ test_expect_success 'every test is executable' '
 	for f in "$SRCDIR"/t/[0-9]*.t; do test -x "$f" || { echo "$f not executable"; exit 1; }; done
 '
 test_expect_success 'no script sets its own EXIT, INT or TERM trap (test_atexit does it)' '
-	grep -n "^[[:space:]]*trap .*\(EXIT\|INT\|TERM\)" "$SRCDIR"/t/[0-9]*.t >traps;
-	test_cmp /dev/null traps
+	test_status --show traps 1 grep -n "^[[:space:]]*trap .*\(EXIT\|INT\|TERM\)" "$SRCDIR"/t/[0-9]*.t >traps
 '
 test_expect_success 'no script prints its own SKIP plan (skip_all, test_require say why)' '
-	grep -n "echo .1\.\.0 # SKIP" "$SRCDIR"/t/[0-9]*.t | grep -v "/0002-test-lib\.t:" >skips;
-	test_cmp /dev/null skips
+	{ grep -n "echo .1\.\.0 # SKIP" "$SRCDIR"/t/[0-9]*.t >all || test $? = 1; } &&
+	sed "/\/0002-test-lib\.t:/d" all >skips && test_cmp /dev/null skips
+'
+# A body runs without set -e: a command not in its && chain fails unseen
+# (tools/chainlint.pl, tested by t/0016; docs/HACKING.md, Adding a test).
+test_expect_success 'every test body keeps its && chain: no broken link, hand-written capture or lost loop pass' '
+	perl "$SRCDIR/tools/chainlint.pl" "$SRCDIR"/t/[0-9]*.t "$SRCDIR"/t/test-lib.sh "$SRCDIR"/t/lib-*.sh >chain ||
+	{ sed "s,^$SRCDIR/,," chain; false; }
 '
 test_expect_success 'every library a script sources (. "$SRCDIR/t/...") exists' '
 	grep -o "^[[:space:]]*\. \"\$SRCDIR/t/[^\"]*\"" "$SRCDIR"/t/[0-9]*.t "$SRCDIR"/t/lib-*.sh |
 		sed "s,^\([^:]*\):[[:space:]]*\. \"\$SRCDIR/\(.*\)\"$,\1 \2," >sourced &&
 	test -s sourced &&
 	while read -r by lib; do
-		test -f "$SRCDIR/$lib" || echo "$by sources $lib: no such file"
+		test -f "$SRCDIR/$lib" || echo "$by sources $lib: no such file" || exit 1
 	done <sourced >missing &&
 	test_cmp /dev/null missing
 '

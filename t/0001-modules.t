@@ -76,7 +76,7 @@ test_expect_success 'no folder calls another folder'"'"'s internal (ds__) functi
 	(cd "$SRCDIR/build" && ls */*.o pic/*/*.o) | grep -v "^t/" |
 		while read -r o; do
 			c=${o#pic/}
-			if test -f "$SRCDIR/${c%.o}.c"; then echo "$o"; fi
+			if test -f "$SRCDIR/${c%.o}.c"; then echo "$o"; fi || exit 1
 		done >objs &&
 	test -s objs &&
 	(cd "$SRCDIR/build" && nm -A $(cat "$TRASH/objs")) >syms &&

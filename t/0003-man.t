@@ -59,8 +59,7 @@ test_expect_success MAN 'man --warnings renders the page without a warning' '
 
 test_expect_success MAN 'every command and every option of every --help is in its section' '
 	render "$PAGE" >page &&
-	check_page page >missing;
-	rc=$?; cat missing; test $rc = 0 && test_cmp /dev/null missing
+	test_status --show missing 0 check_page page >missing && test_cmp /dev/null missing
 '
 
 test_expect_success MAN 'the check fails when an option or a command is left out of the page' '

@@ -46,7 +46,7 @@ test_expect_success 'setup: a small tree with a validation set' '
 	mkdir -p src/train/a src/train/b src/val &&
 	i=0 && while [ $i -lt 12 ]; do
 		head -c $((100 + i * 37)) /dev/urandom >src/train/a/f$i &&
-		head -c $((3000 + i * 11)) /dev/urandom >src/train/b/g$i && i=$((i + 1))
+		head -c $((3000 + i * 11)) /dev/urandom >src/train/b/g$i && i=$((i + 1)) || exit 1
 	done &&
 	echo labels >src/val/labels.txt
 '

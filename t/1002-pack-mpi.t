@@ -18,7 +18,7 @@ test_expect_success 'setup: a tree of several directories' '
 	for d in a b c d e; do
 		mkdir -p src/$d/sub &&
 		i=0 && while [ $i -lt 40 ]; do
-			seq 1 $((i * 37 + 1)) >src/$d/f$i && i=$((i + 1))
+			seq 1 $((i * 37 + 1)) >src/$d/f$i && i=$((i + 1)) || exit 1
 		done &&
 		head -c 20000 /dev/urandom >src/$d/sub/rand
 	done &&
@@ -52,8 +52,7 @@ test_expect_success 'replicated files have partitions of their own' '
 '
 
 test_expect_success 'a file vanishing on rank 1: every rank exits 1, nothing left' '
-	(export DSTAGE_TEST_AFTER_SCAN="rm src/e/f39"; mpirun_n 2 $DSTAGE pack -p 2 src gone 2>err)
-	test $? = 1 &&
+	test_status 1 mpirun_n 2 env DSTAGE_TEST_AFTER_SCAN="rm src/e/f39" $DSTAGE pack -p 2 src gone 2>err &&
 	test_grep "dstage: pack: rank 1: .src/e/f39.: vanished while packing" err &&
 	test_grep "dstage: pack: .gone.: pack failed, nothing written" err &&
 	! test -e gone
@@ -61,8 +60,7 @@ test_expect_success 'a file vanishing on rank 1: every rank exits 1, nothing lef
 
 test_expect_success 'a failure on rank 0 stops rank 1 too' '
 	echo x >src/a/f0 &&
-	(export DSTAGE_TEST_AFTER_SCAN="echo more >>src/a/f0"; mpirun_n 2 $DSTAGE pack -p 2 src changed 2>err)
-	test $? = 1 &&
+	test_status 1 mpirun_n 2 env DSTAGE_TEST_AFTER_SCAN="echo more >>src/a/f0" $DSTAGE pack -p 2 src changed 2>err &&
 	test_grep "dstage: pack: .src/a/f0.: changed while packing" err &&
 	! test -e changed
 '

@@ -37,8 +37,7 @@ test_expect_success 'an unreadable file: exit 1, named, nothing left' '
 	else
 		as=
 	fi &&
-	$as $DSTAGE pack unreadable out-unreadable 2>err
-	test $? = 1 &&
+	test_status 1 $as $DSTAGE pack unreadable out-unreadable 2>err &&
 	test_grep "dstage: pack: .unreadable/d/locked.: Permission denied" err &&
 	! test -e out-unreadable
 '
@@ -46,8 +45,7 @@ test_expect_success 'an unreadable file: exit 1, named, nothing left' '
 test_expect_success 'an unreadable directory: exit 1, named' '
 	cp -r good unreadable-dir && chmod -R a+rX unreadable-dir && chmod 000 unreadable-dir/d &&
 	if [ "$(id -u)" = 0 ]; then as="setpriv --reuid=65534 --regid=65534 --clear-groups"; else as=; fi &&
-	$as $DSTAGE pack unreadable-dir out-unreadable-dir 2>err
-	test $? = 1 &&
+	test_status 1 $as $DSTAGE pack unreadable-dir out-unreadable-dir 2>err &&
 	test_grep "unreadable-dir/d.: Permission denied" err &&
 	! test -e out-unreadable-dir
 '
@@ -183,7 +181,7 @@ test_expect_success TMPFS 'a full disk while writing index.h5: exit 1, nothing l
 	test "$(ls -A small)" = ""
 '
 test_expect_success TMPFS 'a full disk under mpiexec -n 2: every rank exits 1' '
-	(mpirun_n 2 $DSTAGE pack -p 2 bigsrc small/out3 2>err; test $? = 1) &&
+	test_status 1 mpirun_n 2 $DSTAGE pack -p 2 bigsrc small/out3 2>err &&
 	test_grep "No space left on device" err &&
 	test "$(ls -A small)" = ""
 '
@@ -200,9 +198,9 @@ test_expect_success 'an empty selection is an error, named (--exclude everything
 ASAN_BIN="$SRCDIR/build-asan/bin/dstage"
 test_expect_success ASAN 'the empty selections under UBSan/ASan: a clean error, no runtime error' '
 	for sel in "--exclude=*" "--files-from=empty.list"; do
-		UBSAN_OPTIONS=print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
-			"$ASAN_BIN" pack "$sel" good e3 >out 2>&1; rc=$?; cat out
-		test $rc = 1 && test_grep "nothing to pack" out &&
+		test_status --show out 1 env UBSAN_OPTIONS=print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+			"$ASAN_BIN" pack "$sel" good e3 >out 2>&1 &&
+		test_grep "nothing to pack" out &&
 		! grep -q "runtime error\|Sanitizer" out || exit 1
 	done
 '

@@ -15,7 +15,7 @@ test_expect_success 'setup: train/ (two classes) and val/' '
 	for c in cat dog; do
 		mkdir -p src/train/$c &&
 		i=0 && while [ $i -lt 30 ]; do
-			head -c $((1000 + i * 100)) /dev/zero | tr "\0" x >src/train/$c/$i.jpg && i=$((i + 1))
+			head -c $((1000 + i * 100)) /dev/zero | tr "\0" x >src/train/$c/$i.jpg && i=$((i + 1)) || exit 1
 		done
 	done &&
 	mkdir -p src/val src/tmp &&

@@ -31,7 +31,7 @@ test_expect_success 'setup: a tree uploaded as objects' '
 	mkdir -p src/train/n01 src/train/n02 src/val src/deep/a/b/c &&
 	i=0 && while [ $i -lt 30 ]; do
 		seq 1 $((i * 97 + 1)) >src/train/n01/s$i.txt &&
-		head -c $((i * 1000)) /dev/urandom >src/train/n02/r$i.bin && i=$((i + 1))
+		head -c $((i * 1000)) /dev/urandom >src/train/n02/r$i.bin && i=$((i + 1)) || exit 1
 	done &&
 	head -c 3000000 /dev/urandom >src/deep/a/b/c/big &&
 	: >src/val/empty && echo v >src/val/v1 &&
@@ -50,7 +50,7 @@ test_expect_success 'pack s3:// serially: verify, ls and every file equal the so
 '
 
 test_expect_success 'a listing of several pages (2100 keys) is read to its end' '
-	mkdir -p many/d && i=0 && while [ $i -lt 2100 ]; do echo $i >many/d/k$i; i=$((i + 1)); done &&
+	mkdir -p many/d && i=0 && while [ $i -lt 2100 ]; do echo $i >many/d/k$i && i=$((i + 1)) || exit 1; done &&
 	"$S3TOOL" put-tree many s3://data/many &&
 	mpirun_n 2 "$DSTAGE" pack -p 2 s3://data/many manypack >out &&
 	test_grep "packed 2100 files, 1 dirs" out &&
@@ -98,8 +98,8 @@ bad_key() {
 	fi
 	printf '%s\n' "$3" >want.msg
 	test_expect_success "bad key '$1': $2" '
-		"$DSTAGE" pack s3://bad/p nopk 2>err;
-		rc=$?; cat err; test_grep -F -f want.msg err && ! test -e nopk && test $rc = 1
+		test_status --show err 1 "$DSTAGE" pack s3://bad/p nopk 2>err &&
+		test_grep -F -f want.msg err && ! test -e nopk
 	'
 	"$S3TOOL" rm s3://bad
 }
@@ -139,15 +139,15 @@ test_expect_success 'an empty prefix: nothing to pack' '
 '
 
 test_expect_success 'a wrong access key: access denied, the secret never printed' '
-	AWS_ACCESS_KEY_ID=NOTAKEY AWS_SECRET_ACCESS_KEY=TopSecret42 DSTAGE_LOG=debug \
-		"$DSTAGE" pack -v s3://data/ds nopk >out 2>err; rc=$?; cat err &&
+	test_status --show err 1 env AWS_ACCESS_KEY_ID=NOTAKEY AWS_SECRET_ACCESS_KEY=TopSecret42 DSTAGE_LOG=debug \
+		"$DSTAGE" pack -v s3://data/ds nopk >out 2>err &&
 	test_grep "access denied (403 InvalidAccessKeyId)" err &&
-	! grep -q TopSecret42 err out && ! test -e nopk && test $rc = 1
+	! grep -q TopSecret42 err out && ! test -e nopk
 '
 
 test_expect_success 'no credentials at all: a clear error' '
-	env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY "$DSTAGE" pack s3://data/ds nopk 2>err;
-	rc=$?; cat err && test_grep "no S3 credentials" err && ! test -e nopk && test $rc = 1
+	test_status --show err 1 env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY "$DSTAGE" pack s3://data/ds nopk 2>err &&
+	test_grep "no S3 credentials" err && ! test -e nopk
 '
 
 test_expect_success 'credentials from ~/.aws/credentials with AWS_PROFILE' '
@@ -163,10 +163,10 @@ test_expect_success 'credentials from ~/.aws/credentials with AWS_PROFILE' '
 
 test_expect_success 'an object changed between the listing and its GET: stops, named' '
 	echo changed >changed &&
-	DSTAGE_TEST_AFTER_SCAN="\"$S3TOOL\" put changed s3://data/ds/train/n01/s3.txt" \
-		"$DSTAGE" pack -p 2 s3://data/ds nopk 2>err; rc=$?; cat err &&
+	test_status --show err 1 env DSTAGE_TEST_AFTER_SCAN="\"$S3TOOL\" put changed s3://data/ds/train/n01/s3.txt" \
+		"$DSTAGE" pack -p 2 s3://data/ds nopk 2>err &&
 	test_grep "s3://data/ds/train/n01/s3.txt.: changed since it was listed (ETag differs)" err &&
-	test_grep "pack failed, nothing written" err && ! test -e nopk && test $rc = 1
+	test_grep "pack failed, nothing written" err && ! test -e nopk
 '
 
 test_done

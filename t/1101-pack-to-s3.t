@@ -15,7 +15,7 @@ TMPDIR="$TRASH/tmp" && mkdir -p "$TMPDIR" && export TMPDIR
 test_expect_success 'setup: a tree with a file larger than the multipart threshold' '
 	mkdir -p src/a src/b &&
 	head -c 7000000 /dev/urandom >src/a/big &&
-	i=0 && while [ $i -lt 40 ]; do seq 1 $((i * 50 + 1)) >src/b/f$i; i=$((i + 1)); done &&
+	i=0 && while [ $i -lt 40 ]; do seq 1 $((i * 50 + 1)) >src/b/f$i && i=$((i + 1)) || exit 1; done &&
 	"$DSTAGE" pack -q -p 3 src local
 '
 
@@ -41,7 +41,7 @@ test_expect_success 'verify in the bucket finds a corrupted partition' '
 	printf X | dd of=bad.h5 bs=1 seek=6000 conv=notrunc 2>/dev/null &&
 	"$DSTAGE" pack -q -p 3 src s3://data/bad &&
 	"$S3TOOL" put bad.h5 s3://data/bad/part-00002.h5 &&
-	{ "$DSTAGE" verify s3://data/bad 2>err; test $? = 1; } &&
+	test_status 1 "$DSTAGE" verify s3://data/bad 2>err &&
 	test_grep "s3://data/bad/part-00002.h5.: corrupt" err
 '
 
@@ -68,11 +68,10 @@ test_expect_success '--force replaces the pack; surplus partitions and nothing e
 '
 
 test_expect_success 'an upload failing on rank 1: exit 1, nothing in the bucket or on disk' '
-	DSTAGE_FAULT=pack.s3put:rank=1 mpirun_n 2 "$DSTAGE" pack -p 4 src s3://data/pk3 2>err;
-	rc=$?; cat err &&
+	test_status --show err 1 mpirun_n 2 env DSTAGE_FAULT=pack.s3put:rank=1 "$DSTAGE" pack -p 4 src s3://data/pk3 2>err &&
 	test_grep "s3://data/pk3.: pack failed, nothing written" err &&
 	"$S3TOOL" ls s3://data/pk3 >l && test_cmp /dev/null l &&
-	! ls -d "$TMPDIR"/dstage-* 2>/dev/null && test $rc = 1
+	! ls -d "$TMPDIR"/dstage-* 2>/dev/null
 '
 
 test_expect_success 'a missing bucket for OUT: exit 1, named' '

@@ -20,7 +20,7 @@ test_expect_success 'upload a tree with awkward key names, through the checking 
 	mkdir -p "src/sp ace/ü" "src/plus+eq=amp&" src/many &&
 	echo a >"src/sp ace/ü/f ile" && echo b >"src/plus+eq=amp&/x,y;z" &&
 	head -c 6000000 /dev/urandom >src/big &&
-	i=0 && while [ $i -lt 1050 ]; do echo $i >src/many/m$i; i=$((i + 1)); done &&
+	i=0 && while [ $i -lt 1050 ]; do echo $i >src/many/m$i && i=$((i + 1)) || exit 1; done &&
 	"$S3TOOL" put-tree src s3://data/tree
 '
 

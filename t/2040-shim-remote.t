@@ -118,7 +118,7 @@ test_expect_success 'a service stopped (SIGSTOP), then killed: EIO, no hang' '
 
 test_expect_success 'a service that dies mid-way: EIO for the rest, no wrong bytes' '
 	stop_service && start_service --die-after 3 &&
-	(cd src && shim sh -c "cd $MOUNT && xargs -d \"\\n\" sha256sum" <../files) >part 2>err;
+	! (cd src && shim sh -c "cd $MOUNT && xargs -d \"\\n\" sha256sum" <../files) >part 2>err &&
 	grep -q "Input/output error" err &&
 	sort part >p1 && sort native >n1 && comm -23 p1 n1 >wrong && test_cmp /dev/null wrong
 '

@@ -47,7 +47,7 @@ test_expect_success 'paths up to PATH_MAX; longer ones are ENAMETOOLONG' '
 
 test_expect_success 'epoch lists: this node share, reader slices, a permutation over nodes' '
 	rm -rf src2 && mkdir -p src2/train src2/val &&
-	for i in $(seq 1 40); do echo $i >src2/train/s$i; done && echo v >src2/val/v &&
+	for i in $(seq 1 40); do echo $i >src2/train/s$i || exit 1; done && echo v >src2/val/v &&
 	rm -rf "$JOBDIR" && "$T/mkstore" -N 2 -p 4 --replicate val src2 "$SHM" >/dev/null &&
 	NODE=0 shim cat "$MOUNT/.dstage/epochs/3/all" >e0 &&
 	NODE=1 shim cat "$MOUNT/.dstage/epochs/3/all" >e1 &&

@@ -8,7 +8,7 @@
 . "$SRCDIR/t/lib-shim.sh"
 
 test_expect_success 'setup: a small tree on one node; a real tree of the same shape' '
-	mkdir -p src/train && for i in 1 2 3 4; do echo $i >src/train/s$i; done &&
+	mkdir -p src/train && for i in 1 2 3 4; do echo $i >src/train/s$i || exit 1; done &&
 	touch_root src &&
 	stage_tree src -N 1 -p 2 &&
 	shim cat "$MOUNT/.dstage/epochs/0/all" >all &&

@@ -49,7 +49,7 @@ test_expect_success 'unmodified readers through the shim on all nodes at once: b
 	done &&
 	wait &&
 	ok=1 &&
-	for k in 0 1 2; do test ! -s cmp.$k || { cat cmp.$k; ok=0; }; done &&
+	for k in 0 1 2; do test ! -s cmp.$k || { ok=0; cat cmp.$k; } || exit 1; done &&
 	test $ok = 1 &&
 	test "$(stat_val 0 remote_reads)" -gt 0 && test "$(stat_val 0 read_errors)" = 0
 '

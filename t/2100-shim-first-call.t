@@ -104,8 +104,8 @@ test_expect_success 'every wrapper (io/wrap.h, exports) is called here or listed
 	comm -13 w not-called >stale-listed &&
 	comm -12 known not-called >both &&
 	for f in neither stale-known stale-listed both; do
-		test -s $f && { echo "$f:"; cat $f; }
-	done
+		test ! -s $f || { echo "$f:" && cat $f; } || exit 1
+	done &&
 	! test -s neither && ! test -s stale-known && ! test -s stale-listed && ! test -s both
 '
 

@@ -66,9 +66,9 @@ test_expect_success 'getconf (pathconf) of staged names: as on a copy on the sto
 	cp -a src "$SHM/native" &&
 	for n in "" /a/x.txt /a/b /links/tofile /links/todir /a/missing; do
 		for v in $pcvars; do
-			{ getconf $v "$SHM/native$n" 2>&1; echo "$v exit $?"; } |
+			{ getconf $v "$SHM/native$n" 2>&1 || echo "$v exit $?"; } |
 				sed "s|$SHM/native|@|g" >>pc.want &&
-			{ shim getconf $v "$MOUNT$n" 2>&1; echo "$v exit $?"; } |
+			{ shim getconf $v "$MOUNT$n" 2>&1 || echo "$v exit $?"; } |
 				sed "s|$MOUNT|@|g" >>pc.got || return 1
 		done
 	done &&

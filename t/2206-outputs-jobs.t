@@ -42,7 +42,7 @@ fi
 EOF
 
 test_expect_success 'a small dataset, packed' '
-	mkdir -p src/a && for i in 1 2 3 4 5 6 7 8; do echo "$i" >src/a/$i; done &&
+	mkdir -p src/a && for i in 1 2 3 4 5 6 7 8; do echo "$i" >src/a/$i || exit 1; done &&
 	"$DSTAGE" pack -q -p 4 src pack && mkdir rec
 '
 test_expect_success 'train.sbatch with outputs: written on every node, read across, drained, exit 0' '
@@ -64,9 +64,7 @@ test_expect_success 'the service of node 1 cannot drain: the job recovers its ou
 test_expect_success 'no drain works at all: every output named, exit 1, every node cleaned' '
 	rm -rf drain &&
 	DSTAGE_FAULT=drain.write DSTAGE_PACK=$TRASH/pack DSTAGE_OUTPUTS=out \
-		DSTAGE_DRAIN_TO=$TRASH/drain submit t3.out "$JOBS/train.sbatch" sh "$TRASH/write.sh" "$TRASH/rec"
-	rc=$?
-	echo "exit $rc" && test $rc = 1 &&
+		DSTAGE_DRAIN_TO=$TRASH/drain test_status 1 submit t3.out "$JOBS/train.sbatch" sh "$TRASH/write.sh" "$TRASH/rec" &&
 	grep -q "node1.txt.*not drained" t3.out && grep -q "e1.pt.*not drained" t3.out &&
 	grep -q "lost with the node stores" t3.out &&
 	! test -e drain/node1.txt &&

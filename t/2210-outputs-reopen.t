@@ -170,8 +170,9 @@ test_expect_success 'drain --wait: the drained copies are whole' '
 	test_cmp real/log.txt "$DR/log.txt" &&
 	printf "one\ntwo\n" >want && test_cmp want "$DR/race.txt" &&
 	shim_on 0 cat "$MOUNT/out/threads.txt" | cmp - "$DR/threads.txt" &&
-	test_have_prereq H5PY || exit 0
-	shim_on 0 cat "$MOUNT/out/m.h5" | cmp - "$DR/m.h5"
+	if test_have_prereq H5PY; then
+		shim_on 0 cat "$MOUNT/out/m.h5" | cmp - "$DR/m.h5"
+	fi
 '
 serve_stop
 test_expect_success 'stop: exit 0' '

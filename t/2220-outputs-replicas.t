@@ -149,10 +149,7 @@ test_expect_success 'the service ends while dstage drain --wait waits: it recove
 	wait_until 30 sh -c "ls -l /proc/$dpid/fd 2>/dev/null | grep -q socket:" &&
 		sleep 0.5 && kill -0 $dpid || exit 1
 	for i in 0 2; do kill -TERM $(node_pid $i) || exit 1; done
-	wait $dpid
-	echo $? >wait.rc
-	cat wait.out &&
-	test "$(cat wait.rc)" = 0 &&
+	test_status --show wait.out 0 wait $dpid &&
 	grep -q "node 2: .w.ckpt.: recovered" wait.out &&
 	cmp w.ckpt "$DR/w.ckpt"
 '

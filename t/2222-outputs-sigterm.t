@@ -26,15 +26,14 @@ test_expect_success 'SIGTERM under drain --wait: every node leaves within 10 s, 
 	wait_until 30 sh -c "ls -l /proc/$dpid/fd 2>/dev/null | grep -q socket:" &&
 		sleep 0.5 && kill -0 $dpid || exit 1
 	p0=$(node_pid 0) && p1=$(node_pid 1) || exit 1
-	t0=$(date +%s.%N)
-	kill -TERM $p0 $p1 || exit 1
-	wait_gone 30 $p0 $p1
-	t1=$(date +%s.%N)
-	wait $dpid
-	echo $? >wait.rc
-	took=$(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }")
-	echo "# the ranks left in $took s"
-	cat serve.log wait.out
+	t0=$(date +%s.%N) &&
+	kill_ranks TERM $p0 $p1 &&
+	wait_gone 30 $p0 $p1 &&
+	t1=$(date +%s.%N) &&
+	rc=0 && { wait $dpid || rc=$?; } && echo $rc >wait.rc &&
+	took=$(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }") &&
+	echo "# the ranks left in $took s" &&
+	cat serve.log wait.out &&
 	awk "BEGIN { exit !($took < 10) }" &&
 	! grep -q "has not returned" serve.log &&
 	grep -q "w.ckpt.*the service stopped during its copy" serve.log

@@ -69,12 +69,12 @@ except OSError as e:
 EOF
 test_expect_success SETPRIV,PYTHON 'a reader of another user cannot connect: the 0700 node directory keeps it out' '
 	# the helpers run as that user (a usage error: exit 2, not 126 or 127)
-	{ as_nobody "$T/serve-read"; test $? = 2; } &&
-	{ as_nobody "$PY" -c "pass"; test $? = 0; } &&
+	test_status 2 as_nobody "$T/serve-read" &&
+	test_status 0 as_nobody "$PY" -c "pass" &&
 	# the reader is refused the node directory: its index, and the socket
 	test_status --show out 1 as_nobody "$T/serve-read" -a "$JOBDIR" 0 >out 2>&1 &&
 	test_grep "^serve-read: .$JOBDIR/0/index.: Permission denied" out &&
-	{ as_nobody "$PY" "$TRASH/connect.py" "$JOBDIR/0/sock" >conn 2>&1; cat conn; } &&
+	test_status --show conn 0 as_nobody "$PY" "$TRASH/connect.py" "$JOBDIR/0/sock" >conn 2>&1 &&
 	test_grep -x "connect: EACCES" conn
 '
 

@@ -49,7 +49,7 @@ t0=$(date +%s)
 serve_stop
 t1=$(date +%s)
 test_expect_success 'one dstage stop stops every node, quickly, exit 0' '
-	cat stop.log serve.log;
+	cat stop.log serve.log &&
 	test "$(cat stop.rc)" = 0 && test "$(cat serve.rc)" = 0 &&
 	test $((t1 - t0)) -le 10 &&
 	for k in 0 1 2; do ! test -e "$JOBDIR/$k/sock" && grep -q "^state=stopped" "$JOBDIR/$k/serve.status" || exit 1; done &&

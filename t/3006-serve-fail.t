@@ -17,7 +17,7 @@ test_expect_success 'SIGKILL node 1' 'kill -KILL "$(node_pid 1)"'
 serve_wait
 t1=$(date +%s)
 test_expect_success 'the job step ends within seconds, failed' '
-	cat serve.log; test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 10
+	cat serve.log && test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 10
 '
 test_expect_success 'a reader of a remote file then gets EIO at once' '
 	f=$(cd src && find train -type f | head -1) &&
@@ -47,7 +47,7 @@ serve_wait
 t1=$(date +%s)
 kill -CONT "$(node_pid 1)" 2>/dev/null
 test_expect_success 'node 0 notices within the timeout, says so, the step ends' '
-	cat serve.log;
+	cat serve.log &&
 	test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 15 &&
 	grep -q "node 0: \(no answer from the other nodes\|an MPI call has not returned\)" serve.log
 '
@@ -59,7 +59,7 @@ serve_start 2
 unset DSTAGE_FAULT
 serve_wait
 test_expect_success 'a failure on node 1 ends every node with exit 1 and the reason' '
-	cat serve.log;
+	cat serve.log &&
 	test "$(cat serve.rc)" = 1 &&
 	grep -q "node 1: epoch 0: injected failure" serve.log &&
 	grep -q "node 0: node 1 failed: stopping" serve.log
@@ -74,7 +74,7 @@ unset DSTAGE_FAULT
 serve_wait
 t1=$(date +%s)
 test_expect_success 'a failure at window creation on node 1 ends every node, exit 1, named' '
-	cat serve.log;
+	cat serve.log &&
 	test "$(cat serve.rc)" = 1 && test $((t1 - t0)) -le 20 &&
 	grep -q "fault injected at .serve.window. (rank 1)" serve.log
 '

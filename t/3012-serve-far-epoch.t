@@ -60,5 +60,5 @@ test_expect_success 'one epoch back (a straggler) does not move the prefetch bac
 	pe=$(stat_val 0 prefetch_epoch) && echo "prefetch epoch $pe" && test "$pe" -ge 3
 '
 serve_stop
-test_expect_success 'stopped cleanly' 'cat serve.log; test "$(cat serve.rc)" = 0'
+test_expect_success 'stopped cleanly' 'cat serve.log && test "$(cat serve.rc)" = 0'
 test_done

@@ -46,7 +46,7 @@ test_expect_success 'unmodified readers through the shim: bytes equal the source
 	done &&
 	wait &&
 	ok=1 &&
-	for k in 0 1 2; do test ! -s cmp.$k || { cat cmp.$k; ok=0; }; done &&
+	for k in 0 1 2; do test ! -s cmp.$k || { ok=0; cat cmp.$k; } || exit 1; done &&
 	test $ok = 1 &&
 	test "$(stat_val 1 remote_reads)" -gt 0 && test "$(stat_val 1 read_errors)" = 0
 '

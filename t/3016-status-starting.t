@@ -29,7 +29,7 @@ starting() {
 }
 test_expect_success 'while the service starts: "service starting", not "service down"' '
 	wait_until 30 starting &&
-	"$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err; cat out err &&
+	test_status --show err 0 "$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err && cat out &&
 	! test -S "$JOBDIR/0/sock" &&
 	test_grep "service starting: figures of the node(s) stored on this host only" err &&
 	! grep -q "service down" err &&
@@ -38,14 +38,14 @@ test_expect_success 'while the service starts: "service starting", not "service 
 '
 test_expect_success 'then it serves: up' '
 	serve_up 2 &&
-	"$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err; cat out err &&
+	test_status --show err 0 "$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err && cat out &&
 	! grep -q "service starting\|service down" err &&
 	svc_col 0 up
 '
 serve_stop
 test_expect_success 'stopped: down again' '
 	test "$(cat serve.rc)" = 0 &&
-	"$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err; cat out err &&
+	test_status --show err 0 "$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err && cat out &&
 	test_grep "service down" err &&
 	svc_col 0 -
 '
@@ -55,9 +55,9 @@ serve_start 2 --seed 1
 unset DSTAGE_FAULT
 test_expect_success 'a start killed midway is down, not starting for ever' '
 	wait_until 30 starting &&
-	p0=$(node_pid 0) && p1=$(node_pid 1) && kill -KILL $p0 $p1 &&
+	p0=$(node_pid 0) && p1=$(node_pid 1) && kill_ranks KILL $p0 $p1 &&
 	wait_until 20 eval "! kill -0 $p0 2>/dev/null && ! kill -0 $p1 2>/dev/null" &&
-	"$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err; cat out err &&
+	test_status --show err 0 "$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err && cat out &&
 	test_grep "service down" err &&
 	svc_col 0 -
 '

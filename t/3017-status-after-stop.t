@@ -27,7 +27,7 @@ test_expect_success 'running: the epoch lines in serve.status and in dstage stat
 	shim_on 1 cat "$MOUNT/.dstage/epochs/0/all" >/dev/null &&
 	wait_until 30 epoch0 &&
 	grep -q "^prefetch_epoch=" "$JOBDIR/0/serve.status" &&
-	"$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err; cat out err &&
+	test_status --show err 0 "$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err && cat out &&
 	test_grep "^node 0 epoch [0-9]*: share" out
 '
 serve_stop
@@ -40,7 +40,7 @@ test_expect_success 'stopped: state and configuration kept, no epoch line nor li
 		! grep -q "^epoch\.\|^reader_epoch=\|^prefetch_\|^cache_bytes=" "$JOBDIR/$k/serve.status" ||
 		exit 1
 	done &&
-	"$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err; cat out err &&
+	test_status --show err 0 "$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err && cat out &&
 	! grep -q "^node [0-9]* epoch" out && test_grep "service down" err
 '
 
@@ -50,10 +50,10 @@ test_expect_success 'killed while it served: no epoch line either, svc "-"' '
 	shim_on 0 cat "$MOUNT/.dstage/epochs/0/all" >/dev/null &&
 	shim_on 1 cat "$MOUNT/.dstage/epochs/0/all" >/dev/null &&
 	wait_until 30 epoch0 &&
-	p0=$(node_pid 0) && p1=$(node_pid 1) && kill -KILL $p0 $p1 &&
+	p0=$(node_pid 0) && p1=$(node_pid 1) && kill_ranks KILL $p0 $p1 &&
 	wait_until 20 eval "! kill -0 $p0 2>/dev/null && ! kill -0 $p1 2>/dev/null" &&
 	grep -q "^state=running" "$JOBDIR/0/serve.status" &&
-	"$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err; cat out err &&
+	test_status --show err 0 "$DSTAGE" status --to "$SHM" --job "$JOB" >out 2>err && cat out &&
 	! grep -q "^node [0-9]* epoch" out && svc_col 0 - && svc_col 1 -
 '
 serve_wait

@@ -20,7 +20,7 @@ test_require CC
 
 
 test_expect_success 'setup: a slow fsync for the shares of epoch 2, two staged nodes' '
-	slowsync_build && make_samples src 24 && pack_stage src 2
+	slowsync_setup
 '
 slowsync_serve 2 2 --seed 4 --timeout 2
 test_expect_success 'served' 'serve_up 2'

@@ -82,7 +82,8 @@ test_expect_success 'some reads waited for the restarted service (the retry was 
 	test "$(cat reader.0 reader.1 reader.3 | sed -n "s/^done .* slow \([0-9]*\)$/\1/p" | paste -sd+ | bc)" -gt 0
 '
 test_expect_success 'the files only nodes 2 and another held came from the other holder' '
-	for k in 0 1 3; do stat_val $k served_reads; done | paste -sd+ | bc >served &&
+	for k in 0 1 3; do stat_val $k served_reads || exit 1; done >reads &&
+	paste -sd+ reads | bc >served &&
 	test "$(cat served)" -gt 0
 '
 test_expect_success 'epoch 1 is dealt over the survivors: one permutation, equal shares' '

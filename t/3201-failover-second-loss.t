@@ -26,11 +26,6 @@ restart_on() {
 	shift 2
 	serve_start "$n" --nodes "$nodes" "$@"
 }
-running() {
-	for i in "$@"; do
-		grep -qs ^state=running "$JOBDIR/$i/serve.status" && test -S "$JOBDIR/$i/sock" || return 1
-	done
-}
 
 serve_start 4 --failover
 test_expect_success 'served on 4 nodes' 'serve_up 4'

@@ -35,7 +35,8 @@ test_expect_success 'the state of a checkpoint at sample 5 of epoch 2, 2 readers
 	grep -q "\"seed\": 5," state.json
 '
 test_expect_success 'what was read before the checkpoint: the first 5 of every list' '
-	for k in 0 1 2 3; do for l in 0 1; do head -n $K list.$k.$l; done; done | sort -u >read
+	for k in 0 1 2 3; do for l in 0 1; do head -n $K list.$k.$l || exit 1; done; done >heads &&
+	sort -u heads >read
 '
 test_expect_success 'same nodes, same readers: exactly the rest of each list' '
 	for k in 0 1 2 3; do for l in 0 1; do

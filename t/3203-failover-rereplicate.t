@@ -10,21 +10,8 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-serve.sh"
 
-HOLDERS="$DSTAGE_TEST_BUILD/t/index-holders"
-running() {
-	for i in "$@"; do
-		grep -qs ^state=running "$JOBDIR/$i/serve.status" && test -S "$JOBDIR/$i/sock" || return 1
-	done
-}
-
 test_expect_success 'four nodes staged with R=2, the pack removed' '
-	make_samples src 24 &&
-	pack_stage src 4 -R 2 &&
-	rm -rf pack &&
-	"$HOLDERS" "$JOBDIR/0/index" >holders &&
-	awk "\$2 == \"2,3\" || \$2 == \"3,2\" { print \$1 }" holders | sort >pair23 &&
-	awk "{ print \$1 }" holders | sort >every &&
-	test -s pair23
+	stage_r2_nopack
 '
 DSTAGE_LOG=info
 serve_start 4 --failover
@@ -69,12 +56,8 @@ for k in 0 1; do
 done
 test_expect_success 'nothing was lost' '! grep -q "lost: every node" serve.log'
 test_expect_success 'epoch 2 over {0, 1}, read through the shim with no error' '
-	for k in 0 1; do
-		shim_on $k cat "$MOUNT/.dstage/epochs/2/all" >e2.$k &&
-		sed "s|^|$MOUNT/|" e2.$k | shim_on $k xargs -d "\n" cat >got &&
-		sed "s|^|src/|" e2.$k | xargs -d "\n" cat | cmp - got || exit 1
-	done
+	epoch_reads_right 2 0 1
 '
 serve_stop
-test_expect_success 'stopped cleanly' 'cat serve.log; test "$(cat serve.rc)" = 0'
+test_expect_success 'stopped cleanly' 'cat serve.log && test "$(cat serve.rc)" = 0'
 test_done

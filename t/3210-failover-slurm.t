@@ -64,11 +64,12 @@ test_expect_success 'the sample dataset, packed; its checksums' '
 	mkdir rec
 '
 test_expect_success 'train.sbatch, R=2: node 2 lost in training; service and training restarted on 0,1,3' '
+	rc=0 && {
 	DSTAGE_PACK=$TRASH/pack DSTAGE_REPLICAS=2 DSTAGE_LOG=warn \
 		DSTAGE_OUTPUTS=out DSTAGE_DRAIN_TO=$TRASH/drain DSTAGE_DRAIN_RATE=1 \
 		timeout -k 5 200 sbatch -N4 --wait --export=ALL -o "$TRASH/job-%j.out" \
-		"$JOBS/train.sbatch" sh "$TRASH/node-train.sh" "$TRASH/rec" "$TRASH/src" "$TRASH/pack" >sb 2>&1;
-	rc=$?; cat sb; job=$(sed -n "s/^Submitted batch job //p" sb) && cat "job-$job.out" >t.out &&
+		"$JOBS/train.sbatch" sh "$TRASH/node-train.sh" "$TRASH/rec" "$TRASH/src" "$TRASH/pack" >sb 2>&1 || rc=$?; } &&
+	cat sb && job=$(sed -n "s/^Submitted batch job //p" sb) && cat "job-$job.out" >t.out &&
 	echo $job >job && cat t.out && test $rc = 0 &&
 	test "$(grep -c "staging .* into" t.out)" = 1 &&
 	test_grep "failover: restarting the service on the survivors 0,1,3 (of 4)" t.out &&

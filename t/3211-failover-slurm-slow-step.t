@@ -74,11 +74,12 @@ EOF2
 
 test_expect_success 'train.sbatch: the service restarted during the step, the step started again on 0,1,3' '
 	"$T/mksample" -c 2 -n 8 -v 1 src && "$DSTAGE" pack -q -p 4 src pack && mkdir rec &&
+	rc=0 && {
 	DSTAGE_PACK=$TRASH/pack DSTAGE_REPLICAS=2 DSTAGE_LOG=warn DSTAGE_SERVE_OPTS="--timeout 3" \
 		DSTAGE_OUTPUTS=out DSTAGE_DRAIN_TO=$TRASH/drain \
 		timeout -k 5 200 sbatch -N4 --wait --export=ALL -o "$TRASH/job-%j.out" \
-		"$SRCDIR/jobs/train.sbatch" sh "$TRASH/node-train.sh" "$TRASH/rec" >sb 2>&1;
-	rc=$?; cat sb; job=$(sed -n "s/^Submitted batch job //p" sb) && cat "job-$job.out" >t.out &&
+		"$SRCDIR/jobs/train.sbatch" sh "$TRASH/node-train.sh" "$TRASH/rec" >sb 2>&1 || rc=$?; } &&
+	cat sb && job=$(sed -n "s/^Submitted batch job //p" sb) && cat "job-$job.out" >t.out &&
 	echo $job >job && cat t.out && test $rc = 0 &&
 	test_grep "the node service ended (exit [0-9]*) during training" t.out &&
 	test_grep "failover: service up on 3 node(s)" t.out &&

@@ -74,12 +74,13 @@ test_expect_success 'stage --progress 0 -R 65535: staged, R capped' '
 '
 
 test_expect_success 'run --progress 0 -R 65535: past the options (stages, serves, stops)' '
-	( mpirun_n 2 "$DSTAGE" run pack --to "$SHM" --job r0 --node-per-rank --progress 0 \
-		-R 65535 -q >run.log 2>&1; echo $? >run.rc ) &
+	mpirun_n 2 "$DSTAGE" run pack --to "$SHM" --job r0 --node-per-rank --progress 0 \
+		-R 65535 -q >run.log 2>&1 &
+	pid=$! &&
 	i=0 && while [ $i -lt 600 ] && ! test -S "$SHM/dstage.$uid.r0/1/sock"; do
-		sleep 0.1; i=$((i + 1)); done &&
+		sleep 0.1 && i=$((i + 1)) || exit 1; done &&
 	"$DSTAGE" stop --to "$SHM" --job r0 &&
-	wait && cat run.log && test "$(cat run.rc)" = 0
+	test_status --show run.log 0 wait $pid
 '
 
 # A thread level below what the command needs (DSTAGE_FAULT=mpi.thread: that
@@ -110,7 +111,7 @@ test_expect_success 'each command'"'"'s --help names every option the table give
 	for c in ST:stage SV:serve RN:run; do
 		flag=${c%%:*} cmd=${c#*:}
 		$DSTAGE $cmd --help >help.$cmd || exit 1
-		sed -n "s/^[[:space:]]*{\"\([a-z-]*\)\",.*[ |]$flag[ |}].*/\1/p" "$SRCDIR/mpi/stepopt.c" >names.$cmd
+		sed -n "s/^[[:space:]]*{\"\([a-z-]*\)\",.*[ |]$flag[ |}].*/\1/p" "$SRCDIR/mpi/stepopt.c" >names.$cmd &&
 		test -s names.$cmd || { echo "no option of $cmd in mpi/stepopt.c"; exit 1; }
 		while read -r o; do
 			grep -q -- "--$o" help.$cmd || { echo "dstage $cmd --help lacks --$o"; exit 1; }

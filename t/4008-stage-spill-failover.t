@@ -12,11 +12,6 @@
 
 uid=$(id -u)
 SP="$TRASH/spill"
-running() {
-	for i in "$@"; do
-		grep -qs ^state=running "$JOBDIR/$i/serve.status" && test -S "$JOBDIR/$i/sock" || return 1
-	done
-}
 
 test_expect_success 'four nodes staged with R=2 and a spill tier, the pack removed' '
 	make_samples src 24 8192 &&
@@ -52,14 +47,10 @@ for k in 0 1; do
 	'
 done
 test_expect_success 'epoch 2 over {0, 1}, read in its order through the shim' '
-	for k in 0 1; do
-		shim_on $k cat "$MOUNT/.dstage/epochs/2/all" >e2.$k &&
-		sed "s|^|$MOUNT/|" e2.$k | shim_on $k xargs -d "\n" cat >got &&
-		sed "s|^|src/|" e2.$k | xargs -d "\n" cat | cmp - got || exit 1
-	done
+	epoch_reads_right 2 0 1
 '
 serve_stop
-test_expect_success 'stopped cleanly' 'cat serve.log; test "$(cat serve.rc)" = 0'
+test_expect_success 'stopped cleanly' 'cat serve.log && test "$(cat serve.rc)" = 0'
 test_expect_success 'clean removes every spill tier' '
 	"$DSTAGE" clean --to "$SHM" --job "$JOB" &&
 	test ! -e "$JOBDIR" && test ! -e "$SP/dstage.$uid.$JOB"

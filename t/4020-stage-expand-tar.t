@@ -139,7 +139,7 @@ test_expect_success 'dstage stop ends the run, exit 0' 'test "$(cat serve.rc)" =
 
 test_expect_success '--expand-tar is for a plain tree: refused with a pack' '
 	"$DSTAGE" pack -q src/meta pack &&
-	{ mpirun_n 1 "$DSTAGE" stage pack --expand-tar --to "$SHM" --job p1 2>err; test $? = 1; } &&
+	test_status 1 mpirun_n 1 "$DSTAGE" stage pack --expand-tar --to "$SHM" --job p1 2>err &&
 	test_grep "expand-tar: for a plain tree" err
 '
 

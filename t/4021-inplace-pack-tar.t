@@ -28,8 +28,7 @@ test_expect_success 'setup: four shards of 40 samples and a plain file' '
 '
 
 test_expect_success '--expand-tar without --in-place is a usage error' '
-	test_expect_code_2() { "$@"; test $? = 2; } &&
-	test_expect_code_2 "$DSTAGE" pack --expand-tar src nope 2>err &&
+	test_status 2 "$DSTAGE" pack --expand-tar src nope 2>err &&
 	test_grep "expand-tar wants --in-place" err && ! test -e nope
 '
 

@@ -19,7 +19,7 @@ test_expect_success 'setup: six shards (GNU tar, pax, Python tarfile with long n
 			echo $j >m$i/00000$j.cls || return 1
 		done &&
 		echo deep >m$i/sub/x.txt &&
-		fmt=gnu && test $i -lt 2 || fmt=posix &&
+		{ fmt=gnu && test $i -lt 2 || fmt=posix; } &&
 		tar --format=$fmt -cf src/train/shard-$i.tar -C m$i . || return 1
 	done &&
 	"$PY" - src/train/shard-5.tar <<-\EOP &&
@@ -60,7 +60,7 @@ test_expect_success STRACE 'mpiexec -n 3: the tars are listed by more than one r
 	strace -f -ff -qq -e trace=open,openat,openat2 -o trace \
 		$ds_mpiexec -n 3 "$DSTAGE" pack -q --in-place --expand-tar src p3s &&
 	for f in trace.*; do
-		! grep -qE "shard-[0-9]\.tar\", (\{flags=)?O_RDONLY.*= [0-9]+$" $f || echo $f
+		! grep -qE "shard-[0-9]\.tar\", (\{flags=)?O_RDONLY.*= [0-9]+$" $f || echo $f || exit 1
 	done >listers &&
 	cat listers && test "$(wc -l <listers)" -ge 2 &&
 	for i in 0 1 2 3 4 5; do
@@ -76,8 +76,8 @@ test_expect_success 'mpiexec -n 3: a hostile tar listed by any rank fails the pa
 	with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
 	    ti = tarfile.TarInfo("../evil"); ti.size = 1; t.addfile(ti, io.BytesIO(b"x"))
 	EOP
-	{ mpirun_n 3 "$DSTAGE" pack -q --in-place --expand-tar bad pbad 2>err; test $? = 1; } &&
-	cat err && grep "bad/b/evil.tar'"'"': member '"'"'../evil'"'"'" err && ! test -e pbad
+	test_status --show err 1 mpirun_n 3 "$DSTAGE" pack -q --in-place --expand-tar bad pbad 2>err &&
+	grep "bad/b/evil.tar'"'"': member '"'"'../evil'"'"'" err && ! test -e pbad
 '
 
 test_expect_success '--exclude matches members: by name, by path, a directory of a tar' '

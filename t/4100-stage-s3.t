@@ -79,11 +79,11 @@ done
 s3_proxy 503 1
 test_expect_success 'a store that answers 503 forever: bounded retries, exit 1, nothing left' '
 	start=$(date +%s) &&
-	AWS_ENDPOINT_URL='"$S3_PROXY_URL"' DSTAGE_S3_RETRY_SECS=2 mpirun_n 2 "$DSTAGE" stage \
-		s3://data/pk --to "$SHM" --node-per-rank --job down -R 2 2>err; rc=$?; cat err &&
+	test_status --show err 1 mpirun_n 2 env AWS_ENDPOINT_URL='"$S3_PROXY_URL"' DSTAGE_S3_RETRY_SECS=2 "$DSTAGE" stage \
+		s3://data/pk --to "$SHM" --node-per-rank --job down -R 2 2>err &&
 	test $(( $(date +%s) - start )) -lt 30 &&
 	test_grep "s3://data/pk/index.h5.: HTTP 503 SlowDown; gave up after" err &&
-	nostore down && test $rc = 1
+	nostore down
 '
 s3_proxy_stop
 
@@ -96,24 +96,23 @@ test_expect_success 'the server stopped mid-stage: exit 1 on every rank, no stor
 		2>err & pid=$! &&
 	k=0 && until grep -q "fault injected at .stage.after_bcast." err; do
 		proc_running $pid && [ $k -lt 600 ] || break
-		sleep 0.1 && k=$((k + 1))
+		sleep 0.1 && k=$((k + 1)) || exit 1
 	done &&
-	kill -STOP '"$S3_PID"' && { wait $pid; rc=$?; kill -CONT '"$S3_PID"'; cat err; } &&
+	kill -STOP '"$S3_PID"' && rc=0 && { wait $pid || rc=$?; } && kill -CONT '"$S3_PID"' && cat err &&
 	test_grep "s3://data/pk/part-0000[0-9].h5.: .*gave up after" err &&
 	nostore cut && test $rc = 1
 '
 
 test_expect_success 'a pack that is not in the bucket: exit 1, named' '
-	mpirun_n 2 "$DSTAGE" stage s3://data/nopack --to "$SHM" --node-per-rank --job np 2>err;
-	rc=$?; cat err && test_grep "s3://data/nopack/index.h5.: no such key" err &&
-	nostore np && test $rc = 1
+	test_status --show err 1 mpirun_n 2 "$DSTAGE" stage s3://data/nopack --to "$SHM" --node-per-rank --job np 2>err &&
+	test_grep "s3://data/nopack/index.h5.: no such key" err && nostore np
 '
 
 test_expect_success 'a wrong access key: exit 1, the secret never printed' '
-	AWS_ACCESS_KEY_ID=BAD AWS_SECRET_ACCESS_KEY=TopSecret42 DSTAGE_LOG=debug mpirun_n 2 \
-		"$DSTAGE" stage s3://data/pk --to "$SHM" --node-per-rank --job bk >out 2>err;
-	rc=$?; cat err && test_grep "access denied (403 InvalidAccessKeyId)" err &&
-	! grep -q TopSecret42 out err && nostore bk && test $rc = 1
+	test_status --show err 1 mpirun_n 2 env AWS_ACCESS_KEY_ID=BAD AWS_SECRET_ACCESS_KEY=TopSecret42 DSTAGE_LOG=debug \
+		"$DSTAGE" stage s3://data/pk --to "$SHM" --node-per-rank --job bk >out 2>err &&
+	test_grep "access denied (403 InvalidAccessKeyId)" err &&
+	! grep -q TopSecret42 out err && nostore bk
 '
 
 test_done

@@ -160,7 +160,7 @@ test_expect_success 'the Epilog of slurm_extra_conf ran on the four nodes' '
 	# the Epilog runs after the job, on each node in its own time: 60 s is
 	# the bound of one that never runs (10 s could be reached under load)
 	while [ "$(grep -c " $job$" epilog.out 2>/dev/null)" != 4 ] && [ $i -lt 300 ]; do
-		sleep 0.2; i=$((i + 1))
+		sleep 0.2 && i=$((i + 1)) || exit 1
 	done &&
 	printf "n%s $job\n" 1 2 3 4 >expect &&
 	grep " $job$" epilog.out | sort >actual &&

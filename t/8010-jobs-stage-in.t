@@ -19,10 +19,9 @@ unset DSTAGE_PACK DSTAGE_DIR DSTAGE_REPLICAS DSTAGE_BIN DSTAGE_CLEAN DSTAGE_STAG
 
 submit_timeout=120 # submit OUT SCRIPT (t/lib-slurm.sh): a job's bound, seconds
 
-test_expect_code 2 'outside a Slurm job: a usage error, exit 2' '
-	DSTAGE_PACK=pack bash "$JOBS/stage-in.sbatch" 2>err
-	rc=$?; cat err
-	grep -q "not in a Slurm job" err && exit $rc
+test_expect_success 'outside a Slurm job: a usage error, exit 2' '
+	test_status --show err 2 env DSTAGE_PACK=pack bash "$JOBS/stage-in.sbatch" 2>err &&
+	grep -q "not in a Slurm job" err
 '
 
 # stage-in.sbatch's DSTAGE_CLEAN=1 step runs one `dstage clean` per task,
@@ -50,16 +49,14 @@ test_expect_success 'the sample dataset, packed with val replicated' '
 	find src -type f | wc -l >nfiles && test "$(cat nfiles)" -gt 60
 '
 
-test_expect_code 2 'no DSTAGE_PACK: the job says so and exits 2' '
-	submit nopack.out "$JOBS/stage-in.sbatch"
-	rc=$?
-	grep -q "DSTAGE_PACK is not set" nopack.out && exit $rc
+test_expect_success 'no DSTAGE_PACK: the job says so and exits 2' '
+	test_status 2 submit nopack.out "$JOBS/stage-in.sbatch" &&
+	grep -q "DSTAGE_PACK is not set" nopack.out
 '
 
-test_expect_code 2 'DSTAGE_PACK that is not a directory: exit 2' '
-	DSTAGE_PACK=$TRASH/no-such-dataset submit badpack.out "$JOBS/stage-in.sbatch"
-	rc=$?
-	grep -q "not a readable directory" badpack.out && exit $rc
+test_expect_success 'DSTAGE_PACK that is not a directory: exit 2' '
+	DSTAGE_PACK=$TRASH/no-such-dataset test_status 2 submit badpack.out "$JOBS/stage-in.sbatch" &&
+	grep -q "not a readable directory" badpack.out
 '
 
 test_expect_success 'DSTAGE_PACK a plain tree: staged as it is on four nodes, byte for byte' '
@@ -128,9 +125,8 @@ test_expect_success 'a corrupt pack: stage fails, exit 1, nothing left behind' '
 	part=$(ls bad/part-*.h5 | head -n 1) &&
 	size=$(stat -c %s "$part") &&
 	printf "\377\377\377\377" | dd of="$part" bs=1 seek=$((size - 100)) conv=notrunc 2>/dev/null &&
-	DSTAGE_PACK=$TRASH/bad DSTAGE_DIR=$DIR submit s3.out "$JOBS/stage-in.sbatch"
-	rc=$?
-	grep -q "checksum mismatch" s3.out && grep -q "dstage stage failed" s3.out && ls -A "$DIR" >left && test_cmp /dev/null left && test $rc = 1
+	DSTAGE_PACK=$TRASH/bad DSTAGE_DIR=$DIR test_status 1 submit s3.out "$JOBS/stage-in.sbatch" &&
+	grep -q "checksum mismatch" s3.out && grep -q "dstage stage failed" s3.out && ls -A "$DIR" >left && test_cmp /dev/null left
 '
 
 test_expect_success 'the queue is empty' 'slurm_wait_idle 20'

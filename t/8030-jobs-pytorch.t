@@ -84,9 +84,8 @@ test_expect_success 'two readers per node (DSTAGE_TASKS_PER_NODE=2): each reads 
 
 test_expect_success 'epoch lists with a file that is not an image: a clear error, non-zero, cleaned' '
 	"$DSTAGE" pack -q -p 8 --replicate val src pack-val-only &&
-	DSTAGE_PACK=$TRASH/pack-val-only submit p3.out "$JOBS/train.sbatch" \
-		"$PY" "$JOBS/train_example.py" --epochs 1
-	rc=$?
+	rc=0 && { DSTAGE_PACK=$TRASH/pack-val-only submit p3.out "$JOBS/train.sbatch" \
+		"$PY" "$JOBS/train_example.py" --epochs 1 || rc=$?; } &&
 	echo "exit $rc" && test $rc != 0 &&
 	grep -q "is not in the dataset" p3.out &&
 	grep -q "node stores removed" p3.out && nothing_left

@@ -104,7 +104,7 @@ test_expect_success 'a training job killed outright (no trap runs): the Epilog r
 	job=$(job_of t1.sb) && test -n "$job" &&
 	i=0 &&
 	while ! grep -qs "^train.sbatch: training: sleep 300" job-$job.out && [ $i -lt 300 ]; do
-		sleep 0.2; i=$((i + 1))
+		sleep 0.2 && i=$((i + 1)) || exit 1
 	done &&
 	test -d "$DSTAGE_DIR/dstage.$uid.$job" &&
 	scancel --batch --signal=KILL $job &&

@@ -14,39 +14,12 @@
 
 DSTAGE_HOSTS=${DSTAGE_HOSTS:-4}
 uid=$(id -u)
-JOBS=$SRCDIR/jobs
-DSTAGE_DIR=$SHM/stores
-DSTAGE_MOUNT=/dstage-t8510-$$
-UCX_TLS=tcp,self
-PATH=$DSTAGE_TEST_BUILD/bin:$PATH
-export PATH DSTAGE_DIR DSTAGE_MOUNT UCX_TLS
-unset DSTAGE_PACK DSTAGE_REPLICAS DSTAGE_SEED DSTAGE_LOCALITY DSTAGE_DROP_LAST DSTAGE_BIN \
-	DSTAGE_MPI DSTAGE_TASKS_PER_NODE DSTAGE_SRUN_OPTS DSTAGE_STAGE_OPTS DSTAGE_SERVE_OPTS \
-	DSTAGE_SERVE_TIMEOUT
-
-hosts_start || skip_all "$hosts_skip_reason"
-hosts_slurm_start || skip_all "$slurm_skip_reason"
-n=$hosts_n
-for i in $(seq 1 $n); do hosts_exec $i mkdir -p "$DSTAGE_DIR"; done
+hosts_job_env
+hosts_job_start
 
 submit_nodes=$n submit_timeout=180 # submit OUT SCRIPT (t/lib-slurm.sh): every host, 180 s
 
 cat >node-check.sh <<\EOF
-#!/bin/sh
-rec=$1 k=$SLURM_NODEID m=$DSTAGE_MOUNT
-hostname >"$rec/host.$k"
-ls -A "$DSTAGE_STORE" | grep -x '[0-9]*' >"$rec/nodedirs.$k"
-dstage status --to "$DSTAGE_DIR" >"$rec/status.$k" 2>&1 || exit 1
-find "$m" -type f | sort | xargs -d '\n' sha256sum | sed "s|  $m/|  |" >"$rec/sums.$k" || exit 1
-for e in 0 1 2; do
-	cat "$m/.dstage/epochs/$e/all" >"$rec/epoch.$e.$k" || exit 1
-	sed "s|^|$m/|" "$rec/epoch.$e.$k" | xargs -d '\n' sha256sum | sed "s|  $m/|  |" >"$rec/esums.$e.$k" ||
-		exit 1
-done
-# the figures after the reads, once the service has gathered them again
-sleep 1.5
-dstage status --to "$DSTAGE_DIR" >"$rec/status-end.$k" 2>&1 || exit 1
-echo "node $k checked"
 #!/bin/sh
 rec=$1 k=$SLURM_NODEID m=$DSTAGE_MOUNT
 hostname >"$rec/host.$k"

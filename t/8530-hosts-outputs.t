@@ -16,21 +16,10 @@
 . "$SRCDIR/t/lib-hosts.sh"
 
 DSTAGE_HOSTS=${DSTAGE_HOSTS:-4}
-JOBS=$SRCDIR/jobs
-DSTAGE_DIR=$SHM/stores
-DSTAGE_MOUNT=/dstage-t8530-$$
-UCX_TLS=tcp,self
-PATH=$DSTAGE_TEST_BUILD/bin:$PATH
-export PATH DSTAGE_DIR DSTAGE_MOUNT UCX_TLS
-unset DSTAGE_PACK DSTAGE_REPLICAS DSTAGE_SEED DSTAGE_LOCALITY DSTAGE_DROP_LAST DSTAGE_BIN \
-	DSTAGE_MPI DSTAGE_TASKS_PER_NODE DSTAGE_SRUN_OPTS DSTAGE_STAGE_OPTS DSTAGE_SERVE_OPTS \
-	DSTAGE_SERVE_TIMEOUT DSTAGE_OUTPUTS DSTAGE_DRAIN_TO DSTAGE_DRAIN_RATE DSTAGE_FAULT
+hosts_job_env DSTAGE_OUTPUTS DSTAGE_DRAIN_TO DSTAGE_DRAIN_RATE DSTAGE_FAULT
 
-hosts_start || skip_all "$hosts_skip_reason"
-hosts_slurm_start || skip_all "$slurm_skip_reason"
-n=$hosts_n
+hosts_job_start
 [ "$n" -ge 4 ] || skip_all "4 hosts needed (DSTAGE_HOSTS=$n)"
-for i in $(seq 1 $n); do hosts_exec $i mkdir -p "$DSTAGE_DIR"; done
 
 submit_nodes=$n submit_timeout=180 # submit OUT SCRIPT (t/lib-slurm.sh): every host, 180 s
 
@@ -84,7 +73,7 @@ echo "node $k wrote and read"
 EOF
 
 test_expect_success 'a small dataset, packed' '
-	mkdir -p src/a && for i in 1 2 3 4 5 6 7 8; do echo "$i" >src/a/$i; done &&
+	mkdir -p src/a && for i in 1 2 3 4 5 6 7 8; do echo "$i" >src/a/$i || exit 1; done &&
 	"$DSTAGE" pack -q -p 4 src pack && mkdir rec
 '
 test_expect_success "train.sbatch with outputs on $n hosts: written, read across hosts, drained, exit 0" '

@@ -66,12 +66,13 @@ test_expect_success 'a small dataset, packed' '
 	"$DSTAGE" pack -q -p 8 --replicate val src pack && mkdir rec
 '
 test_expect_success "train.sbatch on $n hosts, --outputs-replicas 2: host n3 lost right after a close; recovered, restarted on 0,1,3" '
+	rc=0 && {
 	DSTAGE_PACK=$TRASH/pack DSTAGE_REPLICAS=2 DSTAGE_LOG=warn \
 		DSTAGE_OUTPUTS=out DSTAGE_DRAIN_TO=$TRASH/drain DSTAGE_DRAIN_RATE=1 \
 		DSTAGE_SERVE_OPTS="--outputs-replicas 2" \
 		timeout -k 5 200 sbatch -N$n --wait --export=ALL -o "$TRASH/job-%j.out" \
-		"$JOBS/train.sbatch" sh "$TRASH/node-train.sh" "$TRASH/rec" >sb 2>&1;
-	rc=$?; cat sb; job=$(sed -n "s/^Submitted batch job //p" sb) && cat "job-$job.out" >t.out &&
+		"$JOBS/train.sbatch" sh "$TRASH/node-train.sh" "$TRASH/rec" >sb 2>&1 || rc=$?; } &&
+	cat sb && job=$(sed -n "s/^Submitted batch job //p" sb) && cat "job-$job.out" >t.out &&
 	cat t.out && test $rc = 0 &&
 	test_grep "failover: restarting the service on the survivors 0,1,3 (of 4)" t.out &&
 	test_grep "training step: exit 0" t.out &&

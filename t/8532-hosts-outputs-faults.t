@@ -154,12 +154,12 @@ srun -N$n --ntasks-per-node=1 --overlap "$DSTAGE" clean --to "$DSTAGE_DIR"
 EOF
 
 test_expect_success 'a small dataset, packed on the shared file system' '
-	mkdir -p src/a && for i in 1 2 3 4 5 6 7 8; do echo "$i" >src/a/$i; done &&
+	mkdir -p src/a && for i in 1 2 3 4 5 6 7 8; do echo "$i" >src/a/$i || exit 1; done &&
 	"$DSTAGE" pack -q -p 4 src pack
 '
 test_expect_success "the job on $n hosts: served, every case run, stopped" '
-	timeout -k 5 200 sbatch -N$n --wait --export=ALL -o "$TRASH/job.out" job.sh >sb.out 2>&1;
-	cat sb.out job.out serve.log; test -e rec/up
+	{ timeout -k 5 200 sbatch -N$n --wait --export=ALL -o "$TRASH/job.out" job.sh >sb.out 2>&1 || :; } &&
+	cat sb.out job.out serve.log && test -e rec/up
 '
 test_expect_success 'item 1: "w" then "a" on n2: every host reads the whole file, the drain has it' '
 	$PY -c "import sys; sys.stdout.write(\"A\" * 1000 + \"B\" * 1000)" >want &&

@@ -64,9 +64,9 @@ test_expect_success 'a plain tree on the shared file system' '
 '
 
 test_expect_success "sbatch -N$n: stage SRC, R=2, serve, every host reads every file: exit 0" '
-	timeout -k 5 240 sbatch -N$n --wait --export=ALL -o "$TRASH/job.out" job.sh "$TRASH" \
-		>sb 2>&1; rc=$?
-	cat sb job.out rec/stage.out; test $rc = 0 &&
+	rc=0 && { timeout -k 5 240 sbatch -N$n --wait --export=ALL -o "$TRASH/job.out" job.sh "$TRASH" \
+		>sb 2>&1 || rc=$?; } &&
+	cat sb job.out rec/stage.out && test $rc = 0 &&
 	test "$(grep -c "^node [0-9]* read every file$" job.out)" = $n &&
 	test_grep "in place from .$TRASH/src. (a plain tree): opened $(wc -l <files) source files" \
 		rec/stage.out
@@ -84,7 +84,7 @@ test_expect_success 'every byte and CRC right in every host own store: val on ev
 
 test_expect_success 'each source file opened once in the whole job, over every rank on every host' '
 	while read -r f; do
-		c=$(cat tr/t.* | grep -c -F "\"$f\"")
+		c=$(cat tr/t.* | grep -c -F "\"$f\"" || test $? = 1) &&
 		test "$c" = 1 || { echo "$f opened $c times"; exit 1; }
 	done <files
 '

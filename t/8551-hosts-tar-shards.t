@@ -14,23 +14,12 @@
 . "$SRCDIR/t/lib-hosts.sh"
 
 DSTAGE_HOSTS=${DSTAGE_HOSTS:-4}
-JOBS=$SRCDIR/jobs
-DSTAGE_DIR=$SHM/stores
-DSTAGE_MOUNT=/dstage-t8551-$$
-UCX_TLS=tcp,self
-PATH=$DSTAGE_TEST_BUILD/bin:$PATH
-export PATH DSTAGE_DIR DSTAGE_MOUNT UCX_TLS
-unset DSTAGE_PACK DSTAGE_REPLICAS DSTAGE_SEED DSTAGE_LOCALITY DSTAGE_DROP_LAST DSTAGE_BIN \
-	DSTAGE_MPI DSTAGE_TASKS_PER_NODE DSTAGE_SRUN_OPTS DSTAGE_STAGE_OPTS DSTAGE_SERVE_OPTS \
-	DSTAGE_SERVE_TIMEOUT
+hosts_job_env
 command -v tar >/dev/null || skip_all "no GNU tar"
 test_lazy_prereq STRACE 'strace -f -qq -o /dev/null true' 'strace -f works here (ptrace allowed)'
 test_require STRACE
 
-hosts_start || skip_all "$hosts_skip_reason"
-hosts_slurm_start || skip_all "$slurm_skip_reason"
-n=$hosts_n
-for i in $(seq 1 $n); do hosts_exec $i mkdir -p "$DSTAGE_DIR"; done
+hosts_job_start
 submit_nodes=$n submit_timeout=150
 
 # DSTAGE_BIN: dstage as it is, its stage step under strace -ff (one file
@@ -117,7 +106,7 @@ test_expect_success 'setup: five shards (GNU, GNU long names, pax, tarfile pax l
 	EOP
 	echo labels >src/classes.txt &&
 	ls src/train >shards && test "$(wc -l <shards)" = 5 &&
-	"$PY" - src <<-\EOP >members
+	"$PY" - src <<-\EOP >members &&
 	import os, sys, tarfile
 	d = os.path.join(sys.argv[1], "train")
 	for s in sorted(os.listdir(d)):

@@ -36,20 +36,17 @@ test_expect_success 'setup: a pack and every crafted variant of it' '
 '
 
 test_expect_success 'every crafted pack: all ranks exit 1 with a message, no store, nothing outside' '
-	fail=0
 	for m in $(cat mutations); do
 		job=h$m
-		DSTAGE_TEST_MPI_TIMEOUT=60 mpirun_n 2 "$DSTAGE" stage all/$m --to "$PWD/to" --job $job \
-			--node-per-rank -q >out.$m 2>&1
-		rc=$?
-		echo "$m $rc" >>res
-		no_crash $rc || { echo "$m: exit $rc"; fail=1; continue; }
+		rc=0 && DSTAGE_TEST_MPI_TIMEOUT=60 mpirun_n 2 "$DSTAGE" stage all/$m --to "$PWD/to" --job $job \
+			--node-per-rank -q >out.$m 2>&1 || rc=$?
+		echo "$m $rc" >>res &&
+		no_crash $rc || { echo "$m: exit $rc"; exit 1; }
 		in_list $m "$BENIGN" && continue
-		if [ $rc != 1 ]; then echo "$m: stage exit $rc"; cat out.$m; fail=1; fi
-		grep -q "^dstage: stage: " out.$m || { echo "$m: no message"; cat out.$m; fail=1; }
-		if [ -e "to/dstage.$uid.$job" ]; then echo "$m: left:"; find "to/dstage.$uid.$job"; fail=1; fi
+		if [ $rc != 1 ]; then echo "$m: stage exit $rc"; cat out.$m; exit 1; fi
+		grep -q "^dstage: stage: " out.$m || { echo "$m: no message"; cat out.$m; exit 1; }
+		if [ -e "to/dstage.$uid.$job" ]; then echo "$m: left:"; find "to/dstage.$uid.$job"; exit 1; fi
 	done
-	test $fail = 0
 '
 
 for m in $OVERLAP; do
@@ -95,19 +92,16 @@ test_expect_success 'the benign pack (directories only) stages to a valid store'
 '
 
 test_expect_success ASAN 'every crafted pack through stage under ASan/UBSan (build-asan)' '
-	fail=0
 	for m in $(cat mutations); do
 		# MPICH and UCX leak at exit: leaks are not ours to judge here
-		ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+		rc=0 && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
 		DSTAGE_TEST_MPI_TIMEOUT=60 mpirun_n 2 "$ASAN_DSTAGE" stage all/$m --to "$PWD/to" \
-			--job a$m --node-per-rank -q >asan.$m 2>&1
-		rc=$?
-		no_crash $rc || fail=1
-		grep -q "ERROR: AddressSanitizer\|runtime error:" asan.$m && { cat asan.$m; fail=1; }
-		in_list $m "$BENIGN" || test $rc = 1 || { echo "$m: exit $rc"; fail=1; }
-		rm -rf "to/dstage.$uid.a$m"
+			--job a$m --node-per-rank -q >asan.$m 2>&1 || rc=$?
+		no_crash $rc || { echo "$m"; exit 1; }
+		! grep -q "ERROR: AddressSanitizer\|runtime error:" asan.$m || { cat asan.$m; exit 1; }
+		in_list $m "$BENIGN" || test $rc = 1 || { echo "$m: exit $rc"; exit 1; }
+		rm -rf "to/dstage.$uid.a$m" || exit 1
 	done
-	test $fail = 0
 '
 
 # (the job lock names its last holder: not part of the store)

@@ -70,7 +70,7 @@ test_expect_success 'the intact store reads back exactly (the battery itself is 
 for m in $("$T/hard-index" list); do
 	test_expect_success "damaged index: $m" '
 		rc=0; "$T/hard-index" $m good.index bad.index || rc=$?;
-		if [ $rc = 2 ]; then echo "# $m: does not apply to this tree"; exit 0; fi;
+		if [ $rc = 2 ]; then echo "# $m: does not apply to this tree" && exit 0; fi;
 		test $rc = 0 && cp bad.index "$JOBDIR/0/index" &&
 		readers $m --strict &&
 		! "$T/hard-index" check bad.index >check.out &&
@@ -124,11 +124,11 @@ test_expect_success 'zlib store: every mutation, no crash, no wrong bytes' '
 '
 
 test_expect_success 'compressed files damaged in the store file: EIO, never wrong bytes' '
-	mkdir zsrc && for i in $(seq 1 12); do seq $i $((i * 3000)) >zsrc/f$i.txt; done &&
+	mkdir zsrc && for i in $(seq 1 12); do seq $i $((i * 3000)) >zsrc/f$i.txt || exit 1; done &&
 	rm -rf "$JOBDIR" && "$T/mkstore" -N 1 -p 2 -z zsrc "$SHM" >/dev/null &&
 	size=$(stat -c %s "$JOBDIR/0/store") &&
 	for off in 100 5000 $((size / 3)) $((size / 2)) $((size - 20)); do
-		printf "\125\252" | dd of="$JOBDIR/0/store" bs=1 seek=$off conv=notrunc 2>/dev/null
+		printf "\125\252" | dd of="$JOBDIR/0/store" bs=1 seek=$off conv=notrunc 2>/dev/null || exit 1
 	done &&
 	shim "$PY" "$READER" "$MOUNT" zsrc --strict >reader.out 2>&1 ||
 		{ cat reader.out; false; } &&
@@ -149,9 +149,8 @@ test_expect_success 'an index that is a directory, a FIFO, empty, or unreadable:
 		fifo) mkfifo "$JOBDIR/0/index" ;;
 		empty) : >"$JOBDIR/0/index" ;;
 		esac &&
-		shim timeout 10 ls "$MOUNT" >out 2>&1; rc=$?
-		test $rc = 2 || { echo "$kind: ls exit $rc"; cat out; exit 1; }
-		rm -rf "$JOBDIR/0/index"
+		test_status 2 shim timeout 10 ls "$MOUNT" >out 2>&1 || { echo "$kind: ls"; cat out; exit 1; }
+		rm -rf "$JOBDIR/0/index" || exit 1
 	done
 '
 test_done

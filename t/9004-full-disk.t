@@ -50,10 +50,10 @@ test_have_prereq TMPFS && mount -t tmpfs -o size=72m tmpfs "$MNT" && mounted=1
 test_expect_success TMPFS 'tmpfs filled during the write: every rank exits 1, ENOSPC named, nothing left' '
 	(fill_when_writing t1) &
 	filler=$! &&
-	! DSTAGE_FAULT=stage.read:action=sleep:secs=1.5 mpirun_n 2 "$DSTAGE" stage pack \
-		--to "$MNT" --job t1 --node-per-rank 2>err;
-	wait $filler;
-	cat err fill.df &&
+	rc=0 && { DSTAGE_FAULT=stage.read:action=sleep:secs=1.5 mpirun_n 2 "$DSTAGE" stage pack \
+		--to "$MNT" --job t1 --node-per-rank 2>err || rc=$?; } &&
+	{ wait $filler || :; } &&
+	cat err fill.df && test $rc != 0 &&
 	test_grep "No space left on device" err &&
 	test $(grep -c "^dstage: stage:" err) -ge 2 &&
 	test ! -e "$MNT/dstage.$uid.t1" &&
@@ -75,16 +75,16 @@ fi
 test_expect_success LOOP 'ext4: the store is reserved before the first byte, a filler cannot take it' '
 	(fill_when_writing e1) &
 	filler=$! &&
-	DSTAGE_FAULT=stage.read:action=sleep:secs=1.5 mpirun_n 2 "$DSTAGE" stage pack \
-		--to "$MNT" --job e1 --node-per-rank -q 2>err;
-	rc=$?; wait $filler;
+	rc=0 && { DSTAGE_FAULT=stage.read:action=sleep:secs=1.5 mpirun_n 2 "$DSTAGE" stage pack \
+		--to "$MNT" --job e1 --node-per-rank -q 2>err || rc=$?; } &&
+	{ wait $filler || :; } &&
 	cat err fill.df && test $rc = 0 &&
 	test "$(awk "{print \$4}" fill.df)" -lt 1024 &&
 	"$T/storecheck" "$MNT/dstage.$uid.e1" src >/dev/null &&
 	rm -f "$MNT/filler" && "$DSTAGE" clean --to "$MNT" --job e1
 '
 test_expect_success LOOP 'ext4 already too full: refused before writing, nothing left' '
-	dd if=/dev/zero of="$MNT/filler" bs=1M >/dev/null 2>&1;
+	! dd if=/dev/zero of="$MNT/filler" bs=1M >/dev/null 2>&1 &&
 	! mpirun_n 2 "$DSTAGE" stage pack --to "$MNT" --job e2 --node-per-rank 2>err &&
 	test_grep "not enough room: needs" err &&
 	test ! -e "$MNT/dstage.$uid.e2" && rm -f "$MNT/filler"

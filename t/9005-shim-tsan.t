@@ -61,12 +61,12 @@ test_expect_success 'setup: a tree in a zlib store on one node' '
 '
 
 test_expect_success '16 threads, same and different files, zlib store: no race, every byte right' '
-	tsan "$TB/hard-mt-tsan" -t 16 -n 40 "$MOUNT" src <paths >out 2>err; rc=$?
+	rc=0 && { tsan "$TB/hard-mt-tsan" -t 16 -n 40 "$MOUNT" src <paths >out 2>err || rc=$?; } &&
 	cat out && no_races err && test $rc = 0 && test_grep "errors=0" out
 '
 
 test_expect_success 't/2050 shim-mt (threads, a shared descriptor, fork, a signal handler): no race' '
-	tsan "$TB/shim-mt-tsan" "$MOUNT" "$TRASH/src" $(grep -v " " paths) >tap 2>err; rc=$?
+	rc=0 && { tsan "$TB/shim-mt-tsan" "$MOUNT" "$TRASH/src" $(grep -v " " paths) >tap 2>err || rc=$?; } &&
 	cat tap && no_races err && test $rc = 0 && ! grep "^not ok" tap
 '
 
@@ -77,7 +77,7 @@ test_expect_success 'setup: two nodes, raw, a stand-in service for node 0' '
 test_bg "$(cat "$TRASH/svc.pid" 2>/dev/null)"
 
 test_expect_success '16 threads with remote reads through the service: no race, every byte right' '
-	tsan "$TB/hard-mt-tsan" -t 16 -n 40 "$MOUNT" src <paths >out 2>err; rc=$?
+	rc=0 && { tsan "$TB/hard-mt-tsan" -t 16 -n 40 "$MOUNT" src <paths >out 2>err || rc=$?; } &&
 	cat out && no_races err && test $rc = 0 && test_grep "errors=0" out &&
 	test $(grep -c "^read" svc.log) -gt 50
 '

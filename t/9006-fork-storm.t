@@ -65,8 +65,8 @@ EOF
 
 for k in 0 1; do
 	test_expect_success "node $k: DataLoader, 8 forked workers, 3 shuffled epochs, bytes right" '
-		shim_on '$k' DSTAGE_TIMEOUT=20 timeout 300 "$PY" loader.py "$MOUNT" src 3 8 >out 2>&1;
-		rc=$?; tail -n 5 out; test $rc = 0 && test_grep "samples=480 ok" out
+		rc=0 && { shim_on '$k' DSTAGE_TIMEOUT=20 timeout 300 "$PY" loader.py "$MOUNT" src 3 8 >out 2>&1 || rc=$?; } &&
+		tail -n 5 out && test $rc = 0 && test_grep "samples=480 ok" out
 	'
 done
 
@@ -105,7 +105,7 @@ test_expect_success 'a reader SIGKILLed in the middle of remote reads does not d
 	nd=$(remote_node) && test -n "$nd" && echo "node $nd reads big/blob remotely" &&
 	pid=$(node_pid $nd) && fds0=$(fd_count $pid) &&
 	for i in 1 2 3 4 5; do
-		b=$(stat_val $nd remote_bytes)
+		b=$(stat_val $nd remote_bytes) || exit 1
 		# not through shim_on: $! must be the reader itself, not a subshell
 		env LD_PRELOAD="$PRELOAD" DSTAGE_STORE="$JOBDIR" DSTAGE_NODE=$nd DSTAGE_MOUNT="$MOUNT" \
 			"$PY" -c "
@@ -118,7 +118,7 @@ while True:
 		r=$!
 		wait_until 10 sh -c "test \$(od -An -t u8 -j 64 -N 8 $JOBDIR/$nd/stats) -gt $((b + 4194304))" ||
 			{ kill -9 $r; echo "no remote bytes moved"; exit 1; }
-		kill -9 $r; wait $r 2>/dev/null || :
+		kill -9 $r && { wait $r 2>/dev/null || :; } || exit 1
 	done &&
 	grep -q "^state=running" "$JOBDIR/$nd/serve.status" &&
 	shim_on $nd cat "$MOUNT/big/blob" | cmp - src/big/blob &&
@@ -139,12 +139,12 @@ f.read()
 " "$MOUNT/big/blob" &
 	r=$!
 	wait_until 30 sh -c "grep -q \"^State:.*T\" /proc/$r/status" || { kill -9 $r; exit 1; }
-	start=$(date +%s)
-	(cd src && sed "s,^,$MOUNT/," ../files | shim_on $nd xargs sha256sum) | sed "s, $MOUNT/, ," |
+	start=$(date +%s) &&
+	rc=0 && { (cd src && sed "s,^,$MOUNT/," ../files | shim_on $nd xargs sha256sum) | sed "s, $MOUNT/, ," |
 		sort -k 2 >got && sort -k 2 sums >want && test_cmp want got &&
-	test $(( $(date +%s) - start )) -lt 60; rc=$?
+	test $(( $(date +%s) - start )) -lt 60 || rc=$?; } &&
 	# the stopped reader goes on where it was
-	kill -CONT $r; wait $r && test $rc = 0
+	kill -CONT $r && wait $r && test $rc = 0
 '
 
 test_expect_success 'still no read error, both services running' '

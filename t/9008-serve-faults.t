@@ -66,7 +66,7 @@ done
 t2=$(date +%s)
 
 test_expect_success 'SIGKILL of node 2 mid-epoch: the step ends within seconds, failed, with the reason' '
-	cat serve.log; echo "step ended $((t1 - t0)) s after the kill" &&
+	cat serve.log && echo "step ended $((t1 - t0)) s after the kill" &&
 	test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 15 &&
 	# the surviving ranks say why, or the launcher (mpiexec.hydra kills
 	# the rest of the step itself when one process dies) names the dead one
@@ -75,7 +75,7 @@ test_expect_success 'SIGKILL of node 2 mid-epoch: the step ends within seconds, 
 '
 
 test_expect_success "every reader stopped with EIO within DSTAGE_TIMEOUT ($TMO s), no wrong byte" '
-	cat reader.*.err; echo "readers done $((t2 - t0)) s after the kill" &&
+	cat reader.*.err && echo "readers done $((t2 - t0)) s after the kill" &&
 	test '$rrc' = '$N' && test $((t2 - t0)) -le $((t1 - t0 + '$TMO' + 5)) &&
 	test $(grep -c "Input/output error" reader.*.err | awk -F: "{s += \$2} END {print s}") = '$N' &&
 	! grep -q "bytes differ\|not in the source" reader.*.err
@@ -112,7 +112,7 @@ t0=$(date +%s)
 serve_wait
 t1=$(date +%s)
 test_expect_success 'DSTAGE_FAULT serve.fetch:rank=2:action=kill: every rank ends within seconds, failed' '
-	cat serve.log; echo "step ended $((t1 - t0)) s after the fault" &&
+	cat serve.log && echo "step ended $((t1 - t0)) s after the fault" &&
 	test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 15 &&
 	grep -q "fault injected at .serve.fetch. (rank 2)" serve.log
 '
@@ -153,7 +153,7 @@ echo >"$TRASH/go"
 wait $across
 echo $? >"$TRASH/across.rc"
 test_expect_success 'the same reader reads every byte again through the new service' '
-	cat across.out; test "$(cat across.rc)" = 0 && test_grep "after the restart" across.out
+	cat across.out && test "$(cat across.rc)" = 0 && test_grep "after the restart" across.out
 '
 serve_stop
 test_expect_success 'and it stops cleanly' 'test "$(cat serve.rc)" = 0'
@@ -169,10 +169,28 @@ t0=$(date +%s)
 serve_wait
 t1=$(date +%s)
 test_expect_success 'an MPI error in the agreement: named as MPI said it, the step fails at once' '
-	cat serve.log; echo "ended $((t1 - t0)) s after the fault" &&
+	cat serve.log && echo "ended $((t1 - t0)) s after the fault" &&
 	test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 20 &&
 	test_grep -i "node 1: MPI_Iallreduce (the agreement): .*other" serve.log &&
 	! grep -q "no answer from the other nodes" serve.log
+'
+
+# A step ending after a lost peer may block on the lost node again (stopping
+# a getting thread stuck in an MPI call, MPI_Abort over TCP: seen on the
+# 4-host bed, t/8520, where the survivors left 40 s after the loss instead
+# of 20): what is left of the leave gets 5 s, not another --timeout.  The
+# blocking leave is injected (serve.leaving, sleep); with --timeout 60 a
+# leave bounded only by the watchdog's --timeout ends 60 s after the fault.
+DSTAGE_FAULT=serve.agree:rank=1,serve.leaving:rank=1:action=sleep:secs=120 \
+	serve_start $N --seed 9 --timeout 60
+wait_until 110 fault_or_end serve.leaving
+t0=$(date +%s)
+serve_wait
+t1=$(date +%s)
+test_expect_success 'a leave that blocks after a lost peer: bounded at 5 s, said, the step fails' '
+	cat serve.log && echo "ended $((t1 - t0)) s after the blocked leave began" &&
+	test "$(cat serve.rc)" != 0 && test $((t1 - t0)) -le 25 &&
+	test_grep "node 1: still leaving 5 s after a node was lost" serve.log
 '
 
 # The status gather (shuffle/gather.c) must start its collectives in the
@@ -191,7 +209,7 @@ published() {
 test_expect_success 'one rank late on every status gather: the service runs on, every node in status, clean stop' '
 	serve_up $N &&
 	wait_until 60 published 6 &&
-	"$DSTAGE" status --to "$SHM" --job "$JOB" >status.out 2>&1; cat status.out &&
+	{ "$DSTAGE" status --to "$SHM" --job "$JOB" >status.out 2>&1 || :; } && cat status.out &&
 	test "$(grep -c "^ *[0-3] " status.out)" -ge 4
 '
 serve_stop

@@ -41,8 +41,8 @@ test_expect_success 'serve while the stage runs: refused, naming the stage' '
 	cat err && test_grep "in use by dstage stage" err
 '
 test_expect_success 'clean while the stage runs: refused, exit 1' '
-	"$DSTAGE" clean --to "$SHM" --job "$JOB" 2>err; rc=$?;
-	cat err && test $rc = 1 && test_grep "in use by dstage stage" err &&
+	test_status --show err 1 "$DSTAGE" clean --to "$SHM" --job "$JOB" 2>err &&
+	test_grep "in use by dstage stage" err &&
 	kill -0 $A # the first stage was still running all along: the tests above meant it
 '
 wait $A
@@ -82,7 +82,7 @@ test_expect_success 'stage --force while the service runs: refused, store unchan
 '
 serve_stop
 test_expect_success 'stop, then clean right away: both succeed, nothing left' '
-	cat stop.log serve.log; test "$(cat stop.rc)" = 0 && test "$(cat serve.rc)" = 0 &&
+	cat stop.log serve.log && test "$(cat stop.rc)" = 0 && test "$(cat serve.rc)" = 0 &&
 	"$DSTAGE" clean --to "$SHM" --job "$JOB" && ! test -e "$JOBDIR"
 '
 

@@ -58,20 +58,18 @@ a/b/up
 EOF2
 
 test_expect_success 'cat: the same answer as the shim for every name' '
-	fail=0
 	while read -r n; do
-		"$DSTAGE" cat pack "$n" >got.cat 2>err.cat; rc=$?
-		shim cat "$MOUNT/$n" >got.shim 2>err.shim; src=$?
+		rc=0 && "$DSTAGE" cat pack "$n" >got.cat 2>err.cat || rc=$?
+		src=0 && shim cat "$MOUNT/$n" >got.shim 2>err.shim || src=$?
 		if [ $src = 0 ]; then
 			[ $rc = 0 ] && cmp -s got.cat got.shim ||
-				{ echo "$n: shim read it, dstage cat: rc=$rc $(cat err.cat)"; fail=1; }
+				{ echo "$n: shim read it, dstage cat: rc=$rc $(cat err.cat)"; exit 1; }
 		else
 			[ $rc = 1 ] && test -s err.cat ||
-				{ echo "$n: shim failed ($(cat err.shim)), dstage cat: rc=$rc"; fail=1; }
+				{ echo "$n: shim failed ($(cat err.shim)), dstage cat: rc=$rc"; exit 1; }
 		fi
-		echo "$n: shim $src, cat $rc $(cat err.cat)"
+		echo "$n: shim $src, cat $rc $(cat err.cat)" || exit 1
 	done <names
-	test $fail = 0
 '
 
 test_expect_success 'cat names the reason like the kernel would' '
@@ -82,20 +80,18 @@ test_expect_success 'cat names the reason like the kernel would' '
 '
 
 test_expect_success 'ls: a directory name lists what the shim lists there' '
-	fail=0
 	for n in a//b dl/ ./c/l2/ dl/up/ e/cl/d c/d/../d ./; do
-		"$DSTAGE" ls pack "$n" >ls.out 2>err || { echo "$n: $(cat err)"; fail=1; continue; }
-		shim ls -A "$MOUNT/$n" >shim.out 2>&1 || { echo "$n: shim: $(cat shim.out)"; fail=1; continue; }
+		"$DSTAGE" ls pack "$n" >ls.out 2>err || { echo "$n: $(cat err)"; exit 1; }
+		shim ls -A "$MOUNT/$n" >shim.out 2>&1 || { echo "$n: shim: $(cat shim.out)"; exit 1; }
 		# dstage ls: the directory, then its subtree as pack paths; keep
 		# its children by name
 		if [ "$n" = ./ ]; then cat ls.out; else
 			d=$(head -n 1 ls.out) && sed -n "2,\$p" ls.out | sed "s|^$d||"; fi |
-			sed "s|/\$||" | grep -v / | sort >a
-		sort shim.out >b
-		echo "$n: $(tr "\n" " " <b)"
-		test -s b && test_cmp b a || { echo "$n differs"; fail=1; }
+			sed "s|/\$||" | grep -v / | sort >a &&
+		sort shim.out >b &&
+		echo "$n: $(tr "\n" " " <b)" &&
+		test -s b && test_cmp b a || { echo "$n differs"; exit 1; }
 	done
-	test $fail = 0
 '
 
 test_expect_success 'ls: the last symlink is listed as itself; inner ones followed' '

@@ -20,7 +20,7 @@ nostore() {
 
 test_expect_success 'setup: a tree, its pack in the bucket' '
 	mkdir -p src/a src/b && head -c 300000 /dev/urandom >src/a/r &&
-	i=0 && while [ $i -lt 20 ]; do seq 1 $((i * 100 + 1)) >src/b/f$i; i=$((i + 1)); done &&
+	i=0 && while [ $i -lt 20 ]; do seq 1 $((i * 100 + 1)) >src/b/f$i && i=$((i + 1)) || exit 1; done &&
 	"$S3TOOL" put-tree src s3://data/tree &&
 	"$DSTAGE" pack -q -p 2 src pack && "$S3TOOL" put-tree pack s3://data/pk
 '
@@ -94,37 +94,35 @@ fi
 test_expect_success 'stage: a truncated partition in the bucket, no store left' '
 	head -c 5000 pack/part-00001.h5 >short.h5 && "$S3TOOL" put-tree pack s3://bad/pk &&
 	"$S3TOOL" put short.h5 s3://bad/pk/part-00001.h5 &&
-	mpirun_n 2 "$DSTAGE" stage s3://bad/pk --to "$SHM" --node-per-rank --job tr 2>err;
-	rc=$?; cat err && test_grep "s3://bad/pk/part-00001.h5.: truncated" err &&
-	nostore tr && test $rc = 1
+	test_status --show err 1 mpirun_n 2 "$DSTAGE" stage s3://bad/pk --to "$SHM" --node-per-rank --job tr 2>err &&
+	test_grep "s3://bad/pk/part-00001.h5.: truncated" err && nostore tr
 '
 
 test_expect_success 'stage: a bit flipped in a payload in the bucket, named, no store left' '
 	cp pack/part-00000.h5 flip.h5 &&
-	off=$("$DSTAGE" ls -l pack >/dev/null; "$PY" -c "
+	off=$("$DSTAGE" ls -l pack >/dev/null && "$PY" -c "
 import struct,sys; h=open(\"flip.h5\",\"rb\").read(128); print(struct.unpack(\"<Q\",h[96:104])[0]+10)") &&
 	printf Z | dd of=flip.h5 bs=1 seek=$off conv=notrunc 2>/dev/null &&
 	"$S3TOOL" put-tree pack s3://bad/pf && "$S3TOOL" put flip.h5 s3://bad/pf/part-00000.h5 &&
-	mpirun_n 2 "$DSTAGE" stage s3://bad/pf --to "$SHM" --node-per-rank --job fl 2>err;
-	rc=$?; cat err && test_grep "part-00000.h5.: checksum mismatch in" err &&
-	nostore fl && test $rc = 1
+	test_status --show err 1 mpirun_n 2 "$DSTAGE" stage s3://bad/pf --to "$SHM" --node-per-rank --job fl 2>err &&
+	test_grep "part-00000.h5.: checksum mismatch in" err && nostore fl
 '
 
 test_expect_success 'stage: a tampered index.h5 in the bucket is refused' '
 	head -c 3000 pack/index.h5 >idx && "$S3TOOL" put-tree pack s3://bad/pi &&
 	"$S3TOOL" put idx s3://bad/pi/index.h5 &&
-	mpirun_n 2 "$DSTAGE" stage s3://bad/pi --to "$SHM" --node-per-rank --job ix 2>err;
-	rc=$?; cat err && test_grep "s3://bad/pi/index.h5.: truncated" err && nostore ix && test $rc = 1
+	test_status --show err 1 mpirun_n 2 "$DSTAGE" stage s3://bad/pi --to "$SHM" --node-per-rank --job ix 2>err &&
+	test_grep "s3://bad/pi/index.h5.: truncated" err && nostore ix
 '
 
-test_expect_code 2 'a malformed s3:// URL for pack is a usage error' '
-	"$DSTAGE" pack s3://A_B/x okname 2>err; rc=$?; cat err &&
-	test_grep "s3://A_B/x.: not a valid bucket name" err && ! test -e okname && exit $rc
+test_expect_success 'a malformed s3:// URL for pack is a usage error' '
+	test_status --show err 2 "$DSTAGE" pack s3://A_B/x okname 2>err &&
+	test_grep "s3://A_B/x.: not a valid bucket name" err && ! test -e okname
 '
 
-test_expect_code 2 'a malformed s3:// URL for stage is a usage error' '
-	"$DSTAGE" stage s3://x --to "$SHM" 2>err; rc=$?; cat err &&
-	test_grep "s3://x.: bucket names have 3 to 63 characters" err && exit $rc
+test_expect_success 'a malformed s3:// URL for stage is a usage error' '
+	test_status --show err 2 "$DSTAGE" stage s3://x --to "$SHM" 2>err &&
+	test_grep "s3://x.: bucket names have 3 to 63 characters" err
 '
 
 test_done

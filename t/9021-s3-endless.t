@@ -48,7 +48,7 @@ test_expect_success 'a listing whose body trickles is cut and retried, then the 
 	export S3_PROXY_MATCH="^GET .*list-type=2" &&
 	s3_proxy trickle 1 && unset S3_PROXY_MATCH &&
 	DSTAGE_S3_TIMEOUT=2 DSTAGE_S3_RETRY_SECS=3 \
-		via_proxy "$DSTAGE" pack s3://data/tree dst 2>err; rc=$?; cat err && test $rc = 1 &&
+		test_status --show err 1 via_proxy "$DSTAGE" pack s3://data/tree dst 2>err &&
 	test_grep "s3://data/tree/.: too slow: .* (DSTAGE_S3_MIN_RATE 64.0 KiB/s); gave up after [0-9]* attempts" err &&
 	! test -e dst
 '
@@ -57,7 +57,7 @@ test_expect_success 'an object whose body trickles is cut and retried, then the 
 	export S3_PROXY_MATCH="^GET /data/tree/b\$" &&
 	s3_proxy trickle 1 && unset S3_PROXY_MATCH &&
 	DSTAGE_S3_TIMEOUT=2 DSTAGE_S3_RETRY_SECS=3 \
-		via_proxy "$DSTAGE" pack s3://data/tree dst 2>err; rc=$?; cat err && test $rc = 1 &&
+		test_status --show err 1 via_proxy "$DSTAGE" pack s3://data/tree dst 2>err &&
 	test_grep "s3://data/tree/b.: too slow: " err && ! test -e dst
 '
 
@@ -65,8 +65,8 @@ test_expect_success 'stage: a partition whose ranged GETs trickle fails every ra
 	export S3_PROXY_MATCH="^GET /data/pk/part-00001" &&
 	s3_proxy trickle 1 && unset S3_PROXY_MATCH &&
 	DSTAGE_S3_TIMEOUT=2 DSTAGE_S3_RETRY_SECS=3 \
-		via_proxy mpiexec.mpich -n 2 "$DSTAGE" stage s3://data/pk --to "$SHM" \
-		--node-per-rank --job tr 2>err; rc=$?; cat err && test $rc = 1 &&
+		test_status --show err 1 via_proxy mpiexec.mpich -n 2 "$DSTAGE" stage s3://data/pk --to "$SHM" \
+		--node-per-rank --job tr 2>err &&
 	test_grep "s3://data/pk/part-00001.h5.: too slow: " err && nostore tr
 '
 

@@ -73,21 +73,18 @@ test_expect_success 'setup: a tree in the bucket, its pack too' '
 '
 
 test_expect_success 'pack: SIGINT during the listing' '
-	interrupt "^GET .*list-type=2" INT cmd "$DSTAGE" pack s3://data/tree dst; rc=$?; echo "exit $rc"
-	cat int.err && test $rc = 1 &&
+	test_status --show int.err 1 interrupt "^GET .*list-type=2" INT cmd "$DSTAGE" pack s3://data/tree dst &&
 	test_grep "s3://data/tree/.: interrupted by SIGINT" int.err &&
 	test_grep "dst.: pack failed, nothing written" int.err && ! test -e dst
 '
 
 test_expect_success 'pack: SIGTERM during an object GET' '
-	interrupt "^GET /data/tree/b\$" TERM cmd "$DSTAGE" pack s3://data/tree dst; rc=$?; echo "exit $rc"
-	cat int.err && test $rc = 1 &&
+	test_status --show int.err 1 interrupt "^GET /data/tree/b\$" TERM cmd "$DSTAGE" pack s3://data/tree dst &&
 	test_grep "s3://data/tree/b.: interrupted by SIGTERM" int.err && ! test -e dst
 '
 
 test_expect_success 'pack under mpiexec -n 2: SIGINT to every rank during object GETs' '
-	interrupt "^GET /data/tree/[bd]" INT ranks mpiexec.mpich -n 2 "$DSTAGE" pack -p 2 s3://data/tree dst;
-	rc=$?; echo "exit $rc"; cat int.err && test $rc = 1 &&
+	test_status --show int.err 1 interrupt "^GET /data/tree/[bd]" INT ranks mpiexec.mpich -n 2 "$DSTAGE" pack -p 2 s3://data/tree dst &&
 	test_grep "^dstage: pack: .s3://data/tree/[a-z/]*.: interrupted by SIGINT" int.err &&
 	test_grep "^dstage: pack: rank 1: .s3://data/tree/[a-z/]*.: interrupted by SIGINT" int.err &&
 	! test -e dst
@@ -98,14 +95,14 @@ test_expect_success 'pack under mpiexec -n 2: SIGINT to every rank during object
 # exited 1.  So this case checks that every rank ended, said why and left
 # nothing, not mpiexec's status.
 test_expect_success 'stage: SIGINT to mpiexec during ranged GETs, every rank ends, no store' '
-	interrupt "^GET /data/pk/part-00001" INT cmd mpiexec.mpich -n 2 "$DSTAGE" stage s3://data/pk \
-		--to "$SHM" --node-per-rank --job sm; rc=$?; echo "exit $rc"; cat int.err &&
+	rc=0 && { interrupt "^GET /data/pk/part-00001" INT cmd mpiexec.mpich -n 2 "$DSTAGE" stage s3://data/pk \
+		--to "$SHM" --node-per-rank --job sm || rc=$?; } && echo "exit $rc" && cat int.err &&
 	test_grep "s3://data/pk/part-00001.h5.: interrupted by SIGINT" int.err && nostore sm
 '
 
 test_expect_success 'pack to a bucket: SIGTERM during a multipart upload; no key, upload aborted' '
-	interrupt "^PUT .*partNumber=2" TERM cmd env DSTAGE_S3_PART_SIZE=5MiB \
-		"$DSTAGE" pack -p 1 src s3://data/up; rc=$?; echo "exit $rc"; cat int.err && test $rc = 1 &&
+	test_status --show int.err 1 interrupt "^PUT .*partNumber=2" TERM cmd env DSTAGE_S3_PART_SIZE=5MiB \
+		"$DSTAGE" pack -p 1 src s3://data/up &&
 	test_grep "s3://data/up/part-00000.h5.: interrupted by SIGTERM" int.err &&
 	grep "^request DELETE /data/up/part-00000.h5?uploadId=" "$TRASH/proxy.log" &&
 	"$S3TOOL" ls s3://data/up >l && ! test -s l &&
@@ -113,22 +110,21 @@ test_expect_success 'pack to a bucket: SIGTERM during a multipart upload; no key
 '
 
 test_expect_success 'a dead store does not hold the cleanup after the signal past its budget' '
-	interrupt "^PUT .*partNumber=2|^DELETE " TERM cmd env DSTAGE_S3_PART_SIZE=5MiB \
-		DSTAGE_S3_RETRY_SECS=3 "$DSTAGE" pack -p 1 src s3://data/dead; rc=$?
-	echo "exit $rc"; cat int.err && test $rc = 1 &&
+	test_status --show int.err 1 interrupt "^PUT .*partNumber=2|^DELETE " TERM cmd env DSTAGE_S3_PART_SIZE=5MiB \
+		DSTAGE_S3_RETRY_SECS=3 "$DSTAGE" pack -p 1 src s3://data/dead &&
 	test_grep "s3://data/dead/part-00000.h5.: interrupted by SIGTERM" int.err &&
 	test_grep "s3://data/dead/part-00000.h5.: cleanup after the signal ran out of time" int.err
 '
 
 test_expect_success 'stage: SIGINT to every rank during ranged GETs, exit 1, no store' '
-	interrupt "^GET /data/pk/part-00001" INT ranks mpiexec.mpich -n 2 "$DSTAGE" stage s3://data/pk \
-		--to "$SHM" --node-per-rank --job si; rc=$?; echo "exit $rc"; cat int.err && test $rc = 1 &&
+	test_status --show int.err 1 interrupt "^GET /data/pk/part-00001" INT ranks mpiexec.mpich -n 2 "$DSTAGE" stage s3://data/pk \
+		--to "$SHM" --node-per-rank --job si &&
 	test_grep "s3://data/pk/part-00001.h5.: interrupted by SIGINT" int.err && nostore si
 '
 
 test_expect_success 'stage: SIGTERM to every rank while the manifest is fetched, exit 1' '
-	interrupt "^GET /data/pk/index.h5" TERM ranks mpiexec.mpich -n 2 "$DSTAGE" stage s3://data/pk \
-		--to "$SHM" --node-per-rank --job st; rc=$?; echo "exit $rc"; cat int.err && test $rc = 1 &&
+	test_status --show int.err 1 interrupt "^GET /data/pk/index.h5" TERM ranks mpiexec.mpich -n 2 "$DSTAGE" stage s3://data/pk \
+		--to "$SHM" --node-per-rank --job st &&
 	test_grep "s3://data/pk/index.h5.: interrupted by SIGTERM" int.err && nostore st
 '
 

@@ -79,7 +79,7 @@ serve_start 1 --nodes 0
 test_expect_success 'restarted on node 0 alone' 'wait_until 60 running 0'
 test_expect_success 'node 1 files: EIO within 2 s each, named; node 0 files: right bytes' '
 	for f in $(cd src && find train -type f); do
-		t0=$(date +%s)
+		t0=$(date +%s) || exit 1
 		if DSTAGE_TIMEOUT=20 shim_on 0 cat "$MOUNT/$f" >got 2>err; then
 			cmp -s got "src/$f" || { echo "wrong bytes: $f"; exit 1; }
 			! grep -qx "$f" only1 || { echo "$f should be lost"; exit 1; }

@@ -53,7 +53,7 @@ test_expect_success 'a member whose path under SRC passes PATH_MAX: refused, nam
 
 test_expect_success 'pack --in-place --expand-tar of a hostile tar: refused, no OUT' '
 	rm -rf t-pk && cp -a good t-pk && mktar dotdot-pax t-pk/evil.tar &&
-	{ "$DSTAGE" pack -q --in-place --expand-tar t-pk pk 2>err; test $? = 1; } &&
+	test_status 1 "$DSTAGE" pack -q --in-place --expand-tar t-pk pk 2>err &&
 	grep "evil.tar'"'"': member '"'"'../evil'"'"'" err && ! test -e pk
 '
 
@@ -66,8 +66,8 @@ test_expect_success 'a tar changed between the walk and its read: the stage fail
 
 test_expect_success 'pack --in-place --expand-tar: a tar changed between scan and read is refused, no OUT' '
 	rm -rf t-pmid pk-mid && cp -a good t-pmid &&
-	{ DSTAGE_TEST_AFTER_SCAN="tar -rf t-pmid/d/a.tar -C m 3.bin" \
-		"$DSTAGE" pack -q --in-place --expand-tar t-pmid pk-mid 2>err; test $? = 1; } &&
+	test_status 1 env DSTAGE_TEST_AFTER_SCAN="tar -rf t-pmid/d/a.tar -C m 3.bin" \
+		"$DSTAGE" pack -q --in-place --expand-tar t-pmid pk-mid 2>err &&
 	grep "t-pmid/d/a.tar'"'"': changed while packing" err && ! test -e pk-mid
 '
 

@@ -51,7 +51,7 @@ test_expect_success 'short and empty files named X.tar: less than a header, said
 '
 
 test_expect_success 'pack --in-place --expand-tar: refused the same way, no OUT' '
-	{ "$DSTAGE" pack -q --in-place --expand-tar t-gz pk 2>err; test $? = 1; } &&
+	test_status 1 "$DSTAGE" pack -q --in-place --expand-tar t-gz pk 2>err &&
 	grep "b.tar'"'"': gzip data, not a tar archive" err && ! test -e pk
 '
 

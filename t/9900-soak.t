@@ -36,7 +36,7 @@ svc_sample() { # one line per service: pid VmRSS RssAnon fds
 test_expect_success "setup: $N nodes staged, 4000 small files and 8 of 1-3 MiB" '
 	make_samples src 1000 &&
 	mkdir -p src/train/big && for i in 1 2 3 4 5 6 7 8; do
-		head -c $(( (i % 3 + 1) * 1048576 + i * 4099 )) /dev/urandom >src/train/big/b$i.bin
+		head -c $(( (i % 3 + 1) * 1048576 + i * 4099 )) /dev/urandom >src/train/big/b$i.bin || exit 1
 	done &&
 	pack_stage src '$N'
 '
@@ -84,7 +84,7 @@ svc_sample >"$TRASH/svc.end"
 store_kb >"$TRASH/store.end"
 
 test_expect_success "every reader: $EPOCHS epochs, every byte checked, no error" '
-	cat reader.*.err; test "$(cat readers.rc)" = 0 &&
+	cat reader.*.err && test "$(cat readers.rc)" = 0 &&
 	for r in 0 1 2 3; do
 		test $(grep -c "^epoch=" reader.$r.log) = '$EPOCHS' || exit 1
 		! grep -v "errors=0\$" reader.$r.log | grep . || exit 1

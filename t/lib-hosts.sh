@@ -281,6 +281,32 @@ hosts_slurm_start() {
 	return $_rc
 }
 
+# The job scripts (jobs/*.sbatch) on the bed, in a test script:
+#   hosts_job_env [VAR...]   their environment: JOBS (the scripts), DSTAGE_DIR
+#                            ($SHM/stores), DSTAGE_MOUNT (/dstage-tNNNN-PID),
+#                            MPI over TCP (UCX_TLS), this build's dstage first
+#                            in PATH, and none of their settings (nor VAR...)
+#                            inherited from the caller
+#   hosts_job_start          hosts_start and hosts_slurm_start (a skip when
+#                            either cannot), n=hosts_n, DSTAGE_DIR on every host
+hosts_job_env() {
+	JOBS=$SRCDIR/jobs
+	DSTAGE_DIR=$SHM/stores
+	DSTAGE_MOUNT=/dstage-t${test_name%%-*}-$$
+	UCX_TLS=tcp,self
+	PATH=$DSTAGE_TEST_BUILD/bin:$PATH
+	export PATH DSTAGE_DIR DSTAGE_MOUNT UCX_TLS
+	unset DSTAGE_PACK DSTAGE_REPLICAS DSTAGE_SEED DSTAGE_LOCALITY DSTAGE_DROP_LAST DSTAGE_BIN \
+		DSTAGE_MPI DSTAGE_TASKS_PER_NODE DSTAGE_SRUN_OPTS DSTAGE_STAGE_OPTS DSTAGE_SERVE_OPTS \
+		DSTAGE_SERVE_TIMEOUT "$@"
+}
+hosts_job_start() {
+	hosts_start || skip_all "$hosts_skip_reason"
+	hosts_slurm_start || skip_all "$slurm_skip_reason"
+	n=$hosts_n
+	for i in $(seq 1 $n); do hosts_exec $i mkdir -p "$DSTAGE_DIR"; done
+}
+
 # hosts_stop at exit: with t/test-lib.sh's test_atexit (its EXIT trap runs
 # after INT/TERM/HUP too), else with traps of our own (bench/hosts.sh)
 _hosts_atexit=

@@ -5,6 +5,8 @@
 # lib-serve.sh.
 #
 #   slowsync_build       (in a test) compile the interposed fsync, make gate/
+#   slowsync_setup       (in a test) slowsync_build, and make_samples src 24
+#                        staged on 2 nodes
 #   slowsync_serve E N [serve options]
 #                        (top level) serve_start N with the fsync of every
 #                        node's share file of epoch E held at the gate
@@ -46,6 +48,10 @@ slowsync_build() {
 	}
 	EOF
 	cc -shared -fPIC -O2 -o slowsync.so slowsync.c -ldl && mkdir -p gate
+}
+
+slowsync_setup() {
+	slowsync_build && make_samples src 24 && pack_stage src 2
 }
 
 slowsync_serve() {

@@ -21,6 +21,14 @@
 #   node_pid K           pid of node K's service (NODEDIR/serve.status)
 #   status_val K KEY     a value from node K's serve.status
 #   stat_val K FIELD     a counter of node K's NODEDIR/stats (dstage status)
+#   running K...         every node K's service runs and has its socket
+#   stage_r2_nopack      (in a test) make_samples src 24 staged on 4 nodes
+#                        with R = 2 and the pack removed; holders (the
+#                        index's file -> nodes), pair23 (the files held by
+#                        nodes 2 and 3 alone, not empty), every (all files)
+#   epoch_reads_right E K...
+#                        (in a test) on every node K, epoch E's list read
+#                        through the shim in its order gives src/'s bytes
 
 JOB=t$$
 JOBDIR="$SHM/dstage.$(id -u).$JOB"
@@ -152,4 +160,30 @@ wait_until() {
 		k=$((k + 1))
 	done
 	return 1
+}
+
+running() {
+	for i in "$@"; do
+		grep -qs ^state=running "$JOBDIR/$i/serve.status" && test -S "$JOBDIR/$i/sock" || return 1
+	done
+}
+
+stage_r2_nopack() {
+	make_samples src 24 &&
+	pack_stage src 4 -R 2 &&
+	rm -rf pack &&
+	"$DSTAGE_TEST_BUILD/t/index-holders" "$JOBDIR/0/index" >holders &&
+	awk "\$2 == \"2,3\" || \$2 == \"3,2\" { print \$1 }" holders | sort >pair23 &&
+	awk "{ print \$1 }" holders | sort >every &&
+	test -s pair23
+}
+
+epoch_reads_right() {
+	e=$1
+	shift
+	for k in "$@"; do
+		shim_on $k cat "$MOUNT/.dstage/epochs/$e/all" >e$e.$k &&
+		sed "s|^|$MOUNT/|" e$e.$k | shim_on $k xargs -d "\n" cat >got &&
+		sed "s|^|src/|" e$e.$k | xargs -d "\n" cat | cmp - got || return 1
+	done
 }
