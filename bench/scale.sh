@@ -13,6 +13,10 @@
 #   - the service (svc_rows): start until serving and until epoch 0's
 #     prefetch starts/ends, an epoch switch until the next epoch is planned
 #     and its prefetch starts/ends, --timeout 2 trips;
+#   - the node index (ix_rows, t/helpers/ixscale): bytes per entry at
+#     ImageNet-21k's shape (N names in 21,841 class directories), the
+#     builder's peak memory, the full check, and lookups + stat of 2,000
+#     random files in a fresh process (faults, us) with the index on tmpfs;
 # on a metadata-only tree: N hard links to 4 small files, ImageNet-shaped
 # names (1280 per class directory), packed (dstage pack, the 4 files under
 # --replicate) and staged on 2 simulated nodes.  N: 128k (--quick), 1.28M
@@ -130,6 +134,44 @@ row "epoch list of reader 0 of 8, $nk files, service up vs not (share published 
 } >>"$RES/scale.dat"
 note "Scale (issue 27), $nk: $N names (hard links to 4 files of 48-96 B; ImageNet-shaped, $CLASSES class directories of up to 1280), packed and staged on 2 simulated nodes; a reader's share is N/16 = $SHARE samples (reader 0 of 8 on node 0; DistributedSampler rank 0 of 16).  Each figure is one fresh Python process (/usr/bin/python3), timed from after its imports: DstageFiles(\"train\") + EpochSampler(rank 0 or 7 of 8) + iterating it, through the shim; ImageFolder(tmpfs tree) + DistributedSampler + iterating it, natively; open + read of .dstage/epochs/0/L-of-8 through the shim, the median of 5 in one process once the shim has started (with dstage serve running, which publishes each epoch's share for the shim to slice; reader 0's also without it, the shim computing the share); DistributedSampler's index list alone.  CPU: user + system seconds of the same span (getrusage), what the wall time is on an idle core.  Memory: the anonymous (private) memory held at the end over that after the imports; the peak RSS, which also counts the mapped index pages it touched (shared by the node's processes), was $ds_p B per sample (dstage) and $fo_p B (ImageFolder).  Goals of issue 27: <= 1 us and <= 64 B per sample of the share, a list in <= 0.3 us per entry whatever the reader number.  Medians of $ROUNDS rounds, interleaved in rotating order.$( [ -n "$HAVE_TV" ] || echo '  torchvision missing: no ImageFolder/DistributedSampler figures.')"
 	svc_rows
+	ix_rows
+}
+
+# ---- the node index at this size (issue 27: <= 48 B per entry) -------------
+# ImageNet-21k-shaped names (21,841 class directories; below 1.28M names,
+# 59 files a class as at 1.28M), built and fully checked by ixscale (the
+# index builder alone: no pack); lookups in a fresh process, the index in
+# the node-local scratch (tmpfs, as a node store), median of $ROUNDS.
+ix_rows() {
+	IXC=21841
+	[ "$N" -ge 1280000 ] || IXC=$(((N + 58) / 59))
+	"$top/build/t/ixscale" build "$N" "$IXC" "$W/ix" >"$W/ix.txt" || { say "ixscale build failed"; exit 1; }
+	r=0
+	: >"$W/ixl.txt"
+	while [ "$r" -lt "$ROUNDS" ]; do
+		"$top/build/t/ixscale" lookup "$W/ix" "$N" "$IXC" 2000 | tr '\n' ' ' >>"$W/ixl.txt"
+		echo >>"$W/ixl.txt"
+		r=$((r + 1))
+	done
+	rm -f "$W/ix"
+	ixv() { awk -v k="$1" '$1 == k { print $2 }' "$W/ix.txt"; }
+	ixl() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' "$W/ixl.txt" | median; }
+	ix_b=$(ixv bytes_per_entry) ix_peak=$(ixv builder_peak_B_per_entry) ix_chk=$(ixv full_check_cpu_ms)
+	ix_f=$(ixl lookup_faults_per_file) ix_us=$(ixl lookup_us_per_file) ix_cpu=$(ixl lookup_cpu_us_per_file)
+	row "node index, $nk ImageNet-21k-shaped names: bytes per entry (all sections)" "$ix_b B" "goal 48 B" "$(ratio "$ix_b" 48)" "<= 1" "#27"
+	row "node index, $nk names: the builder's peak memory per entry" "$ix_peak B" "-" "-" "-" "#27"
+	row "node index, $nk names: the full check (service start, dstage epoch), CPU" "$ix_chk ms" "-" "-" "-" "#27"
+	row "node index, $nk names: lookup + stat per file in a fresh process" "$ix_us us, $ix_f faults" "CPU $ix_cpu us" "-" "-" "#27"
+	{
+		echo "index_B_per_entry_$N $ix_b"
+		for k in rows_B dirs_B runs_B blocks_B names_B samples_B builder_held_B_per_entry builder_peak_B_per_entry full_check_ms full_check_cpu_ms; do
+			echo "index_${k}_$N $(ixv $k)"
+		done
+		echo "index_lookup_faults_per_file_$N $ix_f"
+		echo "index_lookup_us_per_file_$N $ix_us"
+		echo "index_lookup_cpu_us_per_file_$N $ix_cpu"
+	} >>"$RES/scale.dat"
+	note "Node index (issue 27), $N ImageNet-21k-shaped names in $IXC class directories (train/<wnid>/<wnid>_<n>.JPEG, file numbers spread over 1-20,000), built by build/t/ixscale (the index builder, then the full check): $ix_b bytes per entry ($(ixv rows_B) rows, $(ixv names_B) names, $(ixv samples_B) samples, $(ixv runs_B) runs, $(ixv dirs_B) directories, $(ixv blocks_B) name blocks); the builder's peak $ix_peak B per entry; the full check $(ixv full_check_ms) ms ($ix_chk ms CPU).  A fresh process maps it from tmpfs as the shim does and looks up and stats 2,000 random files: $ix_us us and $ix_f page faults per file ($ix_cpu us CPU), median of $ROUNDS."
 }
 
 # ---- the service at this size (issue 27's service side) --------------------

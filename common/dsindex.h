@@ -25,20 +25,25 @@
  * which node holds which byte) is answered from it without a system call.
  *
  * Entry 0 is the root directory (name "").  Entries are sorted by path
- * (bytewise), so a directory's subtree is a contiguous range after it.
- * Symlinks keep their target text in the string pool; only targets that stay
- * inside the tree are ever packed. */
+ * (bytewise, '/' first), so a directory's subtree is a contiguous range
+ * after it.  Each entry keeps a 32-byte row and its own name (front-coded
+ * in blocks of DS_IX_BLOCK); directories have a row of the directory table
+ * with their children as runs of consecutive ids.  There is no hash of
+ * paths: a lookup walks the components (docs/formats.md "The node store",
+ * byte by byte).  Symlinks keep their target text in the string pool; only
+ * targets that stay inside the tree are ever packed. */
 #ifndef DSINDEX_H
 #define DSINDEX_H
 
 #include "dsstore.h" /* every name in a node store */
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
 #define DS_INDEX_MAGIC "DSTAGEIX"
-#define DS_INDEX_VERSION 2u /* 2: the spill tier (ram_size, spill_dir, ds_loc.tier) */
+#define DS_INDEX_VERSION 3u /* 3: 32-byte rows, front-coded base names, no hash */
 #define DS_STORE_ALIGN 4096u
 /* The RAM tier's size is a multiple of this when a spill tier follows: the
  * spill file is mapped right after it, and 64 KiB is a whole number of
@@ -54,26 +59,60 @@ enum ds_entry_flag {
 	DS_EF_SAMPLE = 2u,     /* a training sample: takes part in the shuffle */
 };
 
-/* One file, directory or symlink.  64 bytes. */
-struct ds_entry {
-	uint64_t size;     /* st_size; symlink: length of the target;
-	                      dir: st_size the source reported */
-	uint64_t poff;     /* file: offset of its stored bytes in its partition's
-	                      payload; dir: first index in the dirents array;
-	                      symlink: string-pool offset of the target */
-	uint64_t stored;   /* file: stored byte count; dir: number of children */
-	int64_t mtime_ns;  /* st_mtim in nanoseconds since the epoch */
-	uint32_t name;     /* string-pool offset of the path (NUL-terminated) */
-	uint32_t parent;   /* entry id of the parent directory (root: 0) */
-	uint32_t mode;     /* st_mode with the type bits (S_IFREG/S_IFDIR/S_IFLNK) */
-	uint32_t part;     /* file: partition number; others: UINT32_MAX */
-	uint32_t crc;      /* file: CRC-32C of the content (uncompressed) */
-	uint32_t nlink;    /* st_nlink (dirs: 2 + subdirectories) */
-	uint16_t name_len; /* length of the path */
-	uint16_t base_off; /* offset of the last component within the path */
-	uint8_t codec;     /* enum ds_codec of the stored bytes */
-	uint8_t flags;     /* enum ds_entry_flag */
-	uint16_t pad;
+/* Names are front-coded in blocks of this many entries (entry id order). */
+#define DS_IX_BLOCK 16u
+/* The largest partition number a row holds (24 bits). */
+#define DS_IX_MAX_PART 0xfffffeu
+
+/* One file, directory or symlink.  32 bytes.  A 40-bit field is its lo
+ * (32 bits) and hi (8 bits) parts; a file whose size, offset or stored
+ * count does not fit in 40 bits is kind 3 and keeps them in the wide
+ * table (its poff is the wide row). */
+struct ds_row {
+	int64_t mtime_ns;   /* st_mtim in nanoseconds since the epoch */
+	uint32_t crc;       /* file: CRC-32C of the content (uncompressed) */
+	uint32_t size_lo;   /* st_size; symlink: target length; dir: st_size
+	                        the source reported */
+	uint32_t poff_lo;   /* file: offset in its partition's payload; dir:
+	                        its row in the directory table; symlink:
+	                        string-pool offset of the target; kind 3: its
+	                        row in the wide table */
+	uint32_t stored_lo; /* file: stored byte count */
+	uint8_t size_hi, poff_hi, stored_hi;
+	uint8_t part[3]; /* file: partition number, 24 bits */
+	uint16_t mode;   /* bits 0-11 permissions, 12-13 kind (enum
+	                        ds_row_kind), 14 zlib, 15 replicated */
+};
+enum ds_row_kind { DS_RK_FILE = 0, DS_RK_DIR = 1, DS_RK_LINK = 2, DS_RK_WIDE = 3 };
+#define DS_RM_ZLIB 0x4000u
+#define DS_RM_REPL 0x8000u
+
+/* One directory (in entry id order).  32 bytes. */
+struct ds_dir {
+	uint32_t id;    /* its entry */
+	uint32_t pdir;  /* its parent's directory row (root: 0), < its own */
+	uint32_t end;   /* first entry after its subtree */
+	uint32_t nlink; /* 2 + subdirectories */
+	uint32_t nchildren;
+	uint32_t run; /* its first row in the runs table */
+	uint32_t nruns;
+	uint32_t plen; /* length of its relative path */
+};
+
+/* A run of a directory's children: consecutive entry ids first..., the
+ * directory's children cum... in name order.  A directory's runs are
+ * contiguous in the runs table and cover its children in order.  16 bytes. */
+struct ds_run {
+	uint32_t first; /* entry id of the run's first child */
+	uint32_t cum;   /* children of the directory before this run */
+	uint8_t key[8]; /* the first child's name, its first 8 bytes (NUL-padded):
+	                   a lookup's binary search over the runs compares these
+	                   and decodes a name only on a tie */
+};
+
+/* A file's fields that do not fit in its row's 40 bits. */
+struct ds_wide {
+	uint64_t size, poff, stored;
 };
 
 /* Where one partition's payload lives. */
@@ -100,15 +139,23 @@ struct ds_index_header {
 	uint32_t nparts;
 	uint32_t nlocs;
 	uint32_t nsamples;
-	uint32_t ndirents;
-	uint32_t hash_cap;       /* power of two, >= 2 * nentries */
-	uint64_t off_entries;    /* struct ds_entry[nentries] */
-	uint64_t off_hash;       /* uint32_t[hash_cap]: entry id + 1, 0 = empty */
-	uint64_t off_dirents;    /* uint32_t[ndirents]: children, sorted by name */
+	uint32_t ndirs;
+	uint32_t nruns;
+	uint32_t nwide;
+	uint32_t pad0;
+	uint64_t off_rows;   /* struct ds_row[nentries] */
+	uint64_t off_dirs;   /* struct ds_dir[ndirs] */
+	uint64_t off_runs;   /* struct ds_run[nruns] */
+	uint64_t off_wide;   /* struct ds_wide[nwide] */
+	uint64_t off_blocks; /* uint32_t[nblocks + 1]: offset of each name
+	                            block in the names section, then names_size
+	                            (nblocks = ceil(nentries / DS_IX_BLOCK)) */
+	uint64_t off_names;  /* the front-coded base names */
+	uint64_t names_size;
 	uint64_t off_parts;      /* struct ds_part[nparts] */
 	uint64_t off_locs;       /* struct ds_loc[nlocs] */
 	uint64_t off_samples;    /* uint32_t[nsamples]: sample entry ids, path order */
-	uint64_t off_strings;    /* string pool */
+	uint64_t off_strings;    /* string pool: symlink targets, the spill root */
 	uint64_t strings_size;
 	uint64_t store_size;     /* size of this node's store file */
 	uint64_t dev;            /* st_dev readers see for the whole dataset */
@@ -128,9 +175,12 @@ struct ds_index_header {
 /* ---- reading (shim, service, stage) ------------------------------------- */
 struct ds_index {
 	const struct ds_index_header *h;
-	const struct ds_entry *e;
-	const uint32_t *hash;
-	const uint32_t *dirents;
+	const struct ds_row *rows;
+	const struct ds_dir *dirs;
+	const struct ds_run *runs;
+	const struct ds_wide *wide;
+	const uint32_t *blocks;
+	const unsigned char *names;
 	const struct ds_part *parts;
 	const struct ds_loc *locs;
 	const uint32_t *samples;
@@ -144,16 +194,19 @@ int ds_index_open(struct ds_index *ix, const char *path, int full);
 /* Same over a buffer the caller owns (not copied; must outlive ix). */
 int ds_index_from_buf(struct ds_index *ix, const void *buf, size_t len, int full);
 void ds_index_close(struct ds_index *ix);
-/* Is entry id safe to follow: inside the index, its name NUL-terminated in
- * the pool, shorter than PATH_MAX, its last component (after a '/') at most
- * NAME_MAX bytes, its parent an entry; a directory's children inside the
- * dirents array; a file's stored bytes inside its partition (stored raw:
- * exactly `size` of them; zlib: at least size/1032, deflate's largest
- * ratio); a symlink's target NUL-terminated in the pool.
- * O(1).  A reader that maps the index without the full check (the shim)
- * uses only entries that pass: ds_index_lookup returns no other, and ids
- * read from the index (parents, dirents) go through it first.  The open
- * always checks entry 0 (a directory named ""). */
+/* Is entry id safe to follow: inside the index; its name block inside the
+ * names section and its name decoding to one component (no '/', no NUL,
+ * not "." or "..", 1..NAME_MAX bytes; "" for the root alone) whose path,
+ * with its parent directory's, is shorter than PATH_MAX; a directory's row
+ * of the directory table naming it back, its runs inside the runs table;
+ * a file's stored bytes inside its partition (stored raw: exactly `size`
+ * of them; zlib: at least size/1032, deflate's largest ratio); a symlink's
+ * target NUL-terminated in the pool.  Bounded work (one name block of at
+ * most DS_IX_BLOCK names, the parent search).  A reader that maps the index
+ * without the full check (the shim) uses only entries that pass:
+ * ds_index_lookup returns no other, and ids read from the index (parents,
+ * children) go through it first.  The open always checks entry 0 (a
+ * directory named ""). */
 int ds_index_entry_ok(const struct ds_index *ix, uint64_t id);
 /* What ds_epoch_share relies on: every sample a usable file, in increasing
  * order; the locations laid out as the builder does (each partition's a run
@@ -167,95 +220,133 @@ int ds_index_check_shuffle(const struct ds_index *ix);
 int64_t ds_index_lookup(const struct ds_index *ix, const char *path, size_t len);
 
 /* ---- entry accessors ----------------------------------------------------
- * Readers see an entry only through these (never ix->e, ix->dirents,
- * ix->strings or ix->samples directly), so the on-disk layout can change
+ * Readers see an entry only through these (never ix->rows, ix->dirs,
+ * ix->names or ix->samples directly), so the on-disk layout can change
  * inside index.c and this block alone.  None checks id: call them on an
  * entry that passed ds_index_entry_ok (or the full check at open), and on
  * the kind of entry a field is documented for. */
-static inline uint32_t ds_ix_mode(const struct ds_index *ix, uint32_t id) { return ix->e[id].mode; }
-/* st_size; symlink: length of the target; dir: st_size the source reported */
-static inline uint64_t ds_ix_size(const struct ds_index *ix, uint32_t id) { return ix->e[id].size; }
-static inline int64_t ds_ix_mtime(const struct ds_index *ix, uint32_t id)
+static inline uint64_t ds__ix40(uint32_t lo, uint8_t hi) { return lo | (uint64_t)hi << 32; }
+static inline unsigned ds__ix_kind(const struct ds_index *ix, uint32_t id)
 {
-	return ix->e[id].mtime_ns;
+	return (ix->rows[id].mode >> 12) & 3u;
 }
-/* parent directory (root: 0) */
-static inline uint32_t ds_ix_parent(const struct ds_index *ix, uint32_t id)
+static inline uint32_t ds_ix_mode(const struct ds_index *ix, uint32_t id)
 {
-	return ix->e[id].parent;
-}
-static inline uint32_t ds_ix_nlink(const struct ds_index *ix, uint32_t id)
-{
-	return ix->e[id].nlink;
-}
-static inline uint8_t ds_ix_flags(const struct ds_index *ix, uint32_t id)
-{
-	return ix->e[id].flags;
+	static const uint32_t type[4] = {S_IFREG, S_IFDIR, S_IFLNK, S_IFREG};
+	return type[ds__ix_kind(ix, id)] | (ix->rows[id].mode & 07777u);
 }
 /* files: partition, offset of the stored bytes in its payload, their count,
  * their codec and the CRC-32C of the (uncompressed) content */
-static inline uint32_t ds_ix_part(const struct ds_index *ix, uint32_t id) { return ix->e[id].part; }
-static inline uint64_t ds_ix_poff(const struct ds_index *ix, uint32_t id) { return ix->e[id].poff; }
-static inline uint64_t ds_ix_stored(const struct ds_index *ix, uint32_t id)
-{
-	return ix->e[id].stored;
-}
-static inline uint8_t ds_ix_codec(const struct ds_index *ix, uint32_t id)
-{
-	return ix->e[id].codec;
-}
-static inline uint32_t ds_ix_crc(const struct ds_index *ix, uint32_t id) { return ix->e[id].crc; }
-/* A file's fields at once (one decode of its row, for the read paths). */
 struct ds_ix_file {
 	uint64_t size, poff, stored;
 	uint32_t part, crc;
 	uint8_t codec, flags;
 };
+/* A file's fields at once (one decode of its row, for the read paths). */
 static inline void ds_ix_file(const struct ds_index *ix, uint32_t id, struct ds_ix_file *f)
 {
-	const struct ds_entry *e = &ix->e[id];
-	f->size = e->size;
-	f->poff = e->poff;
-	f->stored = e->stored;
-	f->part = e->part;
-	f->crc = e->crc;
-	f->codec = e->codec;
-	f->flags = e->flags;
+	const struct ds_row *r = &ix->rows[id];
+	if (((r->mode >> 12) & 3u) == DS_RK_WIDE) {
+		const struct ds_wide *w = &ix->wide[ds__ix40(r->poff_lo, r->poff_hi)];
+		f->size = w->size;
+		f->poff = w->poff;
+		f->stored = w->stored;
+	} else {
+		f->size = ds__ix40(r->size_lo, r->size_hi);
+		f->poff = ds__ix40(r->poff_lo, r->poff_hi);
+		f->stored = ds__ix40(r->stored_lo, r->stored_hi);
+	}
+	f->part = r->part[0] | (uint32_t)r->part[1] << 8 | (uint32_t)r->part[2] << 16;
+	f->crc = r->crc;
+	f->codec = r->mode & DS_RM_ZLIB ? DS_CODEC_ZLIB : DS_CODEC_NONE;
+	f->flags = r->mode & DS_RM_REPL ? DS_EF_REPLICATED : DS_EF_SAMPLE;
+}
+/* st_size; symlink: length of the target; dir: st_size the source reported */
+static inline uint64_t ds_ix_size(const struct ds_index *ix, uint32_t id)
+{
+	const struct ds_row *r = &ix->rows[id];
+	if (((r->mode >> 12) & 3u) == DS_RK_WIDE)
+		return ix->wide[ds__ix40(r->poff_lo, r->poff_hi)].size;
+	return ds__ix40(r->size_lo, r->size_hi);
+}
+static inline int64_t ds_ix_mtime(const struct ds_index *ix, uint32_t id)
+{
+	return ix->rows[id].mtime_ns;
+}
+/* a directory's row in the directory table */
+static inline const struct ds_dir *ds__ix_dir(const struct ds_index *ix, uint32_t id)
+{
+	return &ix->dirs[ds__ix40(ix->rows[id].poff_lo, ix->rows[id].poff_hi)];
+}
+/* parent directory (root: 0): a directory's from its row, another entry's
+ * from the directory table (a search over it, O(log dirs + depth)) */
+uint32_t ds_ix_parent(const struct ds_index *ix, uint32_t id);
+static inline uint32_t ds_ix_nlink(const struct ds_index *ix, uint32_t id)
+{
+	return ds__ix_kind(ix, id) == DS_RK_DIR ? ds__ix_dir(ix, id)->nlink : 1;
+}
+/* DS_EF_REPLICATED, or DS_EF_SAMPLE for a file outside --replicate */
+static inline uint8_t ds_ix_flags(const struct ds_index *ix, uint32_t id)
+{
+	unsigned k = ds__ix_kind(ix, id);
+	if (ix->rows[id].mode & DS_RM_REPL)
+		return DS_EF_REPLICATED;
+	return k == DS_RK_FILE || k == DS_RK_WIDE ? DS_EF_SAMPLE : 0;
+}
+static inline uint32_t ds_ix_part(const struct ds_index *ix, uint32_t id)
+{
+	unsigned k = ds__ix_kind(ix, id);
+	const uint8_t *p = ix->rows[id].part;
+	if (k != DS_RK_FILE && k != DS_RK_WIDE)
+		return UINT32_MAX;
+	return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16;
+}
+static inline uint64_t ds_ix_poff(const struct ds_index *ix, uint32_t id)
+{
+	struct ds_ix_file f;
+	ds_ix_file(ix, id, &f);
+	return f.poff;
+}
+static inline uint64_t ds_ix_stored(const struct ds_index *ix, uint32_t id)
+{
+	struct ds_ix_file f;
+	ds_ix_file(ix, id, &f);
+	return f.stored;
+}
+static inline uint8_t ds_ix_codec(const struct ds_index *ix, uint32_t id)
+{
+	return ix->rows[id].mode & DS_RM_ZLIB ? DS_CODEC_ZLIB : DS_CODEC_NONE;
+}
+static inline uint32_t ds_ix_crc(const struct ds_index *ix, uint32_t id)
+{
+	return ix->rows[id].crc;
 }
 /* directories: number of children, and child k (0 <= k < nchildren) in
- * name order (an id read from the index: check it before use) */
+ * name order (an id read from the index: check it before use; a damaged
+ * directory gives UINT32_MAX) */
 static inline uint32_t ds_ix_nchildren(const struct ds_index *ix, uint32_t id)
 {
-	return (uint32_t)ix->e[id].stored;
+	return ds__ix_dir(ix, id)->nchildren;
 }
-static inline uint32_t ds_ix_child(const struct ds_index *ix, uint32_t id, uint32_t k)
-{
-	return ix->dirents[ix->e[id].poff + k];
-}
+uint32_t ds_ix_child(const struct ds_index *ix, uint32_t id, uint32_t k);
 /* symlinks: the target, NUL-terminated, ds_ix_size bytes */
 static inline const char *ds_ix_target(const struct ds_index *ix, uint32_t id)
 {
-	return ix->strings + ix->e[id].poff;
+	return ix->strings + ds__ix40(ix->rows[id].poff_lo, ix->rows[id].poff_hi);
 }
-/* the last component of the path (NUL-terminated; "" for the root) and its
- * length (<= NAME_MAX) */
-static inline const char *ds_ix_base(const struct ds_index *ix, uint32_t id)
-{
-	return ix->strings + ix->e[id].name + ix->e[id].base_off;
-}
-static inline size_t ds_ix_base_len(const struct ds_index *ix, uint32_t id)
-{
-	return (size_t)ix->e[id].name_len - ix->e[id].base_off;
-}
+/* The last component of the path, decoded into buf (at least
+ * DS_IX_NAME_BUF bytes), NUL-terminated ("" for the root); returns buf.
+ * Names are front-coded: there is no pointer into the index to return. */
+#define DS_IX_NAME_BUF (NAME_MAX + 1)
+const char *ds_ix_base(const struct ds_index *ix, uint32_t id, char *buf);
+/* its length (<= NAME_MAX) */
+size_t ds_ix_base_len(const struct ds_index *ix, uint32_t id);
 /* length of the relative path (< PATH_MAX) */
-static inline size_t ds_ix_path_len(const struct ds_index *ix, uint32_t id)
-{
-	return ix->e[id].name_len;
-}
+size_t ds_ix_path_len(const struct ds_index *ix, uint32_t id);
 /* Write entry id's relative path ("" for the root), NUL-terminated, into
  * buf of size bytes (PATH_MAX always suffices for an entry that passed
  * ds_index_entry_ok).  Returns its length, or -ENAMETOOLONG (buf then holds
- * ""). */
+ * ""), -DS_ECORRUPT for a damaged chain of parents. */
 int ds_ix_path(const struct ds_index *ix, uint32_t id, char *buf, size_t size);
 /* The spill root the header names (stage --spill DIR), or NULL: none. */
 static inline const char *ds_index_spill_root(const struct ds_index *ix)
@@ -269,7 +360,7 @@ uint64_t ds_index_entry_bytes(uint64_t n, uint64_t names);
 /* Hint that entry id's fields are read soon (a loop over ids). */
 static inline void ds_ix_prefetch(const struct ds_index *ix, uint32_t id)
 {
-	__builtin_prefetch(&ix->e[id]);
+	__builtin_prefetch(&ix->rows[id]);
 }
 /* sample j (0 <= j < nsamples) of the sample table: an entry id */
 static inline uint32_t ds_ix_sample(const struct ds_index *ix, uint64_t j)

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -31,50 +32,255 @@ static int in_bounds(uint64_t off, uint64_t count, uint64_t size, uint64_t total
 	return 1;
 }
 
-int ds_index_entry_ok(const struct ds_index *ix, uint64_t id)
+static uint64_t row_poff(const struct ds_row *r) { return ds__ix40(r->poff_lo, r->poff_hi); }
+static unsigned row_kind(const struct ds_row *r) { return (r->mode >> 12) & 3u; }
+
+/* Decode names of block `b` up to entry `upto` (an index inside the block)
+ * into name (NAME_MAX + 1 bytes): its length, or -1 when the block is
+ * damaged (offsets outside the section, a length past NAME_MAX, a prefix
+ * longer than the name before it).  Each name is a lead byte (high nibble
+ * the bytes shared with the name before it in the block, low nibble the
+ * bytes that follow; 0xF_: two bytes, shared then following, come next),
+ * then the following bytes. */
+struct nstream {
+	uint64_t pos, end;
+	unsigned len;
+	char name[NAME_MAX + 1];
+};
+
+/* Start decoding block b: 0, or -1 when its offsets are outside the names. */
+static int ns_block(const struct ds_index *ix, uint64_t b, struct nstream *s)
+{
+	s->pos = ix->blocks[b];
+	s->end = ix->blocks[b + 1];
+	s->len = 0;
+	return s->pos <= s->end && s->end <= ix->h->names_size ? 0 : -1;
+}
+
+/* The next name of the block (first: the first of the block) into
+ * s->name: its length, or -1 when damaged. */
+static int ns_next(const struct ds_index *ix, struct nstream *s, int first)
+{
+	if (s->pos >= s->end)
+		return -1;
+	unsigned lead = ix->names[s->pos++], pre, suf;
+	if (lead >> 4 == 15) {
+		if (s->end - s->pos < 2)
+			return -1;
+		pre = ix->names[s->pos];
+		suf = ix->names[s->pos + 1];
+		s->pos += 2;
+	} else {
+		pre = lead >> 4;
+		suf = lead & 15;
+	}
+	if (pre > s->len || (first && pre) || pre + suf > NAME_MAX || suf > s->end - s->pos)
+		return -1;
+	memcpy(s->name + pre, ix->names + s->pos, suf);
+	s->pos += suf;
+	s->len = pre + suf;
+	s->name[s->len] = 0;
+	return (int)s->len;
+}
+
+/* Decode names of block `b` up to entry `upto` (an index inside the block)
+ * into name (NAME_MAX + 1 bytes): its length, or -1 when the block is
+ * damaged (offsets outside the section, a length past NAME_MAX, a prefix
+ * longer than the name before it).  Each name is a lead byte (high nibble
+ * the bytes shared with the name before it in the block, low nibble the
+ * bytes that follow; 0xF_: two bytes, shared then following, come next),
+ * then the following bytes. */
+static int name_decode(const struct ds_index *ix, uint64_t b, unsigned upto, char *name)
+{
+	struct nstream s;
+	int len = -1;
+	if (ns_block(ix, b, &s))
+		return -1;
+	for (unsigned j = 0; j <= upto; j++)
+		if ((len = ns_next(ix, &s, j == 0)) < 0)
+			return -1;
+	memcpy(name, s.name, (size_t)len + 1);
+	return len;
+}
+
+static int name_of(const struct ds_index *ix, uint32_t id, char *name)
+{
+	return name_decode(ix, id / DS_IX_BLOCK, id % DS_IX_BLOCK, name);
+}
+
+/* a component a path may hold: no '/', no NUL, not "." or ".." */
+static int component_ok(const char *s, size_t n)
+{
+	return n && n <= NAME_MAX && !memchr(s, '/', n) && !memchr(s, 0, n) &&
+	       !(s[0] == '.' && (n == 1 || (n == 2 && s[1] == '.')));
+}
+
+/* path length of a child named nl bytes of a directory whose path is plen */
+static uint64_t join_len(uint64_t plen, uint64_t nl) { return plen ? plen + 1 + nl : nl; }
+
+/* Is directory row x safe to follow (bounded, O(1))? */
+static int dir_ok(const struct ds_index *ix, uint64_t x)
 {
 	const struct ds_index_header *h = ix->h;
-	if (id >= h->nentries)
+	if (x >= h->ndirs)
 		return 0;
-	const struct ds_entry *e = &ix->e[id];
-	/* the name: NUL-terminated inside the pool, shorter than PATH_MAX, its
-	 * last component after a '/' and at most NAME_MAX bytes (readers copy
-	 * names into PATH_MAX buffers and components into struct dirent) */
-	if ((uint64_t)e->name + e->name_len >= h->strings_size || ix->strings[e->name + e->name_len] ||
-	    e->name_len >= PATH_MAX || e->base_off > e->name_len ||
-	    e->name_len - e->base_off > NAME_MAX ||
-	    (e->base_off && ix->strings[e->name + e->base_off - 1] != '/'))
+	const struct ds_dir *d = &ix->dirs[x];
+	return d->id < h->nentries && row_kind(&ix->rows[d->id]) == DS_RK_DIR &&
+	       row_poff(&ix->rows[d->id]) == x && (x ? d->pdir < x : d->pdir == 0) &&
+	       d->end > d->id && d->end <= h->nentries && d->nchildren < h->nentries &&
+	       d->run <= h->nruns && d->nruns <= h->nruns - d->run && d->nruns <= d->nchildren &&
+	       d->plen < PATH_MAX;
+}
+
+static _Atomic uint32_t parent_hint;
+
+/* The directory row of id's parent, or UINT32_MAX (damaged). */
+static uint32_t parent_dir(const struct ds_index *ix, uint32_t id)
+{
+	const struct ds_index_header *h = ix->h;
+	if (id == 0 || id >= h->nentries || !h->ndirs)
 		return 0;
-	if (e->parent >= h->nentries)
+	const struct ds_row *r = &ix->rows[id];
+	if (row_kind(r) == DS_RK_DIR) {
+		uint64_t x = row_poff(r);
+		return x < h->ndirs && x ? ix->dirs[x].pdir : UINT32_MAX;
+	}
+	/* the directory found last, when id is inside its subtree with no
+	 * directory between (readdir, a walk: the children of one directory
+	 * one after the other); a hint shared by every index and thread,
+	 * checked before use */
+	uint32_t x = atomic_load_explicit(&parent_hint, memory_order_relaxed);
+	if (x < h->ndirs && ix->dirs[x].id < id && id < ix->dirs[x].end &&
+	    (x + 1 >= h->ndirs || ix->dirs[x + 1].id > id) && (x ? ix->dirs[x].pdir < x : 1))
+		return x;
+	/* the last directory before id, then up its parents until one's
+	 * subtree holds id; a parent row is always below its child's, so the
+	 * climb ends */
+	uint32_t lo = 0, hi = h->ndirs;
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (ix->dirs[mid].id < id)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	x = lo;
+	while (x && id >= ix->dirs[x].end) {
+		if (ix->dirs[x].pdir >= x)
+			return UINT32_MAX;
+		x = ix->dirs[x].pdir;
+	}
+	atomic_store_explicit(&parent_hint, x, memory_order_relaxed);
+	return x;
+}
+
+uint32_t ds_ix_parent(const struct ds_index *ix, uint32_t id)
+{
+	uint32_t x = parent_dir(ix, id);
+	return x < ix->h->ndirs ? ix->dirs[x].id : 0;
+}
+
+uint32_t ds_ix_child(const struct ds_index *ix, uint32_t id, uint32_t k)
+{
+	const struct ds_index_header *h = ix->h;
+	uint64_t x = row_poff(&ix->rows[id]);
+	if (x >= h->ndirs)
+		return UINT32_MAX;
+	const struct ds_dir *d = &ix->dirs[x];
+	if (k >= d->nchildren || !d->nruns || d->run > h->nruns || d->nruns > h->nruns - d->run)
+		return UINT32_MAX;
+	/* the last run whose first child is at or before k */
+	const struct ds_run *R = ix->runs + d->run;
+	uint32_t lo = 0, hi = d->nruns;
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (R[mid].cum <= k)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (R[lo].cum > k)
+		return UINT32_MAX;
+	uint64_t c = (uint64_t)R[lo].first + (k - R[lo].cum);
+	return c < h->nentries ? (uint32_t)c : UINT32_MAX;
+}
+
+const char *ds_ix_base(const struct ds_index *ix, uint32_t id, char *buf)
+{
+	if (name_of(ix, id, buf) < 0)
+		buf[0] = 0;
+	return buf;
+}
+
+size_t ds_ix_base_len(const struct ds_index *ix, uint32_t id)
+{
+	char name[DS_IX_NAME_BUF];
+	int n = name_of(ix, id, name);
+	return n < 0 ? 0 : (size_t)n;
+}
+
+size_t ds_ix_path_len(const struct ds_index *ix, uint32_t id)
+{
+	if (row_kind(&ix->rows[id]) == DS_RK_DIR)
+		return ds__ix_dir(ix, id)->plen;
+	uint32_t x = parent_dir(ix, id);
+	if (x >= ix->h->ndirs)
 		return 0;
-	switch (e->mode & S_IFMT) {
-	case S_IFDIR:
-		return e->poff <= h->ndirents && e->stored <= h->ndirents - e->poff;
-	case S_IFREG:
+	return join_len(ix->dirs[x].plen, ds_ix_base_len(ix, id));
+}
+
+/* Entry id's row, named nl bytes, in directory row p: usable? */
+static int row_ok(const struct ds_index *ix, uint64_t id, uint32_t p, int nl)
+{
+	const struct ds_index_header *h = ix->h;
+	const struct ds_row *r = &ix->rows[id];
+	if (p >= h->ndirs || (id && (!dir_ok(ix, p) || ix->dirs[p].id >= id)) ||
+	    join_len(ix->dirs[p].plen, (uint64_t)nl) >= PATH_MAX)
+		return 0;
+	uint64_t poff = row_poff(r);
+	switch (row_kind(r)) {
+	case DS_RK_DIR:
+		return dir_ok(ix, poff) && ix->dirs[poff].id == id &&
+		       ix->dirs[poff].plen == (id ? join_len(ix->dirs[p].plen, (uint64_t)nl) : 0);
+	case DS_RK_FILE:
+	case DS_RK_WIDE: {
+		if (row_kind(r) == DS_RK_WIDE && poff >= h->nwide)
+			return 0;
+		struct ds_ix_file f;
+		ds_ix_file(ix, (uint32_t)id, &f);
 		/* stored raw, a reader copies `size` bytes from the stored ones;
 		 * deflate expands at most 1032:1, so a zlib file's size is bounded
 		 * by its stored bytes (a reader allocates `size` to inflate) */
-		return e->part < h->nparts && e->poff <= ix->parts[e->part].size &&
-		       e->stored <= ix->parts[e->part].size - e->poff && e->codec <= DS_CODEC_ZLIB &&
-		       (e->codec == DS_CODEC_NONE ? e->size == e->stored
-		                                  : e->size / 1032 <= e->stored);
-	case S_IFLNK:
-		return e->poff < h->strings_size && e->size < h->strings_size - e->poff &&
-		       e->size < PATH_MAX && !ix->strings[e->poff + e->size];
-	default:
-		return 0;
+		return f.part < h->nparts && f.poff <= ix->parts[f.part].size &&
+		       f.stored <= ix->parts[f.part].size - f.poff &&
+		       (f.codec == DS_CODEC_NONE ? f.size == f.stored : f.size / 1032 <= f.stored);
+	}
+	default: {
+		uint64_t sz = ds__ix40(r->size_lo, r->size_hi);
+		return poff < h->strings_size && sz < h->strings_size - poff && sz < PATH_MAX &&
+		       !ix->strings[poff + sz];
+	}
 	}
 }
 
-int ds_index_check_shuffle(const struct ds_index *ix)
+int ds_index_entry_ok(const struct ds_index *ix, uint64_t id)
+{
+	if (id >= ix->h->nentries)
+		return 0;
+	/* the name: one component (the root's ""), its path shorter than
+	 * PATH_MAX (readers copy names into PATH_MAX buffers and components
+	 * into struct dirent) */
+	char name[DS_IX_NAME_BUF];
+	int nl = name_of(ix, (uint32_t)id, name);
+	if (nl < 0 || (id == 0) != (nl == 0) || (nl && !component_ok(name, (size_t)nl)))
+		return 0;
+	return row_ok(ix, id, parent_dir(ix, (uint32_t)id), nl);
+}
+
+/* The locations of ds_index_check_shuffle. */
+static int check_locs(const struct ds_index *ix)
 {
 	const struct ds_index_header *h = ix->h;
-	for (uint32_t i = 0; i < h->nsamples; i++) {
-		uint32_t id = ix->samples[i];
-		if (!ds_index_entry_ok(ix, id) || !S_ISREG(ix->e[id].mode) ||
-		    (i && id <= ix->samples[i - 1]))
-			return -DS_ECORRUPT;
-	}
 	/* the locations as the builder lays them out: each partition's a run
 	 * of the array, runs in partition order, together the whole array (the
 	 * share's repair step counts per node over both views: they must
@@ -97,67 +303,219 @@ int ds_index_check_shuffle(const struct ds_index *ix)
 	return 0;
 }
 
+int ds_index_check_shuffle(const struct ds_index *ix)
+{
+	const struct ds_index_header *h = ix->h;
+	for (uint32_t i = 0; i < h->nsamples; i++) {
+		uint32_t id = ix->samples[i];
+		if (!ds_index_entry_ok(ix, id) || !S_ISREG(ds_ix_mode(ix, id)) ||
+		    (i && id <= ix->samples[i - 1]))
+			return -DS_ECORRUPT;
+	}
+	return check_locs(ix);
+}
+
+/* The full check's walk state: the directories open at the current entry
+ * (a stack of directory rows) with the path of the deepest, and per
+ * directory the next child expected (its run and count) and its
+ * subdirectories. */
+struct walk {
+	uint32_t *stack, depth;
+	uint32_t *run, *seen, *subdirs;
+	char path[PATH_MAX + NAME_MAX + 2];
+};
+
+/* Is entry i, named (name, nl), directory x's next child in name order? */
+static int next_child(const struct ds_index *ix, struct walk *w, uint32_t x, uint32_t i,
+                      const char *name, int nl, const char *prev, int prevl)
+{
+	const struct ds_dir *d = &ix->dirs[x];
+	uint32_t k = w->seen[x], r = w->run[x];
+	if (k >= d->nchildren)
+		return 0;
+	const struct ds_run *R = ix->runs + d->run;
+	if (r + 1 < d->nruns && R[r + 1].cum == k)
+		r++;
+	else if (k == 0 && R[0].cum != 0)
+		return 0;
+	if (R[r].cum > k || (r + 1 < d->nruns && R[r + 1].cum <= k) ||
+	    (uint64_t)R[r].first + (k - R[r].cum) != i)
+		return 0;
+	if (k == R[r].cum) { /* a run's first child: its key, its first 8 bytes */
+		uint8_t key[8] = {0};
+		memcpy(key, name, nl < 8 ? (size_t)nl : 8);
+		if (memcmp(key, R[r].key, 8))
+			return 0;
+	}
+	if (k) { /* strictly after its elder sibling (bytewise, a prefix first) */
+		char buf[DS_IX_NAME_BUF];
+		uint64_t e = i - 1; /* child k - 1: in this run, else the last of the one before */
+		if (k == R[r].cum) {
+			if (!r)
+				return 0;
+			e = (uint64_t)R[r - 1].first + (k - 1 - R[r - 1].cum);
+		}
+		if (e >= i)
+			return 0;
+		if (e != i - 1 || !prev) {
+			prevl = name_of(ix, (uint32_t)e, buf);
+			prev = buf;
+		}
+		if (prevl < 0)
+			return 0;
+		int c = memcmp(prev, name, (size_t)(prevl < nl ? prevl : nl));
+		if (c > 0 || (c == 0 && prevl >= nl))
+			return 0;
+	}
+	w->seen[x] = k + 1;
+	w->run[x] = r;
+	return 1;
+}
+
 /* The full check: every entry usable (ds_index_entry_ok), and the structure
- * the builder makes: safe names in strict path order, each below its parent
- * directory, every directory's children exactly the entries naming it as
- * their parent, the samples the files outside --replicate, this node's
- * partitions inside its store.  The hash is not probed for every entry (it
- * would triple the cost): a damaged hash makes lookups fail, and lookups
- * return only usable entries. */
+ * the builder makes: directory rows in entry order, each subtree a
+ * contiguous range inside its parent's; safe names, every directory's
+ * children exactly the entries its runs list, in strict name order (so
+ * entries are in path order); nlink, path lengths, the samples the files
+ * outside --replicate, this node's partitions inside its store.  O(n). */
 static int check_entries(const struct ds_index *ix)
 {
 	const struct ds_index_header *h = ix->h;
-	uint64_t nchildren = 0, nsamples = 0;
-	for (uint32_t i = 0; i < h->nentries; i++) {
-		const struct ds_entry *e = &ix->e[i];
-		const char *name = ix->strings + e->name;
-		if (!ds_index_entry_ok(ix, i))
+	uint64_t ndirs = 0, nsamples = 0, nwide = 0;
+	for (uint32_t x = 0; x < h->ndirs; x++) {
+		const struct ds_dir *d = &ix->dirs[x];
+		if (!dir_ok(ix, x) ||
+		    (x && (d->id <= ix->dirs[x - 1].id || d->id <= ix->dirs[d->pdir].id ||
+		           d->end > ix->dirs[d->pdir].end)))
 			return -DS_ECORRUPT;
-		if (i == 0) {
-			if (!S_ISDIR(e->mode) || e->name_len || e->parent)
-				return -DS_ECORRUPT;
-		} else {
-			const struct ds_entry *p = &ix->e[e->parent];
-			if (ds_name_check(name, e->name_len, NULL) ||
-			    ds_name_reserved(name, e->name_len, NULL) || e->parent >= i || !S_ISDIR(p->mode) ||
-			    (S_ISLNK(e->mode) && ds_target_check(name, e->name_len, ix->strings + e->poff,
-			                                          e->size, NULL)) ||
-			    p->name_len != (e->base_off ? e->base_off - 1u : 0u) ||
-			    memcmp(ix->strings + p->name, name, p->name_len) ||
-			    ds_path_cmp(ix->strings + ix->e[i - 1].name, name) >= 0)
-				return -DS_ECORRUPT;
-		}
-		if (S_ISDIR(e->mode)) {
-			nchildren += e->stored;
-			for (uint64_t k = 0; k < e->stored; k++) {
-				uint32_t c = ix->dirents[e->poff + k];
-				if (c >= h->nentries || ix->e[c].parent != i ||
-				    (k && c <= ix->dirents[e->poff + k - 1]))
-					return -DS_ECORRUPT;
-			}
-		}
-		if (S_ISREG(e->mode) && !(e->flags & DS_EF_REPLICATED))
-			nsamples++;
+		if (d->nruns && d->run != (x ? ix->dirs[x - 1].run + ix->dirs[x - 1].nruns : 0))
+			return -DS_ECORRUPT;
+		if (!d->nruns != !d->nchildren)
+			return -DS_ECORRUPT;
 	}
-	if (nchildren != (uint64_t)h->nentries - 1 || h->ndirents != nchildren ||
-	    nsamples != h->nsamples)
+	if (!h->ndirs || ix->dirs[0].id != 0 || ix->dirs[0].end != h->nentries)
 		return -DS_ECORRUPT;
-	for (uint32_t i = 0; i < h->hash_cap; i++)
-		if (ix->hash[i] > h->nentries)
-			return -DS_ECORRUPT;
-	int rc = ds_index_check_shuffle(ix);
+	if (ix->blocks[(h->nentries + DS_IX_BLOCK - 1) / DS_IX_BLOCK] != h->names_size)
+		return -DS_ECORRUPT;
+	struct walk w;
+	w.stack = calloc(PATH_MAX / 2 + 2, sizeof(uint32_t));
+	w.run = calloc(h->ndirs, sizeof(uint32_t));
+	w.seen = calloc(h->ndirs, sizeof(uint32_t));
+	w.subdirs = calloc(h->ndirs, sizeof(uint32_t));
+	int rc = -DS_ECORRUPT;
+	if (!w.stack || !w.run || !w.seen || !w.subdirs) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	w.depth = 1;
+	w.stack[0] = 0;
+	/* names decoded in order, one step each; the parent is the stack's
+	 * top: the directory table's subtree ends and parent rows (checked
+	 * above and at each push) make parent_dir find the same one */
+	struct nstream ns;
+	char prev[DS_IX_NAME_BUF];
+	int prevl = -1;
+	for (uint32_t i = 0; i < h->nentries; i++) {
+		const struct ds_row *r = &ix->rows[i];
+		if (i % DS_IX_BLOCK == 0) {
+			if (i && ns.pos != ns.end)
+				goto out; /* bytes after a block's names */
+			if (ns_block(ix, i / DS_IX_BLOCK, &ns))
+				goto out;
+		}
+		int nl = ns_next(ix, &ns, i % DS_IX_BLOCK == 0);
+		const char *name = ns.name;
+		unsigned kind = row_kind(r);
+		if (nl < 0)
+			goto out;
+		if (i) {
+			while (w.depth > 1 && i >= ix->dirs[w.stack[w.depth - 1]].end)
+				w.depth--;
+			uint32_t x = w.stack[w.depth - 1];
+			const struct ds_dir *d = &ix->dirs[x];
+			/* a name as the builder checked it: one component, UTF-8,
+			 * no newline; a top-level ".dstage" reserved */
+			if (!component_ok(name, (size_t)nl) ||
+			    ds_name_check(name, (size_t)nl, NULL) ||
+			    (x == 0 && ds_name_reserved(name, (size_t)nl, NULL)) ||
+			    !row_ok(ix, i, x, nl) ||
+			    !next_child(ix, &w, x, i, name, nl, prevl >= 0 ? prev : NULL, prevl))
+				goto out;
+			uint64_t len = join_len(d->plen, (uint64_t)nl);
+			if (kind == DS_RK_LINK &&
+			    (ds_ix_path(ix, i, w.path, sizeof(w.path)) != (int)len ||
+			     ds_target_check(w.path, len, ds_ix_target(ix, i), ds_ix_size(ix, i),
+			                     NULL)))
+				goto out;
+			if (kind == DS_RK_DIR) {
+				uint64_t y = row_poff(r);
+				if (ix->dirs[y].pdir != x || ix->dirs[y].plen != len ||
+				    w.depth > PATH_MAX / 2)
+					goto out;
+				w.subdirs[x]++;
+				w.stack[w.depth++] = (uint32_t)y;
+			}
+		} else if (kind != DS_RK_DIR || row_poff(r) != 0 || nl != 0 ||
+		           !row_ok(ix, 0, 0, 0)) {
+			goto out;
+		}
+		if (kind == DS_RK_DIR)
+			ndirs++;
+		if (kind == DS_RK_WIDE) {
+			/* wide rows in entry order, each used once, and only for
+			 * fields that do not fit */
+			const struct ds_wide *wd = &ix->wide[row_poff(r)];
+			if (row_poff(r) != nwide++ ||
+			    (wd->size < (1ull << 40) && wd->poff < (1ull << 40) &&
+			     wd->stored < (1ull << 40)))
+				goto out;
+		}
+		if ((kind == DS_RK_FILE || kind == DS_RK_WIDE) && !(r->mode & DS_RM_REPL)) {
+			if (nsamples >= h->nsamples || ix->samples[nsamples] != i)
+				goto out;
+			nsamples++;
+		}
+		if (kind != DS_RK_FILE && kind != DS_RK_WIDE &&
+		    (r->mode & (DS_RM_ZLIB | DS_RM_REPL)))
+			goto out;
+		memcpy(prev, name, (size_t)nl + 1);
+		prevl = nl;
+	}
+	if (ns.pos != ns.end)
+		goto out;
+	if (ndirs != h->ndirs || nsamples != h->nsamples || nwide != h->nwide)
+		goto out;
+	for (uint32_t x = 0; x < h->ndirs; x++)
+		if (w.seen[x] != ix->dirs[x].nchildren ||
+		    (ix->dirs[x].nruns && w.run[x] != ix->dirs[x].nruns - 1) ||
+		    ix->dirs[x].nlink != 2 + w.subdirs[x])
+			goto out;
+	if (h->ndirs && h->nruns != ix->dirs[h->ndirs - 1].run + ix->dirs[h->ndirs - 1].nruns &&
+	    ix->dirs[h->ndirs - 1].nruns)
+		goto out;
+	/* the samples are exactly the files outside --replicate, in order
+	 * (checked in the walk): the locations remain */
+	rc = check_locs(ix);
 	if (rc)
-		return rc;
+		goto out;
 	for (uint32_t p = 0; p < h->nparts; p++) {
 		uint64_t base;
 		if (ds_index_part_on(ix, p, h->node, &base) &&
 		    (base % DS_STORE_ALIGN || base > h->store_size ||
 		     ix->parts[p].size > h->store_size - base ||
 		     /* a partition lies whole in one tier */
-		     (base < h->ram_size && ix->parts[p].size > h->ram_size - base)))
-			return -DS_ECORRUPT;
+		     (base < h->ram_size && ix->parts[p].size > h->ram_size - base))) {
+			rc = -DS_ECORRUPT;
+			goto out;
+		}
 	}
-	return 0;
+	rc = 0;
+out:
+	free(w.stack);
+	free(w.run);
+	free(w.seen);
+	free(w.subdirs);
+	return rc;
 }
 
 static uint32_t header_crc(const void *buf, size_t len)
@@ -179,11 +537,13 @@ int ds_index_from_buf(struct ds_index *ix, const void *buf, size_t len, int full
 		return -DS_EFORMAT;
 	if (h->total_size != len || h->nnodes == 0 || h->node >= h->nnodes)
 		return -DS_ECORRUPT;
-	if (h->hash_cap == 0 || (h->hash_cap & (h->hash_cap - 1)) || h->hash_cap / 2 < h->nentries)
-		return -DS_ECORRUPT;
-	if (!in_bounds(h->off_entries, h->nentries, sizeof(struct ds_entry), len) ||
-	    !in_bounds(h->off_hash, h->hash_cap, 4, len) ||
-	    !in_bounds(h->off_dirents, h->ndirents, 4, len) ||
+	uint64_t nblocks = ((uint64_t)h->nentries + DS_IX_BLOCK - 1) / DS_IX_BLOCK;
+	if (!in_bounds(h->off_rows, h->nentries, sizeof(struct ds_row), len) ||
+	    !in_bounds(h->off_dirs, h->ndirs, sizeof(struct ds_dir), len) ||
+	    !in_bounds(h->off_runs, h->nruns, sizeof(struct ds_run), len) ||
+	    !in_bounds(h->off_wide, h->nwide, sizeof(struct ds_wide), len) ||
+	    !in_bounds(h->off_blocks, nblocks + 1, 4, len) ||
+	    !in_bounds(h->off_names, h->names_size, 1, len) ||
 	    !in_bounds(h->off_parts, h->nparts, sizeof(struct ds_part), len) ||
 	    !in_bounds(h->off_locs, h->nlocs, sizeof(struct ds_loc), len) ||
 	    !in_bounds(h->off_samples, h->nsamples, 4, len) ||
@@ -191,18 +551,22 @@ int ds_index_from_buf(struct ds_index *ix, const void *buf, size_t len, int full
 		return -DS_ECORRUPT;
 	const char *base = buf;
 	ix->h = h;
-	ix->e = (const void *)(base + h->off_entries);
-	ix->hash = (const void *)(base + h->off_hash);
-	ix->dirents = (const void *)(base + h->off_dirents);
+	ix->rows = (const void *)(base + h->off_rows);
+	ix->dirs = (const void *)(base + h->off_dirs);
+	ix->runs = (const void *)(base + h->off_runs);
+	ix->wide = (const void *)(base + h->off_wide);
+	ix->blocks = (const void *)(base + h->off_blocks);
+	ix->names = (const void *)(base + h->off_names);
 	ix->parts = (const void *)(base + h->off_parts);
 	ix->locs = (const void *)(base + h->off_locs);
 	ix->samples = (const void *)(base + h->off_samples);
 	ix->strings = base + h->off_strings;
-	/* O(1), also without `full`: the root is a usable directory and the
-	 * pool ends with a NUL; readers check every other entry before they use
-	 * it (ds_index_entry_ok) */
-	if (h->nentries == 0 || h->strings_size == 0 || ix->strings[h->strings_size - 1] ||
-	    !ds_index_entry_ok(ix, 0) || !S_ISDIR(ix->e[0].mode) || ix->e[0].name_len)
+	/* O(1), also without `full`: the root is a usable directory (directory
+	 * row 0) and the pool ends with a NUL; readers check every other entry
+	 * before they use it (ds_index_entry_ok) */
+	if (h->nentries == 0 || h->ndirs == 0 || h->strings_size == 0 ||
+	    ix->strings[h->strings_size - 1] || !ds_index_entry_ok(ix, 0) ||
+	    !S_ISDIR(ds_ix_mode(ix, 0)) || row_poff(&ix->rows[0]) != 0)
 		return -DS_ECORRUPT;
 	/* the spill tier: a root NUL-terminated in the pool, a RAM part that
 	 * ends on a DS_SPILL_ALIGN boundary (the spill file is mapped there) */
@@ -253,6 +617,16 @@ int ds_index_open(struct ds_index *ix, const char *path, int full)
 	if (m == MAP_FAILED)
 		return -errno;
 	int rc = ds_index_from_buf(ix, m, st.st_size, full);
+	if (rc == -DS_EFORMAT && !memcmp(m, DS_INDEX_MAGIC, 8)) {
+		/* an older (or newer) dstage's store: a node store lives one job */
+		uint32_t v;
+		memcpy(&v, (const char *)m + 8, sizeof(v));
+		if (v != DS_INDEX_VERSION) /* the shim (full = 0) says it only when verbose */
+			ds_log(full ? DS_LOG_ERROR : DS_LOG_INFO,
+			       "%s: index version %u, this dstage reads version %u "
+			       "(stage again: a node store lives one job)",
+			       path, v, DS_INDEX_VERSION);
+	}
 	if (rc) {
 		munmap(m, st.st_size);
 		memset(ix, 0, sizeof(*ix));
@@ -269,56 +643,162 @@ void ds_index_close(struct ds_index *ix)
 	memset(ix, 0, sizeof(*ix));
 }
 
-int64_t ds_index_lookup(const struct ds_index *ix, const char *path, size_t len)
+/* compare a name with (s, n) bytewise, a prefix first (sibling order) */
+static int name_cmp(const char *a, size_t al, const char *b, size_t bl)
 {
-	uint32_t mask = ix->h->hash_cap - 1;
-	uint32_t slot = (uint32_t)ds_hash_path(path, len) & mask;
-	for (uint32_t probe = 0; probe <= mask; probe++) {
-		uint32_t v = ix->hash[slot];
-		if (v == 0)
+	int c = memcmp(a, b, al < bl ? al : bl);
+	return c ? c : (al > bl) - (al < bl);
+}
+
+/* ds_index_entry_ok of child c of directory row x, its name (name, nl)
+ * decoded already: the same checks, the parent search skipped when x is
+ * the last directory before c and c inside its subtree (then parent_dir
+ * finds x) */
+static int child_ok(const struct ds_index *ix, uint32_t x, uint32_t c, const char *name, int nl)
+{
+	const struct ds_index_header *h = ix->h;
+	const struct ds_dir *d = &ix->dirs[x];
+	if (nl <= 0 || !component_ok(name, (size_t)nl))
+		return 0;
+	uint32_t p;
+	if (row_kind(&ix->rows[c]) != DS_RK_DIR && d->id < c && c < d->end &&
+	    (x + 1 >= h->ndirs || ix->dirs[x + 1].id > c)) {
+		p = x; /* as parent_dir's hint would find it: make it the hint */
+		atomic_store_explicit(&parent_hint, x, memory_order_relaxed);
+	} else {
+		p = parent_dir(ix, c);
+	}
+	return row_ok(ix, c, p, nl);
+}
+
+int64_t ds_index_child(const struct ds_index *ix, uint32_t dir, const char *name, size_t nlen)
+{
+	const struct ds_index_header *h = ix->h;
+	if (!component_ok(name, nlen) || dir >= h->nentries ||
+	    row_kind(&ix->rows[dir]) != DS_RK_DIR)
+		return -1; /* one component, or nothing */
+	uint64_t x = row_poff(&ix->rows[dir]);
+	if (!dir_ok(ix, x) || ix->dirs[x].id != dir)
+		return -1;
+	const struct ds_dir *d = &ix->dirs[x];
+	const struct ds_run *R = ix->runs + d->run;
+	char buf[DS_IX_NAME_BUF];
+	/* the last run whose first child's name is at most name (the heads),
+	 * then that run's consecutive ids: binary searches in name order */
+	uint8_t key[8] = {0};
+	memcpy(key, name, nlen < 8 ? nlen : 8);
+	uint32_t lo = 0, hi = d->nruns;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2, c = R[mid].first;
+		int cmp = memcmp(R[mid].key, key, 8), bl = 0;
+		if (!cmp) { /* the same first 8 bytes: the name decides */
+			bl = c < h->nentries ? name_of(ix, c, buf) : -1;
+			if (bl < 0)
+				return -1;
+			cmp = name_cmp(buf, (size_t)bl, name, nlen);
+		}
+		if (!cmp) /* only usable entries are ever returned (the shim
+			   * maps the index without the full check) */
+			return child_ok(ix, (uint32_t)x, c, buf, bl) ? (int64_t)c : -1;
+		if (cmp < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return -1;
+	uint32_t r = lo - 1, next = r + 1 < d->nruns ? R[r + 1].cum : d->nchildren;
+	if (next <= R[r].cum)
+		return -1;
+	uint64_t first = R[r].first;
+	lo = 1;
+	hi = next - R[r].cum;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		uint64_t c = first + mid;
+		int bl = c < h->nentries ? name_of(ix, (uint32_t)c, buf) : -1;
+		if (bl < 0)
 			return -1;
-		/* only usable entries are ever returned (the shim maps the index
-		 * without the full check); a damaged one is skipped */
-		if (v <= ix->h->nentries && ix->e[v - 1].name_len == len &&
-		    ds_index_entry_ok(ix, v - 1) && !memcmp(ix->strings + ix->e[v - 1].name, path, len))
-			return v - 1;
-		slot = (slot + 1) & mask;
+		int cmp = name_cmp(buf, (size_t)bl, name, nlen);
+		if (!cmp)
+			return child_ok(ix, (uint32_t)x, (uint32_t)c, buf, bl) ? (int64_t)c : -1;
+		if (cmp < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
 	return -1;
+}
+
+int64_t ds_index_lookup(const struct ds_index *ix, const char *path, size_t len)
+{
+	int64_t cur = 0;
+	size_t i = 0;
+	if (!len)
+		return ds_index_entry_ok(ix, 0) ? 0 : -1;
+	for (;;) {
+		const char *s = path + i, *e = memchr(s, '/', len - i);
+		size_t l = e ? (size_t)(e - s) : len - i;
+		cur = ds_index_child(ix, (uint32_t)cur, s, l);
+		if (cur < 0 || !e)
+			return cur;
+		i += l + 1;
+		if (i >= len)
+			return -1; /* a trailing '/' */
+	}
 }
 
 int ds_ix_path(const struct ds_index *ix, uint32_t id, char *buf, size_t size)
 {
 	size_t n = ds_ix_path_len(ix, id);
-	if (n >= size) {
+	if (n >= size || n >= PATH_MAX) {
 		if (size)
 			buf[0] = 0;
 		return -ENAMETOOLONG;
 	}
-	memcpy(buf, ix->strings + ix->e[id].name, n);
+	/* from the end: the entry's name, then each parent's, each checked to
+	 * fit where the lengths say it goes */
+	size_t at = n;
+	uint32_t cur = id;
+	char name[DS_IX_NAME_BUF];
+	for (unsigned depth = 0; cur && depth <= PATH_MAX / 2; depth++) {
+		int nl = name_of(ix, cur, name);
+		uint32_t x = parent_dir(ix, cur);
+		/* each a component a path may hold: a damaged name never makes
+		 * one that climbs ("..") or holds a '/' */
+		if (nl < 0 || (size_t)nl > at || x >= ix->h->ndirs ||
+		    !component_ok(name, (size_t)nl))
+			break;
+		at -= (size_t)nl;
+		memcpy(buf + at, name, (size_t)nl);
+		cur = ix->dirs[x].id; /* read from the index: an entry, else stop */
+		if (!cur || cur >= ix->h->nentries)
+			break;
+		if (!at)
+			break;
+		buf[--at] = '/';
+		if (ix->dirs[x].plen != at)
+			break;
+	}
+	if (at || cur) {
+		buf[0] = 0;
+		return -DS_ECORRUPT;
+	}
 	buf[n] = 0;
 	return (int)n;
 }
 
-int64_t ds_index_child(const struct ds_index *ix, uint32_t dir, const char *name, size_t nlen)
-{
-	char tmp[PATH_MAX];
-	size_t plen = ds_ix_path_len(ix, dir), n = 0;
-	if (!nlen || memchr(name, '/', nlen) || plen + 1 + nlen >= PATH_MAX)
-		return -1; /* one component, or nothing */
-	if (plen) {
-		memcpy(tmp, ix->strings + ix->e[dir].name, plen);
-		tmp[plen] = '/';
-		n = plen + 1;
-	}
-	memcpy(tmp + n, name, nlen);
-	return ds_index_lookup(ix, tmp, n + nlen);
-}
-
 uint64_t ds_index_entry_bytes(uint64_t n, uint64_t names)
 {
-	/* an entry, two hash slots, a dirent and a sample; the string pool */
-	return n * (sizeof(struct ds_entry) + 2 * 4 + 4 + 4) + names;
+	/* the worst entry is a directory: its row, its directory row, two runs
+	 * (a directory has at most one more run than it has subdirectories: a
+	 * run starts at its first child and after a subdirectory's subtree);
+	 * a file takes its row, a sample and at most a wide row (64 B); each
+	 * name at most its path's bytes plus a 3-byte lead, a block offset per
+	 * DS_IX_BLOCK entries and one more */
+	return n * (sizeof(struct ds_row) + sizeof(struct ds_dir) + 2 * sizeof(struct ds_run) + 3 +
+	            1) +
+	       8 + names;
 }
 
 int ds_index_part_on(const struct ds_index *ix, uint32_t part, uint32_t node, uint64_t *base)
@@ -339,19 +819,21 @@ int ds_index_part_on(const struct ds_index *ix, uint32_t part, uint32_t node, ui
 
 void ds_index_stat(const struct ds_index *ix, uint32_t id, struct stat *st)
 {
-	const struct ds_entry *e = &ix->e[id];
+	const struct ds_row *r = &ix->rows[id];
+	uint32_t mode = ds_ix_mode(ix, id);
+	uint64_t size = ds_ix_size(ix, id);
 	memset(st, 0, sizeof(*st));
 	st->st_dev = ix->h->dev;
 	st->st_ino = DS_INO(id);
-	st->st_mode = e->mode;
-	st->st_nlink = e->nlink;
+	st->st_mode = mode;
+	st->st_nlink = ds_ix_nlink(ix, id);
 	st->st_uid = ix->h->uid;
 	st->st_gid = ix->h->gid;
-	st->st_size = e->size;
+	st->st_size = size;
 	st->st_blksize = 4096;
-	st->st_blocks = ds_stat_blocks(e->mode, e->size);
-	st->st_mtim.tv_sec = e->mtime_ns / 1000000000;
-	st->st_mtim.tv_nsec = e->mtime_ns % 1000000000;
+	st->st_blocks = ds_stat_blocks(mode, size);
+	st->st_mtim.tv_sec = r->mtime_ns / 1000000000;
+	st->st_mtim.tv_nsec = r->mtime_ns % 1000000000;
 	if (st->st_mtim.tv_nsec < 0) {
 		st->st_mtim.tv_sec--;
 		st->st_mtim.tv_nsec += 1000000000;
@@ -360,16 +842,27 @@ void ds_index_stat(const struct ds_index *ix, uint32_t id, struct stat *st)
 	st->st_ctim = st->st_mtim;
 }
 
-/* ---- building ----------------------------------------------------------- */
+/* ---- building ------------------------------------------------------------
+ * The builder holds one 64-byte record per entry and one arena of paths
+ * (each NUL-terminated, a symlink's target right after its path): no
+ * per-entry allocation.  ds_index_build runs in phases: complete (the root,
+ * sort, implicit parents), link (parents, directory rows, runs), then
+ * names, layout and fill straight into the output buffer. */
 struct bent {
-	char *path;
-	char *target;
-	struct ds_entry e;
+	uint64_t path; /* arena offset */
+	uint64_t size, poff, stored;
+	int64_t mtime_ns;
+	uint32_t crc, part, mode;
+	uint32_t up;       /* link: its parent's directory row */
+	uint16_t len;      /* path length */
+	uint16_t base_off; /* offset of the last component */
+	uint8_t codec, flags, implicit, link;
 };
 
 struct ds_index_builder {
 	struct bent *v;
 	size_t n, cap;
+	struct ds_buf arena;
 	uint64_t *part_size;
 	uint32_t nparts;
 	struct { uint32_t part, node; uint64_t base; uint32_t tier; } *locs;
@@ -379,7 +872,17 @@ struct ds_index_builder {
 	char job[64];
 	uint64_t ram_size; /* UINT64_MAX: the whole store (no spill tier) */
 	char *spill_root;
+	/* link's results */
+	struct ds_dir *dirs;
+	struct ds_run *runs;
+	uint32_t ndirs, nruns, nsamples, nwide;
+	uint64_t targets; /* bytes of symlink targets with their NULs */
 };
+
+static const char *bpath(const struct ds_index_builder *b, const struct bent *x)
+{
+	return b->arena.data + x->path;
+}
 
 struct ds_index_builder *ds_index_builder_new(void)
 {
@@ -389,22 +892,29 @@ struct ds_index_builder *ds_index_builder_new(void)
 	return b;
 }
 
+static void link_free(struct ds_index_builder *b)
+{
+	free(b->dirs);
+	free(b->runs);
+	b->dirs = NULL;
+	b->runs = NULL;
+}
+
 void ds_index_builder_free(struct ds_index_builder *b)
 {
 	if (!b)
 		return;
-	for (size_t i = 0; i < b->n; i++) {
-		free(b->v[i].path);
-		free(b->v[i].target);
-	}
 	free(b->v);
+	ds_buf_release(&b->arena);
 	free(b->part_size);
 	free(b->locs);
 	free(b->spill_root);
+	link_free(b);
 	free(b);
 }
 
-static struct bent *add(struct ds_index_builder *b, const char *path, int *rc)
+/* A new entry for path (and a symlink's target after it in the arena). */
+static struct bent *add(struct ds_index_builder *b, const char *path, const char *target, int *rc)
 {
 	size_t len = strlen(path);
 	if (len) {
@@ -414,20 +924,27 @@ static struct bent *add(struct ds_index_builder *b, const char *path, int *rc)
 			*rc = -DS_ENAME;
 		if (*rc)
 			return NULL;
-		if (len > UINT16_MAX) {
-			*rc = -ENAMETOOLONG;
-			return NULL;
-		}
+	}
+	if (len >= PATH_MAX) {
+		*rc = -ENAMETOOLONG;
+		return NULL;
 	}
 	if (b->n == b->cap) {
-		b->cap = b->cap ? 2 * b->cap : 1024;
+		b->cap = b->cap ? b->cap + b->cap / 2 : 1024;
 		b->v = ds_xrealloc(b->v, b->cap * sizeof(*b->v));
 	}
 	struct bent *x = &b->v[b->n++];
 	memset(x, 0, sizeof(*x));
-	x->path = ds_xstrdup(path);
-	x->e.part = UINT32_MAX;
-	x->e.nlink = 1;
+	x->path = b->arena.len;
+	x->len = (uint16_t)len;
+	const char *slash = memrchr(path, '/', len);
+	x->base_off = slash ? (uint16_t)(slash - path + 1) : 0;
+	ds_buf_add(&b->arena, path, len + 1);
+	if (target) {
+		ds_buf_add(&b->arena, target, strlen(target) + 1);
+		x->link = 1;
+	}
+	x->part = UINT32_MAX;
 	*rc = 0;
 	return x;
 }
@@ -436,12 +953,14 @@ int ds_index_add_dir(struct ds_index_builder *b, const char *path, uint32_t mode
                      uint64_t size)
 {
 	int rc;
-	struct bent *x = add(b, path, &rc);
+	if (size >> 40)
+		return -EFBIG; /* a directory's row holds 40 bits of st_size */
+	struct bent *x = add(b, path, NULL, &rc);
 	if (!x)
 		return rc;
-	x->e.mode = S_IFDIR | (mode & 07777);
-	x->e.mtime_ns = mtime_ns;
-	x->e.size = size;
+	x->mode = S_IFDIR | (mode & 07777);
+	x->mtime_ns = mtime_ns;
+	x->size = size;
 	return 0;
 }
 
@@ -452,18 +971,20 @@ int ds_index_add_file(struct ds_index_builder *b, const char *path, uint32_t mod
 	int rc;
 	if (!*path)
 		return -DS_ENAME;
-	struct bent *x = add(b, path, &rc);
+	if (part > DS_IX_MAX_PART)
+		return -EOVERFLOW; /* a row holds 24 bits of partition number */
+	struct bent *x = add(b, path, NULL, &rc);
 	if (!x)
 		return rc;
-	x->e.mode = S_IFREG | (mode & 07777);
-	x->e.mtime_ns = mtime_ns;
-	x->e.size = size;
-	x->e.part = part;
-	x->e.poff = poff;
-	x->e.stored = stored;
-	x->e.codec = codec;
-	x->e.crc = crc;
-	x->e.flags = flags & DS_EF_REPLICATED;
+	x->mode = S_IFREG | (mode & 07777);
+	x->mtime_ns = mtime_ns;
+	x->size = size;
+	x->part = part;
+	x->poff = poff;
+	x->stored = stored;
+	x->codec = codec;
+	x->crc = crc;
+	x->flags = flags & DS_EF_REPLICATED;
 	return 0;
 }
 
@@ -477,13 +998,12 @@ int ds_index_add_symlink(struct ds_index_builder *b, const char *path, int64_t m
 	 * otherwise is refused here too, not only by the pack reader */
 	if (ds_target_check(path, strlen(path), target, strlen(target), NULL))
 		return -DS_ENAME;
-	struct bent *x = add(b, path, &rc);
+	struct bent *x = add(b, path, target, &rc);
 	if (!x)
 		return rc;
-	x->e.mode = S_IFLNK | 0777;
-	x->e.mtime_ns = mtime_ns;
-	x->e.size = strlen(target);
-	x->target = ds_xstrdup(target);
+	x->mode = S_IFLNK | 0777;
+	x->mtime_ns = mtime_ns;
+	x->size = strlen(target);
 	return 0;
 }
 
@@ -532,9 +1052,26 @@ void ds_index_set_node(struct ds_index_builder *b, uint32_t node, uint32_t nnode
 	snprintf(b->job, sizeof(b->job), "%s", job ? job : "");
 }
 
-static int bent_cmp(const void *x, const void *y)
+/* ds_path_cmp over (a, al) and (b, bl): a prefix first, '/' just above it */
+static int path_cmp_n(const char *a, size_t al, const char *b, size_t bl)
 {
-	return ds_path_cmp(((const struct bent *)x)->path, ((const struct bent *)y)->path);
+	size_t m = al < bl ? al : bl;
+	for (size_t i = 0; i < m; i++) {
+		unsigned ca = (unsigned char)a[i], cb = (unsigned char)b[i];
+		if (ca != cb) {
+			ca = ca == '/' ? 1 : ca + 1;
+			cb = cb == '/' ? 1 : cb + 1;
+			return ca < cb ? -1 : 1;
+		}
+	}
+	return (al > bl) - (al < bl);
+}
+
+static int bent_cmp(const void *x, const void *y, void *arg)
+{
+	const struct ds_index_builder *b = arg;
+	const struct bent *p = x, *q = y;
+	return path_cmp_n(bpath(b, p), p->len, bpath(b, q), q->len);
 }
 
 static int loc_cmp(const void *x, const void *y)
@@ -545,13 +1082,13 @@ static int loc_cmp(const void *x, const void *y)
 	return a[1] < b[1] ? -1 : a[1] > b[1];
 }
 
-/* Binary search in the sorted builder array. */
-static int64_t bfind(const struct ds_index_builder *b, size_t n, const char *path)
+/* Binary search of (path, len) in the first n sorted entries. */
+static int64_t bfind(const struct ds_index_builder *b, size_t n, const char *path, size_t len)
 {
 	size_t lo = 0, hi = n;
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		int c = ds_path_cmp(b->v[mid].path, path);
+		int c = path_cmp_n(bpath(b, &b->v[mid]), b->v[mid].len, path, len);
 		if (!c)
 			return mid;
 		if (c < 0)
@@ -564,266 +1101,383 @@ static int64_t bfind(const struct ds_index_builder *b, size_t n, const char *pat
 
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
-int ds_index_build(struct ds_index_builder *b, void **out, size_t *len)
+/* Phase 1: the root (when the pack records none), every entry sorted by
+ * path, each path once (an implicit directory gives way), and every missing
+ * parent directory added (0755). */
+static int build_complete(struct ds_index_builder *b)
 {
 	int rc, have_root = 0;
 	for (size_t i = 0; i < b->n && !have_root; i++)
-		have_root = !b->v[i].path[0];
+		have_root = !b->v[i].len;
 	/* A pack records no entry for its root: the mount root's mtime is the
 	 * newest of the dataset's (when its content last changed, as S3
 	 * listings give a prefix), the same on every node, not 1970. */
 	int64_t newest = 0;
 	for (size_t i = 0; i < b->n; i++)
-		if (b->v[i].e.mtime_ns > newest)
-			newest = b->v[i].e.mtime_ns;
+		if (b->v[i].mtime_ns > newest)
+			newest = b->v[i].mtime_ns;
 	if (!have_root && (rc = ds_index_add_dir(b, "", 0755, newest, 4096)))
 		return rc;
-	/* sort; add missing parent directories (0755) until none is missing */
 	for (;;) {
-		qsort(b->v, b->n, sizeof(*b->v), bent_cmp);
+		qsort_r(b->v, b->n, sizeof(*b->v), bent_cmp, b);
 		size_t w = 1;
 		for (size_t i = 1; i < b->n; i++) {
-			if (ds_path_cmp(b->v[i].path, b->v[w - 1].path)) {
-				b->v[w++] = b->v[i];
+			struct bent *x = &b->v[i], *y = &b->v[w - 1];
+			if (path_cmp_n(bpath(b, x), x->len, bpath(b, y), y->len)) {
+				b->v[w++] = *x;
 				continue;
 			}
 			/* the same path twice: fine only for implicit directories */
-			if (b->v[i].e.pad == 1 && S_ISDIR(b->v[w - 1].e.mode)) {
-				free(b->v[i].path);
+			if (x->implicit && S_ISDIR(y->mode))
 				continue;
-			}
-			if (b->v[w - 1].e.pad == 1 && S_ISDIR(b->v[i].e.mode)) {
-				free(b->v[w - 1].path);
-				b->v[w - 1] = b->v[i];
+			if (y->implicit && S_ISDIR(x->mode)) {
+				*y = *x;
 				continue;
 			}
 			return -EEXIST;
 		}
 		b->n = w;
-		size_t n0 = b->n, missing = 0;
+		size_t n0 = b->n, missing = 0, last = 0; /* last: the implicit one added last */
+		char dir[PATH_MAX];
 		for (size_t i = 1; i < n0; i++) {
-			char *slash = strrchr(b->v[i].path, '/');
-			if (!slash)
+			size_t dl = b->v[i].base_off;
+			if (!dl)
 				continue;
-			/* a copy: truncating the entry's own path would find itself */
-			char *dir = strndup(b->v[i].path, slash - b->v[i].path);
-			if (!dir)
-				return -ENOMEM;
-			if (bfind(b, n0, dir) >= 0) {
-				free(dir);
+			/* entries are sorted: the files of a missing directory come
+			 * together, and it is added once, not once per file */
+			if (missing && b->v[last].len == dl - 1 &&
+			    !memcmp(bpath(b, &b->v[last]), bpath(b, &b->v[i]), dl - 1))
 				continue;
-			}
-			rc = ds_index_add_dir(b, dir, 0755, 0, 4096);
-			free(dir);
-			if (rc)
+			if (bfind(b, n0, bpath(b, &b->v[i]), dl - 1) >= 0)
+				continue;
+			/* a copy: the arena may move when the directory is added */
+			memcpy(dir, bpath(b, &b->v[i]), dl - 1);
+			dir[dl - 1] = 0;
+			if ((rc = ds_index_add_dir(b, dir, 0755, 0, 4096)))
 				return rc;
-			b->v[b->n - 1].e.pad = 1; /* implicit: may repeat */
+			b->v[b->n - 1].implicit = 1; /* may repeat */
+			last = b->n - 1;
 			missing++;
 		}
 		if (!missing)
 			break;
 	}
 	for (size_t i = 0; i < b->n; i++)
-		b->v[i].e.pad = 0;
-	if (b->n > UINT32_MAX - 1)
-		return -EOVERFLOW;
-	uint32_t n = b->n;
+		b->v[i].implicit = 0;
+	return b->n > UINT32_MAX - 1 ? -EOVERFLOW : 0;
+}
 
-	/* parents, children counts, nlink */
-	uint32_t *nchild = ds_xcalloc(n, sizeof(uint32_t));
+/* Phase 2: every entry's parent (a stack of the open directories: entries
+ * are in path order), the directory table (rows in entry order, subtree
+ * ends, children, nlink, path lengths) and the runs of each directory's
+ * children; samples and wide rows counted. */
+static int build_link(struct ds_index_builder *b)
+{
+	uint32_t n = (uint32_t)b->n, nd = 0;
+	for (uint32_t i = 0; i < n; i++)
+		nd += S_ISDIR(b->v[i].mode) != 0;
+	link_free(b);
+	b->ndirs = nd;
+	b->dirs = ds_xcalloc(nd, sizeof(*b->dirs));
+	uint32_t *stack = ds_xcalloc(PATH_MAX / 2 + 2, sizeof(uint32_t)); /* directory rows */
+	uint32_t *last = ds_xcalloc(nd, sizeof(uint32_t));                /* last child + 1 */
+	uint32_t depth = 0, row = 0, nruns = 0;
+	int rc = 0;
+	b->nsamples = b->nwide = 0;
+	b->targets = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		struct bent *x = &b->v[i];
-		char *slash = strrchr(x->path, '/');
-		if (i == 0) {
-			x->e.parent = 0;
-			x->e.base_off = 0;
-			continue;
+		if (i) {
+			size_t dl = x->base_off ? x->base_off - 1u : 0;
+			while (depth > 1 && b->v[b->dirs[stack[depth - 1]].id].len > dl) {
+				b->dirs[stack[depth - 1]].end = i;
+				depth--;
+			}
+			struct ds_dir *d = &b->dirs[stack[depth - 1]];
+			const struct bent *p = &b->v[d->id];
+			if (p->len != dl || memcmp(bpath(b, p), bpath(b, x), dl)) {
+				rc = -ENOTDIR; /* its parent is not a directory */
+				goto out;
+			}
+			x->up = stack[depth - 1];
+			if (last[x->up] != i) /* not right after the child before */
+				nruns++, d->nruns++;
+			last[x->up] = i + 1;
+			d->nchildren++;
 		}
-		int64_t p;
-		if (slash) {
-			char *dir = strndup(x->path, slash - x->path);
-			p = dir ? bfind(b, b->n, dir) : -1;
-			free(dir);
-			x->e.base_off = slash - x->path + 1;
-		} else {
-			p = 0;
-			x->e.base_off = 0;
-		}
-		if (p < 0 || !S_ISDIR(b->v[p].e.mode)) {
-			free(nchild);
-			return -ENOTDIR;
-		}
-		x->e.parent = p;
-		nchild[p]++;
-		if (S_ISDIR(x->e.mode))
-			b->v[p].e.nlink++;
-	}
-	for (uint32_t i = 0; i < n; i++)
-		if (S_ISDIR(b->v[i].e.mode))
-			b->v[i].e.nlink += 1; /* "." plus the entry in the parent */
-
-	/* string pool: paths, then symlink targets */
-	struct ds_buf strings = {0};
-	for (uint32_t i = 0; i < n; i++) {
-		struct bent *x = &b->v[i];
-		size_t l = strlen(x->path);
-		if (strings.len + l + 1 > UINT32_MAX) {
-			free(nchild);
-			ds_buf_release(&strings);
-			return -EOVERFLOW;
-		}
-		x->e.name = strings.len;
-		x->e.name_len = l;
-		ds_buf_add(&strings, x->path, l + 1);
-		if (x->target) {
-			x->e.poff = strings.len;
-			ds_buf_add(&strings, x->target, strlen(x->target) + 1);
+		if (S_ISDIR(x->mode)) {
+			struct ds_dir *d = &b->dirs[row];
+			d->id = i;
+			d->pdir = i ? x->up : 0;
+			d->nlink = 2;
+			d->plen = x->len;
+			if (i)
+				b->dirs[x->up].nlink++;
+			if (depth > PATH_MAX / 2) {
+				rc = -ENAMETOOLONG;
+				goto out;
+			}
+			stack[depth++] = row;
+			x->poff = row++;
+		} else if (S_ISREG(x->mode)) {
+			if (x->part >= b->nparts) {
+				rc = -DS_ECORRUPT;
+				goto out;
+			}
+			b->nsamples += !(x->flags & DS_EF_REPLICATED);
+			b->nwide += (x->size | x->poff | x->stored) >> 40 != 0;
+		} else if (x->link) {
+			b->targets += x->size + 1;
 		}
 	}
-
-	/* the spill root after the names (the entries never point at it) */
-	uint32_t spill_dir = UINT32_MAX, spill_dir_len = 0;
-	if (b->spill_root) {
-		size_t l = strlen(b->spill_root);
-		if (strings.len + l + 1 > UINT32_MAX || l >= PATH_MAX) {
-			free(nchild);
-			ds_buf_release(&strings);
-			return l >= PATH_MAX ? -ENAMETOOLONG : -EOVERFLOW;
-		}
-		spill_dir = strings.len;
-		spill_dir_len = l;
-		ds_buf_add(&strings, b->spill_root, l + 1);
+	while (depth)
+		b->dirs[stack[--depth]].end = n;
+	/* the runs: each directory's in a row of the table, in child order */
+	b->nruns = nruns;
+	b->runs = ds_xcalloc(nruns ? nruns : 1, sizeof(*b->runs));
+	uint32_t at = 0;
+	for (uint32_t x = 0; x < nd; x++) {
+		b->dirs[x].run = at;
+		at += b->dirs[x].nruns;
+		b->dirs[x].nruns = 0;
+		b->dirs[x].nchildren = 0;
+		last[x] = 0;
 	}
-
-	/* dirents: children in entry order == name order */
-	uint32_t ndirents = n - 1;
-	uint32_t *dirents = ds_xcalloc(ndirents + 1, sizeof(uint32_t));
-	uint32_t *fill = ds_xcalloc(n, sizeof(uint32_t));
-	uint64_t pos = 0;
-	for (uint32_t i = 0; i < n; i++)
-		if (S_ISDIR(b->v[i].e.mode)) {
-			b->v[i].e.poff = pos;
-			b->v[i].e.stored = nchild[i];
-			pos += nchild[i];
-		}
 	for (uint32_t i = 1; i < n; i++) {
-		uint32_t p = b->v[i].e.parent;
-		dirents[b->v[p].e.poff + fill[p]++] = i;
-	}
-	free(fill);
-	free(nchild);
-
-	/* samples: every regular file outside the replicated subtree */
-	uint32_t nsamples = 0;
-	uint32_t *samples = ds_xcalloc(n, sizeof(uint32_t));
-	for (uint32_t i = 0; i < n; i++) {
-		struct ds_entry *e = &b->v[i].e;
-		if (S_ISREG(e->mode) && !(e->flags & DS_EF_REPLICATED)) {
-			e->flags |= DS_EF_SAMPLE;
-			samples[nsamples++] = i;
+		struct ds_dir *d = &b->dirs[b->v[i].up];
+		if (last[b->v[i].up] != i) {
+			struct ds_run *r = &b->runs[d->run + d->nruns++];
+			const struct bent *x = &b->v[i];
+			size_t nl = x->len - x->base_off;
+			r->first = i;
+			r->cum = d->nchildren;
+			memcpy(r->key, bpath(b, x) + x->base_off, nl < 8 ? nl : 8);
 		}
-		if (S_ISREG(e->mode) && e->part >= b->nparts) {
-			free(samples);
-			free(dirents);
-			ds_buf_release(&strings);
-			return -DS_ECORRUPT;
-		}
+		last[b->v[i].up] = i + 1;
+		d->nchildren++;
 	}
+out:
+	free(stack);
+	free(last);
+	return rc;
+}
 
-	uint32_t cap = 16;
-	while (cap / 2 < n)
-		cap *= 2;
+/* Phase 3 (and in fill): the base names front-coded in blocks of
+ * DS_IX_BLOCK entries (see name_decode); with out NULL, only their size.
+ * blocks gets each block's offset, then the total. */
+static uint64_t build_names(const struct ds_index_builder *b, unsigned char *out, uint32_t *blocks)
+{
+	uint64_t pos = 0;
+	const char *prev = "";
+	size_t prevl = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		const struct bent *x = &b->v[i];
+		const char *nm = bpath(b, x) + x->base_off;
+		size_t nl = x->len - x->base_off, pre = 0;
+		if (i % DS_IX_BLOCK == 0) {
+			if (blocks)
+				blocks[i / DS_IX_BLOCK] = (uint32_t)pos;
+		} else {
+			while (pre < nl && pre < prevl && nm[pre] == prev[pre])
+				pre++;
+		}
+		size_t suf = nl - pre;
+		if (pre < 15 && suf < 16) {
+			if (out)
+				out[pos] = (unsigned char)(pre << 4 | suf);
+			pos++;
+		} else {
+			if (out) {
+				out[pos] = 0xf0;
+				out[pos + 1] = (unsigned char)pre;
+				out[pos + 2] = (unsigned char)suf;
+			}
+			pos += 3;
+		}
+		if (out)
+			memcpy(out + pos, nm + pre, suf);
+		pos += suf;
+		prev = nm;
+		prevl = nl;
+	}
+	if (blocks)
+		blocks[(b->n + DS_IX_BLOCK - 1) / DS_IX_BLOCK] = (uint32_t)pos;
+	return pos;
+}
 
-	/* locations, sorted by partition then node */
-	if (b->nlocs) /* qsort(NULL, 0) is undefined (a pack without files) */
-		qsort(b->locs, b->nlocs, sizeof(*b->locs), loc_cmp);
+/* Phase 5: one entry's row (wide: its fields in the wide table). */
+static void fill_row(const struct bent *x, struct ds_row *r, struct ds_wide *W, uint32_t *nwide,
+                     uint64_t target)
+{
+	uint64_t size = x->size, poff = x->poff, stored = x->stored;
+	unsigned kind = S_ISDIR(x->mode) ? DS_RK_DIR : S_ISLNK(x->mode) ? DS_RK_LINK : DS_RK_FILE;
+	if (kind == DS_RK_LINK)
+		poff = target, stored = 0;
+	if (kind == DS_RK_DIR)
+		stored = 0;
+	if (kind == DS_RK_FILE && (size | poff | stored) >> 40) {
+		W[*nwide] = (struct ds_wide){size, poff, stored};
+		kind = DS_RK_WIDE;
+		poff = (*nwide)++;
+		size = stored = 0;
+	}
+	r->mtime_ns = x->mtime_ns;
+	r->crc = kind == DS_RK_FILE || kind == DS_RK_WIDE ? x->crc : 0;
+	r->size_lo = (uint32_t)size;
+	r->size_hi = (uint8_t)(size >> 32);
+	r->poff_lo = (uint32_t)poff;
+	r->poff_hi = (uint8_t)(poff >> 32);
+	r->stored_lo = (uint32_t)stored;
+	r->stored_hi = (uint8_t)(stored >> 32);
+	uint32_t part = kind == DS_RK_FILE || kind == DS_RK_WIDE ? x->part : 0;
+	r->part[0] = (uint8_t)part;
+	r->part[1] = (uint8_t)(part >> 8);
+	r->part[2] = (uint8_t)(part >> 16);
+	r->mode = (uint16_t)((x->mode & 07777) | kind << 12);
+	if (kind == DS_RK_FILE || kind == DS_RK_WIDE) {
+		if (x->codec == DS_CODEC_ZLIB)
+			r->mode |= DS_RM_ZLIB;
+		if (x->flags & DS_EF_REPLICATED)
+			r->mode |= DS_RM_REPL;
+	}
+}
 
-	struct ds_index_header h;
-	memset(&h, 0, sizeof(h));
-	memcpy(h.magic, DS_INDEX_MAGIC, 8);
-	h.version = DS_INDEX_VERSION;
-	h.header_size = sizeof(h);
-	h.node = b->node;
-	h.nnodes = b->nnodes;
-	h.nentries = n;
-	h.nparts = b->nparts;
-	h.nlocs = b->nlocs;
-	h.nsamples = nsamples;
-	h.ndirents = ndirents;
-	h.hash_cap = cap;
-	size_t off = align8(sizeof(h));
-	h.off_entries = off;  off = align8(off + (size_t)n * sizeof(struct ds_entry));
-	h.off_hash = off;     off = align8(off + (size_t)cap * 4);
-	h.off_dirents = off;  off = align8(off + (size_t)ndirents * 4);
-	h.off_parts = off;    off = align8(off + (size_t)b->nparts * sizeof(struct ds_part));
-	h.off_locs = off;     off = align8(off + (size_t)b->nlocs * sizeof(struct ds_loc));
-	h.off_samples = off;  off = align8(off + (size_t)nsamples * 4);
-	h.off_strings = off;  off = align8(off + strings.len);
-	h.strings_size = strings.len;
-	h.total_size = off;
-	h.store_size = b->store_size;
-	h.pack_id = b->pack_id;
-	h.dev = makedev(0xd5, (unsigned)(b->pack_id & 0xfffff));
-	h.uid = geteuid();
-	h.gid = getegid();
-	memcpy(h.job, b->job, sizeof(h.job));
-	h.ram_size = b->ram_size < b->store_size ? b->ram_size : b->store_size;
-	h.spill_dir = spill_dir;
-	h.spill_dir_len = spill_dir_len;
-	if (h.ram_size < h.store_size && (spill_dir == UINT32_MAX || h.ram_size % DS_SPILL_ALIGN)) {
-		free(samples);
-		free(dirents);
-		ds_buf_release(&strings);
+/* Phase 4: the header with every section's place. */
+static int build_layout(const struct ds_index_builder *b, uint64_t names_size,
+                        struct ds_index_header *h)
+{
+	uint64_t n = b->n, nblocks = (n + DS_IX_BLOCK - 1) / DS_IX_BLOCK;
+	uint64_t strings = b->targets + (b->spill_root ? strlen(b->spill_root) + 1 : 0) + 1;
+	if (names_size > UINT32_MAX || strings > UINT32_MAX)
+		return -EOVERFLOW;
+	if (b->spill_root && strlen(b->spill_root) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	memset(h, 0, sizeof(*h));
+	memcpy(h->magic, DS_INDEX_MAGIC, 8);
+	h->version = DS_INDEX_VERSION;
+	h->header_size = sizeof(*h);
+	h->node = b->node;
+	h->nnodes = b->nnodes;
+	h->nentries = (uint32_t)n;
+	h->nparts = b->nparts;
+	h->nlocs = (uint32_t)b->nlocs;
+	h->nsamples = b->nsamples;
+	h->ndirs = b->ndirs;
+	h->nruns = b->nruns;
+	h->nwide = b->nwide;
+	uint64_t off = align8(sizeof(*h));
+	h->off_rows = off;
+	off = align8(off + n * sizeof(struct ds_row));
+	h->off_dirs = off;
+	off = align8(off + (uint64_t)b->ndirs * sizeof(struct ds_dir));
+	h->off_runs = off;
+	off = align8(off + (uint64_t)b->nruns * sizeof(struct ds_run));
+	h->off_wide = off;
+	off = align8(off + (uint64_t)b->nwide * sizeof(struct ds_wide));
+	h->off_blocks = off;
+	off = align8(off + (nblocks + 1) * 4);
+	h->off_names = off;
+	off = align8(off + names_size);
+	h->names_size = names_size;
+	h->off_parts = off;
+	off = align8(off + (uint64_t)b->nparts * sizeof(struct ds_part));
+	h->off_locs = off;
+	off = align8(off + (uint64_t)b->nlocs * sizeof(struct ds_loc));
+	h->off_samples = off;
+	off = align8(off + (uint64_t)b->nsamples * 4);
+	h->off_strings = off;
+	off = align8(off + strings);
+	h->strings_size = strings;
+	h->total_size = off;
+	h->store_size = b->store_size;
+	h->pack_id = b->pack_id;
+	h->dev = makedev(0xd5, (unsigned)(b->pack_id & 0xfffff));
+	h->uid = geteuid();
+	h->gid = getegid();
+	memcpy(h->job, b->job, sizeof(h->job));
+	h->ram_size = b->ram_size < b->store_size ? b->ram_size : b->store_size;
+	h->spill_dir = UINT32_MAX;
+	if (b->spill_root) {
+		h->spill_dir = (uint32_t)(strings - 1 - strlen(b->spill_root) - 1);
+		h->spill_dir_len = (uint32_t)strlen(b->spill_root);
+	}
+	if (h->ram_size < h->store_size && (!b->spill_root || h->ram_size % DS_SPILL_ALIGN))
 		return -EINVAL;
-	}
+	if (b->nlocs > UINT32_MAX)
+		return -EOVERFLOW;
+	return 0;
+}
 
-	char *buf = calloc(1, off);
-	if (!buf) {
-		free(samples);
-		free(dirents);
-		ds_buf_release(&strings);
-		return -ENOMEM;
+/* Phase 5: every section into buf (zeroed, h->total_size bytes), sealed. */
+static int build_fill(const struct ds_index_builder *b, const struct ds_index_header *h, char *buf)
+{
+	struct ds_row *R = (void *)(buf + h->off_rows);
+	struct ds_wide *W = (void *)(buf + h->off_wide);
+	uint32_t *S = (void *)(buf + h->off_samples);
+	char *str = buf + h->off_strings;
+	uint64_t spos = 0;
+	uint32_t nwide = 0, ns = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		const struct bent *x = &b->v[i];
+		uint64_t target = spos;
+		if (x->link) {
+			memcpy(str + spos, bpath(b, x) + x->len + 1, x->size + 1);
+			spos += x->size + 1;
+		}
+		fill_row(x, &R[i], W, &nwide, target);
+		if (S_ISREG(x->mode) && !(x->flags & DS_EF_REPLICATED))
+			S[ns++] = (uint32_t)i;
 	}
-	struct ds_entry *E = (void *)(buf + h.off_entries);
-	for (uint32_t i = 0; i < n; i++)
-		E[i] = b->v[i].e;
-	uint32_t *H = (void *)(buf + h.off_hash);
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t slot = (uint32_t)ds_hash_path(b->v[i].path, E[i].name_len) & (cap - 1);
-		while (H[slot])
-			slot = (slot + 1) & (cap - 1);
-		H[slot] = i + 1;
-	}
-	memcpy(buf + h.off_dirents, dirents, (size_t)ndirents * 4);
-	struct ds_part *P = (void *)(buf + h.off_parts);
+	if (b->spill_root)
+		memcpy(str + h->spill_dir, b->spill_root, h->spill_dir_len + 1);
+	memcpy(buf + h->off_dirs, b->dirs, (size_t)b->ndirs * sizeof(struct ds_dir));
+	memcpy(buf + h->off_runs, b->runs, (size_t)b->nruns * sizeof(struct ds_run));
+	build_names(b, (unsigned char *)buf + h->off_names, (uint32_t *)(buf + h->off_blocks));
+	struct ds_part *P = (void *)(buf + h->off_parts);
 	for (uint32_t i = 0; i < b->nparts; i++)
 		P[i].size = b->part_size[i];
-	struct ds_loc *L = (void *)(buf + h.off_locs);
+	struct ds_loc *L = (void *)(buf + h->off_locs);
 	for (size_t i = 0; i < b->nlocs; i++) {
 		uint32_t p = b->locs[i].part;
-		if (p >= b->nparts || b->locs[i].node >= b->nnodes) {
-			free(buf);
-			free(samples);
-			free(dirents);
-			ds_buf_release(&strings);
+		if (p >= b->nparts || b->locs[i].node >= b->nnodes)
 			return -DS_ECORRUPT;
-		}
 		if (P[p].nloc == 0)
-			P[p].loc = i;
+			P[p].loc = (uint32_t)i;
 		P[p].nloc++;
 		L[i].node = b->locs[i].node;
 		L[i].base = b->locs[i].base;
 		L[i].tier = b->locs[i].tier;
 	}
-	memcpy(buf + h.off_samples, samples, (size_t)nsamples * 4);
-	memcpy(buf + h.off_strings, strings.data, strings.len);
-	memcpy(buf, &h, sizeof(h));
-	((struct ds_index_header *)buf)->crc = header_crc(buf, off);
-	free(samples);
-	free(dirents);
-	ds_buf_release(&strings);
+	memcpy(buf, h, sizeof(*h));
+	((struct ds_index_header *)buf)->crc = header_crc(buf, h->total_size);
+	return 0;
+}
+
+int ds_index_build(struct ds_index_builder *b, void **out, size_t *len)
+{
+	int rc = build_complete(b);
+	if (!rc)
+		rc = build_link(b);
+	if (rc)
+		return rc;
+	/* locations, sorted by partition then node */
+	if (b->nlocs) /* qsort(NULL, 0) is undefined (a pack without files) */
+		qsort(b->locs, b->nlocs, sizeof(*b->locs), loc_cmp);
+	struct ds_index_header h;
+	rc = build_layout(b, build_names(b, NULL, NULL), &h);
+	if (rc)
+		return rc;
+	char *buf = calloc(1, h.total_size);
+	if (!buf)
+		return -ENOMEM;
+	rc = build_fill(b, &h, buf);
+	link_free(b);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
 	*out = buf;
-	*len = off;
+	*len = h.total_size;
 	return 0;
 }
 

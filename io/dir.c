@@ -117,8 +117,10 @@ int ds__dir_child(const struct ds__file *f, size_t i, const char **name, size_t 
 	uint32_t c = ds_ix_child(&ds__g.ix, (uint32_t)f->id, (uint32_t)i);
 	if (!ds_index_entry_ok(&ds__g.ix, c) || ds_ix_parent(&ds__g.ix, c) != f->id)
 		return -EIO;
-	*name = ds_ix_base(&ds__g.ix, c);
-	*nlen = ds_ix_base_len(&ds__g.ix, c);
+	if (tmplen < DS_IX_NAME_BUF)
+		return -ENAMETOOLONG;
+	*name = ds_ix_base(&ds__g.ix, c, tmp); /* front-coded: decoded into tmp */
+	*nlen = strlen(tmp);
 	if (*nlen == 0 || memchr(*name, '/', *nlen) || (**name == '.' && (*nlen == 1 ||
 	    (*nlen == 2 && (*name)[1] == '.'))))
 		return -EIO;

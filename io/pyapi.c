@@ -159,8 +159,9 @@ static int run_exts(uint32_t a, uint32_t b, const char *exts, size_t elen)
 	for (uint32_t i = a; i < b; i++) {
 		if (!ds_index_entry_ok(ix, i))
 			return 0;
-		const unsigned char *nm = (const unsigned char *)ds_ix_base(ix, i);
-		size_t nl = ds_ix_base_len(ix, i), k;
+		char nbuf[DS_IX_NAME_BUF];
+		const unsigned char *nm = (const unsigned char *)ds_ix_base(ix, i, nbuf);
+		size_t nl = strlen(nbuf), k;
 		for (k = 0; k < nl && nm[k] < 0x80; k++)
 			;
 		if (k < nl)
@@ -216,7 +217,8 @@ DS__EXPORT int64_t ds_py_children(const char *rel, size_t len, int64_t *rows, si
 		    next > (uint64_t)end || ds_ix_parent(ix, c) != (uint32_t)id)
 			return -DS_ECORRUPT;
 		int64_t *r = rows + 6 * k;
-		size_t nl = ds_ix_base_len(ix, c);
+		char nbuf[DS_IX_NAME_BUF];
+		size_t nl = strlen(ds_ix_base(ix, c, nbuf));
 		uint32_t cmode = ds_ix_mode(ix, c);
 		r[0] = cmode;
 		r[1] = (int64_t)used;
@@ -227,7 +229,7 @@ DS__EXPORT int64_t ds_py_children(const char *rel, size_t len, int64_t *rows, si
 		if (r[5] && (!runs || (exts && !run_exts(c + 1, next, exts, elen))))
 			r[5] = 0;
 		if (used + nl + 1 <= cap) {
-			memcpy(names + used, ds_ix_base(ix, c), nl);
+			memcpy(names + used, nbuf, nl);
 			names[used + nl] = 0;
 		}
 		used += nl + 1;

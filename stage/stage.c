@@ -642,7 +642,7 @@ static int ram_room(const struct ds_stage_opts *o, const struct ds_node *nd, uin
 }
 
 /* What a node directory holds in RAM beside the store: the index (entries,
- * hash, dirents, samples, locations, names: ds_index_build's sections), the
+ * rows, directories, runs, names, samples, locations: ds_index_build's sections), the
  * counters, serve.status and the sockets; a bound, rounded up. */
 static uint64_t meta_bytes(const struct ds_manifest *m, const struct ds_placement *pl)
 {

@@ -28,7 +28,8 @@ static void touch_entry(const struct ds_index *ix, uint32_t id)
 	/* what the shim reads of an entry that passed ds_index_entry_ok */
 	char name[PATH_MAX];
 	int nl = ds_ix_path(ix, id, name, sizeof(name));
-	volatile size_t n = (size_t)nl + strlen(ds_ix_base(ix, id)) + ds_ix_base_len(ix, id);
+	char nb[DS_IX_NAME_BUF];
+	volatile size_t n = (size_t)nl + strlen(ds_ix_base(ix, id, nb)) + ds_ix_base_len(ix, id);
 	(void)n;
 	struct stat st;
 	ds_index_stat(ix, id, &st);
@@ -37,7 +38,7 @@ static void touch_entry(const struct ds_index *ix, uint32_t id)
 		for (uint32_t k = 0; k < ds_ix_nchildren(ix, id) && k < 64; k++) {
 			uint32_t c = ds_ix_child(ix, id, k);
 			if (ds_index_entry_ok(ix, c)) {
-				volatile char x = ds_ix_base(ix, c)[0];
+				volatile char x = ds_ix_base(ix, c, nb)[0];
 				(void)x;
 			}
 		}

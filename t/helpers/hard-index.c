@@ -14,7 +14,9 @@
  * --reseal recomputes the header CRC afterwards, so the damage reaches the
  * semantic checks of a full open (the shim does not check the CRC).  Exit 0
  * when OUT was written, 2 when the mutation does not apply to this index
- * (no symlink, no file...), 1 on I/O errors. */
+ * (no symlink, no file...), 1 on I/O errors.  The mutations follow the
+ * index's sections (version 3: rows, directory table, runs, name blocks,
+ * front-coded names, wide rows, partitions, locations, samples, pool). */
 #include "dscommon.h"
 #include "dsindex.h"
 
@@ -28,15 +30,36 @@ static char *img;
 static size_t len;
 
 #define H ((struct ds_index_header *)img)
-#define E(i) ((struct ds_entry *)(img + H->off_entries) + (i))
+#define R(i) ((struct ds_row *)(img + H->off_rows) + (i))
+#define D(x) ((struct ds_dir *)(img + H->off_dirs) + (x))
+#define RUN(x) ((struct ds_run *)(img + H->off_runs) + (x))
+#define BLK ((uint32_t *)(img + H->off_blocks))
+#define NAMES ((unsigned char *)img + H->off_names)
 #define STR (img + H->off_strings)
+
+static unsigned kind(uint32_t i) { return (R(i)->mode >> 12) & 3u; }
+static int is_file(uint32_t i) { return kind(i) == DS_RK_FILE; }
+static int is_dir(uint32_t i) { return kind(i) == DS_RK_DIR; }
+static int is_link(uint32_t i) { return kind(i) == DS_RK_LINK; }
+static void set_kind(uint32_t i, unsigned k)
+{
+	R(i)->mode = (uint16_t)((R(i)->mode & ~0x3000u) | k << 12);
+}
+static uint64_t fsize(uint32_t i) { return R(i)->size_lo | (uint64_t)R(i)->size_hi << 32; }
+static void set40(uint32_t *lo, uint8_t *hi, uint64_t v)
+{
+	*lo = (uint32_t)v;
+	*hi = (uint8_t)(v >> 32);
+}
+#define SET(i, f, v) set40(&R(i)->f##_lo, &R(i)->f##_hi, (v))
+static uint32_t dirrow(uint32_t i) { return R(i)->poff_lo; }
 
 static int64_t find_file(void)
 {
 	/* a file with content, preferably the largest */
 	int64_t best = -1;
 	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISREG(E(i)->mode) && E(i)->size > 0 && (best < 0 || E(i)->size > E(best)->size))
+		if (is_file(i) && fsize(i) > 0 && (best < 0 || fsize(i) > fsize(best)))
 			best = i;
 	return best;
 }
@@ -45,7 +68,7 @@ static int64_t find_subdir(void)
 {
 	/* a directory other than the root, with children */
 	for (uint32_t i = 1; i < H->nentries; i++)
-		if (S_ISDIR(E(i)->mode) && E(i)->stored > 0)
+		if (is_dir(i) && D(dirrow(i))->nchildren > 0)
 			return i;
 	return -1;
 }
@@ -56,10 +79,71 @@ static void reseal(void)
 	H->crc = ds_crc32c(0, img, len);
 }
 
+/* The names of entry id's block, decoded (as common/index.c encodes them),
+ * into nm[DS_IX_BLOCK][NAME_MAX + 1] and nl; how many. */
+static unsigned block_names(uint32_t b, char nm[][NAME_MAX + 1], unsigned *nl)
+{
+	uint64_t pos = BLK[b], end = BLK[b + 1];
+	unsigned k = 0, l = 0;
+	while (pos < end && k < DS_IX_BLOCK && (uint64_t)b * DS_IX_BLOCK + k < H->nentries) {
+		unsigned lead = NAMES[pos++], pre = lead >> 4, suf = lead & 15;
+		if (pre == 15) {
+			pre = NAMES[pos];
+			suf = NAMES[pos + 1];
+			pos += 2;
+		}
+		if (k)
+			memcpy(nm[k], nm[k - 1], l);
+		memcpy(nm[k] + pre, NAMES + pos, suf);
+		pos += suf;
+		l = pre + suf;
+		nl[k++] = l;
+	}
+	return k;
+}
+
+/* Rename entry id (its name bytes as given, any bytes): the names section
+ * is written again at the end of the file, every name in full. */
+static void rename_entry(uint32_t id, const char *name, size_t nlen)
+{
+	static char nm[DS_IX_BLOCK][NAME_MAX + 1];
+	unsigned nl[DS_IX_BLOCK];
+	uint32_t nb = (H->nentries + DS_IX_BLOCK - 1) / DS_IX_BLOCK;
+	uint64_t at = (len + 7) & ~7ull;
+	uint64_t total = (at + (uint64_t)H->nentries * (3 + NAME_MAX) + nlen + 7) & ~7ull;
+	img = ds_xrealloc(img, total);
+	memset(img + len, 0, total - len);
+	unsigned char *out = (unsigned char *)img + at;
+	uint64_t pos = 0;
+	for (uint32_t b = 0; b < nb; b++) {
+		unsigned k = block_names(b, nm, nl);
+		BLK[b] = (uint32_t)pos;
+		for (unsigned j = 0; j < k; j++) {
+			int me = (uint64_t)b * DS_IX_BLOCK + j == id;
+			size_t l = me ? nlen : nl[j];
+			out[pos++] = 0xf0;
+			out[pos++] = 0;
+			out[pos++] = (unsigned char)l;
+			memcpy(out + pos, me ? name : nm[j], l);
+			pos += l;
+		}
+	}
+	BLK[nb] = (uint32_t)pos;
+	H->off_names = at;
+	H->names_size = pos;
+	len = (at + pos + 7) & ~7ull;
+	H->total_size = len;
+}
+
 /* Each returns 0 (applied) or 2 (does not apply here). */
 #define NA 2
 static int m_magic(void) { memcpy(H->magic, "DSTAGEIY", 8); return 0; }
 static int m_version(void) { H->version = 99; return 0; }
+static int m_version2(void)
+{
+	H->version = 2;
+	return 0;
+}
 static int m_header_size(void) { H->header_size = 8; return 0; }
 static int m_total_size(void) { H->total_size += 4096; return 0; }
 static int m_truncate(void) { len = len / 2; return 0; }
@@ -69,111 +153,217 @@ static int m_nnodes0(void) { H->nnodes = 0; return 0; }
 static int m_node_big(void) { H->node = H->nnodes + 5; return 0; }
 static int m_nentries0(void) { H->nentries = 0; return 0; }
 static int m_nentries_huge(void) { H->nentries = 0xfffffff0u; return 0; }
-static int m_hash_cap_huge(void) { H->hash_cap = 1u << 31; return 0; }
-static int m_hash_cap_odd(void) { H->hash_cap = 3; return 0; }
-static int m_hash_cap_small(void) { H->hash_cap = 1; return 0; }
-static int m_off_entries(void) { H->off_entries = H->total_size - 8; return 0; }
-static int m_off_entries_huge(void) { H->off_entries = 0x7ffffffffffffff8ull; return 0; }
-static int m_off_hash(void) { H->off_hash = H->total_size; return 0; }
+static int m_ndirs0(void)
+{
+	H->ndirs = 0;
+	return 0;
+}
+static int m_ndirs_huge(void)
+{
+	H->ndirs = 0xfffffff0u;
+	return 0;
+}
+static int m_nruns_huge(void)
+{
+	H->nruns = 0x7ffffff0u;
+	return 0;
+}
+static int m_nwide_huge(void)
+{
+	H->nwide = 0x7ffffff0u;
+	return 0;
+}
+static int m_off_rows(void)
+{
+	H->off_rows = H->total_size - 8;
+	return 0;
+}
+static int m_off_rows_huge(void)
+{
+	H->off_rows = 0x7ffffffffffffff8ull;
+	return 0;
+}
+static int m_off_dirs(void)
+{
+	H->off_dirs = H->total_size;
+	return 0;
+}
+static int m_off_runs(void)
+{
+	H->off_runs = H->total_size - 8;
+	return 0;
+}
+static int m_off_blocks(void)
+{
+	H->off_blocks = H->total_size;
+	return 0;
+}
+static int m_off_names(void)
+{
+	H->off_names = H->total_size - 8;
+	return 0;
+}
 static int m_off_strings(void) { H->off_strings = H->total_size; return 0; }
 static int m_strings_huge(void) { H->strings_size = ~0ull; return 0; }
+static int m_names_huge(void)
+{
+	H->names_size = ~0ull;
+	return 0;
+}
 static int m_strings_unterminated(void)
 {
-	/* every NUL of the pool becomes 'x': no name ends */
+	/* every NUL of the pool becomes 'x': no target ends */
 	for (uint64_t i = 0; i < H->strings_size; i++)
 		if (!STR[i])
 			STR[i] = 'x';
 	return 0;
 }
-static int m_name_nonul(void)
+static int m_names_short(void)
+{
+	/* the names section ends half way: blocks point past it */
+	H->names_size /= 2;
+	return 0;
+}
+static int m_blocks_off(void)
+{
+	uint32_t nb = (H->nentries + DS_IX_BLOCK - 1) / DS_IX_BLOCK;
+	for (uint32_t b = 0; b <= nb; b++)
+		BLK[b] = 0xfffffff0u - b;
+	return 0;
+}
+static int m_blocks_order(void)
+{
+	/* every block ends before it starts */
+	uint32_t nb = (H->nentries + DS_IX_BLOCK - 1) / DS_IX_BLOCK;
+	for (uint32_t b = 0; b < nb; b++)
+		BLK[b] = BLK[b + 1] + 1;
+	return 0;
+}
+static int m_name_lead(void)
+{
+	/* every byte of the names an escape with the longest lengths */
+	memset(NAMES, 0xff, H->names_size);
+	return 0;
+}
+static int m_name_prefix(void)
+{
+	/* each name shares more bytes with the one before than it has */
+	for (uint64_t i = 0; i < H->names_size; i++)
+		if (NAMES[i] < 0xf0 && (NAMES[i] & 15))
+			NAMES[i] = (unsigned char)(0xe0 | (NAMES[i] & 15));
+	return 0;
+}
+static int m_name_nul(void)
 {
 	int64_t f = find_file();
 	if (f < 0)
 		return NA;
-	STR[E(f)->name + E(f)->name_len] = 'x';
+	rename_entry((uint32_t)f, "a\0b", 3);
 	return 0;
 }
-static int m_name_off(void)
+static int m_name_slash(void)
 {
-	for (uint32_t i = 0; i < H->nentries; i++)
-		E(i)->name = 0xfffffff0u;
-	return 0;
-}
-static int m_name_len(void)
-{
-	for (uint32_t i = 1; i < H->nentries; i++)
-		E(i)->name_len = 0xffff;
-	return 0;
-}
-static int m_base_off(void)
-{
-	for (uint32_t i = 1; i < H->nentries; i++)
-		E(i)->base_off = 0xfff0;
-	return 0;
-}
-static int m_parent(void)
-{
-	for (uint32_t i = 0; i < H->nentries; i++)
-		E(i)->parent = 0x7ffffff0u;
-	return 0;
-}
-static int m_parent_file(void)
-{
-	/* every parent is a regular file */
 	int64_t f = find_file();
 	if (f < 0)
 		return NA;
-	for (uint32_t i = 0; i < H->nentries; i++)
-		E(i)->parent = (uint32_t)f;
+	rename_entry((uint32_t)f, "x/../../y", 9);
 	return 0;
 }
-static int m_hash_values(void)
+static int m_name_empty(void)
 {
-	uint32_t *h = (uint32_t *)(img + H->off_hash);
-	for (uint32_t i = 0; i < H->hash_cap; i++)
-		if (h[i])
-			h[i] = 0x7fffff00u + (i & 0xff);
+	int64_t f = find_file();
+	if (f < 0)
+		return NA;
+	rename_entry((uint32_t)f, "", 0);
 	return 0;
 }
-static int m_hash_full(void)
+static int m_name_long(void)
 {
-	/* every slot points at entry 0: lookups must still end */
-	uint32_t *h = (uint32_t *)(img + H->off_hash);
-	for (uint32_t i = 0; i < H->hash_cap; i++)
-		h[i] = 1;
+	/* a name past NAME_MAX */
+	static char big[NAME_MAX + 40];
+	int64_t f = find_file();
+	if (f < 0)
+		return NA;
+	memset(big, 'q', sizeof(big));
+	rename_entry((uint32_t)f, big, 255);
+	/* its lead: shares 200 bytes it never had, 255 of its own */
+	uint64_t pos = BLK[f / DS_IX_BLOCK];
+	for (uint32_t j = 0; j < f % DS_IX_BLOCK; j++)
+		pos += 3 + NAMES[pos + 2];
+	NAMES[pos + 1] = 200;
 	return 0;
 }
-static int m_dirents(void)
+static int m_dir_pdir(void)
 {
-	uint32_t *d = (uint32_t *)(img + H->off_dirents);
-	for (uint32_t i = 0; i < H->ndirents; i++)
-		d[i] = 0xfffffff0u - i;
+	for (uint32_t x = 0; x < H->ndirs; x++)
+		D(x)->pdir = 0x7ffffff0u;
 	return 0;
 }
-static int m_dirents_self(void)
+static int m_dir_id_file(void)
 {
-	/* every directory lists itself: ls -R and find must not loop forever */
-	uint32_t *d = (uint32_t *)(img + H->off_dirents);
-	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISDIR(E(i)->mode) && E(i)->stored)
-			d[E(i)->poff] = i;
+	/* every directory row names a regular file */
+	int64_t f = find_file();
+	if (f < 0)
+		return NA;
+	for (uint32_t x = 1; x < H->ndirs; x++)
+		D(x)->id = (uint32_t)f;
+	return 0;
+}
+static int m_dir_end(void)
+{
+	for (uint32_t x = 0; x < H->ndirs; x++)
+		D(x)->end = x % 2 ? 0xfffffff0u : D(x)->id;
+	return 0;
+}
+static int m_dir_plen(void)
+{
+	for (uint32_t x = 0; x < H->ndirs; x++)
+		D(x)->plen = 0xfff0u + x;
 	return 0;
 }
 static int m_dir_range(void)
 {
-	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISDIR(E(i)->mode)) {
-			E(i)->poff = 0xfffffff0ull;
-			E(i)->stored = 0xffffffffffull;
-		}
+	for (uint32_t x = 0; x < H->ndirs; x++) {
+		D(x)->run = 0xfffffff0u;
+		D(x)->nruns = 0xffffu;
+		D(x)->nchildren = 0xfffffff0u;
+	}
 	return 0;
+}
+static int m_dir_nchildren(void)
+{
+	/* more children than the runs hold: child k past the last run */
+	for (uint32_t x = 0; x < H->ndirs; x++)
+		D(x)->nchildren = H->nentries - 1;
+	return 0;
+}
+static int m_runs_first(void)
+{
+	for (uint32_t r = 0; r < H->nruns; r++)
+		RUN(r)->first = 0xfffffff0u - r;
+	return H->nruns ? 0 : NA;
+}
+static int m_runs_self(void)
+{
+	/* every directory lists itself: ls -R and find must not loop forever */
+	for (uint32_t x = 0; x < H->ndirs; x++)
+		if (D(x)->nruns)
+			RUN(D(x)->run)->first = D(x)->id;
+	return 0;
+}
+static int m_runs_cum(void)
+{
+	for (uint32_t r = 0; r < H->nruns; r++)
+		RUN(r)->cum = 0xfffffff0u - r;
+	return H->nruns ? 0 : NA;
 }
 static int m_file_part(void)
 {
 	int n = 0;
 	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISREG(E(i)->mode)) {
-			E(i)->part = H->nparts + 7;
+		if (is_file(i)) {
+			uint32_t p = H->nparts + 7;
+			memcpy(R(i)->part, &p, 3);
 			n++;
 		}
 	return n ? 0 : NA;
@@ -182,8 +372,8 @@ static int m_file_poff(void)
 {
 	int n = 0;
 	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISREG(E(i)->mode) && E(i)->size) {
-			E(i)->poff = ~0ull - 100;
+		if (is_file(i) && fsize(i)) {
+			SET(i, poff, (1ull << 40) - 100);
 			n++;
 		}
 	return n ? 0 : NA;
@@ -192,8 +382,8 @@ static int m_file_stored(void)
 {
 	int n = 0;
 	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISREG(E(i)->mode) && E(i)->size) {
-			E(i)->stored = ~0ull - 100;
+		if (is_file(i) && fsize(i)) {
+			SET(i, stored, (1ull << 40) - 100);
 			n++;
 		}
 	return n ? 0 : NA;
@@ -203,8 +393,8 @@ static int m_file_size(void)
 	/* size far beyond the stored bytes (a raw file reads size bytes) */
 	int n = 0;
 	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISREG(E(i)->mode) && E(i)->size) {
-			E(i)->size = (1ull << 40) + E(i)->size;
+		if (is_file(i) && fsize(i)) {
+			SET(i, size, (1ull << 39) + fsize(i));
 			n++;
 		}
 	return n ? 0 : NA;
@@ -214,18 +404,20 @@ static int m_file_size_page(void)
 	/* size a little beyond the stored bytes: past the end of the mapping */
 	int n = 0;
 	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISREG(E(i)->mode) && E(i)->size) {
-			E(i)->size = E(i)->size + (64ull << 20);
+		if (is_file(i) && fsize(i)) {
+			SET(i, size, fsize(i) + (64ull << 20));
 			n++;
 		}
 	return n ? 0 : NA;
 }
-static int m_codec(void)
+static int m_file_wide(void)
 {
+	/* files claiming wide fields past the wide table */
 	int n = 0;
 	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISREG(E(i)->mode) && E(i)->size) {
-			E(i)->codec = 77;
+		if (is_file(i) && fsize(i)) {
+			set_kind(i, DS_RK_WIDE);
+			SET(i, poff, H->nwide + 3 + (uint64_t)i);
 			n++;
 		}
 	return n ? 0 : NA;
@@ -235,8 +427,8 @@ static int m_zlib_lie(void)
 	/* raw bytes claimed to be zlib: inflate must fail cleanly */
 	int n = 0;
 	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISREG(E(i)->mode) && E(i)->size && E(i)->codec == DS_CODEC_NONE) {
-			E(i)->codec = DS_CODEC_ZLIB;
+		if (is_file(i) && fsize(i) && !(R(i)->mode & DS_RM_ZLIB)) {
+			R(i)->mode |= DS_RM_ZLIB;
 			n++;
 		}
 	return n ? 0 : NA;
@@ -245,43 +437,41 @@ static int m_crc(void)
 {
 	int n = 0;
 	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISREG(E(i)->mode) && E(i)->size) {
-			E(i)->crc ^= 0x1;
+		if (is_file(i) && fsize(i)) {
+			R(i)->crc ^= 0x1;
 			n++;
 		}
 	return n ? 0 : NA;
 }
 static int m_mode(void)
 {
-	/* type bits of a FIFO, a socket, a device */
-	static const mode_t kinds[] = {S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK, 0};
+	/* every kind in turn, whatever the entry is */
 	for (uint32_t i = 1; i < H->nentries; i++)
-		E(i)->mode = kinds[i % 5] | 0644;
+		set_kind(i, i % 4);
 	return 0;
 }
 static int m_root_file(void)
 {
-	E(0)->mode = S_IFREG | 0644;
+	set_kind(0, DS_RK_FILE);
 	return 0;
 }
 static int m_dir_is_file(void)
 {
-	/* a directory that claims to be a file (its "part"/offsets are
-	 * whatever the directory fields held) */
+	/* a directory that claims to be a file (its offsets are whatever the
+	 * directory fields held) */
 	int64_t d = find_subdir();
 	if (d < 0)
 		return NA;
-	E(d)->mode = S_IFREG | 0644;
-	E(d)->part = 0;
-	E(d)->size = 1 << 20;
+	set_kind((uint32_t)d, DS_RK_FILE);
+	SET(d, size, 1 << 20);
 	return 0;
 }
 static int m_file_is_dir(void)
 {
 	int n = 0;
 	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISREG(E(i)->mode)) {
-			E(i)->mode = S_IFDIR | 0755;
+		if (is_file(i)) {
+			set_kind(i, DS_RK_DIR);
 			n++;
 		}
 	return n ? 0 : NA;
@@ -290,8 +480,8 @@ static int m_symlink_target(void)
 {
 	int n = 0;
 	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISLNK(E(i)->mode)) {
-			E(i)->poff = ~0ull - 3;
+		if (is_link(i)) {
+			SET(i, poff, (1ull << 40) - 3);
 			n++;
 		}
 	return n ? 0 : NA;
@@ -300,8 +490,8 @@ static int m_symlink_size(void)
 {
 	int n = 0;
 	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISLNK(E(i)->mode)) {
-			E(i)->size = ~0ull - 3;
+		if (is_link(i)) {
+			SET(i, size, (1ull << 40) - 3);
 			n++;
 		}
 	return n ? 0 : NA;
@@ -311,8 +501,8 @@ static int m_file_is_symlink(void)
 	/* a file that claims to be a symlink: target = its payload offset */
 	int n = 0;
 	for (uint32_t i = 0; i < H->nentries; i++)
-		if (S_ISREG(E(i)->mode) && E(i)->size) {
-			E(i)->mode = S_IFLNK | 0777;
+		if (is_file(i) && fsize(i)) {
+			set_kind(i, DS_RK_LINK);
 			n++;
 		}
 	return n ? 0 : NA;
@@ -375,29 +565,25 @@ static int m_store_size(void)
 }
 static int m_name_dotdot(void)
 {
-	/* a directory (one with a subdirectory) renamed to a path that climbs
-	 * out: "../../(...)/tmp/dstage-escape", appended to the pool.  If a name
-	 * ever became a real path (the shim's cwd shadow after `cd sub/..`) it
-	 * would escape the store */
-	static const char evil[] = "../../../../../../../../../../../../../../tmp/dstage-escape";
-	int64_t d = -1;
-	for (uint32_t i = 1; i < H->nentries && d < 0; i++)
-		if (S_ISDIR(E(i)->mode) && E(i)->parent != 0 && S_ISDIR(E(E(i)->parent)->mode))
-			d = E(i)->parent;
-	if (d < 0)
-		return NA;
-	uint64_t at = H->strings_size, end = H->off_strings + at + sizeof(evil);
-	uint64_t total = (end + 7) & ~7ull;
-	img = ds_xrealloc(img, total);
-	memset(img + len, 0, total - len);
-	memcpy(img + H->off_strings + at, evil, sizeof(evil));
-	H->strings_size += sizeof(evil);
-	H->total_size = total;
-	len = total;
-	E(d)->name = (uint32_t)at;
-	E(d)->name_len = sizeof(evil) - 1;
-	E(d)->base_off = (uint16_t)(strrchr(evil, '/') - evil + 1);
-	return 0;
+	/* a directory renamed "..", and a deeper directory (a/b/c) naming it
+	 * as its parent: if a name ever became a real path (the shim's cwd
+	 * shadow after `cd c/..`) it would climb out of the store.  The
+	 * renamed directory is one off c's path (c stays reachable) and says
+	 * its path is as long as c's parent's (c's own lengths add up) */
+	for (uint32_t x = 1; x < H->ndirs; x++) {
+		uint32_t p = D(x)->pdir;
+		if (p == 0)
+			continue;
+		for (uint32_t e = 1; e < x; e++) {
+			if (e == p || D(e)->end > D(x)->id)
+				continue; /* c's parent, or one of c's ancestors */
+			D(e)->plen = D(p)->plen;
+			D(x)->pdir = e;
+			rename_entry(D(e)->id, "..", 2);
+			return 0;
+		}
+	}
+	return NA;
 }
 
 static int m_root_parent_loop(void)
@@ -406,7 +592,7 @@ static int m_root_parent_loop(void)
 	int64_t d = find_subdir();
 	if (d < 0)
 		return NA;
-	E(d)->parent = (uint32_t)d;
+	D(dirrow((uint32_t)d))->pdir = dirrow((uint32_t)d);
 	return 0;
 }
 
@@ -416,16 +602,75 @@ struct mut {
 };
 static const struct mut muts[] = {
 #define M(x) {#x, m_##x}
-	M(magic), M(version), M(header_size), M(total_size), M(truncate), M(short), M(empty),
-	M(nnodes0), M(node_big), M(nentries0), M(nentries_huge), M(hash_cap_huge), M(hash_cap_odd),
-	M(hash_cap_small), M(off_entries), M(off_entries_huge), M(off_hash), M(off_strings),
-	M(strings_huge), M(strings_unterminated), M(name_nonul), M(name_off), M(name_len),
-	M(base_off), M(parent), M(parent_file), M(hash_values), M(hash_full), M(dirents),
-	M(dirents_self), M(dir_range), M(file_part), M(file_poff), M(file_stored), M(file_size),
-	M(file_size_page), M(codec), M(zlib_lie), M(crc), M(mode), M(root_file), M(dir_is_file),
-	M(file_is_dir), M(symlink_target), M(symlink_size), M(file_is_symlink), M(parts_loc),
-	M(parts_size), M(loc_base), M(loc_node), M(samples), M(samples_dir), M(nsamples_huge),
-	M(store_size), M(name_dotdot), M(root_parent_loop),
+	M(magic),
+	M(version),
+	M(version2),
+	M(header_size),
+	M(total_size),
+	M(truncate),
+	M(short),
+	M(empty),
+	M(nnodes0),
+	M(node_big),
+	M(nentries0),
+	M(nentries_huge),
+	M(ndirs0),
+	M(ndirs_huge),
+	M(nruns_huge),
+	M(nwide_huge),
+	M(off_rows),
+	M(off_rows_huge),
+	M(off_dirs),
+	M(off_runs),
+	M(off_blocks),
+	M(off_names),
+	M(off_strings),
+	M(strings_huge),
+	M(names_huge),
+	M(strings_unterminated),
+	M(names_short),
+	M(blocks_off),
+	M(blocks_order),
+	M(name_lead),
+	M(name_prefix),
+	M(name_nul),
+	M(name_slash),
+	M(name_empty),
+	M(name_long),
+	M(dir_pdir),
+	M(dir_id_file),
+	M(dir_end),
+	M(dir_plen),
+	M(dir_range),
+	M(dir_nchildren),
+	M(runs_first),
+	M(runs_self),
+	M(runs_cum),
+	M(file_part),
+	M(file_poff),
+	M(file_stored),
+	M(file_size),
+	M(file_size_page),
+	M(file_wide),
+	M(zlib_lie),
+	M(crc),
+	M(mode),
+	M(root_file),
+	M(dir_is_file),
+	M(file_is_dir),
+	M(symlink_target),
+	M(symlink_size),
+	M(file_is_symlink),
+	M(parts_loc),
+	M(parts_size),
+	M(loc_base),
+	M(loc_node),
+	M(samples),
+	M(samples_dir),
+	M(nsamples_huge),
+	M(store_size),
+	M(name_dotdot),
+	M(root_parent_loop),
 #undef M
 };
 

@@ -7,7 +7,10 @@
  * many subdirectories, a deep tree of 250-byte components ending in a
  * 255-byte name (a path of about 4000 bytes), UTF-8 names, names that sort
  * around '/' ("p", "p-q", "p.q", "p0"), symlinks, and file fields past 32
- * and 40 bits (sizes, offsets), exact negative and nanosecond mtimes.
+ * and 40 bits (sizes, offsets), exact negative and nanosecond mtimes; names
+ * front-coded past a lead byte's nibbles (15+ shared bytes, 16+ more), a
+ * directory whose children are cut into runs.  Version 3's limits (24-bit
+ * partitions, 40-bit directory sizes) are refused at add, version 2 at open.
  * (issue 27: the compact layout must keep all of this.) */
 #include "dscommon.h"
 #include "dsindex.h"
@@ -161,6 +164,29 @@ static void build_tree(struct ds_index_builder *b)
 		file(b, p, 1, 10, DS_CODEC_NONE, 0, 22);
 	}
 	file(b, "p-", 1, 11, DS_CODEC_NONE, 0, 23);
+	/* front coding's escapes: names sharing 15 and more bytes with the one
+	 * before, and names longer than 15 bytes after the shared ones */
+	dir(b, "pre", 0755, 24);
+	for (int k = 0; k < 40; k++) {
+		char name[NAME_MAX + 1];
+		memset(name, 'p', 200);
+		snprintf(name + 200, sizeof(name) - 200, "_%02d%s", k,
+		         k % 3 ? "" : "_0123456789abcdef");
+		snprintf(p, sizeof(p), "pre/%s", name);
+		file(b, p, 1, 2, DS_CODEC_NONE, 0, 25);
+		snprintf(p, sizeof(p), "pre/abcdefghijklmn%c", 'a' + k % 26);
+		if (k < 26)
+			file(b, p, 1, 3, DS_CODEC_NONE, 0, 26);
+	}
+	/* a directory whose children are cut into runs by its subdirectories'
+	 * subtrees */
+	const char *mix[] = {"mix/a", "mix/b/x", "mix/b/y", "mix/c", "mix/d/e/z", "mix/f", "mix/g"};
+	for (size_t i = 0; i < sizeof(mix) / sizeof(*mix); i++)
+		file(b, mix[i], 1, 4, DS_CODEC_NONE, 0, 27);
+	dir(b, "mix", 0755, 28);
+	dir(b, "mix/b", 0755, 28);
+	dir(b, "mix/d", 0755, 28);
+	dir(b, "mix/d/e", 0755, 28);
 	/* symlinks, inside the tree */
 	symlink_(b, "train/latest", "n01440764");
 	symlink_(b, "p/up", "../p.q/in");
@@ -246,8 +272,10 @@ int main(void)
 		CHECK(walk(&ix, path) == id, "walk '%s'", path);
 		const char *slash = strrchr(path, '/');
 		const char *base = slash ? slash + 1 : path;
-		CHECK(!strcmp(ds_ix_base(&ix, id), base) && ds_ix_base_len(&ix, id) == strlen(base),
-		      "base name of '%s': '%s'", path, ds_ix_base(&ix, id));
+		char nb[DS_IX_NAME_BUF];
+		CHECK(!strcmp(ds_ix_base(&ix, id, nb), base) &&
+		              ds_ix_base_len(&ix, id) == strlen(base),
+		      "base name of '%s': '%s'", path, nb);
 		uint32_t par = ds_ix_parent(&ix, id);
 		if (id) {
 			ds_ix_path(&ix, par, ppath, sizeof(ppath));
@@ -303,14 +331,15 @@ int main(void)
 			continue;
 		uint32_t nc = ds_ix_nchildren(&ix, id), subdirs = 0;
 		CHECK(nc == children[id], "dir %u: %u children, want %u", id, nc, children[id]);
-		const char *prev = NULL;
+		char prev[DS_IX_NAME_BUF], nb[DS_IX_NAME_BUF];
+		prev[0] = 0;
 		for (uint32_t k = 0; k < nc; k++) {
 			uint32_t c = ds_ix_child(&ix, id, k);
 			CHECK(ds_index_entry_ok(&ix, c) && ds_ix_parent(&ix, c) == id,
 			      "dir %u: child %u", id, k);
-			CHECK(!prev || strcmp(prev, ds_ix_base(&ix, c)) < 0,
+			CHECK(!k || strcmp(prev, ds_ix_base(&ix, c, nb)) < 0,
 			      "dir %u: children out of order", id);
-			prev = ds_ix_base(&ix, c);
+			strcpy(prev, ds_ix_base(&ix, c, nb));
 			subdirs += S_ISDIR(ds_ix_mode(&ix, c));
 		}
 		CHECK(ds_ix_nlink(&ix, id) == 2 + subdirs, "dir %u: nlink", id);
@@ -380,6 +409,51 @@ int main(void)
 	is_str(small, "", "and the buffer holds \"\"");
 	is(ds_ix_path(&ix, (uint32_t)big, small, 0), -ENAMETOOLONG, "size 0: -ENAMETOOLONG");
 	is(ds_ix_path(&ix, 0, small, 1), 0, "the root's path fits in one byte");
+
+	/* ds_index_entry_bytes bounds the index (stage reserves RAM with it):
+	 * this tree, and one of directories alone (the worst entry) */
+	uint64_t names = 0;
+	for (size_t i = 0; i < nw; i++)
+		names += strlen(W[i].path) + 1 + (W[i].target ? strlen(W[i].target) + 1 : 0);
+	ok(len <= sizeof(struct ds_index_header) + ds_index_entry_bytes(nw, names) + 2 * 16 +
+	                   3 * 16,
+	   "ds_index_entry_bytes bounds this index (%zu <= %llu)", len,
+	   (unsigned long long)(sizeof(struct ds_index_header) + ds_index_entry_bytes(nw, names) +
+	                        80));
+	struct ds_index_builder *bd = ds_index_builder_new();
+	uint64_t dnames = 1;
+	char dp[64];
+	for (int k = 0; k < 3000; k++) {
+		snprintf(dp, sizeof(dp), k % 2 ? "d%04d/e" : "d%04d", k - k % 2);
+		ds_index_add_dir(bd, dp, 0755, 0, 4096);
+		dnames += strlen(dp) + 1;
+	}
+	ds_index_set_parts(bd, 0, NULL);
+	void *dbuf;
+	size_t dlen;
+	is(ds_index_build(bd, &dbuf, &dlen), 0, "an index of 3000 directories");
+	ok(dlen <= sizeof(struct ds_index_header) + ds_index_entry_bytes(3001, dnames),
+	   "ds_index_entry_bytes bounds it too (%zu <= %llu)", dlen,
+	   (unsigned long long)(sizeof(struct ds_index_header) +
+	                        ds_index_entry_bytes(3001, dnames)));
+	free(dbuf);
+	ds_index_builder_free(bd);
+
+	/* version 3's limits and its predecessors: refused with a clear error */
+	struct ds_index_builder *b2 = ds_index_builder_new();
+	is(ds_index_add_file(b2, "f", 0644, 0, 1, DS_IX_MAX_PART + 1, 0, 1, DS_CODEC_NONE, 0, 0),
+	   -EOVERFLOW, "a partition number past 24 bits: -EOVERFLOW at add");
+	is(ds_index_add_dir(b2, "d", 0755, 0, 1ull << 40), -EFBIG,
+	   "a directory size past 40 bits: -EFBIG at add");
+	ds_index_builder_free(b2);
+	struct ds_index_header *hh = buf;
+	hh->version = 2;
+	is(ds_index_from_buf(&ix, buf, len, 0), -DS_EFORMAT, "a version 2 index is refused");
+	hh->version = DS_INDEX_VERSION;
+	is(ds_index_from_buf(&ix, buf, len, 0), 0, "and the same as version 3 is taken");
+	ok(ix.h->nwide >= 2 && ix.h->nruns > ix.h->ndirs,
+	   "the tree has wide rows (%u) and directories of many runs (%u runs, %u directories)",
+	   ix.h->nwide, ix.h->nruns, ix.h->ndirs);
 
 	free(children);
 	free(buf);
