@@ -76,11 +76,14 @@ char *ds_part_path(const char *packdir, uint32_t part);
 /* Where partition part's payload lies inside its file: byte offset and
  * length of the contiguous payload dataset (what H5Dget_offset gave at pack
  * time, recorded in the file's CRC-protected seal), checked against the file
- * size, the pack_id and the manifest's partition size.  Stage then reads the
- * bytes with plain pread; no HDF5 call parses the file.  Returns 0 or a
- * negative code (and logs why). */
+ * size, the pack_id and the manifest's partition size and file count.  Only
+ * the seal's header is read (its own CRC), never the partition's tables:
+ * the caller goes by the manifest and checks each file's CRC from it.
+ * Stage then reads the bytes with plain pread; no HDF5 call parses the
+ * file.  *meta_read grows by the bytes read.  Returns 0 or a negative code
+ * (and logs why). */
 int ds_part_locate(const char *packdir, uint32_t part, const struct ds_manifest *m,
-                   uint64_t *offset, uint64_t *len);
+                   uint64_t *offset, uint64_t *len, uint64_t *meta_read);
 
 /* ---- in-place sources (inplace.c) --------------------------------------
  * Opening the files an in-place manifest refers to.  Every open goes
@@ -126,9 +129,9 @@ char *ds_s3_pack_key(const char *prefix, const char *name);
 /* GET s3://bucket/prefix/index.h5 into img (for ds_manifest_read_image). */
 int ds_s3_manifest_get(struct ds_s3 *s3, const char *bucket, const char *prefix,
                        struct ds_buf *img);
-/* ds_part_locate for a pack in a bucket: the seal read with ranged GETs
- * (header, tables: never the payload), checked like a local file's, and
- * against the manifest.  *meta_read: bytes fetched for it. */
+/* ds_part_locate for a pack in a bucket: the seal's header read with one
+ * ranged GET (never the tables nor the payload), checked like a local
+ * file's, and against the manifest.  *meta_read: bytes fetched for it. */
 int ds_s3_part_locate(struct ds_s3 *s3, const char *bucket, const char *prefix, uint32_t part,
                       const struct ds_manifest *m, uint64_t *offset, uint64_t *len,
                       uint64_t *meta_read);

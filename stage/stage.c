@@ -726,7 +726,7 @@ struct xfer {
 	int inflate;
 	uint64_t shared_read;  /* payload bytes this rank read from the shared FS */
 	uint64_t meta_read;    /* the manifest */
-	uint64_t part_meta_read; /* partitions' metadata (at most) */
+	uint64_t part_meta_read; /* partitions' seal headers (ds_part_locate) */
 	uint64_t received;     /* payload bytes that came over MPI */
 	int err;               /* first error of this rank */
 	struct ds_s3 *s3;      /* the pack is s3://bucket/prefix */
@@ -806,7 +806,7 @@ static int preader_open(struct xfer *x, uint32_t p, const char *part_path, struc
 		return status;
 	}
 	uint64_t plen = 0;
-	status = ds_part_locate(x->pack, p, x->m, &r->base, &plen);
+	status = ds_part_locate(x->pack, p, x->m, &r->base, &plen, &x->part_meta_read);
 	if (!status && plen != size) {
 		ds_error("'%s': payload is %llu bytes, the manifest says %llu", part_path,
 		         (unsigned long long)plen, (unsigned long long)size);
@@ -814,15 +814,8 @@ static int preader_open(struct xfer *x, uint32_t p, const char *part_path, struc
 	}
 	if (!status && (status = ds_open_regular(part_path, &r->fd)))
 		ds_error("'%s': %s", part_path, ds_strerror(status));
-	if (r->fd >= 0) {
-		/* the partition's own metadata, read by ds_part_locate to check
-		 * its seal: counted as all of the file but the payload (an upper
-		 * bound: the unused part of the user block is never read) */
-		struct stat st;
-		if (fstat(r->fd, &st) == 0 && (uint64_t)st.st_size >= size)
-			x->part_meta_read += st.st_size - size;
+	if (r->fd >= 0)
 		posix_fadvise(r->fd, r->base, size, POSIX_FADV_SEQUENTIAL);
-	}
 	return status;
 }
 
@@ -1669,7 +1662,7 @@ static void stage_summary(struct stage *S)
 	       ds_fmt_size(dt > 0 ? (uint64_t)(landed / dt) : 0, d, sizeof(d)));
 	if (x->s3)
 		printf("read from %s: %llu bytes (payload %llu + manifest %llu + partition "
-		       "metadata %llu; pack stores %llu)\n"
+		       "seals %llu; pack stores %llu)\n"
 		       "s3: %llu requests, %llu bytes fetched, %llu retries, %s/s\n",
 		       o->pack, (unsigned long long)(sum[0] + sum[1] + sum[3]),
 		       (unsigned long long)sum[0], (unsigned long long)sum[1],
@@ -1679,7 +1672,7 @@ static void stage_summary(struct stage *S)
 		       ds_fmt_size(dt > 0 ? (uint64_t)(sum[5] / dt) : 0, d, sizeof(d)));
 	else
 		printf("read from shared FS: %llu bytes (payload %llu + manifest %llu + partition "
-		       "metadata <= %llu; pack stores %llu)\n",
+		       "seals %llu; pack stores %llu)\n",
 		       (unsigned long long)(sum[0] + sum[1] + sum[3]), (unsigned long long)sum[0],
 		       (unsigned long long)sum[1], (unsigned long long)sum[3],
 		       (unsigned long long)m->total_stored);
