@@ -60,6 +60,8 @@ struct ds_manifest {
 	char *root;              /* absolute path of the source tree (malloc'd) */
 	uint8_t nocrc;           /* a plain tree at stage time: no CRC is known
 	                            yet; the stage takes them as it reads */
+	void *blocks;            /* streamed (ds_mstream_run): the blocks that
+	                            hold the kept entries' paths */
 };
 
 /* Read and fully validate OUT/index.h5 (or an in-memory image of it, e.g.
@@ -70,6 +72,44 @@ int ds_manifest_read(const char *packdir, struct ds_manifest *m);
 int ds_manifest_read_image(const void *buf, size_t len, const char *what, struct ds_manifest *m);
 /* Frees e (one block that also holds every path and target) and parts. */
 void ds_manifest_release(struct ds_manifest *m);
+
+/* ---- the manifest streamed to every rank (manifest.c, issue 27) ---------
+ * What the stage reads instead of the whole manifest on every rank: rank 0
+ * reads index.h5's tables in chunks of rows (with the strings they name)
+ * and broadcasts each; every rank checks every row as ds_manifest_read does
+ * (names, order, parents, bounds, counts; rank 0 the seal's CRC over the
+ * whole file, combined from the pieces it read) and keeps only the files of
+ * the partitions it asks for; the others pass by (each(): a node leader
+ * feeds its index builder).  A rank holds about a chunk plus its share, not
+ * the manifest.  An in-place index.h5, or a caller that needs every entry
+ * (whole: --inflate), gets the manifest whole, as before.
+ *
+ * Open (collective): rank 0 opens packdir/index.h5, or takes img (rank 0
+ * only, s3: the bytes of the GET; NULL elsewhere); m gets the partitions
+ * table, pack_id and nothing else, or the whole manifest (whole mode).
+ * *nread (rank 0) grows by the bytes read.  0 or a negative code, the same
+ * on every rank, said. */
+struct ds_mstream;
+struct ds_mstream_stats {
+	uint64_t n, files, dirs; /* entries of the pack */
+	uint64_t names;          /* bytes of every path and target, with a NUL each */
+};
+int ds_mstream_open(MPI_Comm world, const char *packdir, const void *img, size_t imglen, int whole,
+                    struct ds_manifest *m, struct ds_mstream **out, uint64_t *nread);
+/* Is m the whole manifest (no ds_mstream_run needed)? */
+int ds_mstream_whole(const struct ds_mstream *s);
+/* Before run: an upper bound of the stats' names (the string pool and a NUL
+ * per entry), and the entry count. */
+void ds_mstream_bounds(const struct ds_mstream *s, uint64_t *n, uint64_t *names);
+/* Stream every entry (collective): files of partitions p with keep_part[p]
+ * are kept in m (sorted, m->n of them); each(ctx, e), when not NULL, sees
+ * every entry in order (its strings live until it returns; nonzero stops
+ * this rank's calls and is returned).  Totals and stats cover all entries.
+ * 0 or a negative code, agreed by every rank. */
+int ds_mstream_run(struct ds_mstream *s, const uint8_t *keep_part,
+                   int (*each)(void *ctx, const struct ds_mentry *e), void *ctx,
+                   struct ds_mstream_stats *st);
+void ds_mstream_close(struct ds_mstream *s);
 
 /* Path of partition `part` ("OUT/part-00003.h5"), malloc'd. */
 char *ds_part_path(const char *packdir, uint32_t part);

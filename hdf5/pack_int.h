@@ -263,6 +263,8 @@ int ds__entry_read(const struct ds__part *p, const struct ds_mentry *e, ds__sink
 char *ds__quote(const char *s, size_t len, char *buf, size_t cap);
 /* "OUT/NAME" in a malloc'd string. */
 char *ds__join(const char *dir, const char *name);
+/* Free m->blocks (a streamed manifest's paths, ds_mstream_run). */
+void ds__mblocks_free(struct ds_manifest *m);
 /* mode string of ls -l ("drwxr-xr-x") into buf[11]. */
 void ds__mode_string(uint32_t mode, char buf[11]);
 
