@@ -269,24 +269,24 @@ void ds__mblocks_free(struct ds_manifest *m);
 void ds__mode_string(uint32_t mode, char buf[11]);
 
 /* ---- the pack side (scan.c, plan.c, writer.c, pack.c) ------------------- */
-/* One entry found in SRC. */
+/* One entry found in SRC.  (Fields by size, no hole: 88 bytes, one per
+ * name in pack's rank 0 from the scan to index.h5; sent raw to the ranks.) */
 struct ds__pentry {
 	uint64_t size;
 	int64_t mtime_ns;
 	uint64_t ino;       /* recognises the file when it is opened to be read */
 	uint64_t path;      /* offset of the NUL-terminated path in tree.names */
 	uint64_t target;    /* symlinks: offset of the target in tree.names */
-	uint32_t path_len, target_len;
+	/* in place: the content lies in the file at offset src of names (when
+	 * src_len != 0; else the entry's own path) from byte src_off on */
+	uint64_t src, src_off;
+	int64_t ctime_ns;   /* st_ctime at the scan (a plain tree: checked at open) */
+	uint32_t path_len, target_len, src_len;
 	uint32_t mode;
 	uint32_t part;      /* files: partition (plan.c); others UINT32_MAX */
 	uint8_t flags;      /* DS_EF_REPLICATED */
 	uint8_t follow;     /* reached through --dereference: open following links */
 	uint16_t pad;
-	/* in place: the content lies in the file at offset src of names (when
-	 * src_len != 0; else the entry's own path) from byte src_off on */
-	uint32_t src_len, pad2;
-	uint64_t src, src_off;
-	int64_t ctime_ns;   /* st_ctime at the scan (a plain tree: checked at open) */
 };
 
 struct ds__tree {
