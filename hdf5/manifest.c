@@ -702,7 +702,7 @@ struct ds_mstream {
 	int fd;
 	struct ds__src src;
 	struct ds__seal seal;
-	uint64_t *nread;
+	uint64_t *nread, img_read;
 	struct mregion reg[R_NTABLES];
 };
 
@@ -864,7 +864,8 @@ int ds_mstream_open(MPI_Comm world, const char *packdir, const void *img, size_t
 	MPI_Comm_rank(world, &s->rank);
 	s->m = m;
 	s->fd = -1;
-	s->nread = nread;
+	/* img: the caller counted the whole object it fetched */
+	s->nread = img ? &s->img_read : nread;
 	s->what = ds__join(packdir, DS__INDEX_NAME);
 	memset(m, 0, sizeof(*m));
 	*out = s;
@@ -913,7 +914,7 @@ int ds_mstream_open(MPI_Comm world, const char *packdir, const void *img, size_t
 			st = rc;
 		} else {
 			mregion_saw(r, 0, (char *)raw, r->len);
-			*nread += r->len;
+			*s->nread += r->len;
 		}
 	}
 	ds_mpi_bcast(world, &st, sizeof(st), 0);

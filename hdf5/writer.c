@@ -809,12 +809,16 @@ static uint64_t pool_bytes(const struct ds__plan *pl, const char *root)
 }
 
 /* The entries table and the pool's entry strings, ROWS rows at a time.
- * slot[i]: 1 + the plan's file slot of entry i (0: not a file). */
+ * A file's result is the next slot of its partition: the plan lists each
+ * partition's files in path order, the order of the entries. */
 static int index_rows(int fd, uint64_t rows_off, const struct ds__plan *pl,
-                      const struct ds__result *res, const uint32_t *slot, struct poolw *pw)
+                      const struct ds__result *res, struct poolw *pw)
 {
 	const struct ds__tree *t = &pl->tree;
 	struct ds__row *rows = ds_xcalloc(ROWS, sizeof(*rows));
+	uint64_t *next = ds_xcalloc((size_t)pl->nparts + 1, sizeof(*next));
+	for (uint32_t p = 0; p < pl->nparts; p++)
+		next[p] = pl->parts[p].first;
 	int rc = 0;
 	for (size_t i0 = 0; i0 < t->n && !rc; i0 += ROWS) {
 		size_t n = t->n - i0 < ROWS ? t->n - i0 : ROWS;
@@ -835,8 +839,10 @@ static int index_rows(int fd, uint64_t rows_off, const struct ds__plan *pl,
 			r->size = e->size;
 			r->part = e->part;
 			r->flags = e->flags;
-			if (slot[i0 + k]) {
-				const struct ds__result *x = &res[slot[i0 + k] - 1];
+			if (S_ISREG(e->mode) && e->part < pl->nparts &&
+			    next[e->part] < pl->parts[e->part].first + pl->parts[e->part].nfiles &&
+			    pl->files[next[e->part]] == i0 + k) {
+				const struct ds__result *x = &res[next[e->part]++];
 				r->offset = x->offset;
 				r->stored = x->stored;
 				r->codec = x->codec;
@@ -845,6 +851,10 @@ static int index_rows(int fd, uint64_t rows_off, const struct ds__plan *pl,
 		}
 		rc = put_rows(fd, rows_off + (uint64_t)i0 * DS__ROW_BYTES, rows, n);
 	}
+	for (uint32_t p = 0; !rc && p < pl->nparts; p++)
+		if (next[p] != pl->parts[p].first + pl->parts[p].nfiles)
+			rc = -EIO; /* cannot happen: the plan lists its files in path order */
+	free(next);
 	free(rows);
 	return rc ? rc : pw->rc;
 }
@@ -925,13 +935,9 @@ static int index_data(int fd, const struct ds__h5_ds *ds, const struct ds__plan 
 	int rc = ds_pwrite_full(fd, raw, len, (off_t)ds[0].off);
 	free(raw);
 	free(prows);
-	uint32_t *slot = ds_xcalloc(pl->tree.n + 1, sizeof(*slot));
-	for (uint64_t s = 0; s < pl->nfiles; s++)
-		slot[pl->files[s]] = (uint32_t)(s + 1);
 	struct poolw pw = {.fd = fd, .base = ds[1].off};
 	if (!rc)
-		rc = index_rows(fd, ds[2].off, pl, res, slot, &pw);
-	free(slot);
+		rc = index_rows(fd, ds[2].off, pl, res, &pw);
 	unsigned char *srows = NULL;
 	size_t slen = 0;
 	if (!rc && root)
