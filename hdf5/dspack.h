@@ -86,7 +86,8 @@ void ds_manifest_release(struct ds_manifest *m);
  * (whole: --inflate), gets the manifest whole, as before.
  *
  * Open (collective): rank 0 opens packdir/index.h5, or takes img (rank 0
- * only, s3: the bytes of the GET; NULL elsewhere); m gets the partitions
+ * only, s3: the bytes of the GET, malloc'd: ds_mstream_close frees it,
+ * whatever the result; NULL elsewhere); m gets the partitions
  * table, pack_id and nothing else, or the whole manifest (whole mode).
  * *nread (rank 0) grows by the bytes read.  0 or a negative code, the same
  * on every rank, said. */
@@ -95,7 +96,7 @@ struct ds_mstream_stats {
 	uint64_t n, files, dirs; /* entries of the pack */
 	uint64_t names;          /* bytes of every path and target, with a NUL each */
 };
-int ds_mstream_open(MPI_Comm world, const char *packdir, const void *img, size_t imglen, int whole,
+int ds_mstream_open(MPI_Comm world, const char *packdir, void *img, size_t imglen, int whole,
                     struct ds_manifest *m, struct ds_mstream **out, uint64_t *nread);
 /* Is m the whole manifest (no ds_mstream_run needed)? */
 int ds_mstream_whole(const struct ds_mstream *s);

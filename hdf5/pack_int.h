@@ -265,6 +265,19 @@ char *ds__quote(const char *s, size_t len, char *buf, size_t cap);
 char *ds__join(const char *dir, const char *name);
 /* Free m->blocks (a streamed manifest's paths, ds_mstream_run). */
 void ds__mblocks_free(struct ds_manifest *m);
+/* A copy of s[0, len) with a NUL in m->blocks. */
+char *ds__mblock_copy(struct ds_manifest *m, const char *s, size_t len);
+/* The manifest reader's pieces, for mstream.c: row r, entry i of the
+ * manifest (its strings in t's pool), checked against m's partitions,
+ * files counted per partition into nfiles; the row as an entry (strings
+ * copied to *arena); the message for a bad entry (-DS_ECORRUPT); len
+ * bytes at off of src into a new buffer. */
+int ds__row_check(const char *what, const struct ds__table *t, struct ds_manifest *m,
+                  uint32_t *nfiles, uint64_t i, const struct ds__row *r);
+void ds__row_entry(struct ds_mentry *e, const struct ds__row *r, const struct ds__table *t,
+                   char **arena);
+int ds__entry_bad(const char *what, uint64_t i, const char *path, size_t len, const char *why);
+int ds__src_read(const struct ds__src *src, uint64_t off, uint64_t len, void **out);
 /* mode string of ls -l ("drwxr-xr-x") into buf[11]. */
 void ds__mode_string(uint32_t mode, char buf[11]);
 

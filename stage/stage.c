@@ -211,13 +211,13 @@ static int open_manifest(MPI_Comm world, const char *pack, struct ds_manifest *m
 	/* s3://: one GET (the client names the key when it fails) */
 	if (rank == 0 && s3 && !(rc = ds_s3_manifest_get(s3, bucket, prefix, &img)))
 		*nread += img.len;
-	if (s3 && ds_any_failed(world, rc))
-		rc = -EIO;
-	else
-		rc = ds_mstream_open(world, pack, s3 && rank == 0 ? img.data : NULL, img.len, whole, m,
-		                     ms, nread);
-	ds_buf_release(&img);
-	return rc;
+	if (s3 && ds_any_failed(world, rc)) {
+		ds_buf_release(&img);
+		return -EIO;
+	}
+	/* the stream reads rank 0's image until it is closed, and frees it */
+	return ds_mstream_open(world, pack, s3 && rank == 0 ? img.data : NULL, img.len, whole, m, ms,
+	                       nread);
 }
 
 /* ---- layout ------------------------------------------------------------- */
