@@ -25,10 +25,10 @@ struct ds_mentry {
 	 * file, the tar's path for a tar member), src_off where the content
 	 * starts in it.  A pack that holds its bytes: src == path, src_off 0. */
 	char *src;
-	int64_t mtime_ns;  /* source mtime, ns since the epoch */
-	uint64_t size;     /* st_size of the source (dirs too) */
-	uint64_t offset;   /* files: offset of the stored bytes in the partition payload */
-	uint64_t stored;   /* files: stored byte count */
+	int64_t mtime_ns; /* source mtime, ns since the epoch */
+	uint64_t size;    /* st_size of the source (dirs too) */
+	uint64_t offset;  /* files: offset of the stored bytes in the partition payload */
+	uint64_t stored;  /* files: stored byte count */
 	uint64_t src_off;
 	int64_t ctime_ns;  /* a plain tree staged as it is: st_ctime at the walk,
 	                      checked at open (0: not known, e.g. read from a pack) */

@@ -603,7 +603,7 @@ int64_t ds__manifest_find(const struct ds_manifest *m, const char *path)
 
 /* ---- pieces of the streamed manifest (mstream.c; no MPI here: the fuzzer
  * builds this file alone) ------------------------------------------------- */
-#define MS_BLOCK (1u << 20)     /* bytes per block of kept paths */
+#define MS_BLOCK (1u << 20) /* bytes per block of kept paths */
 
 struct mblock {
 	struct mblock *next;

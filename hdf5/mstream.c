@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MS_ROWS 16384u          /* rows per chunk */
+#define MS_ROWS 16384u /* rows per chunk */
 
 /* CRC-32C of A then B from crc(A), crc(B) and B's length (zlib's
  * crc32_combine, over GF(2), with the Castagnoli polynomial): rank 0 reads
@@ -70,14 +70,14 @@ struct ds_mstream {
 	MPI_Comm world;
 	int rank, whole;
 	struct ds_manifest *m;
-	char *what;              /* "PACK/index.h5", for messages */
+	char *what; /* "PACK/index.h5", for messages */
 	uint64_t nentries, pool_len;
 	/* rank 0 */
 	int fd;
 	struct ds__src src;
 	struct ds__seal seal;
 	uint64_t *nread, img_read;
-	void *img;               /* s3: the object, read from until the close */
+	void *img; /* s3: the object, read from until the close */
 	struct mregion reg[R_NTABLES];
 };
 
@@ -143,7 +143,8 @@ static int mstream_crc_ok(struct ds_mstream *s)
 		}
 	}
 	if (crc != s->seal.meta_crc) {
-		ds_error("'%s': corrupt (checksum mismatch in its tables or HDF5 structure)", s->what);
+		ds_error("'%s': corrupt (checksum mismatch in its tables or HDF5 structure)",
+		         s->what);
 		return -DS_ECORRUPT;
 	}
 	return 0;
@@ -287,7 +288,8 @@ int ds_mstream_open(MPI_Comm world, const char *packdir, void *img, size_t imgle
 	if (s->rank == 0) {
 		struct mregion *r = &s->reg[R_PARTS];
 		if ((rc = ds__src_read(&s->src, r->off, r->len, (void **)&raw))) {
-			ds_error("'%s': cannot read the partitions table: %s", s->what, ds_strerror(rc));
+			ds_error("'%s': cannot read the partitions table: %s", s->what,
+			         ds_strerror(rc));
 			st = rc;
 		} else {
 			mregion_saw(r, 0, (char *)raw, r->len);
@@ -317,10 +319,7 @@ int ds_mstream_open(MPI_Comm world, const char *packdir, void *img, size_t imgle
 	return 0;
 }
 
-int ds_mstream_whole(const struct ds_mstream *s)
-{
-	return s->whole;
-}
+int ds_mstream_whole(const struct ds_mstream *s) { return s->whole; }
 
 void ds_mstream_bounds(const struct ds_mstream *s, uint64_t *n, uint64_t *names)
 {
@@ -336,12 +335,12 @@ struct mcheck {
 	const char *what;
 	struct ds__table *t;
 	struct ds_manifest *m;
-	uint32_t *nfiles;  /* per partition, counted */
-	char *prev, *top;  /* last path; deepest open directory */
+	uint32_t *nfiles; /* per partition, counted */
+	char *prev, *top; /* last path; deepest open directory */
 	size_t prev_cap, top_cap;
 	size_t *dlen, dcap, depth;
 	uint64_t strbytes, pool_len;
-	char *scratch;     /* the entry being looked at, its strings */
+	char *scratch; /* the entry being looked at, its strings */
 	size_t scratch_cap;
 };
 
@@ -386,7 +385,8 @@ static int mcheck_row(struct mcheck *k, uint64_t i, const struct ds__row *r, str
 	e->src = e->path;
 	size_t len = r->path_len;
 	if (i && ds_path_cmp(k->prev, e->path) >= 0)
-		return ds__entry_bad(k->what, i, e->path, len, "entries not sorted, or a duplicate");
+		return ds__entry_bad(k->what, i, e->path, len,
+		                     "entries not sorted, or a duplicate");
 	if (!mparent_ok(k, e->path, len))
 		return ds__entry_bad(k->what, i, e->path, len, "parent directory missing");
 	grow(&k->prev, &k->prev_cap, len + 1);
@@ -426,7 +426,8 @@ static int mstream_chunk0(struct ds_mstream *s, uint64_t i0, uint64_t n, unsigne
                           struct ds__row *rows, char **pool, uint64_t *lo, uint64_t *hi)
 {
 	struct mregion *re = &s->reg[R_ENTRIES], *rs = &s->reg[R_STRINGS];
-	int rc = ds__src_read(&s->src, re->off + i0 * DS__ROW_BYTES, n * DS__ROW_BYTES, (void **)raw);
+	int rc = ds__src_read(&s->src, re->off + i0 * DS__ROW_BYTES, n * DS__ROW_BYTES,
+	                      (void **)raw);
 	if (rc) {
 		ds_error("'%s': cannot read the entries table: %s", s->what, ds_strerror(rc));
 		return rc;
@@ -544,8 +545,9 @@ int ds_mstream_run(struct ds_mstream *s, const uint8_t *keep_part,
 		uint64_t n = s->nentries - i0 < MS_ROWS ? s->nentries - i0 : MS_ROWS;
 		if (s->rank == 0) {
 			uint64_t lo = 0, hi = 0;
-			int r0 = rc ? 0 : n ? mstream_chunk0(s, i0, n, &raw, t.rows, &pool, &lo, &hi)
-			                    : mstream_crc_ok(s);
+			int r0 = rc  ? 0
+			         : n ? mstream_chunk0(s, i0, n, &raw, t.rows, &pool, &lo, &hi)
+			             : mstream_crc_ok(s);
 			h[0] = rc ? 1 : r0;
 			h[1] = (int64_t)n;
 			h[2] = (int64_t)lo;
@@ -571,7 +573,8 @@ int ds_mstream_run(struct ds_mstream *s, const uint8_t *keep_part,
 			t.n = n;
 			t.pool = pool;
 			t.pool_len = hi - lo;
-			rc = mstream_take(s, &k, i0, &t, lo, hi, keep_part, &cap, each, ctx, &erc, st);
+			rc = mstream_take(s, &k, i0, &t, lo, hi, keep_part, &cap, each, ctx, &erc,
+			                  st);
 			refused = rc != 0;
 		}
 		free(raw);
@@ -585,8 +588,8 @@ int ds_mstream_run(struct ds_mstream *s, const uint8_t *keep_part,
 		(void)mstream_crc_ok(s);
 	for (uint32_t p = 0; !rc && p < m->nparts; p++)
 		if (k.nfiles[p] != m->parts[p].nfiles) {
-			ds_error("'%s': partition %u: %u files listed, the entries name %u", s->what, p,
-			         m->parts[p].nfiles, k.nfiles[p]);
+			ds_error("'%s': partition %u: %u files listed, the entries name %u",
+			         s->what, p, m->parts[p].nfiles, k.nfiles[p]);
 			rc = -DS_ECORRUPT;
 		}
 	free(t.rows);

@@ -293,7 +293,7 @@ struct ds__pentry {
 	/* in place: the content lies in the file at offset src of names (when
 	 * src_len != 0; else the entry's own path) from byte src_off on */
 	uint64_t src, src_off;
-	int64_t ctime_ns;   /* st_ctime at the scan (a plain tree: checked at open) */
+	int64_t ctime_ns; /* st_ctime at the scan (a plain tree: checked at open) */
 	uint32_t path_len, target_len, src_len;
 	uint32_t mode;
 	uint32_t part;      /* files: partition (plan.c); others UINT32_MAX */

@@ -122,7 +122,8 @@ int ds_part_locate(const char *packdir, uint32_t part, const struct ds_manifest 
 		ds_error("'%s': %s", path, ds_strerror(rc));
 	} else {
 		*meta_read += sizeof(h);
-		if (!(rc = ds__seal_check_head(h, (uint64_t)st.st_size, path, DS__SEAL_PART_MAGIC, &s)) &&
+		if (!(rc = ds__seal_check_head(h, (uint64_t)st.st_size, path, DS__SEAL_PART_MAGIC,
+		                               &s)) &&
 		    !(rc = part_seal_ok(&s, path, part, m))) {
 			*offset = s.payload_len ? s.payload_off : 0;
 			*len = s.payload_len;

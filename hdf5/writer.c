@@ -897,8 +897,8 @@ static int index_attrs(hid_t f, const void *ctx)
 /* In place: the sources table (pack_int.h): the root, then every entry's
  * src (its own string only when it differs from the path) and src_off;
  * strings go to the end of the pool. */
-static unsigned char *index_sources(const struct ds__plan *pl, const char *root,
-                                    struct poolw *pool, size_t *len)
+static unsigned char *index_sources(const struct ds__plan *pl, const char *root, struct poolw *pool,
+                                    size_t *len)
 {
 	const struct ds__tree *t = &pl->tree;
 	*len = (t->n + 1) * (size_t)DS__SROW_BYTES;

@@ -216,8 +216,8 @@ static int open_manifest(MPI_Comm world, const char *pack, struct ds_manifest *m
 		return -EIO;
 	}
 	/* the stream reads rank 0's image until it is closed, and frees it */
-	return ds_mstream_open(world, pack, s3 && rank == 0 ? img.data : NULL, img.len, whole, m, ms,
-	                       nread);
+	return ds_mstream_open(world, pack, s3 && rank == 0 ? img.data : NULL, img.len, whole, m,
+	                       ms, nread);
 }
 
 /* ---- layout ------------------------------------------------------------- */
@@ -1180,8 +1180,8 @@ struct stage {
 	int locked; /* this rank holds the job's step lock */
 	struct xfer x;
 	struct ds_manifest m;
-	struct ds_mstream *ms;  /* a pack's manifest, streamed (or read whole) */
-	int streamed;           /* m holds only this rank's files (ds_mstream_run) */
+	struct ds_mstream *ms;       /* a pack's manifest, streamed (or read whole) */
+	int streamed;                /* m holds only this rank's files (ds_mstream_run) */
 	struct ds_mstream_stats mst; /* the whole pack's counts */
 	struct ds_index_builder *ib; /* node leader, streamed: fed as the entries pass */
 	uint64_t pack_id;
@@ -1332,8 +1332,8 @@ static int feed_index(void *ctx, const struct ds_mentry *e)
 	else if (S_ISLNK(e->mode))
 		rc = ds_index_add_symlink(b, e->path, e->mtime_ns, e->target);
 	else
-		rc = ds_index_add_file(b, e->path, e->mode, e->mtime_ns, e->size, e->part, e->offset,
-		                       e->stored, e->codec, e->crc, e->flags);
+		rc = ds_index_add_file(b, e->path, e->mode, e->mtime_ns, e->size, e->part,
+		                       e->offset, e->stored, e->codec, e->crc, e->flags);
 	if (rc)
 		ds_error("'%s': %s", e->path, ds_strerror(rc));
 	return rc;
@@ -1348,8 +1348,9 @@ static int layout_overlaps(const struct layout *L, const struct ds_manifest *m, 
 		for (uint32_t i = L->first[p] + 1; i < L->first[p + 1]; i++) {
 			const struct ds_mentry *a = &m->e[L->f[i - 1].m], *b = &m->e[L->f[i].m];
 			if (a->stored && b->stored && b->offset < a->offset + a->stored) {
-				ds_error("'%s': '%s': stored bytes overlap those of '%s' (partition %u)", what,
-				         b->path, a->path, p);
+				ds_error(
+					"'%s': '%s': stored bytes overlap those of '%s' (partition %u)",
+					what, b->path, a->path, p);
 				return -DS_ECORRUPT;
 			}
 		}
