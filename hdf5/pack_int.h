@@ -282,21 +282,28 @@ int ds__src_read(const struct ds__src *src, uint64_t off, uint64_t len, void **o
 void ds__mode_string(uint32_t mode, char buf[11]);
 
 /* ---- the pack side (scan.c, plan.c, writer.c, pack.c) ------------------- */
-/* One entry found in SRC.  (Fields by size, no hole: 88 bytes, one per
- * name in pack's rank 0 from the scan to index.h5; sent raw to the ranks.) */
+/* What few entries have, kept apart from the entry table (pack's rank 0
+ * holds one entry per name: issue 27): an in-place source other than the
+ * entry's own path (a tar member: the content lies in the file at offset
+ * src of names, src_len bytes, from byte src_off on), and a plain tree's
+ * st_ctime at the scan (checked at open by the stage). */
+struct ds__pextra {
+	uint64_t src, src_off;
+	int64_t ctime_ns;
+	uint32_t src_len, pad;
+};
+
+/* One entry found in SRC.  (64 bytes, no hole; sent raw to the ranks.) */
 struct ds__pentry {
 	uint64_t size;
 	int64_t mtime_ns;
 	uint64_t ino;       /* recognises the file when it is opened to be read */
 	uint64_t path;      /* offset of the NUL-terminated path in tree.names */
 	uint64_t target;    /* symlinks: offset of the target in tree.names */
-	/* in place: the content lies in the file at offset src of names (when
-	 * src_len != 0; else the entry's own path) from byte src_off on */
-	uint64_t src, src_off;
-	int64_t ctime_ns; /* st_ctime at the scan (a plain tree: checked at open) */
-	uint32_t path_len, target_len, src_len;
+	uint32_t path_len, target_len;
 	uint32_t mode;
 	uint32_t part;      /* files: partition (plan.c); others UINT32_MAX */
+	uint32_t x;         /* 1 + its ds__pextra in tree.x; 0: none (own path, no ctime) */
 	uint8_t flags;      /* DS_EF_REPLICATED */
 	uint8_t follow;     /* reached through --dereference: open following links */
 	uint16_t pad;
@@ -307,7 +314,19 @@ struct ds__tree {
 	size_t n, cap;
 	struct ds_buf names;
 	uint64_t nfiles, ndirs, nlinks, bytes;
+	struct ds__pextra *x; /* the entries' extras, in no order */
+	size_t nx, xcap;
 };
+
+/* e's extras (all zero when it has none). */
+static inline const struct ds__pextra *ds__pentry_x(const struct ds__tree *t,
+                                                    const struct ds__pentry *e)
+{
+	static const struct ds__pextra none;
+	return e->x ? &t->x[e->x - 1] : &none;
+}
+/* e's extras, made when it has none (scan.c). */
+struct ds__pextra *ds__pentry_xnew(struct ds__tree *t, struct ds__pentry *e);
 
 static inline const char *ds__tree_path(const struct ds__tree *t, const struct ds__pentry *e)
 {
@@ -326,6 +345,7 @@ struct ds__scan_opts {
 	double progress;       /* seconds between progress lines; 0: none */
 	const char *verb;      /* "nothing to VERB": NULL for "pack" */
 	int expand_tar;        /* --expand-tar: each *.tar a directory of its members */
+	int ctime;             /* keep each entry's st_ctime (a plain tree at stage time) */
 	struct ds_buf *tars;   /* set: --expand-tar's tars are listed here (paths,
 	                          NUL-terminated) to be scanned later by whichever
 	                          rank (ds__scan_tar), not where the walk meets them */

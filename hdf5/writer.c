@@ -803,7 +803,7 @@ static uint64_t pool_bytes(const struct ds__plan *pl, const char *root)
 	for (size_t i = 0; i < t->n; i++) {
 		n += t->e[i].path_len + (S_ISLNK(t->e[i].mode) ? (uint64_t)t->e[i].target_len : 0);
 		if (root)
-			n += t->e[i].src_len;
+			n += ds__pentry_x(t, &t->e[i])->src_len;
 	}
 	return n + (root ? strlen(root) : 0);
 }
@@ -905,10 +905,11 @@ static unsigned char *index_sources(const struct ds__plan *pl, const char *root,
 	unsigned char *v = ds_xcalloc(1, *len), *r = v;
 	for (size_t i = 0; i <= t->n; i++, r += DS__SROW_BYTES) {
 		const struct ds__pentry *e = i ? &t->e[i - 1] : NULL;
-		uint64_t off = e ? e->src_off : 0, str = pool->pos + pool->b.len;
-		uint32_t n = e ? e->src_len : (uint32_t)strlen(root);
-		if (e && n)
-			pool_put(pool, t->names.data + e->src, n);
+		const struct ds__pextra *x = e ? ds__pentry_x(t, e) : NULL;
+		uint64_t off = x ? x->src_off : 0, str = pool->pos + pool->b.len;
+		uint32_t n = x ? x->src_len : (uint32_t)strlen(root);
+		if (x && n)
+			pool_put(pool, t->names.data + x->src, n);
 		else if (!e)
 			pool_put(pool, root, n);
 		if (!n)
