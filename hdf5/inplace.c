@@ -263,7 +263,8 @@ int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__
 			}
 			open_src = src;
 		}
-		if (x->src_off > (uint64_t)st.st_size || e->size > (uint64_t)st.st_size - x->src_off) {
+		if (x->src_off > (uint64_t)st.st_size ||
+		    e->size > (uint64_t)st.st_size - x->src_off) {
 			rc = file_fail(o, t, e, -ESTALE, "changed while packing (shrank)");
 			break;
 		}
@@ -304,10 +305,12 @@ void ds__manifest_from_plan(const struct ds__plan *pl, const char *root, struct 
 	const struct ds__tree *t = &pl->tree;
 	memset(m, 0, sizeof(*m));
 	size_t strbytes = 0;
-	for (size_t i = 0; i < t->n; i++)
-		strbytes += t->e[i].path_len + 1 + (t->e[i].target_len ? t->e[i].target_len + 1 : 0) +
-		            (ds__pentry_x(t, &t->e[i])->src_len ? ds__pentry_x(t, &t->e[i])->src_len + 1
-		                                                : 0);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct ds__pentry *p = &t->e[i];
+		uint32_t sl = ds__pentry_x(t, p)->src_len;
+		strbytes += p->path_len + 1 + (p->target_len ? p->target_len + 1 : 0) +
+		            (sl ? sl + 1 : 0);
+	}
 	m->n = t->n;
 	m->e = ds_xcalloc(1, t->n * sizeof(*m->e) + strbytes + 1);
 	char *arena = (char *)(m->e + t->n);
@@ -433,7 +436,8 @@ int ds__tree_gather(MPI_Comm world, struct ds__tree *t)
 	MPI_Comm_rank(world, &rank);
 	MPI_Comm_size(world, &size);
 	if (rank != 0) {
-		uint64_t h[7] = {t->n, t->names.len, t->nfiles, t->ndirs, t->nlinks, t->bytes, t->nx};
+		uint64_t h[7] = {t->n,      t->names.len, t->nfiles, t->ndirs,
+		                 t->nlinks, t->bytes,     t->nx};
 		rc = send_big(world, h, sizeof(h), 0);
 		if (!rc)
 			rc = send_big(world, t->e, t->n * sizeof(*t->e), 0);
@@ -479,9 +483,14 @@ int ds_tree_manifest(MPI_Comm world, const char *src, char **replicate, size_t n
 	memset(m, 0, sizeof(*m));
 	char root[PATH_MAX];
 	struct ds_buf tars = {0}; /* --expand-tar: the tars this rank's walk met */
-	struct ds__scan_opts so = {.src = src, .srcfd = -1, .replicate = replicate,
-	                           .nreplicate = nreplicate, .verb = "stage",
-	                           .expand_tar = expand_tar, .tars = &tars, .ctime = 1};
+	struct ds__scan_opts so = {.src = src,
+	                           .srcfd = -1,
+	                           .replicate = replicate,
+	                           .nreplicate = nreplicate,
+	                           .verb = "stage",
+	                           .expand_tar = expand_tar,
+	                           .tars = &tars,
+	                           .ctime = 1};
 	if (rank == 0 && !realpath(src, root)) {
 		rc = -errno;
 		ds_error("'%s': %s", src, strerror(errno));

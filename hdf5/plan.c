@@ -213,8 +213,9 @@ struct wire {
 void ds__plan_encode(const struct ds__plan *pl, struct ds_buf *out)
 {
 	const struct ds__tree *t = &pl->tree;
-	struct wire w = {WIRE_MAGIC, t->n, t->names.len, pl->nfiles, pl->nparts, pl->codec,
-	                 pl->level, pl->pack_id, t->nfiles, t->ndirs, t->nlinks, t->bytes, t->nx};
+	struct wire w = {WIRE_MAGIC, t->n,      t->names.len, pl->nfiles, pl->nparts,
+	                 pl->codec,  pl->level, pl->pack_id,  t->nfiles,  t->ndirs,
+	                 t->nlinks,  t->bytes,  t->nx};
 	ds_buf_add(out, &w, sizeof(w));
 	ds_buf_add(out, t->e, t->n * sizeof(*t->e));
 	ds_buf_add(out, t->x, t->nx * sizeof(*t->x));
