@@ -52,7 +52,6 @@ struct chunk_hdr {
 /* One file of a partition as the sink sees it. */
 struct pfile {
 	uint32_t m;       /* manifest entry */
-	uint64_t src_off; /* offset of its stored bytes in the payload stream */
 	uint64_t dst_off; /* offset in the partition as stored on the node */
 };
 
@@ -231,10 +230,14 @@ struct layout {
 	uint8_t *replicated;
 };
 
-static int pfile_cmp(const void *x, const void *y)
+/* By the offset of the stored bytes in the payload stream (the entry's;
+ * a pfile is 16 bytes: a rank keeps one per file it handles). */
+static int pfile_cmp(const void *x, const void *y, void *ctx)
 {
-	const struct pfile *a = x, *b = y;
-	return a->src_off < b->src_off ? -1 : a->src_off > b->src_off;
+	const struct ds_manifest *m = ctx;
+	uint64_t a = m->e[((const struct pfile *)x)->m].offset;
+	uint64_t b = m->e[((const struct pfile *)y)->m].offset;
+	return a < b ? -1 : a > b;
 }
 
 static void layout_build(struct layout *L, const struct ds_manifest *m, int inflate)
@@ -259,13 +262,13 @@ static void layout_build(struct layout *L, const struct ds_manifest *m, int infl
 			continue;
 		struct pfile *f = &L->f[L->first[e->part] + fill[e->part]++];
 		f->m = i;
-		f->src_off = e->offset;
 	}
 	free(fill);
 	for (uint32_t p = 0; p < m->nparts; p++) {
 		struct pfile *f = &L->f[L->first[p]];
 		uint32_t n = L->first[p + 1] - L->first[p];
-		qsort(f, n, sizeof(*f), pfile_cmp);
+		if (n > 1)
+			qsort_r(f, n, sizeof(*f), pfile_cmp, (void *)m);
 		uint64_t pos = 0;
 		for (uint32_t i = 0; i < n; i++) {
 			const struct ds_mentry *e = &m->e[f[i].m];
@@ -276,7 +279,7 @@ static void layout_build(struct layout *L, const struct ds_manifest *m, int infl
 				f[i].dst_off = pos;
 				pos += e->stored;
 			} else {
-				f[i].dst_off = f[i].src_off;
+				f[i].dst_off = e->offset;
 			}
 		}
 		L->node_size[p] = inflate ? pos : m->parts[p].size;
@@ -400,7 +403,7 @@ static int sink_feed(struct sink *s, uint64_t pos, const unsigned char *buf, siz
 	while (s->cur < s->nf) {
 		const struct pfile *f = &s->f[s->cur];
 		const struct ds_mentry *e = &s->m->e[f->m];
-		uint64_t fstart = f->src_off + s->cur_done, fend = f->src_off + e->stored;
+		uint64_t fstart = e->offset + s->cur_done, fend = e->offset + e->stored;
 		if (fstart >= end)
 			break;
 		if (fstart < pos) {
