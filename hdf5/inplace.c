@@ -417,7 +417,7 @@ int ds__scan_tars(MPI_Comm world, const struct ds__scan_opts *so, const struct d
 		uint64_t len = r == rank ? mine->len : 0;
 		ds_mpi_bcast(world, &len, sizeof(len), r);
 		ds_buf_reserve(&all, len + 1);
-		if (r == rank)
+		if (r == rank && len) /* a rank that met no tar: mine->data is NULL */
 			memcpy(all.data + all.len, mine->data, len);
 		ds_mpi_bcast(world, all.data + all.len, len, r);
 		all.len += len;

@@ -218,7 +218,8 @@ void ds__plan_encode(const struct ds__plan *pl, struct ds_buf *out)
 	                 t->nlinks,  t->bytes,  t->nx};
 	ds_buf_add(out, &w, sizeof(w));
 	ds_buf_add(out, t->e, t->n * sizeof(*t->e));
-	ds_buf_add(out, t->x, t->nx * sizeof(*t->x));
+	if (t->nx) /* none: t->x is NULL, which memcpy must not get */
+		ds_buf_add(out, t->x, t->nx * sizeof(*t->x));
 	ds_buf_add(out, t->names.data, t->names.len);
 	ds_buf_add(out, pl->files, pl->nfiles * sizeof(*pl->files));
 	ds_buf_add(out, pl->parts, pl->nparts * sizeof(*pl->parts));
