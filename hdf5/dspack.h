@@ -15,27 +15,28 @@
 
 struct ds_buf;
 
-/* One entry of the manifest: a directory, a regular file or a symlink. */
+/* One entry of the manifest: a directory, a regular file or a symlink.
+ * (Fields by size, 88 bytes: a stage rank keeps one per file it handles.) */
 struct ds_mentry {
 	char *path;        /* relative to the pack root, "" never appears */
 	char *target;      /* symlink target (relative, stays in the tree), else NULL */
-	uint32_t mode;     /* st_mode with type bits (S_IFDIR/S_IFREG/S_IFLNK) */
-	int64_t mtime_ns;  /* source mtime, ns since the epoch */
-	uint64_t size;     /* st_size of the source (dirs too) */
-	uint32_t part;     /* files: partition number; others UINT32_MAX */
-	uint64_t offset;   /* files: offset of the stored bytes in the partition payload */
-	uint64_t stored;   /* files: stored byte count */
-	uint8_t codec;     /* files: enum ds_codec (dsindex.h) */
-	uint8_t flags;     /* DS_EF_REPLICATED for entries under --replicate */
-	uint32_t crc;      /* files: CRC-32C of the content (uncompressed) */
 	/* In-place sources (m->root != NULL): where the content lies.  src is
 	 * the source file's path relative to the root (== path for a plain
 	 * file, the tar's path for a tar member), src_off where the content
 	 * starts in it.  A pack that holds its bytes: src == path, src_off 0. */
 	char *src;
+	int64_t mtime_ns; /* source mtime, ns since the epoch */
+	uint64_t size;    /* st_size of the source (dirs too) */
+	uint64_t offset;  /* files: offset of the stored bytes in the partition payload */
+	uint64_t stored;  /* files: stored byte count */
 	uint64_t src_off;
 	int64_t ctime_ns;  /* a plain tree staged as it is: st_ctime at the walk,
 	                      checked at open (0: not known, e.g. read from a pack) */
+	uint32_t mode;     /* st_mode with type bits (S_IFDIR/S_IFREG/S_IFLNK) */
+	uint32_t part;     /* files: partition number; others UINT32_MAX */
+	uint32_t crc;      /* files: CRC-32C of the content (uncompressed) */
+	uint8_t codec;     /* files: enum ds_codec (dsindex.h) */
+	uint8_t flags;     /* DS_EF_REPLICATED for entries under --replicate */
 };
 
 struct ds_mpart {
@@ -60,6 +61,8 @@ struct ds_manifest {
 	char *root;              /* absolute path of the source tree (malloc'd) */
 	uint8_t nocrc;           /* a plain tree at stage time: no CRC is known
 	                            yet; the stage takes them as it reads */
+	void *blocks;            /* streamed (ds_mstream_run): the blocks that
+	                            hold the kept entries' paths */
 };
 
 /* Read and fully validate OUT/index.h5 (or an in-memory image of it, e.g.
@@ -71,16 +74,58 @@ int ds_manifest_read_image(const void *buf, size_t len, const char *what, struct
 /* Frees e (one block that also holds every path and target) and parts. */
 void ds_manifest_release(struct ds_manifest *m);
 
+/* ---- the manifest streamed to every rank (manifest.c, issue 27) ---------
+ * What the stage reads instead of the whole manifest on every rank: rank 0
+ * reads index.h5's tables in chunks of rows (with the strings they name)
+ * and broadcasts each; every rank checks every row as ds_manifest_read does
+ * (names, order, parents, bounds, counts; rank 0 the seal's CRC over the
+ * whole file, combined from the pieces it read) and keeps only the files of
+ * the partitions it asks for; the others pass by (each(): a node leader
+ * feeds its index builder).  A rank holds about a chunk plus its share, not
+ * the manifest.  An in-place index.h5, or a caller that needs every entry
+ * (whole: --inflate), gets the manifest whole, as before.
+ *
+ * Open (collective): rank 0 opens packdir/index.h5, or takes img (rank 0
+ * only, s3: the bytes of the GET, malloc'd: ds_mstream_close frees it,
+ * whatever the result; NULL elsewhere); m gets the partitions
+ * table, pack_id and nothing else, or the whole manifest (whole mode).
+ * *nread (rank 0) grows by the bytes read.  0 or a negative code, the same
+ * on every rank, said. */
+struct ds_mstream;
+struct ds_mstream_stats {
+	uint64_t n, files, dirs; /* entries of the pack */
+	uint64_t names;          /* bytes of every path and target, with a NUL each */
+};
+int ds_mstream_open(MPI_Comm world, const char *packdir, void *img, size_t imglen, int whole,
+                    struct ds_manifest *m, struct ds_mstream **out, uint64_t *nread);
+/* Is m the whole manifest (no ds_mstream_run needed)? */
+int ds_mstream_whole(const struct ds_mstream *s);
+/* Before run: an upper bound of the stats' names (the string pool and a NUL
+ * per entry), and the entry count. */
+void ds_mstream_bounds(const struct ds_mstream *s, uint64_t *n, uint64_t *names);
+/* Stream every entry (collective): files of partitions p with keep_part[p]
+ * are kept in m (sorted, m->n of them); each(ctx, e), when not NULL, sees
+ * every entry in order (its strings live until it returns; nonzero stops
+ * this rank's calls and is returned).  Totals and stats cover all entries.
+ * 0 or a negative code, agreed by every rank. */
+int ds_mstream_run(struct ds_mstream *s, const uint8_t *keep_part,
+                   int (*each)(void *ctx, const struct ds_mentry *e), void *ctx,
+                   struct ds_mstream_stats *st);
+void ds_mstream_close(struct ds_mstream *s);
+
 /* Path of partition `part` ("OUT/part-00003.h5"), malloc'd. */
 char *ds_part_path(const char *packdir, uint32_t part);
 /* Where partition part's payload lies inside its file: byte offset and
  * length of the contiguous payload dataset (what H5Dget_offset gave at pack
  * time, recorded in the file's CRC-protected seal), checked against the file
- * size, the pack_id and the manifest's partition size.  Stage then reads the
- * bytes with plain pread; no HDF5 call parses the file.  Returns 0 or a
- * negative code (and logs why). */
+ * size, the pack_id and the manifest's partition size and file count.  Only
+ * the seal's header is read (its own CRC), never the partition's tables:
+ * the caller goes by the manifest and checks each file's CRC from it.
+ * Stage then reads the bytes with plain pread; no HDF5 call parses the
+ * file.  *meta_read grows by the bytes read.  Returns 0 or a negative code
+ * (and logs why). */
 int ds_part_locate(const char *packdir, uint32_t part, const struct ds_manifest *m,
-                   uint64_t *offset, uint64_t *len);
+                   uint64_t *offset, uint64_t *len, uint64_t *meta_read);
 
 /* ---- in-place sources (inplace.c) --------------------------------------
  * Opening the files an in-place manifest refers to.  Every open goes
@@ -126,9 +171,9 @@ char *ds_s3_pack_key(const char *prefix, const char *name);
 /* GET s3://bucket/prefix/index.h5 into img (for ds_manifest_read_image). */
 int ds_s3_manifest_get(struct ds_s3 *s3, const char *bucket, const char *prefix,
                        struct ds_buf *img);
-/* ds_part_locate for a pack in a bucket: the seal read with ranged GETs
- * (header, tables: never the payload), checked like a local file's, and
- * against the manifest.  *meta_read: bytes fetched for it. */
+/* ds_part_locate for a pack in a bucket: the seal's header read with one
+ * ranged GET (never the tables nor the payload), checked like a local
+ * file's, and against the manifest.  *meta_read: bytes fetched for it. */
 int ds_s3_part_locate(struct ds_s3 *s3, const char *bucket, const char *prefix, uint32_t part,
                       const struct ds_manifest *m, uint64_t *offset, uint64_t *len,
                       uint64_t *meta_read);

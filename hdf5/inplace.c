@@ -208,7 +208,8 @@ static int file_fail(const struct ds__write_opts *o, const struct ds__tree *t,
                      const struct ds__pentry *e, int rc, const char *what)
 {
 	char q[PATH_MAX + 64];
-	const char *p = e->src_len ? t->names.data + e->src : ds__tree_path(t, e);
+	const struct ds__pextra *x = ds__pentry_x(t, e);
+	const char *p = x->src_len ? t->names.data + x->src : ds__tree_path(t, e);
 	ds_error("'%s/%s': %s", o->src, ds__quote(p, strlen(p), q, sizeof(q)), what);
 	return rc;
 }
@@ -233,7 +234,8 @@ int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__
 	struct stat st;
 	for (uint32_t k = 0; !rc && k < pp->nfiles; k++) {
 		const struct ds__pentry *e = &t->e[pl->files[pp->first + k]];
-		const char *src = e->src_len ? t->names.data + e->src : ds__tree_path(t, e);
+		const struct ds__pextra *x = ds__pentry_x(t, e);
+		const char *src = x->src_len ? t->names.data + x->src : ds__tree_path(t, e);
 		struct ds__result *r = &res[pp->first + k];
 		if (!open_src || strcmp(open_src, src)) {
 			if (fd >= 0 && (rc = same_after(fd, o->src, open_src, &st)))
@@ -252,7 +254,7 @@ int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__
 			}
 			/* what the scan saw of the source: the file's own entry, or
 			 * the directory a tar became (--expand-tar) */
-			const struct ds__pentry *seen = e->src_len ? src_entry(t, src) : e;
+			const struct ds__pentry *seen = x->src_len ? src_entry(t, src) : e;
 			if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !seen ||
 			    (uint64_t)st.st_ino != seen->ino || (uint64_t)st.st_size != seen->size ||
 			    mtime_of(&st) != seen->mtime_ns) {
@@ -261,7 +263,8 @@ int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__
 			}
 			open_src = src;
 		}
-		if (e->src_off > (uint64_t)st.st_size || e->size > (uint64_t)st.st_size - e->src_off) {
+		if (x->src_off > (uint64_t)st.st_size ||
+		    e->size > (uint64_t)st.st_size - x->src_off) {
 			rc = file_fail(o, t, e, -ESTALE, "changed while packing (shrank)");
 			break;
 		}
@@ -270,7 +273,7 @@ int ds__inplace_part(const struct ds__plan *pl, uint32_t part, const struct ds__
 			size_t n = e->size - pos < CHUNK ? (size_t)(e->size - pos) : CHUNK;
 			if (ds_stop_signal())
 				rc = file_fail(o, t, e, -EINTR, ds_stop_why());
-			else if ((rc = ds_pread_full(fd, buf, n, (off_t)(e->src_off + pos))))
+			else if ((rc = ds_pread_full(fd, buf, n, (off_t)(x->src_off + pos))))
 				rc = file_fail(o, t, e, rc == -EIO ? -ESTALE : rc,
 				               rc == -EIO ? "changed while packing (shrank)" : ds_strerror(rc));
 			else
@@ -302,9 +305,12 @@ void ds__manifest_from_plan(const struct ds__plan *pl, const char *root, struct 
 	const struct ds__tree *t = &pl->tree;
 	memset(m, 0, sizeof(*m));
 	size_t strbytes = 0;
-	for (size_t i = 0; i < t->n; i++)
-		strbytes += t->e[i].path_len + 1 + (t->e[i].target_len ? t->e[i].target_len + 1 : 0) +
-		            (t->e[i].src_len ? t->e[i].src_len + 1 : 0);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct ds__pentry *p = &t->e[i];
+		uint32_t sl = ds__pentry_x(t, p)->src_len;
+		strbytes += p->path_len + 1 + (p->target_len ? p->target_len + 1 : 0) +
+		            (sl ? sl + 1 : 0);
+	}
 	m->n = t->n;
 	m->e = ds_xcalloc(1, t->n * sizeof(*m->e) + strbytes + 1);
 	char *arena = (char *)(m->e + t->n);
@@ -320,15 +326,16 @@ void ds__manifest_from_plan(const struct ds__plan *pl, const char *root, struct 
 			arena[p->target_len] = '\0';
 			arena += p->target_len + 1;
 		}
+		const struct ds__pextra *x = ds__pentry_x(t, p);
 		e->src = e->path;
-		if (p->src_len) {
+		if (x->src_len) {
 			e->src = arena;
-			memcpy(arena, t->names.data + p->src, p->src_len);
-			arena[p->src_len] = '\0';
-			arena += p->src_len + 1;
+			memcpy(arena, t->names.data + x->src, x->src_len);
+			arena[x->src_len] = '\0';
+			arena += x->src_len + 1;
 		}
-		e->src_off = p->src_off;
-		e->ctime_ns = p->ctime_ns;
+		e->src_off = x->src_off;
+		e->ctime_ns = x->ctime_ns;
 		e->mode = p->mode;
 		e->mtime_ns = p->mtime_ns;
 		e->size = p->size;
@@ -410,7 +417,7 @@ int ds__scan_tars(MPI_Comm world, const struct ds__scan_opts *so, const struct d
 		uint64_t len = r == rank ? mine->len : 0;
 		ds_mpi_bcast(world, &len, sizeof(len), r);
 		ds_buf_reserve(&all, len + 1);
-		if (r == rank)
+		if (r == rank && len) /* a rank that met no tar: mine->data is NULL */
 			memcpy(all.data + all.len, mine->data, len);
 		ds_mpi_bcast(world, all.data + all.len, len, r);
 		all.len += len;
@@ -429,17 +436,20 @@ int ds__tree_gather(MPI_Comm world, struct ds__tree *t)
 	MPI_Comm_rank(world, &rank);
 	MPI_Comm_size(world, &size);
 	if (rank != 0) {
-		uint64_t h[6] = {t->n, t->names.len, t->nfiles, t->ndirs, t->nlinks, t->bytes};
+		uint64_t h[7] = {t->n,      t->names.len, t->nfiles, t->ndirs,
+		                 t->nlinks, t->bytes,     t->nx};
 		rc = send_big(world, h, sizeof(h), 0);
 		if (!rc)
 			rc = send_big(world, t->e, t->n * sizeof(*t->e), 0);
+		if (!rc)
+			rc = send_big(world, t->x, t->nx * sizeof(*t->x), 0);
 		if (!rc)
 			rc = send_big(world, t->names.data, t->names.len, 0);
 		ds__tree_release(t);
 		return rc;
 	}
 	for (int r = 1; r < size && !rc; r++) {
-		uint64_t h[6];
+		uint64_t h[7];
 		struct ds__tree o;
 		memset(&o, 0, sizeof(o));
 		rc = recv_big(world, h, sizeof(h), r);
@@ -450,7 +460,11 @@ int ds__tree_gather(MPI_Comm world, struct ds__tree *t)
 		ds_buf_reserve(&o.names, h[1] + 1);
 		o.names.len = h[1];
 		o.nfiles = h[2], o.ndirs = h[3], o.nlinks = h[4], o.bytes = h[5];
+		o.nx = o.xcap = h[6];
+		o.x = ds_xmalloc(h[6] * sizeof(*o.x) + 1);
 		rc = recv_big(world, o.e, h[0] * sizeof(*o.e), r);
+		if (!rc)
+			rc = recv_big(world, o.x, h[6] * sizeof(*o.x), r);
 		if (!rc)
 			rc = recv_big(world, o.names.data, h[1], r);
 		if (!rc)
@@ -469,9 +483,14 @@ int ds_tree_manifest(MPI_Comm world, const char *src, char **replicate, size_t n
 	memset(m, 0, sizeof(*m));
 	char root[PATH_MAX];
 	struct ds_buf tars = {0}; /* --expand-tar: the tars this rank's walk met */
-	struct ds__scan_opts so = {.src = src, .srcfd = -1, .replicate = replicate,
-	                           .nreplicate = nreplicate, .verb = "stage",
-	                           .expand_tar = expand_tar, .tars = &tars};
+	struct ds__scan_opts so = {.src = src,
+	                           .srcfd = -1,
+	                           .replicate = replicate,
+	                           .nreplicate = nreplicate,
+	                           .verb = "stage",
+	                           .expand_tar = expand_tar,
+	                           .tars = &tars,
+	                           .ctime = 1};
 	if (rank == 0 && !realpath(src, root)) {
 		rc = -errno;
 		ds_error("'%s': %s", src, strerror(errno));

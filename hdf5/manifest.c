@@ -291,9 +291,10 @@ static void fill_entry(struct ds_mentry *e, const struct ds__row *r, const struc
 	e->ctime_ns = 0; /* not in a pack: a copy or restore changes it */
 }
 
-static int check_row(struct check *c, uint64_t i)
+/* Row r, entry i of the manifest (r need not be c->t->rows[i]: a chunk of
+ * the streamed manifest holds its own rows and strings, ds_mstream_run). */
+static int check_row(struct check *c, uint64_t i, const struct ds__row *r)
 {
-	const struct ds__row *r = &c->t->rows[i];
 	const struct ds__table *t = c->t;
 	const char *why;
 	if (!in_pool(t, r->path_off, r->path_len))
@@ -356,7 +357,7 @@ static int build_entries(struct check *c)
 	int rc;
 	for (uint64_t i = 0; i < t->n; i++) {
 		const struct ds__row *r = &t->rows[i];
-		if ((rc = check_row(c, i)))
+		if ((rc = check_row(c, i, r)))
 			return rc;
 		strbytes += r->path_len + (S_ISLNK(r->mode) ? (uint64_t)r->target_len : 0);
 		nstr += 1 + !!S_ISLNK(r->mode);
@@ -565,6 +566,7 @@ int ds_manifest_read(const char *packdir, struct ds_manifest *m)
 
 void ds_manifest_release(struct ds_manifest *m)
 {
+	ds__mblocks_free(m);
 	ds_free(&m->e);
 	ds_free(&m->parts);
 	ds_free(&m->root);
@@ -597,4 +599,65 @@ static const char *mentry_path(const void *m, size_t i)
 int64_t ds__manifest_find(const struct ds_manifest *m, const char *path)
 {
 	return ds__path_find(m->n, mentry_path, m, path);
+}
+
+/* ---- pieces of the streamed manifest (mstream.c; no MPI here: the fuzzer
+ * builds this file alone) ------------------------------------------------- */
+#define MS_BLOCK (1u << 20) /* bytes per block of kept paths */
+
+struct mblock {
+	struct mblock *next;
+	size_t used, cap;
+	char data[];
+};
+
+void ds__mblocks_free(struct ds_manifest *m)
+{
+	for (struct mblock *b = m->blocks, *n; b; b = n) {
+		n = b->next;
+		free(b);
+	}
+	m->blocks = NULL;
+}
+
+char *ds__mblock_copy(struct ds_manifest *m, const char *s, size_t len)
+{
+	struct mblock *b = m->blocks;
+	if (!b || b->cap - b->used < len + 1) {
+		size_t cap = len + 1 > MS_BLOCK ? len + 1 : MS_BLOCK;
+		b = ds_xmalloc(sizeof(*b) + cap);
+		b->used = 0;
+		b->cap = cap;
+		b->next = m->blocks;
+		m->blocks = b;
+	}
+	char *p = b->data + b->used;
+	memcpy(p, s, len);
+	p[len] = '\0';
+	b->used += len + 1;
+	return p;
+}
+
+int ds__row_check(const char *what, const struct ds__table *t, struct ds_manifest *m,
+                  uint32_t *nfiles, uint64_t i, const struct ds__row *r)
+{
+	struct check c = {.what = what, .t = t, .m = m, .nfiles = nfiles};
+	return check_row(&c, i, r);
+}
+
+void ds__row_entry(struct ds_mentry *e, const struct ds__row *r, const struct ds__table *t,
+                   char **arena)
+{
+	fill_entry(e, r, t, arena);
+}
+
+int ds__entry_bad(const char *what, uint64_t i, const char *path, size_t len, const char *why)
+{
+	struct check c = {.what = what};
+	return bad_entry(&c, i, path, len, why);
+}
+
+int ds__src_read(const struct ds__src *src, uint64_t off, uint64_t len, void **out)
+{
+	return src_read(src, off, len, out);
 }

@@ -263,11 +263,37 @@ int ds__entry_read(const struct ds__part *p, const struct ds_mentry *e, ds__sink
 char *ds__quote(const char *s, size_t len, char *buf, size_t cap);
 /* "OUT/NAME" in a malloc'd string. */
 char *ds__join(const char *dir, const char *name);
+/* Free m->blocks (a streamed manifest's paths, ds_mstream_run). */
+void ds__mblocks_free(struct ds_manifest *m);
+/* A copy of s[0, len) with a NUL in m->blocks. */
+char *ds__mblock_copy(struct ds_manifest *m, const char *s, size_t len);
+/* The manifest reader's pieces, for mstream.c: row r, entry i of the
+ * manifest (its strings in t's pool), checked against m's partitions,
+ * files counted per partition into nfiles; the row as an entry (strings
+ * copied to *arena); the message for a bad entry (-DS_ECORRUPT); len
+ * bytes at off of src into a new buffer. */
+int ds__row_check(const char *what, const struct ds__table *t, struct ds_manifest *m,
+                  uint32_t *nfiles, uint64_t i, const struct ds__row *r);
+void ds__row_entry(struct ds_mentry *e, const struct ds__row *r, const struct ds__table *t,
+                   char **arena);
+int ds__entry_bad(const char *what, uint64_t i, const char *path, size_t len, const char *why);
+int ds__src_read(const struct ds__src *src, uint64_t off, uint64_t len, void **out);
 /* mode string of ls -l ("drwxr-xr-x") into buf[11]. */
 void ds__mode_string(uint32_t mode, char buf[11]);
 
 /* ---- the pack side (scan.c, plan.c, writer.c, pack.c) ------------------- */
-/* One entry found in SRC. */
+/* What few entries have, kept apart from the entry table (pack's rank 0
+ * holds one entry per name: issue 27): an in-place source other than the
+ * entry's own path (a tar member: the content lies in the file at offset
+ * src of names, src_len bytes, from byte src_off on), and a plain tree's
+ * st_ctime at the scan (checked at open by the stage). */
+struct ds__pextra {
+	uint64_t src, src_off;
+	int64_t ctime_ns;
+	uint32_t src_len, pad;
+};
+
+/* One entry found in SRC.  (64 bytes, no hole; sent raw to the ranks.) */
 struct ds__pentry {
 	uint64_t size;
 	int64_t mtime_ns;
@@ -277,14 +303,10 @@ struct ds__pentry {
 	uint32_t path_len, target_len;
 	uint32_t mode;
 	uint32_t part;      /* files: partition (plan.c); others UINT32_MAX */
+	uint32_t x;         /* 1 + its ds__pextra in tree.x; 0: none (own path, no ctime) */
 	uint8_t flags;      /* DS_EF_REPLICATED */
 	uint8_t follow;     /* reached through --dereference: open following links */
 	uint16_t pad;
-	/* in place: the content lies in the file at offset src of names (when
-	 * src_len != 0; else the entry's own path) from byte src_off on */
-	uint32_t src_len, pad2;
-	uint64_t src, src_off;
-	int64_t ctime_ns;   /* st_ctime at the scan (a plain tree: checked at open) */
 };
 
 struct ds__tree {
@@ -292,7 +314,19 @@ struct ds__tree {
 	size_t n, cap;
 	struct ds_buf names;
 	uint64_t nfiles, ndirs, nlinks, bytes;
+	struct ds__pextra *x; /* the entries' extras, in no order */
+	size_t nx, xcap;
 };
+
+/* e's extras (all zero when it has none). */
+static inline const struct ds__pextra *ds__pentry_x(const struct ds__tree *t,
+                                                    const struct ds__pentry *e)
+{
+	static const struct ds__pextra none;
+	return e->x ? &t->x[e->x - 1] : &none;
+}
+/* e's extras, made when it has none (scan.c). */
+struct ds__pextra *ds__pentry_xnew(struct ds__tree *t, struct ds__pentry *e);
 
 static inline const char *ds__tree_path(const struct ds__tree *t, const struct ds__pentry *e)
 {
@@ -311,6 +345,7 @@ struct ds__scan_opts {
 	double progress;       /* seconds between progress lines; 0: none */
 	const char *verb;      /* "nothing to VERB": NULL for "pack" */
 	int expand_tar;        /* --expand-tar: each *.tar a directory of its members */
+	int ctime;             /* keep each entry's st_ctime (a plain tree at stage time) */
 	struct ds_buf *tars;   /* set: --expand-tar's tars are listed here (paths,
 	                          NUL-terminated) to be scanned later by whichever
 	                          rank (ds__scan_tar), not where the walk meets them */

@@ -27,8 +27,9 @@ static uint64_t weight(const struct ds__pentry *e)
 static int same_src(const struct ds__tree *t, const struct ds__pentry *a,
                     const struct ds__pentry *b)
 {
-	return a->src_len && a->src_len == b->src_len &&
-	       !memcmp(t->names.data + a->src, t->names.data + b->src, a->src_len);
+	const struct ds__pextra *x = ds__pentry_x(t, a), *y = ds__pentry_x(t, b);
+	return x->src_len && x->src_len == y->src_len &&
+	       !memcmp(t->names.data + x->src, t->names.data + y->src, x->src_len);
 }
 
 /* Units of files ids[0..n): a file, or the run of members of one tar. */
@@ -205,17 +206,20 @@ int ds__plan_make(struct ds__plan *pl, uint32_t nparts, uint64_t part_size)
  * travel as they are in memory, behind a header of counts. */
 struct wire {
 	uint64_t magic, n, names_len, nfiles, nparts, codec, level, pack_id;
-	uint64_t tfiles, tdirs, tlinks, tbytes;
+	uint64_t tfiles, tdirs, tlinks, tbytes, nx;
 };
 #define WIRE_MAGIC 0x6e616c706b737464ull /* "dstkplan" */
 
 void ds__plan_encode(const struct ds__plan *pl, struct ds_buf *out)
 {
 	const struct ds__tree *t = &pl->tree;
-	struct wire w = {WIRE_MAGIC, t->n, t->names.len, pl->nfiles, pl->nparts, pl->codec,
-	                 pl->level, pl->pack_id, t->nfiles, t->ndirs, t->nlinks, t->bytes};
+	struct wire w = {WIRE_MAGIC, t->n,      t->names.len, pl->nfiles, pl->nparts,
+	                 pl->codec,  pl->level, pl->pack_id,  t->nfiles,  t->ndirs,
+	                 t->nlinks,  t->bytes,  t->nx};
 	ds_buf_add(out, &w, sizeof(w));
 	ds_buf_add(out, t->e, t->n * sizeof(*t->e));
+	if (t->nx) /* none: t->x is NULL, which memcpy must not get */
+		ds_buf_add(out, t->x, t->nx * sizeof(*t->x));
 	ds_buf_add(out, t->names.data, t->names.len);
 	ds_buf_add(out, pl->files, pl->nfiles * sizeof(*pl->files));
 	ds_buf_add(out, pl->parts, pl->nparts * sizeof(*pl->parts));
@@ -248,6 +252,8 @@ int ds__plan_decode(struct ds__plan *pl, const void *buf, size_t len)
 	struct ds__tree *t = &pl->tree;
 	t->n = t->cap = w.n;
 	t->e = take(&p, &len, w.n * sizeof(*t->e));
+	t->nx = t->xcap = w.nx;
+	t->x = w.nx <= len / sizeof(*t->x) ? take(&p, &len, w.nx * sizeof(*t->x)) : NULL;
 	t->names.data = take(&p, &len, w.names_len);
 	t->names.len = t->names.cap = w.names_len;
 	pl->files = w.nfiles <= len / sizeof(*pl->files) ? take(&p, &len, w.nfiles * sizeof(*pl->files)) : NULL;
@@ -261,7 +267,7 @@ int ds__plan_decode(struct ds__plan *pl, const void *buf, size_t len)
 	t->ndirs = w.tdirs;
 	t->nlinks = w.tlinks;
 	t->bytes = w.tbytes;
-	if (!t->e || !t->names.data || !pl->files || !pl->parts || len) {
+	if (!t->e || !t->x || !t->names.data || !pl->files || !pl->parts || len) {
 		ds__plan_release(pl);
 		return -EPROTO;
 	}

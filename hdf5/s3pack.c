@@ -37,29 +37,6 @@ int ds_s3_manifest_get(struct ds_s3 *s3, const char *bucket, const char *prefix,
 	return 0;
 }
 
-/* CRC of [from, to) of the object, 8 MiB per request. */
-static int crc_ranges(struct ds_s3 *s3, const char *bucket, const char *key, uint64_t from,
-                      uint64_t to, uint32_t *crc, uint64_t *nread)
-{
-	while (from < to) {
-		uint64_t n = to - from < (8u << 20) ? to - from : (8u << 20);
-		char *b = NULL;
-		uint64_t got = 0;
-		int rc = ds_s3_get_range(s3, bucket, key, from, n, &b, &got, NULL);
-		if (rc)
-			return rc;
-		if (got != n) {
-			free(b);
-			return -EIO;
-		}
-		*crc = ds_crc32c(*crc, b, (size_t)n);
-		*nread += n;
-		free(b);
-		from += n;
-	}
-	return 0;
-}
-
 int ds_s3_part_locate(struct ds_s3 *s3, const char *bucket, const char *prefix, uint32_t part,
                       const struct ds_manifest *m, uint64_t *offset, uint64_t *len,
                       uint64_t *meta_read)
@@ -87,22 +64,7 @@ int ds_s3_part_locate(struct ds_s3 *s3, const char *bucket, const char *prefix, 
 	}
 	if ((rc = ds__seal_check_head((const unsigned char *)h, size, what, DS__SEAL_PART_MAGIC, &s)))
 		goto out;
-	uint32_t crc = 0;
-	if (!s.payload_len)
-		rc = crc_ranges(s3, bucket, key, DS__SEAL_SIZE, s.file_size, &crc, meta_read);
-	else if (!(rc = crc_ranges(s3, bucket, key, DS__SEAL_SIZE, s.payload_off, &crc, meta_read)))
-		rc = crc_ranges(s3, bucket, key, s.payload_off + s.payload_len, s.file_size, &crc,
-		                meta_read);
-	if (rc) {
-		if (rc == -EIO)
-			ds_error("'%s': truncated while reading its tables", what);
-		goto out;
-	}
-	if (crc != s.meta_crc) {
-		ds_error("'%s': corrupt (checksum mismatch in its tables or HDF5 structure)", what);
-		rc = -DS_ECORRUPT;
-		goto out;
-	}
+	/* the header alone, as ds_part_locate: the stage goes by the manifest */
 	if ((rc = ds__part_seal_check(&s, what, part, m)))
 		goto out;
 	*offset = s.payload_len ? s.payload_off : 0;

@@ -79,12 +79,27 @@ static struct ds__pentry *add_entry(struct scan *s, const struct stat *st)
 	e->path_len = (uint32_t)s->len;
 	e->mode = st->st_mode & (S_IFMT | 07777);
 	e->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-	e->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
 	e->size = (uint64_t)st->st_size;
 	e->ino = (uint64_t)st->st_ino;
 	e->part = UINT32_MAX;
 	e->follow = (uint8_t)s->follow;
+	if (s->o->ctime)
+		ds__pentry_xnew(t, e)->ctime_ns =
+			(int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
 	return e;
+}
+
+struct ds__pextra *ds__pentry_xnew(struct ds__tree *t, struct ds__pentry *e)
+{
+	if (!e->x) {
+		if (t->nx == t->xcap) {
+			t->xcap = t->xcap ? 2 * t->xcap : 64;
+			t->x = ds_xrealloc(t->x, t->xcap * sizeof(*t->x));
+		}
+		memset(&t->x[t->nx], 0, sizeof(*t->x));
+		e->x = (uint32_t)++t->nx;
+	}
+	return &t->x[e->x - 1];
 }
 
 static int excluded(const struct scan *s, const char *base)
@@ -308,9 +323,10 @@ static int visit_tar(struct scan *s, int dfd, const char *name, const struct sta
 		e->size = m->size;
 		e->ino = ino;
 		if (S_ISREG(m->mode)) {
-			e->src = tar_path;
-			e->src_len = (uint32_t)len;
-			e->src_off = m->data_off;
+			struct ds__pextra *x = ds__pentry_xnew(s->t, e);
+			x->src = tar_path;
+			x->src_len = (uint32_t)len;
+			x->src_off = m->data_off;
 			s->t->nfiles++;
 			s->t->bytes += m->size;
 		} else if (S_ISLNK(m->mode)) {
@@ -698,14 +714,25 @@ void ds__tree_merge(struct ds__tree *dst, const struct ds__tree *src)
 		dst->cap = dst->n + src->n + 1;
 		dst->e = ds_xrealloc(dst->e, dst->cap * sizeof(*dst->e));
 	}
+	uint32_t xbase = (uint32_t)dst->nx;
+	if (dst->nx + src->nx > dst->xcap) {
+		dst->xcap = dst->nx + src->nx + 1;
+		dst->x = ds_xrealloc(dst->x, dst->xcap * sizeof(*dst->x));
+	}
+	for (size_t i = 0; i < src->nx; i++) {
+		struct ds__pextra *x = &dst->x[dst->nx++];
+		*x = src->x[i];
+		if (x->src_len)
+			x->src += base;
+	}
 	for (size_t i = 0; i < src->n; i++) {
 		struct ds__pentry *e = &dst->e[dst->n++];
 		*e = src->e[i];
 		e->path += base;
 		if (e->target_len)
 			e->target += base;
-		if (e->src_len)
-			e->src += base;
+		if (e->x)
+			e->x += xbase;
 	}
 	dst->nfiles += src->nfiles;
 	dst->ndirs += src->ndirs;
@@ -716,6 +743,7 @@ void ds__tree_merge(struct ds__tree *dst, const struct ds__tree *src)
 void ds__tree_release(struct ds__tree *t)
 {
 	ds_free(&t->e);
+	ds_free(&t->x);
 	ds_buf_release(&t->names);
-	t->n = t->cap = 0;
+	t->n = t->cap = t->nx = t->xcap = 0;
 }

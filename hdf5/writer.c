@@ -500,28 +500,42 @@ static int pack_file(struct wpart *w, const struct ds__pentry *e, struct ds__res
 	return rc;
 }
 
-/* ---- the partition file ------------------------------------------------- */
-/* The partition's own table: its files, path-ordered, paths in its pool. */
-static struct ds__row *part_rows(const struct wpart *w, struct ds_buf *pool)
+/* ---- tables written in pieces (issue 27) ------------------------------ */
+/* The entries tables and string pools of index.h5 and of each partition
+ * are written ROWS rows at a time and through a buffer, never every row
+ * and the whole pool at once (pack's rank 0 held 378 B per entry at 1.28M
+ * names).  The bytes are the same. */
+#define ROWS 16384u
+
+/* The pool, written through a buffer at its dataset's offset. */
+struct poolw {
+	int fd;
+	uint64_t base, pos; /* dataset offset; bytes so far */
+	struct ds_buf b;
+	int rc;
+};
+
+static void pool_put(struct poolw *w, const char *p, size_t n)
 {
-	const struct ds__plan *pl = w->pl;
-	const struct ds__ppart *p = &pl->parts[w->part];
-	struct ds__row *rows = ds_xcalloc(p->nfiles, sizeof(*rows));
-	for (uint32_t i = 0; i < p->nfiles; i++) {
-		const struct ds__pentry *e = &pl->tree.e[pl->files[p->first + i]];
-		struct ds__row *r = &rows[i];
-		r->path_off = pool->len;
-		r->path_len = e->path_len;
-		ds_buf_add(pool, ds__tree_path(&pl->tree, e), e->path_len);
-		r->mode = e->mode;
-		r->mtime_ns = e->mtime_ns;
-		r->size = e->size;
-		r->part = w->part;
-		r->flags = e->flags;
+	ds_buf_add(&w->b, p, n);
+	if (w->b.len >= (1u << 20) && !w->rc) {
+		w->rc = ds_pwrite_full(w->fd, w->b.data, w->b.len, (off_t)(w->base + w->pos));
+		w->pos += w->b.len;
+		w->b.len = 0;
 	}
-	return rows;
 }
 
+static int pool_end(struct poolw *w)
+{
+	if (!w->rc && w->b.len)
+		w->rc = ds_pwrite_full(w->fd, w->b.data, w->b.len, (off_t)(w->base + w->pos));
+	w->pos += w->b.len;
+	w->b.len = 0;
+	ds_buf_release(&w->b);
+	return w->rc;
+}
+
+/* ---- the partition file ------------------------------------------------- */
 static int part_attrs(hid_t f, const void *ctx)
 {
 	const struct wpart *w = ctx;
@@ -561,24 +575,40 @@ static int layout_init(const struct wpart *w, uint64_t size, struct layout *l)
 	return l->row_type < 0 ? -EIO : 0;
 }
 
-/* Fill in the tables (now with offsets, sizes and CRCs). */
+/* Fill in the tables (now with offsets, sizes and CRCs): the partition's
+ * own entries table, its files in path order, paths in its own pool. */
 static int part_tables(struct wpart *w, int fd, const struct layout *l, const struct ds__result *res)
 {
-	const struct ds__ppart *p = &w->pl->parts[w->part];
-	struct ds_buf pool = {0};
-	struct ds__row *rows = part_rows(w, &pool);
-	for (uint32_t i = 0; i < p->nfiles; i++) {
-		const struct ds__result *r = &res[p->first + i];
-		rows[i].offset = r->offset;
-		rows[i].stored = r->stored;
-		rows[i].codec = r->codec;
-		rows[i].crc = r->crc;
+	const struct ds__plan *pl = w->pl;
+	const struct ds__ppart *p = &pl->parts[w->part];
+	struct ds__row *rows = ds_xcalloc(ROWS, sizeof(*rows));
+	struct poolw pw = {.fd = fd, .base = l->ds[0].off};
+	int rc = 0;
+	for (uint32_t i0 = 0; i0 < p->nfiles && !rc; i0 += ROWS) {
+		uint32_t n = p->nfiles - i0 < ROWS ? p->nfiles - i0 : ROWS;
+		memset(rows, 0, n * sizeof(*rows));
+		for (uint32_t k = 0; k < n; k++) {
+			const struct ds__pentry *e = &pl->tree.e[pl->files[p->first + i0 + k]];
+			const struct ds__result *x = &res[p->first + i0 + k];
+			struct ds__row *r = &rows[k];
+			r->path_off = pw.pos + pw.b.len;
+			r->path_len = e->path_len;
+			pool_put(&pw, ds__tree_path(&pl->tree, e), e->path_len);
+			r->mode = e->mode;
+			r->mtime_ns = e->mtime_ns;
+			r->size = e->size;
+			r->part = w->part;
+			r->flags = e->flags;
+			r->offset = x->offset;
+			r->stored = x->stored;
+			r->codec = x->codec;
+			r->crc = x->crc;
+		}
+		rc = put_rows(fd, l->ds[1].off + (uint64_t)i0 * DS__ROW_BYTES, rows, n);
 	}
-	int rc = ds_pwrite_full(fd, pool.data, pool.len, (off_t)l->ds[0].off);
-	if (!rc)
-		rc = put_rows(fd, l->ds[1].off, rows, p->nfiles);
 	free(rows);
-	ds_buf_release(&pool);
+	int prc = pool_end(&pw);
+	rc = rc ? rc : prc;
 	return rc ? part_fail(w, rc, strerror(-rc)) : 0;
 }
 
@@ -759,37 +789,74 @@ int ds__write_part(const struct ds__plan *pl, uint32_t part, const struct ds__wr
 }
 
 /* ---- index.h5 ----------------------------------------------------------- */
-/* Every entry's row and the string pool of index.h5. */
-static struct ds__row *index_rows(const struct ds__plan *pl, const struct ds__result *res,
-                                  struct ds_buf *pool)
+/* index.h5 is written in pieces (issue 27): rows of ROWS entries and the
+ * string pool through a buffer, never every row and the whole pool at
+ * once (rank 0 held 378 B per entry at 1.28M names).  The bytes are the
+ * same: every path (and symlink target) in entry order, then the in-place
+ * sources' strings. */
+/* Bytes of the string pool: every path and symlink target, then (in
+ * place) the root and every source named apart from its path. */
+static uint64_t pool_bytes(const struct ds__plan *pl, const char *root)
 {
 	const struct ds__tree *t = &pl->tree;
-	struct ds__row *rows = ds_xcalloc(t->n, sizeof(*rows));
+	uint64_t n = 0;
 	for (size_t i = 0; i < t->n; i++) {
-		const struct ds__pentry *e = &t->e[i];
-		struct ds__row *r = &rows[i];
-		r->path_off = pool->len;
-		r->path_len = e->path_len;
-		ds_buf_add(pool, ds__tree_path(t, e), e->path_len);
-		if (S_ISLNK(e->mode)) {
-			r->target_off = pool->len;
-			r->target_len = e->target_len;
-			ds_buf_add(pool, t->names.data + e->target, e->target_len);
+		n += t->e[i].path_len + (S_ISLNK(t->e[i].mode) ? (uint64_t)t->e[i].target_len : 0);
+		if (root)
+			n += ds__pentry_x(t, &t->e[i])->src_len;
+	}
+	return n + (root ? strlen(root) : 0);
+}
+
+/* The entries table and the pool's entry strings, ROWS rows at a time.
+ * A file's result is the next slot of its partition: the plan lists each
+ * partition's files in path order, the order of the entries. */
+static int index_rows(int fd, uint64_t rows_off, const struct ds__plan *pl,
+                      const struct ds__result *res, struct poolw *pw)
+{
+	const struct ds__tree *t = &pl->tree;
+	struct ds__row *rows = ds_xcalloc(ROWS, sizeof(*rows));
+	uint64_t *next = ds_xcalloc((size_t)pl->nparts + 1, sizeof(*next));
+	for (uint32_t p = 0; p < pl->nparts; p++)
+		next[p] = pl->parts[p].first;
+	int rc = 0;
+	for (size_t i0 = 0; i0 < t->n && !rc; i0 += ROWS) {
+		size_t n = t->n - i0 < ROWS ? t->n - i0 : ROWS;
+		memset(rows, 0, n * sizeof(*rows));
+		for (size_t k = 0; k < n; k++) {
+			const struct ds__pentry *e = &t->e[i0 + k];
+			struct ds__row *r = &rows[k];
+			r->path_off = pw->pos + pw->b.len;
+			r->path_len = e->path_len;
+			pool_put(pw, ds__tree_path(t, e), e->path_len);
+			if (S_ISLNK(e->mode)) {
+				r->target_off = pw->pos + pw->b.len;
+				r->target_len = e->target_len;
+				pool_put(pw, t->names.data + e->target, e->target_len);
+			}
+			r->mode = e->mode;
+			r->mtime_ns = e->mtime_ns;
+			r->size = e->size;
+			r->part = e->part;
+			r->flags = e->flags;
+			if (S_ISREG(e->mode) && e->part < pl->nparts &&
+			    next[e->part] < pl->parts[e->part].first + pl->parts[e->part].nfiles &&
+			    pl->files[next[e->part]] == i0 + k) {
+				const struct ds__result *x = &res[next[e->part]++];
+				r->offset = x->offset;
+				r->stored = x->stored;
+				r->codec = x->codec;
+				r->crc = x->crc;
+			}
 		}
-		r->mode = e->mode;
-		r->mtime_ns = e->mtime_ns;
-		r->size = e->size;
-		r->part = e->part;
-		r->flags = e->flags;
+		rc = put_rows(fd, rows_off + (uint64_t)i0 * DS__ROW_BYTES, rows, n);
 	}
-	for (uint64_t s = 0; s < pl->nfiles; s++) {
-		struct ds__row *r = &rows[pl->files[s]];
-		r->offset = res[s].offset;
-		r->stored = res[s].stored;
-		r->codec = res[s].codec;
-		r->crc = res[s].crc;
-	}
-	return rows;
+	for (uint32_t p = 0; !rc && p < pl->nparts; p++)
+		if (next[p] != pl->parts[p].first + pl->parts[p].nfiles)
+			rc = -EIO; /* cannot happen: the plan lists its files in path order */
+	free(next);
+	free(rows);
+	return rc ? rc : pw->rc;
 }
 
 static struct ds__prow *index_parts(const struct ds__plan *pl, const struct ds__result *res)
@@ -827,38 +894,24 @@ static int index_attrs(hid_t f, const void *ctx)
 	return rc;
 }
 
-/* The three tables' bytes, at the places the skeleton gave them. */
-static int index_data(int fd, const struct ds__h5_ds *ds, const struct ds__prow *prows,
-                      const struct ds_buf *pool, const struct ds__row *rows)
-{
-	size_t len;
-	void *raw = ds__prows_encode(prows, ds[0].n, &len);
-	int rc = ds_pwrite_full(fd, raw, len, (off_t)ds[0].off);
-	free(raw);
-	if (!rc)
-		rc = ds_pwrite_full(fd, pool->data, pool->len, (off_t)ds[1].off);
-	if (!rc)
-		rc = put_rows(fd, ds[2].off, rows, ds[2].n);
-	return rc;
-}
-
 /* In place: the sources table (pack_int.h): the root, then every entry's
  * src (its own string only when it differs from the path) and src_off;
  * strings go to the end of the pool. */
-static unsigned char *index_sources(const struct ds__plan *pl, const char *root,
-                                    struct ds_buf *pool, size_t *len)
+static unsigned char *index_sources(const struct ds__plan *pl, const char *root, struct poolw *pool,
+                                    size_t *len)
 {
 	const struct ds__tree *t = &pl->tree;
 	*len = (t->n + 1) * (size_t)DS__SROW_BYTES;
 	unsigned char *v = ds_xcalloc(1, *len), *r = v;
 	for (size_t i = 0; i <= t->n; i++, r += DS__SROW_BYTES) {
 		const struct ds__pentry *e = i ? &t->e[i - 1] : NULL;
-		uint64_t off = e ? e->src_off : 0, str = pool->len;
-		uint32_t n = e ? e->src_len : (uint32_t)strlen(root);
-		if (e && n)
-			ds_buf_add(pool, t->names.data + e->src, n);
+		const struct ds__pextra *x = e ? ds__pentry_x(t, e) : NULL;
+		uint64_t off = x ? x->src_off : 0, str = pool->pos + pool->b.len;
+		uint32_t n = x ? x->src_len : (uint32_t)strlen(root);
+		if (x && n)
+			pool_put(pool, t->names.data + x->src, n);
 		else if (!e)
-			ds_buf_add(pool, root, n);
+			pool_put(pool, root, n);
 		if (!n)
 			str = 0;
 		for (int k = 0; k < 8; k++) {
@@ -871,18 +924,43 @@ static unsigned char *index_sources(const struct ds__plan *pl, const char *root,
 	return v;
 }
 
+/* The tables' bytes, at the places the skeleton gave them: partitions,
+ * entries with the pool's entry strings, then (in place) the sources with
+ * the rest of the pool, which must come out at the size planned. */
+static int index_data(int fd, const struct ds__h5_ds *ds, const struct ds__plan *pl,
+                      const struct ds__result *res, const char *root)
+{
+	size_t len;
+	struct ds__prow *prows = index_parts(pl, res);
+	void *raw = ds__prows_encode(prows, ds[0].n, &len);
+	int rc = ds_pwrite_full(fd, raw, len, (off_t)ds[0].off);
+	free(raw);
+	free(prows);
+	struct poolw pw = {.fd = fd, .base = ds[1].off};
+	if (!rc)
+		rc = index_rows(fd, ds[2].off, pl, res, &pw);
+	unsigned char *srows = NULL;
+	size_t slen = 0;
+	if (!rc && root)
+		srows = index_sources(pl, root, &pw, &slen);
+	int prc = pool_end(&pw);
+	rc = rc ? rc : prc;
+	if (!rc && pw.pos != ds[1].n)
+		rc = -EIO; /* cannot happen: pool_bytes counts what is written */
+	if (!rc && srows)
+		rc = ds_pwrite_full(fd, srows, slen, (off_t)ds[3].off);
+	free(srows);
+	return rc;
+}
+
 int ds__write_index(const struct ds__plan *pl, const struct ds__result *res,
                     const struct ds__write_opts *o)
 {
-	struct ds_buf pool = {0};
-	struct ds__row *rows = index_rows(pl, res, &pool);
-	struct ds__prow *prows = index_parts(pl, res);
-	size_t slen = 0;
-	unsigned char *srows = o->root ? index_sources(pl, o->root, &pool, &slen) : NULL;
+	size_t slen = o->root ? (pl->tree.n + 1) * (size_t)DS__SROW_BYTES : 0;
 	char *path = ds__join(o->dir, DS__INDEX_NAME);
 	hid_t rt = ds__h5_row_type(), pt = ds__h5_prow_type();
 	struct ds__h5_ds ds[4] = {{"partitions", pt, pl->nparts, 0},
-	                          {"strings", H5T_STD_U8LE, pool.len, 0},
+	                          {"strings", H5T_STD_U8LE, pool_bytes(pl, o->root), 0},
 	                          {"entries", rt, pl->tree.n, 0},
 	                          {"sources", H5T_STD_U8LE, slen, 0}};
 	struct index_ctx ic = {pl, o->root};
@@ -904,9 +982,7 @@ int ds__write_index(const struct ds__plan *pl, const struct ds__result *res,
 		seal.payload_len = ds[3].n;
 	}
 	fd = open(path, O_RDWR | O_CLOEXEC);
-	rc = fd < 0 ? -errno : index_data(fd, ds, prows, &pool, rows);
-	if (!rc && srows)
-		rc = ds_pwrite_full(fd, srows, slen, (off_t)ds[3].off);
+	rc = fd < 0 ? -errno : index_data(fd, ds, pl, res, o->root);
 	if (!rc)
 		rc = ds__seal_write(fd, DS__SEAL_PACK_MAGIC, &seal);
 	if (!rc && o->fsync && fsync(fd) < 0)
@@ -921,9 +997,5 @@ out:
 	if (pt >= 0)
 		H5Tclose(pt);
 	free(path);
-	free(rows);
-	free(prows);
-	free(srows);
-	ds_buf_release(&pool);
 	return rc;
 }

@@ -52,7 +52,6 @@ struct chunk_hdr {
 /* One file of a partition as the sink sees it. */
 struct pfile {
 	uint32_t m;       /* manifest entry */
-	uint64_t src_off; /* offset of its stored bytes in the payload stream */
 	uint64_t dst_off; /* offset in the partition as stored on the node */
 };
 
@@ -194,64 +193,30 @@ int ds_stage_check_opts(const struct ds_stage_opts *o)
 	return 0;
 }
 
-/* ---- metadata broadcast ------------------------------------------------- */
-static int read_whole(const char *path, struct ds_buf *b, uint64_t *nread)
+/* ---- metadata ------------------------------------------------------------ */
+/* The manifest of a pack: rank 0 reads it (a bucket: one GET) and streams
+ * it to every rank in chunks (ds_mstream_open, hdf5/manifest.c); here every
+ * rank gets the partitions table, the entries come in stage_plan, once
+ * the placement says which files this rank handles.  With --inflate (every
+ * file's inflated size places the partitions) or an in-place pack, every
+ * rank gets the whole manifest as before. */
+static int open_manifest(MPI_Comm world, const char *pack, struct ds_manifest *m, uint64_t *nread,
+                         int whole, struct ds_mstream **ms, struct ds_s3 *s3, const char *bucket,
+                         const char *prefix)
 {
-	int fd, rc0 = ds_open_regular(path, &fd);
-	if (rc0)
-		return rc0;
-	struct stat st;
-	int rc = fstat(fd, &st) < 0 ? -errno : 0;
-	if (!rc) {
-		ds_buf_reserve(b, st.st_size);
-		rc = ds_pread_full(fd, b->data, st.st_size, 0);
-		b->len = st.st_size;
-		*nread += st.st_size;
-	}
-	close(fd);
-	return rc;
-}
-
-/* Rank 0 reads the manifest; its bytes go to every rank (ds_mpi_bcast: in
- * pieces below MPI's int count); every rank parses the same image. */
-static int bcast_manifest(MPI_Comm world, const char *pack, struct ds_manifest *m, uint64_t *nread,
-                          uint64_t *pack_id, struct ds_s3 *s3, const char *bucket,
-                          const char *prefix)
-{
-	int rank;
+	int rank, rc = 0;
 	MPI_Comm_rank(world, &rank);
 	struct ds_buf img = {0};
-	int64_t len = 0;
-	if (rank == 0 && s3) {
-		/* s3://: one GET (the client names the key when it fails) */
-		if (ds_s3_manifest_get(s3, bucket, prefix, &img))
-			len = -1;
-		else
-			*nread += (len = (int64_t)img.len);
-	} else if (rank == 0) {
-		char path[PATH_MAX];
-		snprintf(path, sizeof(path), "%s/index.h5", pack);
-		int rc = read_whole(path, &img, nread);
-		if (rc) {
-			ds_error("'%s': %s", path, ds_strerror(rc));
-			len = -1;
-		} else {
-			len = img.len;
-		}
-	}
-	ds_mpi_bcast(world, &len, sizeof(len), 0);
-	if (len < 0)
+	/* s3://: one GET (the client names the key when it fails) */
+	if (rank == 0 && s3 && !(rc = ds_s3_manifest_get(s3, bucket, prefix, &img)))
+		*nread += img.len;
+	if (s3 && ds_any_failed(world, rc)) {
+		ds_buf_release(&img);
 		return -EIO;
-	if (rank != 0)
-		ds_buf_reserve(&img, len);
-	ds_mpi_bcast(world, img.data, (uint64_t)len, 0);
-	char what[PATH_MAX];
-	snprintf(what, sizeof(what), "%s/index.h5", pack);
-	/* every rank parses; only rank 0 reports what is wrong */
-	int rc = ds_manifest_read_image(img.data, len, what, m);
-	ds_buf_release(&img);
-	*pack_id = rc ? 0 : m->pack_id;
-	return ds_any_failed(world, rc) ? (rc ? rc : -DS_ECORRUPT) : 0;
+	}
+	/* the stream reads rank 0's image until it is closed, and frees it */
+	return ds_mstream_open(world, pack, s3 && rank == 0 ? img.data : NULL, img.len, whole, m,
+	                       ms, nread);
 }
 
 /* ---- layout ------------------------------------------------------------- */
@@ -265,10 +230,14 @@ struct layout {
 	uint8_t *replicated;
 };
 
-static int pfile_cmp(const void *x, const void *y)
+/* By the offset of the stored bytes in the payload stream (the entry's;
+ * a pfile is 16 bytes: a rank keeps one per file it handles). */
+static int pfile_cmp(const void *x, const void *y, void *ctx)
 {
-	const struct pfile *a = x, *b = y;
-	return a->src_off < b->src_off ? -1 : a->src_off > b->src_off;
+	const struct ds_manifest *m = ctx;
+	uint64_t a = m->e[((const struct pfile *)x)->m].offset;
+	uint64_t b = m->e[((const struct pfile *)y)->m].offset;
+	return a < b ? -1 : a > b;
 }
 
 static void layout_build(struct layout *L, const struct ds_manifest *m, int inflate)
@@ -293,13 +262,13 @@ static void layout_build(struct layout *L, const struct ds_manifest *m, int infl
 			continue;
 		struct pfile *f = &L->f[L->first[e->part] + fill[e->part]++];
 		f->m = i;
-		f->src_off = e->offset;
 	}
 	free(fill);
 	for (uint32_t p = 0; p < m->nparts; p++) {
 		struct pfile *f = &L->f[L->first[p]];
 		uint32_t n = L->first[p + 1] - L->first[p];
-		qsort(f, n, sizeof(*f), pfile_cmp);
+		if (n > 1)
+			qsort_r(f, n, sizeof(*f), pfile_cmp, (void *)m);
 		uint64_t pos = 0;
 		for (uint32_t i = 0; i < n; i++) {
 			const struct ds_mentry *e = &m->e[f[i].m];
@@ -310,7 +279,7 @@ static void layout_build(struct layout *L, const struct ds_manifest *m, int infl
 				f[i].dst_off = pos;
 				pos += e->stored;
 			} else {
-				f[i].dst_off = f[i].src_off;
+				f[i].dst_off = e->offset;
 			}
 		}
 		L->node_size[p] = inflate ? pos : m->parts[p].size;
@@ -434,7 +403,7 @@ static int sink_feed(struct sink *s, uint64_t pos, const unsigned char *buf, siz
 	while (s->cur < s->nf) {
 		const struct pfile *f = &s->f[s->cur];
 		const struct ds_mentry *e = &s->m->e[f->m];
-		uint64_t fstart = f->src_off + s->cur_done, fend = f->src_off + e->stored;
+		uint64_t fstart = e->offset + s->cur_done, fend = e->offset + e->stored;
 		if (fstart >= end)
 			break;
 		if (fstart < pos) {
@@ -641,49 +610,6 @@ static int ram_room(const struct ds_stage_opts *o, const struct ds_node *nd, uin
 	return 0;
 }
 
-/* What a node directory holds in RAM beside the store: the index (entries,
- * rows, directories, runs, names, samples, locations: ds_index_build's sections), the
- * counters, serve.status and the sockets; a bound, rounded up. */
-static uint64_t meta_bytes(const struct ds_manifest *m, const struct ds_placement *pl)
-{
-	uint64_t names = 0;
-	for (size_t i = 0; i < m->n; i++)
-		names += strlen(m->e[i].path) + 1 + (m->e[i].target ? strlen(m->e[i].target) + 1 : 0);
-	uint64_t n = m->n + 1;
-	return (uint64_t)sizeof(struct ds_index_header) + ds_index_entry_bytes(n, names) +
-	       PATH_MAX + ((uint64_t)pl->nparts + pl->first[pl->nparts]) * 16 + (1u << 20);
-}
-
-/* --spill: every node's RAM room (its leader's figure), then the tiers. */
-static int spill_tiers(MPI_Comm world, const struct ds_stage_opts *o, const struct ds_node *nd,
-                       const struct ds_manifest *m, const struct layout *L,
-                       struct ds_placement *pl)
-{
-	int size, rank;
-	MPI_Comm_size(world, &size);
-	MPI_Comm_rank(world, &rank);
-	uint64_t mine[2] = {UINT64_MAX, nd->node}, meta = meta_bytes(m, pl);
-	int rc = 0;
-	if (nd->local_rank == 0 && !(rc = ram_room(o, nd, &mine[0])))
-		mine[0] = mine[0] > meta ? mine[0] - meta : 0;
-	if (ds_any_failed(world, rc))
-		return rc ? rc : -EIO;
-	uint64_t *all = ds_xmalloc(2 * sizeof(uint64_t) * size);
-	MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, world);
-	uint64_t *room = ds_xmalloc(sizeof(uint64_t) * nd->nnodes);
-	for (uint32_t k = 0; k < nd->nnodes; k++)
-		room[k] = UINT64_MAX;
-	for (int r = 0; r < size; r++)
-		if (all[2 * r + 1] < nd->nnodes && all[2 * r] < room[all[2 * r + 1]])
-			room[all[2 * r + 1]] = all[2 * r];
-	free(all);
-	rc = ds_place_tiers(pl, L->node_size, L->replicated, room);
-	free(room);
-	if (rc)
-		ds_error("placement: %s", ds_strerror(rc));
-	return rc;
-}
-
 /* ---- the transfers ------------------------------------------------------ */
 struct rankmap {
 	int *first_rank; /* [nnodes]: world rank of a node's first rank */
@@ -726,7 +652,7 @@ struct xfer {
 	int inflate;
 	uint64_t shared_read;  /* payload bytes this rank read from the shared FS */
 	uint64_t meta_read;    /* the manifest */
-	uint64_t part_meta_read; /* partitions' metadata (at most) */
+	uint64_t part_meta_read; /* partitions' seal headers (ds_part_locate) */
 	uint64_t received;     /* payload bytes that came over MPI */
 	int err;               /* first error of this rank */
 	struct ds_s3 *s3;      /* the pack is s3://bucket/prefix */
@@ -806,7 +732,7 @@ static int preader_open(struct xfer *x, uint32_t p, const char *part_path, struc
 		return status;
 	}
 	uint64_t plen = 0;
-	status = ds_part_locate(x->pack, p, x->m, &r->base, &plen);
+	status = ds_part_locate(x->pack, p, x->m, &r->base, &plen, &x->part_meta_read);
 	if (!status && plen != size) {
 		ds_error("'%s': payload is %llu bytes, the manifest says %llu", part_path,
 		         (unsigned long long)plen, (unsigned long long)size);
@@ -814,15 +740,8 @@ static int preader_open(struct xfer *x, uint32_t p, const char *part_path, struc
 	}
 	if (!status && (status = ds_open_regular(part_path, &r->fd)))
 		ds_error("'%s': %s", part_path, ds_strerror(status));
-	if (r->fd >= 0) {
-		/* the partition's own metadata, read by ds_part_locate to check
-		 * its seal: counted as all of the file but the payload (an upper
-		 * bound: the unused part of the user block is never read) */
-		struct stat st;
-		if (fstat(r->fd, &st) == 0 && (uint64_t)st.st_size >= size)
-			x->part_meta_read += st.st_size - size;
+	if (r->fd >= 0)
 		posix_fadvise(r->fd, r->base, size, POSIX_FADV_SEQUENTIAL);
-	}
 	return status;
 }
 
@@ -1118,11 +1037,13 @@ static void rankmap_release(struct rankmap *rm)
 /* Index of this node: the whole manifest plus the placement. */
 static int write_index(const char *path, const struct ds_manifest *m, const struct layout *L,
                        const struct ds_placement *pl, uint32_t node, const char *job,
-                       uint64_t pack_id, int inflate, const char *spill)
+                       uint64_t pack_id, int inflate, const char *spill,
+                       struct ds_index_builder *fed)
 {
-	struct ds_index_builder *b = ds_index_builder_new();
+	/* fed: a streamed manifest's entries are in it already (stage_entries) */
+	struct ds_index_builder *b = fed ? fed : ds_index_builder_new();
 	int rc = 0;
-	for (size_t i = 0; i < m->n && !rc; i++) {
+	for (size_t i = 0; i < m->n && !rc && !fed; i++) {
 		const struct ds_mentry *e = &m->e[i];
 		if (S_ISDIR(e->mode))
 			rc = ds_index_add_dir(b, e->path, e->mode, e->mtime_ns, e->size);
@@ -1131,7 +1052,7 @@ static int write_index(const char *path, const struct ds_manifest *m, const stru
 		if (rc)
 			ds_error("'%s': %s", e->path, ds_strerror(rc));
 	}
-	for (uint32_t p = 0; p < L->nparts && !rc; p++)
+	for (uint32_t p = 0; p < L->nparts && !rc && !fed; p++)
 		for (uint32_t i = L->first[p]; i < L->first[p + 1] && !rc; i++) {
 			const struct pfile *f = &L->f[i];
 			const struct ds_mentry *e = &m->e[f->m];
@@ -1156,7 +1077,8 @@ static int write_index(const char *path, const struct ds_manifest *m, const stru
 		if (rc)
 			ds_error("'%s': %s", path, ds_strerror(rc));
 	}
-	ds_index_builder_free(b);
+	if (!fed)
+		ds_index_builder_free(b);
 	return rc;
 }
 
@@ -1261,6 +1183,10 @@ struct stage {
 	int locked; /* this rank holds the job's step lock */
 	struct xfer x;
 	struct ds_manifest m;
+	struct ds_mstream *ms;       /* a pack's manifest, streamed (or read whole) */
+	int streamed;                /* m holds only this rank's files (ds_mstream_run) */
+	struct ds_mstream_stats mst; /* the whole pack's counts */
+	struct ds_index_builder *ib; /* node leader, streamed: fed as the entries pass */
 	uint64_t pack_id;
 	struct layout L;
 	uint32_t r; /* copies of each partition */
@@ -1271,6 +1197,54 @@ struct stage {
 	uint64_t ram_bytes, spill_bytes; /* this node's store in each tier */
 	struct ds_room room;
 };
+
+/* What a node directory holds in RAM beside the store: the index (entries,
+ * rows, directories, runs, names, samples, locations: ds_index_build's sections), the
+ * counters, serve.status and the sockets; a bound, rounded up. */
+static uint64_t meta_bytes(const struct stage *S, const struct ds_placement *pl)
+{
+	const struct ds_manifest *m = &S->m;
+	uint64_t names = 0, n = m->n;
+	if (S->ms && S->streamed) {
+		ds_mstream_bounds(S->ms, &n, &names); /* before the entries pass by */
+	} else {
+		for (size_t i = 0; i < m->n; i++)
+			names += strlen(m->e[i].path) + 1 +
+			         (m->e[i].target ? strlen(m->e[i].target) + 1 : 0);
+	}
+	n++;
+	return (uint64_t)sizeof(struct ds_index_header) + ds_index_entry_bytes(n, names) +
+	       PATH_MAX + ((uint64_t)pl->nparts + pl->first[pl->nparts]) * 16 + (1u << 20);
+}
+
+/* --spill: every node's RAM room (its leader's figure), then the tiers. */
+static int spill_tiers(MPI_Comm world, const struct ds_stage_opts *o, const struct ds_node *nd,
+                       const struct stage *S, const struct layout *L, struct ds_placement *pl)
+{
+	int size, rank;
+	MPI_Comm_size(world, &size);
+	MPI_Comm_rank(world, &rank);
+	uint64_t mine[2] = {UINT64_MAX, nd->node}, meta = meta_bytes(S, pl);
+	int rc = 0;
+	if (nd->local_rank == 0 && !(rc = ram_room(o, nd, &mine[0])))
+		mine[0] = mine[0] > meta ? mine[0] - meta : 0;
+	if (ds_any_failed(world, rc))
+		return rc ? rc : -EIO;
+	uint64_t *all = ds_xmalloc(2 * sizeof(uint64_t) * size);
+	MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, world);
+	uint64_t *room = ds_xmalloc(sizeof(uint64_t) * nd->nnodes);
+	for (uint32_t k = 0; k < nd->nnodes; k++)
+		room[k] = UINT64_MAX;
+	for (int r = 0; r < size; r++)
+		if (all[2 * r + 1] < nd->nnodes && all[2 * r] < room[all[2 * r + 1]])
+			room[all[2 * r + 1]] = all[2 * r];
+	free(all);
+	rc = ds_place_tiers(pl, L->node_size, L->replicated, room);
+	free(room);
+	if (rc)
+		ds_error("placement: %s", ds_strerror(rc));
+	return rc;
+}
 
 static void stage_init(struct stage *S, MPI_Comm world, const struct ds_stage_opts *o,
                        struct ds_node *nd)
@@ -1337,14 +1311,81 @@ static int stage_source(struct stage *S)
 		                      S->nd->nnodes, &S->m);
 		S->pack_id = rc ? 0 : S->m.pack_id;
 	} else {
-		rc = bcast_manifest(world, o->pack, &S->m, &x->meta_read, &S->pack_id, x->s3,
-		                    x->bucket, x->prefix);
+		rc = open_manifest(world, o->pack, &S->m, &x->meta_read, o->inflate, &S->ms, x->s3,
+		                   x->bucket, x->prefix);
+		S->pack_id = rc ? 0 : S->m.pack_id;
+		S->streamed = !rc && !ds_mstream_whole(S->ms);
 	}
 	if (rc)
 		return 1;
 	/* in place: the source tree, where every reader opens its files */
 	return ds_any_failed(world, S->m.root ? ds_src_root_open(&S->m, &x->rootfd) : 0) ||
 	       ds_any_failed(world, ds_fault("stage.after_bcast", rank));
+}
+
+/* A streamed manifest's entry going by a node leader: into the index
+ * builder (what write_index adds from a whole manifest; no --inflate here:
+ * a file lands where it lies in its partition's payload). */
+static int feed_index(void *ctx, const struct ds_mentry *e)
+{
+	struct ds_index_builder *b = ctx;
+	int rc;
+	if (S_ISDIR(e->mode))
+		rc = ds_index_add_dir(b, e->path, e->mode, e->mtime_ns, e->size);
+	else if (S_ISLNK(e->mode))
+		rc = ds_index_add_symlink(b, e->path, e->mtime_ns, e->target);
+	else
+		rc = ds_index_add_file(b, e->path, e->mode, e->mtime_ns, e->size, e->part,
+		                       e->offset, e->stored, e->codec, e->crc, e->flags);
+	if (rc)
+		ds_error("'%s': %s", e->path, ds_strerror(rc));
+	return rc;
+}
+
+/* No two files of a partition this rank handles claim the same stored
+ * bytes (what the whole manifest's reader checks over every partition:
+ * here every partition is checked by the ranks that handle it). */
+static int layout_overlaps(const struct layout *L, const struct ds_manifest *m, const char *what)
+{
+	for (uint32_t p = 0; p < L->nparts; p++)
+		for (uint32_t i = L->first[p] + 1; i < L->first[p + 1]; i++) {
+			const struct ds_mentry *a = &m->e[L->f[i - 1].m], *b = &m->e[L->f[i].m];
+			if (a->stored && b->stored && b->offset < a->offset + a->stored) {
+				ds_error(
+					"'%s': '%s': stored bytes overlap those of '%s' (partition %u)",
+					what, b->path, a->path, p);
+				return -DS_ECORRUPT;
+			}
+		}
+	return 0;
+}
+
+/* The entries of a streamed manifest pass by (ds_mstream_run): this rank
+ * keeps the files of the partitions it handles (reads or receives), a node
+ * leader feeds every entry to its index builder; then the layout of the
+ * kept files.  Nonzero when the step fails (every rank; said). */
+static int stage_entries(struct stage *S)
+{
+	const struct ds_placement *pl = &S->pl;
+	uint8_t *keep = ds_xcalloc(S->m.nparts + 1, 1);
+	uint32_t *lpos = location_positions(pl);
+	for (uint32_t p = 0; p < pl->nparts; p++)
+		for (uint32_t l = pl->first[p]; l < pl->first[p + 1]; l++)
+			if (pl->node[l] == S->nd->node && handler(&S->rm, pl, lpos, l) == S->rank)
+				keep[p] = 1;
+	free(lpos);
+	if (S->nd->local_rank == 0)
+		S->ib = ds_index_builder_new();
+	int rc = ds_mstream_run(S->ms, keep, S->ib ? feed_index : NULL, S->ib, &S->mst);
+	free(keep);
+	if (!rc) {
+		layout_release(&S->L);
+		layout_build(&S->L, &S->m, S->o->inflate);
+		char what[PATH_MAX];
+		snprintf(what, sizeof(what), "%s/index.h5", S->o->pack);
+		rc = layout_overlaps(&S->L, &S->m, what);
+	}
+	return ds_any_failed(S->world, rc);
 }
 
 /* Plan: the layout of the partitions, the placement of their copies (and
@@ -1369,7 +1410,7 @@ static int stage_plan(struct stage *S)
 	    S->rank == 0)
 		ds_error("placement: %s", ds_strerror(rc));
 	if (!rc && o->spill)
-		rc = spill_tiers(S->world, o, nd, m, &S->L, pl);
+		rc = spill_tiers(S->world, o, nd, S, &S->L, pl);
 	if (rc)
 		return 1;
 	if (m->nocrc) {
@@ -1379,6 +1420,8 @@ static int stage_plan(struct stage *S)
 		S->x.held = ds_xcalloc(m->n + 1, 1);
 	}
 	make_rankmap(S->world, nd, &S->rm);
+	if (S->streamed && stage_entries(S))
+		return 1;
 	S->jobdir = ds_store_jobdir(o->to, S->job);
 	S->nodedir = ds_store_nodedir(o->to, S->job, nd->node);
 	if (asprintf(&S->partial, "%s" DS_PARTIAL_SUFFIX, S->nodedir) < 0)
@@ -1453,7 +1496,7 @@ static int stage_make_store(struct stage *S)
 	 * the RAM part and its metadata: the tiers were laid out within
 	 * the room) */
 	if (o->spill)
-		rc = check_room(o, nd, S->ram_bytes + meta_bytes(&S->m, &S->pl), 0, rc, &S->room);
+		rc = check_room(o, nd, S->ram_bytes + meta_bytes(S, &S->pl), 0, rc, &S->room);
 	else
 		rc = check_room(o, nd, S->ram_bytes, DS_STORE_HEADROOM, rc, &S->room);
 	if (!rc && mkdir(S->partial, 0700) < 0) {
@@ -1547,7 +1590,7 @@ static int stage_index(struct stage *S)
 		return 0;
 	char *ipath = path_join(S->partial, DS_INDEX_NAME);
 	rc = write_index(ipath, &S->m, &S->L, &S->pl, S->nd->node, S->job, S->pack_id, o->inflate,
-	                 o->spill);
+	                 o->spill, S->ib);
 	free(ipath);
 	if (!rc && (rc = write_stats(S->partial)))
 		ds_error("'%s': %s", S->partial, ds_strerror(rc));
@@ -1652,10 +1695,10 @@ static void stage_summary(struct stage *S)
 	double dt = ds_now() - S->t0;
 	if (S->rank != 0 || o->quiet)
 		return;
-	size_t files = 0, dirs = 0;
-	for (size_t i = 0; i < m->n; i++) {
-		files += S_ISREG(m->e[i].mode);
-		dirs += S_ISDIR(m->e[i].mode);
+	size_t files = S->mst.files, dirs = S->mst.dirs;
+	for (size_t i = 0; i < m->n && !S->streamed; i++) {
+		files += S_ISREG(m->e[i].mode) != 0;
+		dirs += S_ISDIR(m->e[i].mode) != 0;
 	}
 	char a[32], b[32], c[32], d[32];
 	uint64_t landed = 0;
@@ -1669,7 +1712,7 @@ static void stage_summary(struct stage *S)
 	       ds_fmt_size(dt > 0 ? (uint64_t)(landed / dt) : 0, d, sizeof(d)));
 	if (x->s3)
 		printf("read from %s: %llu bytes (payload %llu + manifest %llu + partition "
-		       "metadata %llu; pack stores %llu)\n"
+		       "seals %llu; pack stores %llu)\n"
 		       "s3: %llu requests, %llu bytes fetched, %llu retries, %s/s\n",
 		       o->pack, (unsigned long long)(sum[0] + sum[1] + sum[3]),
 		       (unsigned long long)sum[0], (unsigned long long)sum[1],
@@ -1679,7 +1722,7 @@ static void stage_summary(struct stage *S)
 		       ds_fmt_size(dt > 0 ? (uint64_t)(sum[5] / dt) : 0, d, sizeof(d)));
 	else
 		printf("read from shared FS: %llu bytes (payload %llu + manifest %llu + partition "
-		       "metadata <= %llu; pack stores %llu)\n",
+		       "seals %llu; pack stores %llu)\n",
 		       (unsigned long long)(sum[0] + sum[1] + sum[3]), (unsigned long long)sum[0],
 		       (unsigned long long)sum[1], (unsigned long long)sum[3],
 		       (unsigned long long)m->total_stored);
@@ -1749,6 +1792,9 @@ static void stage_release(struct stage *S)
 	ds_placement_release(&S->pl);
 	layout_release(&S->L);
 	ds_manifest_release(&S->m);
+	ds_mstream_close(S->ms);
+	if (S->ib)
+		ds_index_builder_free(S->ib);
 	stage_s3_release(x);
 }
 
