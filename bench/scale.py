@@ -51,15 +51,28 @@ def out(secs, peak, n, cpus=None):
                                   cpu() - C0[0] if cpus is None else cpus))
 
 
+# links per seed file: ext4 caps an inode at 65000 links (EMLINK past it),
+# so a tree of millions of names on /var/tmp takes a fresh set of 4 seeds
+# every 4 * LINKS_PER_SEED names
+LINKS_PER_SEED = 60000
+
+
 def make(root, n, classes):
     seed = os.path.join(root, ".seed")
     os.makedirs(seed, exist_ok=True)
     seeds = []
-    for i in range(4):
-        p = os.path.join(seed, "s%d" % i)
-        with open(p, "wb") as f:
-            f.write(bytes([i]) * (48 + 16 * i))
-        seeds.append(p)
+
+    def seed_for(k):
+        g = k // (4 * LINKS_PER_SEED)
+        while len(seeds) <= 4 * g + 3:
+            i = len(seeds)
+            p = os.path.join(seed, "s%d" % i if i < 4 else "s%d.%d" % (i % 4, i // 4))
+            with open(p, "wb") as f:
+                f.write(bytes([i % 4]) * (48 + 16 * (i % 4)))
+            seeds.append(p)
+        return seeds[4 * g + k % 4]
+
+    seed_for(0)
     per = -(-n // classes)
     k = 0
     for c in range(classes):
@@ -69,7 +82,7 @@ def make(root, n, classes):
         for j in range(per):
             if k == n:
                 return
-            os.link(seeds[k % 4], os.path.join(d, "%s_%d.JPEG" % (wn, 10000 + 7 * j)))
+            os.link(seed_for(k), os.path.join(d, "%s_%d.JPEG" % (wn, 10000 + 7 * j)))
             k += 1
 
 
