@@ -67,7 +67,7 @@ test_expect_success 'train.sbatch, R=2: node 2 lost in training; service and tra
 	rc=0 && {
 	DSTAGE_PACK=$TRASH/pack DSTAGE_REPLICAS=2 DSTAGE_LOG=warn \
 		DSTAGE_OUTPUTS=out DSTAGE_DRAIN_TO=$TRASH/drain DSTAGE_DRAIN_RATE=1 \
-		timeout -k 5 200 sbatch -N4 --wait --export=ALL -o "$TRASH/job-%j.out" \
+		sbatch_wait 200 -N4 --export=ALL -o "$TRASH/job-%j.out" \
 		"$JOBS/train.sbatch" sh "$TRASH/node-train.sh" "$TRASH/rec" "$TRASH/src" "$TRASH/pack" >sb 2>&1 || rc=$?; } &&
 	cat sb && job=$(sed -n "s/^Submitted batch job //p" sb) && cat "job-$job.out" >t.out &&
 	echo $job >job && cat t.out && test $rc = 0 &&

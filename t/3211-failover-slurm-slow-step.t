@@ -77,7 +77,7 @@ test_expect_success 'train.sbatch: the service restarted during the step, the st
 	rc=0 && {
 	DSTAGE_PACK=$TRASH/pack DSTAGE_REPLICAS=2 DSTAGE_LOG=warn DSTAGE_SERVE_OPTS="--timeout 3" \
 		DSTAGE_OUTPUTS=out DSTAGE_DRAIN_TO=$TRASH/drain \
-		timeout -k 5 200 sbatch -N4 --wait --export=ALL -o "$TRASH/job-%j.out" \
+		sbatch_wait 200 -N4 --export=ALL -o "$TRASH/job-%j.out" \
 		"$SRCDIR/jobs/train.sbatch" sh "$TRASH/node-train.sh" "$TRASH/rec" >sb 2>&1 || rc=$?; } &&
 	cat sb && job=$(sed -n "s/^Submitted batch job //p" sb) && cat "job-$job.out" >t.out &&
 	echo $job >job && cat t.out && test $rc = 0 &&

@@ -73,7 +73,7 @@ test_expect_success 'the sample dataset, packed on the shared file system; its c
 test_expect_success "train.sbatch on $n hosts, R=2: host n3 lost in training; service and training restarted on 0,1,3" '
 	rc=0 && {
 	DSTAGE_PACK=$TRASH/pack DSTAGE_REPLICAS=2 DSTAGE_LOG=warn \
-		timeout -k 5 200 sbatch -N$n --wait --export=ALL -o "$TRASH/job-%j.out" \
+		sbatch_wait 200 -N$n --export=ALL -o "$TRASH/job-%j.out" \
 		"$JOBS/train.sbatch" sh "$TRASH/node-train.sh" "$TRASH/rec" "$TRASH/src" "$TRASH/pack" >sb 2>&1 || rc=$?; } &&
 	cat sb && job=$(sed -n "s/^Submitted batch job //p" sb) && cat "job-$job.out" >t.out &&
 	echo $job >job && cat t.out && test $rc = 0 &&

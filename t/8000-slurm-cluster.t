@@ -196,6 +196,27 @@ test_expect_code 3 'sbatch --wait passes on the batch script'"'"'s exit code' '
 	JOB_EXIT=3 timeout -k 5 90 sbatch -N4 --wait --export=ALL "$TRASH/job.sbatch"
 '
 
+# sbatch_wait (t/lib-slurm.sh, what the other Slurm scripts wait with)
+# returns what sbatch --wait returns: the script's exit code, 1 for a job a
+# signal ended (here the batch shell SIGKILLs itself), 124 after its bound;
+# and it returns once the job is over, epilogs included.
+cat >"$TRASH/self-kill.sbatch" <<\EOF
+#!/bin/sh
+#SBATCH --output=self-kill-%j.out
+kill -KILL $$
+EOF
+test_expect_success 'sbatch_wait returns what sbatch --wait returns: 0, 3, 1 for a signal, 124 past its bound' '
+	JOB_EXIT=0 test_status 0 sbatch_wait 90 -N4 --export=ALL "$TRASH/job.sbatch" >sb3.out &&
+	job=$(job_of sb3.out) &&
+	test "$(grep -c " $job$" epilog.out)" = 4 &&
+	JOB_EXIT=3 test_status 3 sbatch_wait 90 -N4 --export=ALL "$TRASH/job.sbatch" &&
+	test_status 1 timeout -k 5 90 sbatch -N1 --wait "$TRASH/self-kill.sbatch" &&
+	test_status 1 sbatch_wait 90 -N1 "$TRASH/self-kill.sbatch" &&
+	test_status 124 sbatch_wait 1 -N1 --wrap "sleep 5" &&
+	job=$(squeue -h -o %i | head -n 1) && test -n "$job" &&
+	scancel "$job"
+'
+
 test_expect_success 'the queue is empty afterwards' '
 	slurm_wait_idle 20
 '

@@ -90,7 +90,7 @@ test_expect_success 'the sample dataset, packed' '
 '
 
 test_expect_success 'stage-in.sbatch keeps its stores; the Epilog removes them at the job'"'"'s end' '
-	DSTAGE_PACK=$TRASH/pack timeout -k 5 120 sbatch -N4 --wait --export=ALL -o "$TRASH/job-%j.out" \
+	DSTAGE_PACK=$TRASH/pack sbatch_wait 120 -N4 --export=ALL -o "$TRASH/job-%j.out" \
 		"$SRCDIR/jobs/stage-in.sbatch" >s1.sb &&
 	job=$(job_of s1.sb) && cat job-$job.out &&
 	grep -q "stores kept in $DSTAGE_DIR/dstage.$uid.$job" job-$job.out &&

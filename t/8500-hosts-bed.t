@@ -56,7 +56,7 @@ test_expect_success 'srun -N4: one task per host, each in its host (hostname = S
 
 test_expect_success 'sbatch -N4: the batch script runs on the first host' '
 	printf "#!/bin/sh\nhostname\nsrun -N4 hostname | sort\n" >job.sh &&
-	timeout -k 5 90 sbatch -N4 --wait -o job.out job.sh >/dev/null &&
+	sbatch_wait 90 -N4 -o job.out job.sh >/dev/null &&
 	printf "n1\nn1\nn2\nn3\nn4\n" >expect &&
 	test_cmp expect job.out
 '

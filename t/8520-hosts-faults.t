@@ -57,7 +57,7 @@ test_expect_success 'the dataset, packed on the shared file system' '
 '
 
 test_expect_success "SIGKILL of host $n's service mid-epoch: the job goes on to its end" '
-	{ timeout -k 5 240 sbatch -N$n --wait -o job.out job.sh >sb.out 2>&1 || :; } &&
+	{ sbatch_wait 240 -N$n -o job.out job.sh >sb.out 2>&1 || :; } &&
 	cat sb.out job.out serve.log t &&
 	test -s t
 '

@@ -70,7 +70,7 @@ test_expect_success "train.sbatch on $n hosts, --outputs-replicas 2: host n3 los
 	DSTAGE_PACK=$TRASH/pack DSTAGE_REPLICAS=2 DSTAGE_LOG=warn \
 		DSTAGE_OUTPUTS=out DSTAGE_DRAIN_TO=$TRASH/drain DSTAGE_DRAIN_RATE=1 \
 		DSTAGE_SERVE_OPTS="--outputs-replicas 2" \
-		timeout -k 5 200 sbatch -N$n --wait --export=ALL -o "$TRASH/job-%j.out" \
+		sbatch_wait 200 -N$n --export=ALL -o "$TRASH/job-%j.out" \
 		"$JOBS/train.sbatch" sh "$TRASH/node-train.sh" "$TRASH/rec" >sb 2>&1 || rc=$?; } &&
 	cat sb && job=$(sed -n "s/^Submitted batch job //p" sb) && cat "job-$job.out" >t.out &&
 	cat t.out && test $rc = 0 &&

@@ -158,7 +158,7 @@ test_expect_success 'a small dataset, packed on the shared file system' '
 	"$DSTAGE" pack -q -p 4 src pack
 '
 test_expect_success "the job on $n hosts: served, every case run, stopped" '
-	{ timeout -k 5 200 sbatch -N$n --wait --export=ALL -o "$TRASH/job.out" job.sh >sb.out 2>&1 || :; } &&
+	{ sbatch_wait 200 -N$n --export=ALL -o "$TRASH/job.out" job.sh >sb.out 2>&1 || :; } &&
 	cat sb.out job.out serve.log && test -e rec/up
 '
 test_expect_success 'item 1: "w" then "a" on n2: every host reads the whole file, the drain has it' '

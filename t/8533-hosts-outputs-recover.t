@@ -184,7 +184,7 @@ test_expect_success 'a small dataset, packed on the shared file system' '
 	"$DSTAGE" pack -q -p 4 src pack
 '
 test_expect_success "item 2: the job on $n hosts: 1000 outputs closed on n2, every service killed" '
-	{ timeout -k 5 200 sbatch -N$n --wait --export=ALL -o "$TRASH/job2.out" job2.sh >sb2.out 2>&1 || :; } &&
+	{ sbatch_wait 200 -N$n --export=ALL -o "$TRASH/job2.out" job2.sh >sb2.out 2>&1 || :; } &&
 	cat sb2.out job2.out rec2/write && test "$(cat rec2/write.rc)" = 0
 '
 test_expect_success 'item 2: n2 s outputs.status lists them all, far past 64 KiB' '
@@ -199,7 +199,7 @@ test_expect_success 'item 2: dstage drain --wait on n2 recovers every one, byte 
 '
 
 test_expect_success USERADD "item 5: the job on $n hosts: --outputs-to $SCR on each, swapped on n2" '
-	{ timeout -k 5 200 sbatch -N$n --wait --export=ALL -o "$TRASH/job5.out" job5.sh >sb5.out 2>&1 || :; } &&
+	{ sbatch_wait 200 -N$n --export=ALL -o "$TRASH/job5.out" job5.sh >sb5.out 2>&1 || :; } &&
 	cat sb5.out job5.out && test "$(cat rec5/first.n3)" = first && test "$(cat rec5/swap.rc)" = 0
 '
 test_expect_success USERADD 'item 5: not one byte written after the swap lands in the planted directory' '

@@ -64,7 +64,7 @@ test_expect_success 'a plain tree on the shared file system' '
 '
 
 test_expect_success "sbatch -N$n: stage SRC, R=2, serve, every host reads every file: exit 0" '
-	rc=0 && { timeout -k 5 240 sbatch -N$n --wait --export=ALL -o "$TRASH/job.out" job.sh "$TRASH" \
+	rc=0 && { sbatch_wait 240 -N$n --export=ALL -o "$TRASH/job.out" job.sh "$TRASH" \
 		>sb 2>&1 || rc=$?; } &&
 	cat sb job.out rec/stage.out && test $rc = 0 &&
 	test "$(grep -c "^node [0-9]* read every file$" job.out)" = $n &&
