@@ -203,48 +203,6 @@ void ds_cache_svc_free(struct ds_cache_svc *svc)
 	free(svc);
 }
 
-struct id_at {
-	uint32_t id;
-	uint32_t at; /* position in the caller's list */
-};
-
-/* Sort pairs made in position order by id, then position: a stable LSD
- * radix sort on the id (two 16-bit digits) keeps equal ids in position
- * order.  qsort with a comparison function took ~1 s for the 3.5M remote
- * samples of a node's share of 14M here, on the way to every epoch's
- * prefetch (issue 27); this takes tens of ms.  0 or -ENOMEM. */
-static int sort_id_at(struct id_at *a, size_t n)
-{
-	struct id_at *tmp = malloc((n + 1) * sizeof(*tmp));
-	uint32_t *cnt = malloc(65536 * sizeof(uint32_t));
-	if (!tmp || !cnt) {
-		free(tmp);
-		free(cnt);
-		return -ENOMEM;
-	}
-	struct id_at *from = a, *to = tmp;
-	for (int shift = 0; shift < 32; shift += 16) {
-		memset(cnt, 0, 65536 * sizeof(uint32_t));
-		for (size_t i = 0; i < n; i++)
-			cnt[(from[i].id >> shift) & 0xffff]++;
-		uint32_t sum = 0;
-		for (size_t d = 0; d < 65536; d++) {
-			uint32_t c = cnt[d];
-			cnt[d] = sum;
-			sum += c;
-		}
-		for (size_t i = 0; i < n; i++)
-			to[cnt[(from[i].id >> shift) & 0xffff]++] = from[i];
-		struct id_at *t = from;
-		from = to;
-		to = t;
-	}
-	/* two passes: the sorted pairs are back in a */
-	free(tmp);
-	free(cnt);
-	return 0;
-}
-
 uint64_t ds_cache_epoch_need(const uint64_t *lens, size_t n)
 {
 	uint64_t data = 0;
@@ -334,7 +292,7 @@ int ds_cache_epoch_new_runs(struct ds_cache_svc *svc, uint64_t epoch, const uint
 	if (n > UINT32_MAX)
 		return -EINVAL;
 	struct ds_cache_epoch *ep = calloc(1, sizeof(*ep));
-	struct id_at *ia = malloc((n + 1) * sizeof(*ia));
+	struct ds_id_at *ia = malloc((n + 1) * sizeof(*ia));
 	uint32_t *slot_of_at = malloc((n + 1) * sizeof(uint32_t));
 	uint64_t *offs = NULL;
 	int rc = -ENOMEM;
@@ -348,7 +306,7 @@ int ds_cache_epoch_new_runs(struct ds_cache_svc *svc, uint64_t epoch, const uint
 		ia[i].at = (uint32_t)i;
 		slot_of_at[i] = UINT32_MAX;
 	}
-	if (sort_id_at(ia, n))
+	if (ds_sort_id_at(ia, n))
 		goto fail;
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++)

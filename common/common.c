@@ -565,3 +565,41 @@ int ds_rm_rf(const char *path)
 		return errno == ENOENT ? 0 : -errno;
 	return rm_at(AT_FDCWD, path, st.st_dev);
 }
+
+/* Sort pairs made in position order by id, then position: a stable LSD
+ * radix sort on the id (two 16-bit digits) keeps equal ids in position
+ * order.  qsort with a comparison function took ~1 s for the 3.5M remote
+ * samples of a node's share of 14M here, on the way to every epoch's
+ * prefetch (issue 27); this takes tens of ms.  The epoch cache (cache.c)
+ * and the shim's epoch lists (io/epoch.c) sort with it.  0 or -ENOMEM. */
+int ds_sort_id_at(struct ds_id_at *a, size_t n)
+{
+	struct ds_id_at *tmp = malloc((n + 1) * sizeof(*tmp));
+	uint32_t *cnt = malloc(65536 * sizeof(uint32_t));
+	if (!tmp || !cnt) {
+		free(tmp);
+		free(cnt);
+		return -ENOMEM;
+	}
+	struct ds_id_at *from = a, *to = tmp;
+	for (int shift = 0; shift < 32; shift += 16) {
+		memset(cnt, 0, 65536 * sizeof(uint32_t));
+		for (size_t i = 0; i < n; i++)
+			cnt[(from[i].id >> shift) & 0xffff]++;
+		uint32_t sum = 0;
+		for (size_t d = 0; d < 65536; d++) {
+			uint32_t c = cnt[d];
+			cnt[d] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			to[cnt[(from[i].id >> shift) & 0xffff]++] = from[i];
+		struct ds_id_at *t = from;
+		from = to;
+		to = t;
+	}
+	/* two passes: the sorted pairs are back in a */
+	free(tmp);
+	free(cnt);
+	return 0;
+}

@@ -72,6 +72,15 @@ int ds_parse_u64(const char *s, uint64_t *out);
 int ds_parse_double(const char *s, double *out);
 double ds_now(void); /* monotonic seconds */
 
+/* An id and its position in the caller's list; ds_sort_id_at sorts pairs
+ * made in position order by id, then position (stable LSD radix, two 16-bit
+ * digits).  0 or -ENOMEM. */
+struct ds_id_at {
+	uint32_t id;
+	uint32_t at;
+};
+int ds_sort_id_at(struct ds_id_at *a, size_t n);
+
 /* ---- checksums ---------------------------------------------------------- */
 /* CRC-32C (Castagnoli), the checksum of every file in a pack.  Start with
  * crc = 0; feed pieces in order.  Uses SSE4.2 when the CPU has it. */

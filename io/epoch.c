@@ -186,27 +186,53 @@ int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 	int rc = ds__epoch_ids(v->epoch, v->l, v->n, 1, &ids, &n);
 	if (rc)
 		return rc;
+	/* The paths are built in id order, where neighbours share their
+	 * directory and their block of names, and land at their place in read
+	 * order: built in read order, every path was a random walk of the
+	 * index (1.6-2.0 s for a reader's 875k entries at 14M names, 1.0 s in
+	 * id order; issue 27). */
 	const struct ds_index *ix = &ds__g.ix;
-	size_t total = 0;
+	struct ds_id_at *ia = malloc((n + 1) * sizeof(*ia));
+	uint64_t *off = malloc((n + 1) * sizeof(*off));
+	char *buf = NULL;
+	rc = -ENOMEM;
+	if (!ia || !off)
+		goto out;
 	for (size_t i = 0; i < n; i++)
-		total += ds_ix_path_len(ix, ids[i]) + 1;
-	char *buf = malloc(total + 1);
-	if (!buf) {
-		free(ids);
-		return -ENOMEM;
-	}
-	char *w = buf;
+		ia[i] = (struct ds_id_at){ids[i], (uint32_t)i};
+	if (ds_sort_id_at(ia, n))
+		goto out;
+	for (size_t k = 0; k < n; k++) /* each path's length + its newline */
+		off[ia[k].at] = ds_ix_path_len(ix, ia[k].id) + 1;
+	size_t total = 0;
 	for (size_t i = 0; i < n; i++) {
-		/* each fits: total counted its length and the newline */
-		int k = ds_ix_path(ix, ids[i], w, total + 1 - (size_t)(w - buf));
-		w += k < 0 ? 0 : k;
-		*w++ = '\n';
+		uint64_t l = off[i];
+		off[i] = total;
+		total += l;
 	}
-	*w = 0;
-	free(ids);
+	off[n] = total;
+	buf = malloc(total + 1);
+	if (!buf)
+		goto out;
+	for (size_t k = 0; k < n; k++) {
+		/* its room: its length and the newline its NUL takes first */
+		size_t at = ia[k].at, room = off[at + 1] - off[at];
+		int w = ds_ix_path(ix, ia[k].id, buf + off[at], room);
+		if (w < 0)
+			w = 0; /* a damaged entry: empty lines in its room */
+		memset(buf + off[at] + w, '\n', room - (size_t)w);
+	}
+	buf[total] = 0;
 	*data = buf;
 	*len = total;
-	return 0;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	free(off);
+	free(ia);
+	free(ids);
+	return rc;
 }
 
 uint64_t ds__virt_ino(const struct ds__vent *v)
