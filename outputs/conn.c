@@ -76,6 +76,10 @@ static int lock_free(int fd)
 
 /* Pending output p leaves the list, its descriptor closed; a fetch waiting
  * on it looks again (mu held). */
+/* An output's file in the writer's area, while it is written (the
+ * requested mode goes with the publish, unless the writer changed it). */
+#define AREA_MODE 0600
+
 static void pend_free(struct ds_out *o, struct ds__opend *p)
 {
 	for (struct ds__opend **pp = &o->pend; *pp; pp = &(*pp)->next)
@@ -123,6 +127,11 @@ static int commit(struct ds_out *o, struct ds__opend *p)
 	m.nrepl = nrepl;
 	memcpy(m.repl, repl, sizeof(repl));
 	m.mode = p->mode;
+	/* the area file is made 0600 (the writer reopens it for writing); a
+	 * mode it has now was set on the descriptor by the writer (fchmod,
+	 * or sed -i's copy of the old file's ACL): that one is published */
+	if (!rc && (st.st_mode & 07777) != AREA_MODE)
+		m.mode = (st.st_mode & 0777) | 0400; /* no set-id bits; the drain must read it */
 	pfmt(m.path, sizeof(m.path), "%s", p->path);
 	int prc = via_main(o, &m);
 	if (!rc && prc && nrepl)
@@ -390,7 +399,7 @@ static int do_create(struct ds_out *o, struct ds_out_req *q, struct ds_out_resp 
 	if (rc)
 		return rc;
 	pfmt(wp, sizeof(wp), "%016llx", (unsigned long long)m.token);
-	int fd = openat(o->wfd, wp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd = openat(o->wfd, wp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, AREA_MODE);
 	rc = fd < 0 ? -errno : 0;
 	if (!rc && keep) {
 		int old = openat(o->nsfd, a, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

@@ -86,6 +86,22 @@ test_expect_success 'sed -i on one node: every node has the new bytes' '
 	shim_on 0 ls "$MOUNT/out" >ls0 && ! grep -q "^sed" ls0
 '
 
+# The mode a writer sets on its descriptor is the output's: fchmod, and
+# sed -i's copy of the old file's permissions (an fsetxattr of its ACL on
+# the new file's descriptor); before, the publish took the open's mode
+# (sed -i's mkstemp: 0600) and dropped them.
+test_expect_success 'sed -i keeps the file'"'"'s mode; an fchmod on the descriptor is the output'"'"'s mode' '
+	shim_on 0 sh -c "umask 022 && printf \"a\nb\n\" >$MOUNT/out/mode.txt" &&
+	shim_on 1 sed -i s/a/A/ "$MOUNT/out/mode.txt" &&
+	test "$(shim_on 0 stat -c %a "$MOUNT/out/mode.txt")" = 644 &&
+	shim_on 1 perl -e "open(my \$f, \">\", \$ARGV[0]) or die; print \$f \"x\";
+		chmod(0640, \$f) or die; close(\$f) or die" "$MOUNT/out/fchmod.txt" &&
+	test "$(shim_on 0 stat -c %a "$MOUNT/out/fchmod.txt")" = 640 &&
+	shim_on 1 sh -c "umask 0222 && echo x >$MOUNT/out/ro.txt" &&
+	test "$(shim_on 0 stat -c %a "$MOUNT/out/ro.txt")" = 444 &&
+	shim_on 1 rm "$MOUNT/out/mode.txt" "$MOUNT/out/fchmod.txt" "$MOUNT/out/ro.txt"
+'
+
 test_expect_success 'sed -i by a relative name from a cwd in the outputs' '
 	shim_on 0 sh -c "cd $MOUNT/out && sed -i s/epochs=10/epochs=20/ conf.txt" &&
 	printf "lr=0.01\nepochs=20\n" >want &&
