@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* mstream.c: the manifest streamed to every rank of a stage (issue 27,
  * dspack.h: ds_mstream_open, ds_mstream_run).  Rank 0 reads index.h5's
- * tables in chunks of rows with the strings they name and broadcasts each;
- * every rank checks every row with manifest.c's checks and keeps what it
- * asked for.  Everything read is untrusted, as in manifest.c. */
+ * tables (from a file, or by ranged GETs from a bucket) in chunks of rows
+ * with the strings they name (in place: and their sources rows) and
+ * broadcasts each; every rank checks every row with manifest.c's checks and
+ * keeps what it asked for.  --inflate: a first pass over the rows alone sums
+ * each partition inflated.  Everything read is untrusted, as in manifest.c. */
 #include "pack_int.h"
 #include "dsmpi.h"
 #include "dss3.h"
