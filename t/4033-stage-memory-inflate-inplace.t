@@ -11,30 +11,14 @@
 # stores are checked against the source trees (t/helpers/storecheck).
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-s3.sh"
+. "$SRCDIR/t/lib-tree.sh"
 
 test_require MPI
 [ -x /usr/bin/time ] || skip_all "no /usr/bin/time (GNU time) to read a rank's peak RSS"
 
-# tree DIR N: N files (hard links to 4, compressible) in classes of 1000;
-# small, so that a partition's payload stays under one 4 MiB chunk of the
-# stage's buffers at both sizes (else the buffer's pages touched grow too)
-tree() {
-	"$PY" - "$1" "$2" <<-\EOF
-	import os, sys
-	root, n = sys.argv[1], int(sys.argv[2])
-	os.makedirs(root + "/.seed")
-	seeds = []
-	for i in range(4):
-	    p = "%s/.seed/s%d" % (root, i)
-	    open(p, "wb").write(bytes([i]) * (100 + i))
-	    seeds.append(p)
-	for k in range(n):
-	    d = "%s/train/n%08d" % (root, k // 1000)
-	    if k % 1000 == 0:
-	        os.makedirs(d)
-	    os.link(seeds[k % 4], "%s/n%08d_%d.JPEG" % (d, k // 1000, 10000 + k))
-	EOF
-}
+# the trees (t/lib-tree.sh): seeds of 100-103 bytes, compressible, small,
+# so that a partition's payload stays under one 4 MiB chunk of the stage's
+# buffers at both sizes (else the buffer's pages touched grow too)
 
 # stage_rss PACK JOB [OPTION...]: rss.JOB.RANK, peak RSS (KiB) of each rank
 stage_rss() {
@@ -53,7 +37,7 @@ per_name() {
 }
 
 test_expect_success 'setup: trees of 20000 and 80000 names, zlib and in-place packs' '
-	tree small 20000 && tree big 80000 &&
+	hardlink_tree small 20000 1000 100 && hardlink_tree big 80000 1000 100 &&
 	"$DSTAGE" pack -q --no-fsync -p 4 -z zlib --replicate .seed small zsmall &&
 	"$DSTAGE" pack -q --no-fsync -p 4 -z zlib --replicate .seed big zbig &&
 	"$DSTAGE" pack -q --no-fsync -p 4 --in-place --replicate .seed small ismall &&
