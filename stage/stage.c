@@ -1714,11 +1714,13 @@ static void stage_summary(struct stage *S)
 	                    s3st.requests,  s3st.bytes,   s3st.retries, x->src_opens};
 	uint64_t sum[8];
 	MPI_Reduce(mine, sum, 8, MPI_UINT64_T, MPI_SUM, 0, S->world);
-	uint64_t node_bytes = nd->local_rank == 0 ? pl->store_size[nd->node] : 0;
-	uint64_t nb[2] = {nd->local_rank == 0 ? node_bytes : 0,
-	                  nd->local_rank == 0 ? UINT64_MAX - node_bytes : 0};
-	uint64_t mx[2];
-	MPI_Reduce(nb, mx, 2, MPI_UINT64_T, MPI_MAX, 0, S->world);
+	/* the smallest and largest store: one MPI_MAX of signed values (MPICH
+	 * 4.0.2 and Open MPI 4.1.2-4.1.4 order unsigned ones as signed in
+	 * MPI_MIN/MPI_MAX: docs/mpi.md); a store is far below 2^63 bytes */
+	int64_t node_bytes = nd->local_rank == 0 ? (int64_t)pl->store_size[nd->node] : 0;
+	int64_t nb[2] = {node_bytes, nd->local_rank == 0 ? INT64_MAX - node_bytes : 0};
+	int64_t mx[2];
+	MPI_Reduce(nb, mx, 2, MPI_INT64_T, MPI_MAX, 0, S->world);
 	double dt = ds_now() - S->t0;
 	if (S->rank != 0 || o->quiet)
 		return;
@@ -1734,7 +1736,8 @@ static void stage_summary(struct stage *S)
 	printf("staged %zu files, %zu directories on %u node(s), R=%u\n", files, dirs, nd->nnodes,
 	       S->r);
 	printf("per node: min %s, max %s; landed %s in %.2f s (%s/s)\n",
-	       ds_fmt_size(UINT64_MAX - mx[1], a, sizeof(a)), ds_fmt_size(mx[0], b, sizeof(b)),
+	       ds_fmt_size((uint64_t)(INT64_MAX - mx[1]), a, sizeof(a)),
+	       ds_fmt_size((uint64_t)mx[0], b, sizeof(b)),
 	       ds_fmt_size(landed, c, sizeof(c)), dt,
 	       ds_fmt_size(dt > 0 ? (uint64_t)(landed / dt) : 0, d, sizeof(d)));
 	if (x->s3)
