@@ -406,6 +406,17 @@ static inline void ds_ix_prefetch(const struct ds_index *ix, uint32_t id)
 {
 	__builtin_prefetch(&ix->rows[id]);
 }
+/* Hint that entry id's name (ds_ix_paths_get, ds_ix_names_get) is read
+ * soon: a loop over ids in increasing order calls it a few ids ahead with
+ * far = 1 (where its block starts), then nearer with far = 0 (the block's
+ * first bytes: reads the offset, bounded). */
+static inline void ds_ix_prefetch_name(const struct ds_index *ix, uint32_t id, int far)
+{
+	if (far)
+		__builtin_prefetch(&ix->blocks[id / DS_IX_BLOCK]);
+	else if (id < ix->h->nentries)
+		__builtin_prefetch(ix->names + ix->blocks[id / DS_IX_BLOCK]);
+}
 /* sample j (0 <= j < nsamples) of the sample table: an entry id */
 static inline uint32_t ds_ix_sample(const struct ds_index *ix, uint64_t j)
 {
