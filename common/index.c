@@ -812,8 +812,11 @@ int ds_ix_names_get(const struct ds_index *ix, struct ds_ix_names *n, uint32_t i
 	unsigned j = 0;
 	if (n->id && n->id - 1 == id)
 		return (int)n->len;
-	if (n->id && n->id - 1 < id && (n->id - 1) / DS_IX_BLOCK == id / DS_IX_BLOCK) {
-		j = (n->id - 1) % DS_IX_BLOCK + 1; /* on from the name decoded last */
+	/* on from the name decoded last (its block's bounds checked again:
+	 * a decoder kept by a caller must never read past this mapping) */
+	if (n->id && n->id - 1 < id && (n->id - 1) / DS_IX_BLOCK == id / DS_IX_BLOCK &&
+	    n->pos <= n->end && n->end <= ix->h->names_size) {
+		j = (n->id - 1) % DS_IX_BLOCK + 1;
 	} else if (ns_block(ix, id / DS_IX_BLOCK, n)) {
 		n->id = 0;
 		return -1;
