@@ -382,7 +382,7 @@ int64_t ds_ix_child_named(const struct ds_index *ix, struct ds_ix_names *n, uint
  * step of the front coding and a copy each, not a decode from the start of
  * the block and of every ancestor's name.  Any order works (a jump
  * restarts a block; a directory outside the kept chain is added,
- * O(depth)).  About 20 KB: allocate one per list (NULL: no memory). */
+ * O(depth)).  About 30 KB: allocate one per list (NULL: no memory). */
 struct ds_ix_paths;
 struct ds_ix_paths *ds_ix_paths_new(const struct ds_index *ix);
 void ds_ix_paths_free(struct ds_ix_paths *c);
