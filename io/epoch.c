@@ -97,7 +97,7 @@ int ds__virt_lookup(const char *rest, size_t len, struct ds__vent *v, size_t *us
 	return 0;
 }
 
-int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, int check, uint32_t **out, size_t *count)
+int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, uint32_t **out, size_t *count)
 {
 	struct ds_epoch_cfg cfg;
 	uint32_t *own = NULL, *part = NULL;
@@ -157,12 +157,9 @@ int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, int check, uint32_t *
 	}
 	/* a published share's ids are the service's: each one used must be a
 	 * sample the index can follow (the computed ones are, by the check);
-	 * a caller that follows none of them itself (ds_py_list) checks the
-	 * ones it uses, and saves the reads of entries all over the index */
-	for (size_t i = 0; rc == 0 && published && check && i < n; i++)
-		if (!ds_index_entry_ok(&ds__g.ix, ids[i]) ||
-		    !S_ISREG(ds_ix_mode(&ds__g.ix, ids[i])))
-			rc = -DS_ECORRUPT;
+	 * the caller checks the ones it follows (ds__virt_content all of them,
+	 * in id order; ds_py_list's the ones it names), which saves a read of
+	 * entries all over the index in read order here */
 	ds_share_unmap(map, maplen);
 	if (rc == 0 && ids == own) {
 		*out = own;
@@ -179,31 +176,69 @@ int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, int check, uint32_t *
 	return 0;
 }
 
+#define PATH_AHEAD 8 /* entries asked for ahead of the one built */
+
 int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 {
 	uint32_t *ids;
 	size_t n;
-	int rc = ds__epoch_ids(v->epoch, v->l, v->n, 1, &ids, &n);
+	/* the ids are checked below, in id order, as their paths are built */
+	int rc = ds__epoch_ids(v->epoch, v->l, v->n, &ids, &n);
 	if (rc)
 		return rc;
 	/* The paths are built in id order, where neighbours share their
-	 * directory and their block of names, and land at their place in read
-	 * order: built in read order, every path was a random walk of the
-	 * index (1.6-2.0 s for a reader's 875k entries at 14M names, 1.0 s in
-	 * id order; issue 27). */
+	 * directory and their block of names, by a cursor that keeps both
+	 * (ds_ix_paths: one step of the front coding and a copy per entry),
+	 * into a buffer in that order; then each is copied to its place in
+	 * read order.  Built in read order, every path was a random walk of
+	 * the index; with ds_ix_path_len and ds_ix_path, each name was decoded
+	 * twice from the start of its block, and each ancestor's too (~1.1 us
+	 * per entry at 14M names; issue 27, docs/performance.md). */
 	const struct ds_index *ix = &ds__g.ix;
 	struct ds_id_at *ia = malloc((n + 1) * sizeof(*ia));
 	uint64_t *off = malloc((n + 1) * sizeof(*off));
-	char *buf = NULL;
+	struct ds_ix_paths *cur = ds_ix_paths_new(ix);
+	char *tmp = NULL, *buf = NULL;
+	size_t used = 0, cap = 0;
 	rc = -ENOMEM;
-	if (!ia || !off)
+	if (!ia || !off || !cur)
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		ia[i] = (struct ds_id_at){ids[i], (uint32_t)i};
 	if (ds_sort_id_at(ia, n))
 		goto out;
-	for (size_t k = 0; k < n; k++) /* each path's length + its newline */
-		off[ia[k].at] = ds_ix_path_len(ix, ia[k].id) + 1;
+	for (size_t k = 0; k < n; k++) {
+		/* the entries a few ahead asked for: an id of a reader's share
+		 * is ~16 after the one before (a row and a name block of its
+		 * own), the hardware's prefetcher does not see that stride */
+		if (k + 2 * PATH_AHEAD < n)
+			ds_ix_prefetch_name(ix, ia[k + 2 * PATH_AHEAD].id, 1);
+		if (k + PATH_AHEAD < n) {
+			ds_ix_prefetch(ix, ia[k + PATH_AHEAD].id);
+			ds_ix_prefetch_name(ix, ia[k + PATH_AHEAD].id, 0);
+		}
+		/* a published share's ids are the service's: each must be a
+		 * sample the index can follow (the cursor checks what
+		 * ds_index_entry_ok checks; computed ones passed the shuffle's
+		 * check) */
+		const char *p;
+		int w = ds_ix_paths_get(cur, ia[k].id, &p);
+		if (w < 0 || !S_ISREG(ds_ix_mode(ix, ia[k].id))) {
+			rc = -EIO;
+			goto out;
+		}
+		if (cap - used < (size_t)w) {
+			size_t ncap = cap ? 2 * cap : (size_t)64 * n + PATH_MAX;
+			char *t = realloc(tmp, ncap);
+			if (!t)
+				goto out;
+			tmp = t;
+			cap = ncap;
+		}
+		memcpy(tmp + used, p, (size_t)w);
+		used += (size_t)w;
+		off[ia[k].at] = (uint64_t)w + 1; /* its length + its newline */
+	}
 	size_t total = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t l = off[i];
@@ -214,13 +249,12 @@ int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 	buf = malloc(total + 1);
 	if (!buf)
 		goto out;
+	used = 0;
 	for (size_t k = 0; k < n; k++) {
-		/* its room: its length and the newline its NUL takes first */
-		size_t at = ia[k].at, room = off[at + 1] - off[at];
-		int w = ds_ix_path(ix, ia[k].id, buf + off[at], room);
-		if (w < 0)
-			w = 0; /* a damaged entry: empty lines in its room */
-		memset(buf + off[at] + w, '\n', room - (size_t)w);
+		size_t at = ia[k].at, l = off[at + 1] - off[at] - 1;
+		memcpy(buf + off[at], tmp + used, l);
+		buf[off[at] + l] = '\n';
+		used += l;
 	}
 	buf[total] = 0;
 	*data = buf;
@@ -229,6 +263,8 @@ int ds__virt_content(const struct ds__vent *v, char **data, size_t *len)
 	rc = 0;
 out:
 	free(buf);
+	free(tmp);
+	ds_ix_paths_free(cur);
 	free(off);
 	free(ia);
 	free(ids);

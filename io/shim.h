@@ -420,9 +420,11 @@ int ds__perm(const struct stat *st, int mask);
 
 /* ---- directory listing (dir.c) ------------------------------------------- */
 /* Name, d_ino and d_type of the i-th entry of directory f listed after "."
- * and ".."; -ENOENT past the last. */
-int ds__dir_child(const struct ds__file *f, size_t i, const char **name, size_t *nlen,
-                  uint64_t *ino, unsigned char *type, char *tmp, size_t tmplen);
+ * and ".."; -ENOENT past the last.  A staged child's name is decoded
+ * through nm (the stream's: the next child costs one step of the front
+ * coding), a virtual one's written into tmp. */
+int ds__dir_child(const struct ds__file *f, size_t i, struct ds_ix_names *nm, const char **name,
+                  size_t *nlen, uint64_t *ino, unsigned char *type, char *tmp, size_t tmplen);
 void ds__dir_atfork_child(void);
 
 /* ---- stdio (stdio.c) ------------------------------------------------------ */
@@ -453,11 +455,10 @@ void ds__remote_atfork_child(void);
 int ds__virt_lookup(const char *rest, size_t len, struct ds__vent *v, size_t *used);
 /* Epoch `epoch`'s list of local reader l of nr on this node (nr = 0: the
  * node's whole share) as entry ids, malloc'd: the published share sliced
- * when it is ours, else computed.  With check (or computed), each is a
- * sample the index can follow; without, a published id is the service's
- * word only, for a caller that checks what it follows. */
-int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, int check, uint32_t **out,
-                  size_t *count);
+ * when it is ours, else computed.  A computed id is a sample the index can
+ * follow; a published one is the service's word only: the caller checks
+ * what it follows. */
+int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, uint32_t **out, size_t *count);
 /* The content of a list (malloc'd), its length. */
 int ds__virt_content(const struct ds__vent *v, char **data, size_t *len);
 uint64_t ds__virt_ino(const struct ds__vent *v);
