@@ -984,6 +984,91 @@ int ds_ix_paths_get(struct ds_ix_paths *c, uint32_t id, const char **path)
 	return (int)(o - c->buf) + nl;
 }
 
+#define PATH_AHEAD 8 /* entries asked for ahead of the one built */
+
+/* The paths are built in id order, where neighbours share their directory
+ * and their block of names, by a cursor that keeps both (one step of the
+ * front coding and a copy per entry), into a buffer in that order; then
+ * each is copied to its place in list order.  Built in list order, every
+ * path was a random walk of the index; with ds_ix_path_len and ds_ix_path,
+ * each name was decoded twice from the start of its block, and each
+ * ancestor's too (~1.1 us per entry at 14M names; issue 27,
+ * docs/performance.md). */
+int ds_ix_list(const struct ds_index *ix, const uint32_t *ids, size_t n, char **data, size_t *len)
+{
+	struct ds_id_at *ia = malloc((n + 1) * sizeof(*ia));
+	uint64_t *off = malloc((n + 1) * sizeof(*off));
+	struct ds_ix_paths *cur = ds_ix_paths_new(ix);
+	char *tmp = NULL, *buf = NULL;
+	size_t used = 0, cap = 0;
+	int rc = -ENOMEM;
+	if (!ia || !off || !cur)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		ia[i] = (struct ds_id_at){ids[i], (uint32_t)i};
+	if (ds_sort_id_at(ia, n))
+		goto out;
+	for (size_t k = 0; k < n; k++) {
+		/* the entries a few ahead asked for: an id of a reader's share
+		 * is ~16 after the one before (a row and a name block of its
+		 * own), the hardware's prefetcher does not see that stride */
+		if (k + 2 * PATH_AHEAD < n)
+			ds_ix_prefetch_name(ix, ia[k + 2 * PATH_AHEAD].id, 1);
+		if (k + PATH_AHEAD < n) {
+			ds_ix_prefetch(ix, ia[k + PATH_AHEAD].id);
+			ds_ix_prefetch_name(ix, ia[k + PATH_AHEAD].id, 0);
+		}
+		/* each id must be a sample the index can follow (the cursor
+		 * checks what ds_index_entry_ok checks) */
+		const char *p;
+		int w = ds_ix_paths_get(cur, ia[k].id, &p);
+		if (w < 0 || !S_ISREG(ds_ix_mode(ix, ia[k].id))) {
+			rc = -EIO;
+			goto out;
+		}
+		if (cap - used < (size_t)w) {
+			size_t ncap = cap ? 2 * cap : (size_t)64 * n + PATH_MAX;
+			char *t = realloc(tmp, ncap);
+			if (!t)
+				goto out;
+			tmp = t;
+			cap = ncap;
+		}
+		memcpy(tmp + used, p, (size_t)w);
+		used += (size_t)w;
+		off[ia[k].at] = (uint64_t)w + 1; /* its length + its newline */
+	}
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t l = off[i];
+		off[i] = total;
+		total += l;
+	}
+	off[n] = total;
+	buf = malloc(total + 1);
+	if (!buf)
+		goto out;
+	used = 0;
+	for (size_t k = 0; k < n; k++) {
+		size_t at = ia[k].at, l = off[at + 1] - off[at] - 1;
+		memcpy(buf + off[at], tmp + used, l);
+		buf[off[at] + l] = '\n';
+		used += l;
+	}
+	buf[total] = 0;
+	*data = buf;
+	*len = total;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	free(tmp);
+	ds_ix_paths_free(cur);
+	free(off);
+	free(ia);
+	return rc;
+}
+
 uint64_t ds_index_entry_bytes(uint64_t n, uint64_t names)
 {
 	/* the worst entry is a directory: its row, its directory row, two runs

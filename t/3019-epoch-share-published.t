@@ -33,6 +33,10 @@ test_expect_success 'the service publishes the shares of the epochs it plans (0 
 test_expect_success 'the lists from the published shares are dstage epoch'"'"'s' '
 	same_lists 0 0 && same_lists 0 1 && same_lists 1 0 && same_lists 1 1
 '
+test_expect_success 'dstage epoch into a full device: exit 1, said' '
+	test_status --show err 1 ep --node 0 0 >/dev/full 2>err &&
+	test_grep "standard output: No space left on device" err
+'
 test_expect_success 'the shim takes the published share (one rewritten in reverse, CRC fixed)' '
 	f="$JOBDIR/0/epochs/share.1" && cp "$f" saved &&
 	"$PY" - "$f" <<-\EOF &&

@@ -287,6 +287,41 @@ static int paths_agree(const struct ds_index *ix, const uint32_t *ids, size_t n,
 	return bad;
 }
 
+/* ds_ix_list of ids[0..n): each line ds_ix_path's of the id at its place
+ * in the list, or -EIO when an id is not a sample the index can follow;
+ * how many differ */
+static int list_agrees(const struct ds_index *ix, const uint32_t *ids, size_t n, const char *what)
+{
+	int bad = 0, samples = 1;
+	char want[PATH_MAX], *text = NULL;
+	size_t len = 0;
+	for (size_t i = 0; i < n && samples; i++)
+		samples = ids[i] < ix->h->nentries && ds_index_entry_ok(ix, ids[i]) &&
+		          S_ISREG(ds_ix_mode(ix, ids[i])) &&
+		          ds_ix_path(ix, ids[i], want, sizeof(want)) >= 0;
+	int rc = ds_ix_list(ix, ids, n, &text, &len);
+	CHECK(rc == (samples ? 0 : -EIO), "%s: ds_ix_list %d, want %d", what, rc,
+	      samples ? 0 : -EIO);
+	if (!rc && samples) {
+		const char *p = text, *end = text + len;
+		CHECK(text[len] == 0, "%s: the list is not NUL-terminated", what);
+		for (size_t i = 0; i < n; i++) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			ds_ix_path(ix, ids[i], want, sizeof(want));
+			CHECK(nl && (size_t)(nl - p) == strlen(want) &&
+			              !memcmp(p, want, strlen(want)),
+			      "%s: line %zu: '%.60s', want '%.60s' (entry %u)", what, i,
+			      nl ? p : "", want, ids[i]);
+			if (!nl)
+				break;
+			p = nl + 1;
+		}
+		CHECK(p == end, "%s: %zu bytes after the last line", what, (size_t)(end - p));
+	}
+	free(text);
+	return bad;
+}
+
 static void cursor_tests(const struct ds_index *ix, const char *what)
 {
 	uint32_t n = ix->h->nentries, *ids = calloc(2 * (size_t)n + 64, sizeof(uint32_t));
@@ -337,6 +372,22 @@ static void cursor_tests(const struct ds_index *ix, const char *what)
 	}
 	snprintf(t, sizeof(t), "%s: across block boundaries", what);
 	ok(!paths_agree(ix, ids, m, t), "%s", t);
+	/* ds_ix_list: the samples in a random order with repeats (a list is
+	 * built in id order and laid out in its own), then with one entry that
+	 * is not a sample (a directory: the root) */
+	m = 0;
+	for (uint32_t i = 0; i < 3 * n; i++) {
+		uint32_t id = (uint32_t)(rnd() % n);
+		if (S_ISREG(ds_ix_mode(ix, id)) && ds_index_entry_ok(ix, id))
+			ids[m++] = id;
+		if (m == 2 * (size_t)n)
+			break;
+	}
+	snprintf(t, sizeof(t), "%s: ds_ix_list of samples in a random order, in that order", what);
+	ok(m > 0 && !list_agrees(ix, ids, m, t), "%s", t);
+	ids[m / 2] = 0;
+	snprintf(t, sizeof(t), "%s: ds_ix_list with the root among the samples: EIO", what);
+	ok(!list_agrees(ix, ids, m, t), "%s", t);
 	/* every directory's children through ds_ix_child_named, one decoder
 	 * for the whole walk: ds_ix_child's id, checked as readdir checks it,
 	 * with ds_ix_base's name */
