@@ -7,13 +7,15 @@
  *       class directories (train/<wnid>/<wnid>_<n>.JPEG) and write it to OUT;
  *       print "key value" lines: bytes per entry (total and, for version 3,
  *       per section), the builder's peak memory per entry (VmHWM over the
- *       RSS before the first name was added), build and full-check ms.
+ *       RSS before the first name was added), build and full-check ms; then
+ *       ds_index_hugify(OUT) as stage's ds_index_write does (its ms)
  *       SHAPE: "sparse" (default: file numbers spread over 1..20000, as in
  *       ImageNet-21k) or "dense" (10000 + 7 j, bench/scale.py's names)
  *   ixscale lookup OUT N CLASSES K [SHAPE]
  *       in this (fresh) process: map OUT without the full check (as the
  *       shim does), then look up and stat K random files of the tree; print
- *       minor faults and microseconds per file
+ *       minor faults and microseconds per file, and how much of the index
+ *       the kernel maps in 2 MiB pages (kB)
  *   ixscale bound N
  *       exit 0 when `build`'s index takes at most N bytes per entry (the
  *       last build's figure, read from stdin: "bytes_per_entry X")
@@ -155,7 +157,35 @@ static int build(uint64_t n, uint32_t classes, const char *out)
 		fprintf(stderr, "%s: %s\n", out, ds_strerror(rc));
 		return 1;
 	}
+#if DS_INDEX_VERSION >= 3
+	/* as ds_index_write does for stage (common/ixhuge.c) */
+	double t4 = now_ms(), c4 = cpu_ms();
+	rc = ds_index_hugify(out);
+	printf("hugify_ms %.0f\n", now_ms() - t4);
+	printf("hugify_cpu_ms %.0f\n", cpu_ms() - c4);
+	printf("hugify %s\n", rc ? ds_strerror(rc) : "ok");
+#endif
 	return 0;
+}
+
+/* kB of the mapping at addr that the kernel maps with 2 MiB entries */
+static long pmd_mapped_kb(const void *addr)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	int in = 0;
+	long kb = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+			in = lo == (unsigned long)(uintptr_t)addr;
+		else if (in && (!strncmp(line, "ShmemPmdMapped:", 15) ||
+		                !strncmp(line, "FilePmdMapped:", 14)))
+			kb += strtol(strchr(line, ':') + 1, NULL, 10);
+	}
+	if (f)
+		fclose(f);
+	return kb;
 }
 
 static int lookup(const char *path, uint64_t n, uint32_t classes, uint32_t k)
@@ -194,9 +224,10 @@ static int lookup(const char *path, uint64_t n, uint32_t classes, uint32_t k)
 		fprintf(stderr, "found %llu of %u\n", (unsigned long long)found, k);
 		return 1;
 	}
-	printf("lookup_faults_per_file %.2f\n", (double)(u1.ru_minflt - u0.ru_minflt) / k);
+	printf("lookup_faults_per_file %.3f\n", (double)(u1.ru_minflt - u0.ru_minflt) / k);
 	printf("lookup_us_per_file %.2f\n", (t1 - t0) * 1e3 / k);
 	printf("lookup_cpu_us_per_file %.2f\n", (c1 - c0) * 1e3 / k);
+	printf("lookup_pmd_mapped_kB %ld\n", pmd_mapped_kb(ix.h));
 	ds_index_close(&ix);
 	free(paths);
 	free(lens);
