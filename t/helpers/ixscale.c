@@ -16,6 +16,13 @@
  *       shim does), then look up and stat K random files of the tree; print
  *       minor faults and microseconds per file, and how much of the index
  *       the kernel maps in 2 MiB pages (kB)
+ *   ixscale store N CLASSES DIR
+ *       a node store of those names (node 0 of 1, job "0") under DIR, for the
+ *       shim (t/2110); prints its job directory
+ *   ixscale paths N CLASSES K
+ *       K random files of it, "path k" (file k holds "%07x\n" of k)
+ *   ixscale probe-huge DIR
+ *       exit 0 when the kernel collapses a file of DIR into 2 MiB pages
  *   ixscale bound N
  *       exit 0 when `build`'s index takes at most N bytes per entry (the
  *       last build's figure, read from stdin: "bytes_per_entry X")
@@ -24,12 +31,17 @@
 #include "dscommon.h"
 #include "dsindex.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static int dense;
 
@@ -234,6 +246,93 @@ static int lookup(const char *path, uint64_t n, uint32_t classes, uint32_t k)
 	return sum == 0;
 }
 
+/* A node store (node 0 of 1, job "0") of the same names under DIR, as
+ * mkstore would write it from a tree of them, without the tree: one
+ * partition, file k's content "%07x\n" of k, real CRCs; the index written
+ * by ds_index_write, as stage writes it. */
+static int store(uint64_t n, uint32_t classes, const char *dir)
+{
+	uint32_t per = (uint32_t)((n + classes - 1) / classes);
+	char *jobdir = ds_store_jobdir(dir, "0"), *nd = ds_store_nodedir(dir, "0", 0);
+	char path[PATH_MAX], p[PATH_MAX];
+	if (!jobdir || !nd || ds_mkdir_p(nd, 0700) || chmod(jobdir, 0700) < 0)
+		return 1;
+	uint64_t size = n * 8, psize = size;
+	char *data = malloc(size + 1);
+	struct ds_index_builder *b = ds_index_builder_new();
+	uint64_t k = 0;
+	for (uint32_t c = 0; c < classes && k < n; c++)
+		for (uint32_t j = 0; j < per && k < n; j++, k++) {
+			path_of(p, sizeof(p), c, j, per);
+			snprintf(data + k * 8, 9, "%07x\n", (unsigned)k);
+			int rc = ds_index_add_file(b, p, 0644, 1600000000123456789ll + (int64_t)k, 8, 0,
+			                           k * 8, 8, DS_CODEC_NONE,
+			                           ds_crc32c(0, data + k * 8, 8), DS_EF_SAMPLE);
+			if (rc) {
+				fprintf(stderr, "add %s: %s\n", p, ds_strerror(rc));
+				return 1;
+			}
+		}
+	ds_index_set_parts(b, 1, &psize);
+	ds_index_add_loc(b, 0, 0, 0);
+	uint64_t ssize = (size + DS_STORE_ALIGN - 1) / DS_STORE_ALIGN * DS_STORE_ALIGN;
+	ds_index_set_node(b, 0, 1, ssize, "0", 1);
+	snprintf(path, sizeof(path), "%s/" DS_STORE_NAME, nd);
+	int rc = ds_write_file_atomic(path, data, size, 0600);
+	if (!rc)
+		rc = truncate(path, (off_t)ssize) < 0 ? -errno : 0;
+	snprintf(path, sizeof(path), "%s/" DS_INDEX_NAME, nd);
+	if (!rc)
+		rc = ds_index_write(b, path);
+	if (rc) {
+		fprintf(stderr, "%s: %s\n", path, ds_strerror(rc));
+		return 1;
+	}
+	ds_index_builder_free(b);
+	free(data);
+	printf("%s\n", jobdir);
+	return 0;
+}
+
+/* K random files of the store (lookup's choice): "path k" lines */
+static int paths(uint64_t n, uint32_t classes, uint32_t k)
+{
+	uint32_t per = (uint32_t)((n + classes - 1) / classes);
+	uint32_t full = (uint32_t)(n / per);
+	char p[PATH_MAX];
+	for (uint32_t i = 0; i < k; i++) {
+		uint64_t r = mix(i + 12345);
+		uint32_t c = (uint32_t)(r % full), j = (uint32_t)(r >> 32) % per;
+		path_of(p, sizeof(p), c, j, per);
+		printf("%s %llx\n", p, (unsigned long long)c * per + j);
+	}
+	return 0;
+}
+
+/* Can the kernel keep a file of DIR in 2 MiB pages (MADV_COLLAPSE of a
+ * 2 MiB-aligned shared mapping)?  Asked here with no help from the library,
+ * so that a test's prerequisite does not depend on the code it tests. */
+static int probe(const char *dir)
+{
+	char path[PATH_MAX];
+	size_t len = (size_t)4 << 20, huge = (size_t)2 << 20;
+	snprintf(path, sizeof(path), "%s/probe-huge.%ld", dir, (long)getpid());
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	char *buf = calloc(1, len);
+	memset(buf, 1, len);
+	int ok = fd >= 0 && write(fd, buf, len) == (ssize_t)len;
+	char *r = ok ? mmap(NULL, len + huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+	             : MAP_FAILED;
+	char *a = (char *)(((uintptr_t)r + huge - 1) & ~(uintptr_t)(huge - 1));
+	ok = r != MAP_FAILED && mmap(a, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED;
+	int e = ok && madvise(a, len, 25 /* MADV_COLLAPSE */) < 0 ? errno : 0;
+	free(buf);
+	if (fd >= 0)
+		unlink(path);
+	printf("%s\n", !ok ? "cannot map a file there" : e ? strerror(e) : "ok");
+	return !ok || e;
+}
+
 /* What readdir of every directory costs the shim (io/dir.c): each child
  * checked, its parent compared, its name and mode read. */
 static int walk(const char *path)
@@ -284,6 +383,13 @@ int main(int argc, char **argv)
 		              (uint32_t)strtoul(argv[4], NULL, 0),
 		              (uint32_t)strtoul(argv[5], NULL, 0));
 	}
+	if (argc == 5 && !strcmp(argv[1], "store"))
+		return store(strtoull(argv[2], NULL, 0), (uint32_t)strtoul(argv[3], NULL, 0), argv[4]);
+	if (argc == 5 && !strcmp(argv[1], "paths"))
+		return paths(strtoull(argv[2], NULL, 0), (uint32_t)strtoul(argv[3], NULL, 0),
+		             (uint32_t)strtoul(argv[4], NULL, 0));
+	if (argc == 3 && !strcmp(argv[1], "probe-huge"))
+		return probe(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "bound")) {
 		char line[256];
 		double v = -1, bound = strtod(argv[2], NULL);
@@ -293,6 +399,7 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr,
 	        "usage: ixscale build N CLASSES OUT [sparse|dense] | lookup OUT N CLASSES K "
-	        "[sparse|dense] | bound B\n");
+	        "[sparse|dense] | bound B | store N CLASSES DIR | paths N CLASSES K | "
+	        "probe-huge DIR\n");
 	return 2;
 }

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* shim-faults: what a fresh reader of many files pays in page faults
+ * (issue 27; t/2110):
+ *
+ *   shim-faults PREFIX <LIST
+ *
+ * LIST: "path k" lines (ixscale paths): opens PREFIX/path, reads it, closes
+ * it, and checks it holds "%07x\n" of k.  The first file starts the shim
+ * (maps the store: a constant); the minor faults of this process from then
+ * to the last file (getrusage) are what the files cost.  Prints "files N",
+ * "bad N" (files that did not read back), "faults_per_file X". */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+static long minflt(void)
+{
+	struct rusage u;
+	getrusage(RUSAGE_SELF, &u);
+	return u.ru_minflt;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: shim-faults PREFIX <LIST\n");
+		return 2;
+	}
+	char line[PATH_MAX + 32], path[2 * PATH_MAX], want[32], got[64];
+	long files = 0, bad = 0, f0 = 0;
+	while (fgets(line, sizeof(line), stdin)) {
+		char rel[PATH_MAX];
+		unsigned long long k;
+		if (sscanf(line, "%4095s %llx", rel, &k) != 2)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", argv[1], rel);
+		snprintf(want, sizeof(want), "%07llx\n", k);
+		int fd = open(path, O_RDONLY);
+		ssize_t n = fd < 0 ? -1 : read(fd, got, sizeof(got));
+		if (fd >= 0)
+			close(fd);
+		if (n != (ssize_t)strlen(want) || memcmp(got, want, (size_t)n))
+			bad++;
+		if (files++ == 0)
+			f0 = minflt();
+	}
+	long f1 = minflt();
+	printf("files %ld\nbad %ld\n", files, bad);
+	printf("faults_per_file %.4f\n", files > 1 ? (double)(f1 - f0) / (double)(files - 1) : 0.0);
+	return 0;
+}
