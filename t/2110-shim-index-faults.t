@@ -8,12 +8,12 @@
 # faults per file with 4 KiB pages, ~0.016 with 2 MiB ones, the rest the
 # store's); and DSTAGE_INDEX_HUGE=0 leaves it in 4 KiB pages.  Counts
 # faults (getrusage), never time.  Needs a kernel that collapses a file of
-# /dev/shm into 2 MiB pages (MADV_COLLAPSE, Linux 6.1, THP not "never").
+# /dev/shm into 2 MiB pages (MADV_COLLAPSE, Linux 6.1 with THP).
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-shim.sh"
 
 test_lazy_prereq HUGE '"$T/ixscale" probe-huge "$SHM"' \
-	"the kernel does not collapse a file of $SHM into 2 MiB pages (MADV_COLLAPSE: Linux >= 6.1, THP not never)"
+	"the kernel does not collapse a file of $SHM into 2 MiB pages (MADV_COLLAPSE: Linux >= 6.1 with THP)"
 test_require HUGE
 
 N=300000 CLASSES=5085 # ImageNet-21k-shaped, 59 files a class
