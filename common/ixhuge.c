@@ -64,7 +64,8 @@ void *ds__map_ro_aligned(int fd, size_t len)
 	}
 	if (a > r)
 		munmap(r, (size_t)(a - r));
-	size_t end = (size_t)(a - r) + ((len + 4095) & ~(size_t)4095);
+	size_t pg = (size_t)getpagesize();
+	size_t end = (size_t)(a - r) + (len + pg - 1) / pg * pg;
 	if (end < room)
 		munmap(r + end, room - end);
 	return a;
