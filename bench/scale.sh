@@ -16,7 +16,8 @@
 #   - the node index (ix_rows, t/helpers/ixscale): bytes per entry at
 #     ImageNet-21k's shape (N names in 21,841 class directories), the
 #     builder's peak memory, the full check, and lookups + stat of 2,000
-#     random files in a fresh process (faults, us) with the index on tmpfs;
+#     random files in a fresh process (faults, us) with the index on tmpfs,
+#     kept in 2 MiB pages as stage leaves it (docs/shim.md);
 # on a metadata-only tree: N hard links to 4 small files, ImageNet-shaped
 # names (1280 per class directory), packed (dstage pack, the 4 files under
 # --replicate) and staged on 2 simulated nodes.  N: 128k (--quick), 1.28M

@@ -84,9 +84,12 @@ int ds_index_hugify(const char *path)
 	rc = 0;
 	if (whole && madvise((void *)ix.h, whole, MADV_COLLAPSE) < 0) {
 		rc = -errno;
-		/* EINVAL: a kernel before 6.1 or THP off; EAGAIN/ENOMEM: no 2 MiB
-		 * of contiguous memory now.  The index works in 4 KiB pages. */
-		ds_info("'%s': index left in 4 KiB pages (MADV_COLLAPSE: %s)", path, strerror(-rc));
+		/* EINVAL: a kernel before 6.1, THP off, or a file system whose
+		 * page cache the call does not collapse (ext4: its own large
+		 * folios may be 2 MiB already); EAGAIN/ENOMEM: no 2 MiB of
+		 * contiguous memory now.  The index works in 4 KiB pages. */
+		ds_info("'%s': not collapsed into 2 MiB pages (MADV_COLLAPSE: %s)", path,
+		        strerror(-rc));
 	}
 	ds_index_close(&ix);
 	return rc;
