@@ -22,9 +22,11 @@
  *    (ds__map_ro_aligned, from ds_index_open), which the kernel needs to map
  *    a 2 MiB folio with one page-table entry; tmpfs without huge= does not
  *    align a mapping by itself.
- * Either half alone changes nothing, and each fails soft: an older kernel,
- * THP off, or no 2 MiB of contiguous memory at stage time leave the index
- * in 4 KiB pages, as before.  DSTAGE_INDEX_HUGE=0 turns the collapse off
+ * With the page cache in 4 KiB folios the alignment alone changes nothing;
+ * where it holds 2 MiB folios already (tmpfs mounted huge=within_size,
+ * ext4 on 6.18 with its large folios: docs/performance.md) it is enough.
+ * Both fail soft: an older kernel, THP off, or no 2 MiB of contiguous
+ * memory at stage time leave the index in 4 KiB pages, as before.  DSTAGE_INDEX_HUGE=0 turns the collapse off
  * (for measurements). */
 #include "dscommon.h"
 #include "dsindex.h"
