@@ -406,10 +406,11 @@ int ds__close(int fd);
 /* Reads shorter than this never take pread. */
 #define DS__STORE_READ_MIN 4096
 /* Copy k bytes at offset so of the mapped store into buf with pread when k
- * is large enough and the store's descriptor is sound: k (fewer only when
- * buf ends early: the kernel's EFAULT after some bytes), -EFAULT, or 0:
- * nothing done, copy from the mapping. */
-ssize_t ds__store_read(void *buf, size_t k, uint64_t so);
+ * is large enough, or when whole (the read is a whole file, from its start)
+ * and the reads look shuffled, and the store's descriptor is sound: k
+ * (fewer only when buf ends early: the kernel's EFAULT after some bytes),
+ * -EFAULT, or 0: nothing done, copy from the mapping. */
+ssize_t ds__store_read(void *buf, size_t k, uint64_t so, int whole);
 
 /* ---- metadata (stat.c) ---------------------------------------------------- */
 /* stat of an entry (real or virtual). */

@@ -16,11 +16,12 @@
  *       shim does), then look up and stat K random files of the tree; print
  *       minor faults and microseconds per file, and how much of the index
  *       the kernel maps in 2 MiB pages (kB)
- *   ixscale store N CLASSES DIR
+ *   ixscale store N CLASSES DIR [SIZE]
  *       a node store of those names (node 0 of 1, job "0") under DIR, for the
- *       shim (t/2110); prints its job directory
- *   ixscale paths N CLASSES K
- *       K random files of it, "path k" (file k holds "%07x\n" of k)
+ *       shim (t/2110), files of SIZE bytes (8); prints its job directory
+ *   ixscale paths N CLASSES K [run]
+ *       K (<= 3000) random files of it, or a run of K in store order,
+ *       "path k" (file k holds "%07x\n" of k, then zeros)
  *   ixscale probe-huge DIR
  *       exit 0 when the kernel collapses a file of DIR into 2 MiB pages
  *   ixscale bound N
@@ -246,63 +247,98 @@ static int lookup(const char *path, uint64_t n, uint32_t classes, uint32_t k)
 	return sum == 0;
 }
 
+/* File i of the random choice (lookup's, paths'): class c, file j */
+static void pick(uint32_t i, uint32_t per, uint32_t full, uint32_t *c, uint32_t *j)
+{
+	uint64_t r = mix(i + 12345);
+	*c = (uint32_t)(r % full);
+	*j = (uint32_t)(r >> 32) % per;
+}
+
+#define PICKS 3000u /* the files paths chooses, at most (written by store) */
+
 /* A node store (node 0 of 1, job "0") of the same names under DIR, as
  * mkstore would write it from a tree of them, without the tree: one
- * partition, file k's content "%07x\n" of k, real CRCs; the index written
- * by ds_index_write, as stage writes it. */
-static int store(uint64_t n, uint32_t classes, const char *dir)
+ * partition, file k SIZE bytes (default 8), "%07x\n" of k then zeros, real
+ * CRCs; the index written by ds_index_write, as stage writes it.  With a
+ * SIZE over 8 only the files paths can name are written (PICKS random ones
+ * and the run of PICKS from n / 3 in store order): the rest are holes of
+ * zeros, so that a store of 300k files of 4 KiB takes ~25 MB of memory. */
+static int store(uint64_t n, uint32_t classes, const char *dir, uint32_t fsize)
 {
-	uint32_t per = (uint32_t)((n + classes - 1) / classes);
+	uint32_t per = (uint32_t)((n + classes - 1) / classes), full = (uint32_t)(n / per);
 	char *jobdir = ds_store_jobdir(dir, "0"), *nd = ds_store_nodedir(dir, "0", 0);
-	char path[PATH_MAX], p[PATH_MAX];
-	if (!jobdir || !nd || ds_mkdir_p(nd, 0700) || chmod(jobdir, 0700) < 0)
+	char path[PATH_MAX], p[PATH_MAX], head[9];
+	if (!jobdir || !nd || ds_mkdir_p(nd, 0700) || chmod(jobdir, 0700) < 0 || fsize < 8)
 		return 1;
-	uint64_t size = n * 8, psize = size;
-	char *data = malloc(size + 1);
+	uint64_t size = n * fsize, psize = size;
+	uint64_t ssize = (size + DS_STORE_ALIGN - 1) / DS_STORE_ALIGN * DS_STORE_ALIGN;
+	unsigned char *chosen = calloc(n / 8 + 1, 1), *zeros = calloc(fsize, 1);
+	for (uint32_t i = 0; i < PICKS; i++) {
+		uint32_t c, j;
+		pick(i, per, full, &c, &j);
+		uint64_t k = (uint64_t)c * per + j;
+		chosen[k / 8] |= (unsigned char)(1u << (k % 8));
+	}
+	snprintf(path, sizeof(path), "%s/" DS_STORE_NAME, nd);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || ftruncate(fd, (off_t)ssize) < 0) {
+		perror(path);
+		return 1;
+	}
+	uint32_t hole = ds_crc32c(ds_crc32c(0, zeros, 8), zeros, fsize - 8); /* a file not written */
 	struct ds_index_builder *b = ds_index_builder_new();
 	uint64_t k = 0;
 	for (uint32_t c = 0; c < classes && k < n; c++)
 		for (uint32_t j = 0; j < per && k < n; j++, k++) {
 			path_of(p, sizeof(p), c, j, per);
-			snprintf(data + k * 8, 9, "%07x\n", (unsigned)k);
-			int rc = ds_index_add_file(b, p, 0644, 1600000000123456789ll + (int64_t)k, 8, 0,
-			                           k * 8, 8, DS_CODEC_NONE,
-			                           ds_crc32c(0, data + k * 8, 8), DS_EF_SAMPLE);
+			snprintf(head, sizeof(head), "%07x\n", (unsigned)k);
+			int w = fsize == 8 || (chosen[k / 8] >> (k % 8) & 1) ||
+			        (k >= n / 3 && k < n / 3 + PICKS);
+			uint32_t crc = w ? ds_crc32c(ds_crc32c(0, head, 8), zeros, fsize - 8) : hole;
+			int rc = w ? ds_pwrite_full(fd, head, 8, k * fsize) : 0;
+			if (!rc)
+				rc = ds_index_add_file(b, p, 0644, 1600000000123456789ll + (int64_t)k,
+				                       fsize, 0, k * fsize, fsize, DS_CODEC_NONE, crc,
+				                       DS_EF_SAMPLE);
 			if (rc) {
 				fprintf(stderr, "add %s: %s\n", p, ds_strerror(rc));
 				return 1;
 			}
 		}
+	close(fd);
 	ds_index_set_parts(b, 1, &psize);
 	ds_index_add_loc(b, 0, 0, 0);
-	uint64_t ssize = (size + DS_STORE_ALIGN - 1) / DS_STORE_ALIGN * DS_STORE_ALIGN;
 	ds_index_set_node(b, 0, 1, ssize, "0", 1);
-	snprintf(path, sizeof(path), "%s/" DS_STORE_NAME, nd);
-	int rc = ds_write_file_atomic(path, data, size, 0600);
-	if (!rc)
-		rc = truncate(path, (off_t)ssize) < 0 ? -errno : 0;
 	snprintf(path, sizeof(path), "%s/" DS_INDEX_NAME, nd);
-	if (!rc)
-		rc = ds_index_write(b, path);
+	int rc = ds_index_write(b, path);
 	if (rc) {
 		fprintf(stderr, "%s: %s\n", path, ds_strerror(rc));
 		return 1;
 	}
 	ds_index_builder_free(b);
-	free(data);
+	free(chosen);
+	free(zeros);
 	printf("%s\n", jobdir);
 	return 0;
 }
 
-/* K random files of the store (lookup's choice): "path k" lines */
-static int paths(uint64_t n, uint32_t classes, uint32_t k)
+/* K (<= PICKS) random files of the store (lookup's choice), or with run
+ * the K files from n / 3 on in store order: "path k" lines */
+static int paths(uint64_t n, uint32_t classes, uint32_t k, int run)
 {
 	uint32_t per = (uint32_t)((n + classes - 1) / classes);
 	uint32_t full = (uint32_t)(n / per);
 	char p[PATH_MAX];
-	for (uint32_t i = 0; i < k; i++) {
-		uint64_t r = mix(i + 12345);
-		uint32_t c = (uint32_t)(r % full), j = (uint32_t)(r >> 32) % per;
+	for (uint32_t i = 0; i < k && i < PICKS; i++) {
+		uint32_t c, j;
+		if (run) {
+			uint64_t q = n / 3 + i;
+			c = (uint32_t)(q / per);
+			j = (uint32_t)(q % per);
+		} else {
+			pick(i, per, full, &c, &j);
+		}
 		path_of(p, sizeof(p), c, j, per);
 		printf("%s %llx\n", p, (unsigned long long)c * per + j);
 	}
@@ -383,11 +419,12 @@ int main(int argc, char **argv)
 		              (uint32_t)strtoul(argv[4], NULL, 0),
 		              (uint32_t)strtoul(argv[5], NULL, 0));
 	}
-	if (argc == 5 && !strcmp(argv[1], "store"))
-		return store(strtoull(argv[2], NULL, 0), (uint32_t)strtoul(argv[3], NULL, 0), argv[4]);
-	if (argc == 5 && !strcmp(argv[1], "paths"))
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "store"))
+		return store(strtoull(argv[2], NULL, 0), (uint32_t)strtoul(argv[3], NULL, 0), argv[4],
+		             argc == 6 ? (uint32_t)strtoul(argv[5], NULL, 0) : 8);
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "paths"))
 		return paths(strtoull(argv[2], NULL, 0), (uint32_t)strtoul(argv[3], NULL, 0),
-		             (uint32_t)strtoul(argv[4], NULL, 0));
+		             (uint32_t)strtoul(argv[4], NULL, 0), argc == 6 && !strcmp(argv[5], "run"));
 	if (argc == 3 && !strcmp(argv[1], "probe-huge"))
 		return probe(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "bound")) {
@@ -399,7 +436,7 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr,
 	        "usage: ixscale build N CLASSES OUT [sparse|dense] | lookup OUT N CLASSES K "
-	        "[sparse|dense] | bound B | store N CLASSES DIR | paths N CLASSES K | "
+	        "[sparse|dense] | bound B | store N CLASSES DIR [SIZE] | paths N CLASSES K [run] | "
 	        "probe-huge DIR\n");
 	return 2;
 }

@@ -2,10 +2,11 @@
 /* shim-faults: what a fresh reader of many files pays in page faults
  * (issue 27; t/2110):
  *
- *   shim-faults PREFIX <LIST
+ *   shim-faults PREFIX [SIZE] <LIST
  *
- * LIST: "path k" lines (ixscale paths): opens PREFIX/path, reads it, closes
- * it, and checks it holds "%07x\n" of k.  The first file starts the shim
+ * LIST: "path k" lines (ixscale paths): opens PREFIX/path, reads it whole
+ * (one read), closes it, and checks it holds SIZE (8) bytes, "%07x\n" of k
+ * then zeros.  The first file starts the shim
  * (maps the store: a constant); the minor faults of this process from then
  * to the last file (getrusage) are what the files cost.  Prints "files N",
  * "bad N" (files that did not read back), "faults_per_file X". */
@@ -26,11 +27,17 @@ static long minflt(void)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: shim-faults PREFIX <LIST\n");
+	if (argc != 2 && argc != 3) {
+		fprintf(stderr, "usage: shim-faults PREFIX [SIZE] <LIST\n");
 		return 2;
 	}
-	char line[PATH_MAX + 32], path[2 * PATH_MAX], want[32], got[64];
+	/* files of SIZE bytes (8): each read whole, in one read, as Python's
+	 * f.read() and PIL do */
+	size_t size = argc == 3 ? strtoul(argv[2], NULL, 0) : 8;
+	static char got[1 << 16];
+	char line[PATH_MAX + 32], path[2 * PATH_MAX], want[32];
+	if (size < 8 || size > sizeof(got) - 1)
+		return 2;
 	long files = 0, bad = 0, f0 = 0;
 	while (fgets(line, sizeof(line), stdin)) {
 		char rel[PATH_MAX];
@@ -43,8 +50,10 @@ int main(int argc, char **argv)
 		ssize_t n = fd < 0 ? -1 : read(fd, got, sizeof(got));
 		if (fd >= 0)
 			close(fd);
-		if (n != (ssize_t)strlen(want) || memcmp(got, want, (size_t)n))
-			bad++;
+		int ok = n == (ssize_t)size && !memcmp(got, want, 8);
+		for (size_t i = 8; ok && i < size; i++)
+			ok = !got[i];
+		bad += !ok;
 		if (files++ == 0)
 			f0 = minflt();
 	}
