@@ -14,12 +14,14 @@
  * small file is a fault of its own (~4 us here, 16 page-table entries of
  * which it uses one or two, torn down again at exit), 0.99 faults a file
  * reading 3,000 random 4 KiB files of a 300k-file store (docs/shim.md "The
- * index in 2 MiB pages", t/2110).  So a small file read whole from its start takes
- * pread too unless it is the process's first or lies in the 64 KiB window
- * of the last such read or the next one (the store-order reader, whose
- * fault maps what it reads next);
- * any other small read (a file read in pieces) copies, as before.  With
- * DSTAGE_PREAD_MIN set, the size alone decides (measurements).
+ * index in 2 MiB pages", t/2110).  So the read of a file from its start
+ * decides for all the small reads of that open file (ds__store_small): they
+ * take pread too unless it is the process's first file (a process that
+ * reads one file opens no descriptor: cat costs what it did) or it starts
+ * in the 64 KiB window where the last read of the store ended or the next
+ * one (the store-order reader, whose fault maps what it reads next).  Reads
+ * of a file not read from its start (HDF5 at its offsets) copy, as before.
+ * With DSTAGE_PREAD_MIN set, the size alone decides (measurements).
  *
  * The descriptor is the shim's own (private, fdtab.c): opened at the first
  * large read, O_RDONLY|O_CLOEXEC, parked high like the reservation, checked
@@ -47,9 +49,9 @@ static _Atomic int sfd_off[2];         /* could not open it: use the mapping */
 static _Atomic int sfd_opening[2];     /* a thread is opening it */
 static _Atomic long pmin = -1; /* the threshold, once read */
 static _Atomic int pmin_set;   /* DSTAGE_PREAD_MIN was given: no guess */
-/* The 64 KiB window (the kernel's fault-around) of the end of the last small
- * whole-file read, + 1 (0: none yet): a hint, shared by threads, racy by
- * design (a wrong guess costs a fault or a system call, never a byte). */
+/* The 64 KiB window (the kernel's fault-around) where the last read of the
+ * store ended, + 1 (0: none yet): a hint, shared by threads, racy by design
+ * (a wrong guess costs a fault or a system call, never a byte). */
 #define WIN_SHIFT 16
 static _Atomic uint64_t last_win;
 
@@ -130,24 +132,24 @@ static void sfd_forget(int fd, int t)
 		ds__fd_private(fd, 0);
 }
 
-/* A small whole file at so: copy it out of the mapping (1) when it is the
- * process's first (a process that reads one file opens no descriptor for
- * it: cat costs what it did) or lies in the window of the last one or the
- * next, else pread (0). */
-static int small_copies(size_t k, uint64_t so)
+int ds__store_small(uint64_t so)
 {
+	threshold(); /* reads DSTAGE_PREAD_MIN once */
 	if (atomic_load_explicit(&pmin_set, memory_order_relaxed))
-		return 1;
+		return 0;
 	uint64_t w0 = so >> WIN_SHIFT, last = atomic_load_explicit(&last_win, memory_order_relaxed);
-	if (ds__owner()) /* a vfork child changes nothing of the parent's */
-		atomic_store_explicit(&last_win, ((so + k - 1) >> WIN_SHIFT) + 1,
-		                      memory_order_relaxed);
-	return !last || w0 + 1 == last || w0 == last;
+	return last && w0 + 1 != last && w0 != last;
 }
 
-ssize_t ds__store_read(void *buf, size_t k, uint64_t so, int whole)
+void ds__store_note(uint64_t end)
 {
-	if (k < threshold() && (!whole || small_copies(k, so)))
+	if (ds__owner()) /* a vfork child changes nothing of the parent's */
+		atomic_store_explicit(&last_win, ((end - 1) >> WIN_SHIFT) + 1, memory_order_relaxed);
+}
+
+ssize_t ds__store_read(void *buf, size_t k, uint64_t so, int small)
+{
+	if (k < threshold() && !small)
 		return 0;
 	/* the tier: the spill file holds the store from ram_len on */
 	int t = so >= ds__g.ram_len;

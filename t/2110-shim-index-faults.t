@@ -7,10 +7,10 @@
 # shim takes one fault per 2 MiB of the index, not one per 64 KiB (0.076
 # faults per file with 4 KiB pages, ~0.016 with 2 MiB ones, the rest the
 # store's); and DSTAGE_INDEX_HUGE=0 leaves it in 4 KiB pages.  A shuffled
-# reader of small files takes pread (0.99 faults a 4 KiB file before, each
-# in a 64 KiB window of its own), one in store order still copies out of
-# the mapping, where a fault serves 16 files (io/sread.c).  Counts faults
-# (getrusage), never time.  Needs a kernel that collapses a file of
+# reader of small files takes pread, whole or in pieces (0.99 faults a
+# 4 KiB file before, each in a 64 KiB window of its own), one in store
+# order still copies out of the mapping, where a fault serves 16 files
+# (io/sread.c).  Counts faults (getrusage), never time.  Needs a kernel that collapses a file of
 # /dev/shm into 2 MiB pages (MADV_COLLAPSE, Linux 6.1 with THP).
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-shim.sh"
@@ -60,6 +60,13 @@ test_expect_success 'a shuffled reader of 4 KiB files takes pread: < 0.04 faults
 	cat out4 &&
 	grep "^files 3000$" out4 && grep "^bad 0$" out4 &&
 	awk -v f="$(fpf out4)" -v b=$BOUND "BEGIN { exit !(f != \"\" && f < b) }"
+'
+
+test_expect_success 'the same, each file read in pieces of 1 KiB: the first decides, pread too' '
+	shim "$T/shim-faults" "$MOUNT" 4096 1024 <paths >outc &&
+	cat outc &&
+	grep "^files 3000$" outc && grep "^bad 0$" outc &&
+	awk -v f="$(fpf outc)" -v b=$BOUND "BEGIN { exit !(f != \"\" && f < b) }"
 '
 
 test_expect_success 'the same files in store order still copy out of the mapping (a fault per 16)' '
