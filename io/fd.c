@@ -423,7 +423,7 @@ static ssize_t copy_data(struct ds__file *f, const char *d, void *buf, size_t k,
 	if (so < ds__g.store_len && !f->remote) {
 		int small = atomic_load_explicit(&f->sread, memory_order_relaxed);
 		if (off == 0 && ds__owner()) { /* a vfork child changes nothing */
-			small = ds__store_small(so);
+			small = ds__store_small(so, f->size);
 			atomic_store_explicit(&f->sread, small, memory_order_relaxed);
 		}
 		ds__store_note(so + off + k);

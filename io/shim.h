@@ -413,10 +413,10 @@ int ds__close(int fd);
  * EFAULT after some bytes), -EFAULT, or 0: nothing done, copy from the
  * mapping. */
 ssize_t ds__store_read(void *buf, size_t k, uint64_t so, int small);
-/* Should the small reads of a file whose bytes start at store offset so,
- * read from its start now, take pread (1) or copy out of the mapping (0)?
- * Then ds__store_note(end) after every read of the store, end its end. */
-int ds__store_small(uint64_t so);
+/* Should the small reads of a file of size bytes at store offset so, read
+ * from its start now, take pread (1) or copy out of the mapping (0)?  Then
+ * ds__store_note(end) after every read of the store, end its end. */
+int ds__store_small(uint64_t so, uint64_t size);
 void ds__store_note(uint64_t end);
 
 /* ---- metadata (stat.c) ---------------------------------------------------- */
