@@ -14,8 +14,9 @@
  * small file is a fault of its own (~4 us here, 16 page-table entries of
  * which it uses one or two, torn down again at exit), 0.99 faults a file
  * reading 3,000 random 4 KiB files of a 300k-file store, 0.083 with the
- * rule below (docs/performance.md "The node index in 2 MiB pages", t/2110).  So the read of a file from its start
- * decides for all the small reads of that open file (ds__store_small): they
+ * rule below (docs/performance.md "The node index in 2 MiB pages", t/2110).
+ * So the read of a file from its start decides for all the small reads of
+ * that open file (ds__store_small): they
  * take pread too unless it is the process's first file (a process that
  * reads one file opens no descriptor: cat costs what it did), or it starts
  * in the 64 KiB window where the last read of the store ended or the next
