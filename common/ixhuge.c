@@ -26,8 +26,8 @@
  * where it holds 2 MiB folios already (tmpfs mounted huge=within_size,
  * ext4 on 6.18 with its large folios: docs/performance.md) it is enough.
  * Both fail soft: an older kernel, THP off, or no 2 MiB of contiguous
- * memory at stage time leave the index in 4 KiB pages, as before.  DSTAGE_INDEX_HUGE=0 turns the collapse off
- * (for measurements). */
+ * memory at stage time leave the index in 4 KiB pages, as before.
+ * DSTAGE_INDEX_HUGE=0 turns the collapse off (for measurements). */
 #include "dscommon.h"
 #include "dsindex.h"
 

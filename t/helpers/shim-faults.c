@@ -2,14 +2,14 @@
 /* shim-faults: what a fresh reader of many files pays in page faults
  * (issue 27; t/2110):
  *
- *   shim-faults PREFIX [SIZE] <LIST
+ *   shim-faults PREFIX [SIZE [CHUNK]] <LIST
  *
  * LIST: "path k" lines (ixscale paths): opens PREFIX/path, reads it to its
- * end (one read, or reads of CHUNK bytes), closes it, and checks it holds SIZE (8) bytes, "%07x\n" of k
- * then zeros.  The first file starts the shim
- * (maps the store: a constant); the minor faults of this process from then
- * to the last file (getrusage) are what the files cost.  Prints "files N",
- * "bad N" (files that did not read back), "faults_per_file X". */
+ * end (one read, or reads of CHUNK bytes), closes it, and checks it holds
+ * SIZE (8) bytes, "%07x\n" of k then zeros.  The first file starts the
+ * shim (maps the store: a constant); the minor faults of this process from
+ * then to the last file (getrusage) are what the files cost.  Prints
+ * "files N", "bad N" (files that did not read back), "faults_per_file X". */
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
