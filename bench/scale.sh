@@ -16,7 +16,8 @@
 #   - the node index (ix_rows, t/helpers/ixscale): bytes per entry at
 #     ImageNet-21k's shape (N names in 21,841 class directories), the
 #     builder's peak memory, the full check, and lookups + stat of 2,000
-#     random files in a fresh process (faults, us) with the index on tmpfs;
+#     random files in a fresh process (faults, us) with the index on tmpfs,
+#     kept in 2 MiB pages as stage leaves it (docs/shim.md);
 # on a metadata-only tree: N hard links to 4 small files, ImageNet-shaped
 # names (1280 per class directory), packed (dstage pack, the 4 files under
 # --replicate) and staged on 2 simulated nodes.  N: 128k (--quick), 1.28M
@@ -181,20 +182,22 @@ ix_rows() {
 	ixl() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' "$W/ixl.txt" | median; }
 	ix_b=$(ixv bytes_per_entry) ix_peak=$(ixv builder_peak_B_per_entry) ix_chk=$(ixv full_check_cpu_ms)
 	ix_f=$(ixl lookup_faults_per_file) ix_us=$(ixl lookup_us_per_file) ix_cpu=$(ixl lookup_cpu_us_per_file)
+	ix_pmd=$(ixl lookup_pmd_mapped_kB)
 	row "node index, $nk ImageNet-21k-shaped names: bytes per entry (all sections)" "$ix_b B" "goal 48 B" "$(ratio "$ix_b" 48)" "<= 1" "#27"
 	row "node index, $nk names: the builder's peak memory per entry" "$ix_peak B" "-" "-" "-" "#27"
 	row "node index, $nk names: the full check (service start, dstage epoch), CPU" "$ix_chk ms" "-" "-" "-" "#27"
 	row "node index, $nk names: lookup + stat per file in a fresh process" "$ix_us us, $ix_f faults" "CPU $ix_cpu us" "-" "-" "#27"
 	{
 		echo "index_B_per_entry_$N $ix_b"
-		for k in rows_B dirs_B runs_B blocks_B names_B samples_B builder_held_B_per_entry builder_peak_B_per_entry full_check_ms full_check_cpu_ms; do
+		for k in rows_B dirs_B runs_B blocks_B names_B samples_B builder_held_B_per_entry builder_peak_B_per_entry full_check_ms full_check_cpu_ms hugify_ms hugify_cpu_ms; do
 			echo "index_${k}_$N $(ixv $k)"
 		done
 		echo "index_lookup_faults_per_file_$N $ix_f"
 		echo "index_lookup_us_per_file_$N $ix_us"
 		echo "index_lookup_cpu_us_per_file_$N $ix_cpu"
+		echo "index_lookup_pmd_mapped_kB_$N $ix_pmd"
 	} >>"$RES/scale.dat"
-	note "Node index (issue 27), $N ImageNet-21k-shaped names in $IXC class directories (train/<wnid>/<wnid>_<n>.JPEG, file numbers spread over 1-20,000), built by build/t/ixscale (the index builder, then the full check): $ix_b bytes per entry ($(ixv rows_B) rows, $(ixv names_B) names, $(ixv samples_B) samples, $(ixv runs_B) runs, $(ixv dirs_B) directories, $(ixv blocks_B) name blocks); the builder's peak $ix_peak B per entry; the full check $(ixv full_check_ms) ms ($ix_chk ms CPU).  A fresh process maps it from tmpfs as the shim does and looks up and stats 2,000 random files: $ix_us us and $ix_f page faults per file ($ix_cpu us CPU), median of $ROUNDS."
+	note "Node index (issue 27), $N ImageNet-21k-shaped names in $IXC class directories (train/<wnid>/<wnid>_<n>.JPEG, file numbers spread over 1-20,000), built by build/t/ixscale (the index builder, then the full check): $ix_b bytes per entry ($(ixv rows_B) rows, $(ixv names_B) names, $(ixv samples_B) samples, $(ixv runs_B) runs, $(ixv dirs_B) directories, $(ixv blocks_B) name blocks); the builder's peak $ix_peak B per entry; the full check $(ixv full_check_ms) ms ($ix_chk ms CPU); then, as stage's ds_index_write does, its page cache collapsed into 2 MiB pages ($(ixv hugify): $(ixv hugify_ms) ms, $(ixv hugify_cpu_ms) ms CPU; docs/shim.md \"The index in 2 MiB pages\").  A fresh process maps it from tmpfs as the shim does (2 MiB-aligned) and looks up and stats 2,000 random files: $ix_us us and $ix_f page faults per file ($ix_cpu us CPU), $ix_pmd kB of the index mapped in 2 MiB pages, median of $ROUNDS."
 }
 
 # ---- the service at this size (issue 27's service side) --------------------

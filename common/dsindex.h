@@ -486,8 +486,18 @@ void ds_index_set_node(struct ds_index_builder *b, uint32_t node, uint32_t nnode
 /* Serialise (sorts, links directories, builds the hash and the sample list)
  * into a malloc'd buffer.  Returns 0 or -errno. */
 int ds_index_build(struct ds_index_builder *b, void **out, size_t *len);
-/* Build and write to path atomically (path.tmp, fsync, rename), mode 0600. */
+/* Build and write to path atomically (path.tmp, fsync, rename), mode 0600;
+ * then ds_index_hugify(path). */
 int ds_index_write(struct ds_index_builder *b, const char *path);
+/* Ask the kernel to keep the index file's page cache in 2 MiB pages
+ * (MADV_COLLAPSE; common/ixhuge.c), once per node, so that readers, which
+ * map it 2 MiB-aligned, fault once per 2 MiB of it instead of once per
+ * 64 KiB.  Off with DSTAGE_INDEX_HUGE=0.  0, or -errno when the kernel
+ * would not (the index then works in 4 KiB pages, as it would anyway). */
+int ds_index_hugify(const char *path);
+/* mmap(PROT_READ, MAP_SHARED) of fd's first len bytes at a 2 MiB-aligned
+ * address when len >= 2 MiB (ds_index_open; ixhuge.c). */
+void *ds__map_ro_aligned(int fd, size_t len);
 
 /* ---- store paths -------------------------------------------------------- */
 /* DIR/dstage.<uid>.<job> and DIR/dstage.<uid>.<job>/<node>; returns a

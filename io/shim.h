@@ -246,6 +246,8 @@ struct ds__file {
 	                        * across fork and exec (offset.c) */
 	int32_t cell;          /* that cell, or -1 */
 	uint32_t forkgen;      /* offset.c: cell counted in this fork */
+	_Atomic int sread;     /* small reads take pread (sread.c), decided at
+	                        * the read from the file's start */
 	uint64_t size;         /* st_size */
 	const char *_Atomic data; /* the file's bytes once available */
 	void *own;             /* malloc'd bytes to free at the last close */
@@ -406,10 +408,16 @@ int ds__close(int fd);
 /* Reads shorter than this never take pread. */
 #define DS__STORE_READ_MIN 4096
 /* Copy k bytes at offset so of the mapped store into buf with pread when k
- * is large enough and the store's descriptor is sound: k (fewer only when
- * buf ends early: the kernel's EFAULT after some bytes), -EFAULT, or 0:
- * nothing done, copy from the mapping. */
-ssize_t ds__store_read(void *buf, size_t k, uint64_t so);
+ * is large enough or small says so (ds__store_small), and the store's
+ * descriptor is sound: k (fewer only when buf ends early: the kernel's
+ * EFAULT after some bytes), -EFAULT, or 0: nothing done, copy from the
+ * mapping. */
+ssize_t ds__store_read(void *buf, size_t k, uint64_t so, int small);
+/* Should the small reads of a file of size bytes at store offset so, read
+ * from its start now, take pread (1) or copy out of the mapping (0)?  Then
+ * ds__store_note(end) after every read of the store, end its end. */
+int ds__store_small(uint64_t so, uint64_t size);
+void ds__store_note(uint64_t end);
 
 /* ---- metadata (stat.c) ---------------------------------------------------- */
 /* stat of an entry (real or virtual). */
