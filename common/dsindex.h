@@ -437,11 +437,12 @@ void ds_index_set_spill(struct ds_index_builder *b, uint64_t ram_size, const cha
 void ds_index_set_node(struct ds_index_builder *b, uint32_t node, uint32_t nnodes,
                        uint64_t store_size, const char *job, uint64_t pack_id);
 /* Serialise (sorts, adds missing parents, links directories, lists the
- * samples) into a malloc'd buffer.  Returns 0 or -errno; -EINVAL for a
- * sorted builder with a file, or one built already. */
+ * samples) into a malloc'd buffer.  Once per builder (the entries are let
+ * go as they are built).  Returns 0 or -errno; -EINVAL for a sorted
+ * builder with a file, or one built already. */
 int ds_index_build(struct ds_index_builder *b, void **out, size_t *len);
-/* Build and write to path atomically (path.tmp, fsync, rename), mode 0600;
- * a sorted builder with a file: complete it (path must be its path). */
+/* Build and write to path atomically (path.tmp, fsync, rename), mode 0600,
+ * once; a sorted builder with a file: complete it (path must be its path). */
 int ds_index_write(struct ds_index_builder *b, const char *path);
 
 /* ---- store paths -------------------------------------------------------- */

@@ -681,15 +681,13 @@ static int build_complete(struct ds_index_builder *b)
 	return b->n > UINT32_MAX - 1 ? -EOVERFLOW : 0;
 }
 
-/* Any order: the kept entries, completed, through a core (path: into its
- * file). */
-static int feed_core(struct ds_index_builder *b, const char *path, struct core **out)
+/* Any order, at the build: the kept entries, completed, go through a core
+ * (path: into its file) and are let go; the builder is a sorted one from
+ * then on. */
+static int to_core(struct ds_index_builder *b, const char *path)
 {
-	*out = NULL;
 	int rc = build_complete(b);
-	if (rc)
-		return rc;
-	if ((rc = core_new(path, out)))
+	if (rc || (rc = core_new(path, &b->core)))
 		return rc;
 	for (size_t i = 0; i < b->n && !rc; i++) {
 		const struct bent *x = &b->v[i];
@@ -703,13 +701,13 @@ static int feed_core(struct ds_index_builder *b, const char *path, struct core *
 		                .codec = x->codec,
 		                .flags = x->flags,
 		                .target = x->link ? bpath(b, x) + x->len + 1 : NULL};
-		rc = core_add(*out, bpath(b, x), x->len, &e);
+		rc = core_add(b->core, bpath(b, x), x->len, &e);
 	}
-	if (rc) {
-		core_free(*out);
-		*out = NULL;
-	}
-	return rc;
+	ds_free(&b->v);
+	b->n = b->cap = 0;
+	ds_buf_release(&b->arena);
+	b->sorted = 1;
+	return rc ? (b->core->err = rc) : 0;
 }
 
 /* ---- the end: header, sections, CRC ------------------------------------- */
@@ -941,35 +939,25 @@ static int finish(struct ds_index_builder *b, struct core *c, void **out, size_t
 
 int ds_index_build(struct ds_index_builder *b, void **out, size_t *len)
 {
-	if (b->sorted)
-		/* a builder with a file completes it (ds_index_write) */
-		return b->core->fd >= 0 ? -EINVAL : finish(b, b->core, out, len);
-	struct core *c;
-	int rc = feed_core(b, NULL, &c);
-	if (!rc)
-		rc = finish(b, c, out, len);
-	core_free(c);
-	return rc;
+	int rc = b->sorted ? 0 : to_core(b, NULL);
+	if (rc)
+		return rc;
+	/* a builder with a file completes it (ds_index_write) */
+	return b->core->fd >= 0 ? -EINVAL : finish(b, b->core, out, len);
 }
 
 int ds_index_write(struct ds_index_builder *b, const char *path)
 {
-	if (b->sorted && b->core->fd >= 0)
-		return strcmp(path, b->core->path) ? -EINVAL : finish(b, b->core, NULL, NULL);
-	if (b->sorted) {
-		void *buf;
-		size_t len;
-		int rc = ds_index_build(b, &buf, &len);
-		if (rc)
-			return rc;
-		rc = ds_write_file_atomic(path, buf, len, 0600);
-		free(buf);
+	int rc = b->sorted ? 0 : to_core(b, path);
+	if (rc)
 		return rc;
-	}
-	struct core *c;
-	int rc = feed_core(b, path, &c);
-	if (!rc)
-		rc = finish(b, c, NULL, NULL);
-	core_free(c);
+	if (b->core->fd >= 0)
+		return strcmp(path, b->core->path) ? -EINVAL : finish(b, b->core, NULL, NULL);
+	void *buf;
+	size_t len;
+	if ((rc = finish(b, b->core, &buf, &len)))
+		return rc;
+	rc = ds_write_file_atomic(path, buf, len, 0600);
+	free(buf);
 	return rc;
 }

@@ -6,7 +6,7 @@
 # 1-20,000, built by t/helpers/ixscale (the builder, the full check): at
 # most 48 bytes per entry, all sections together (version 2 took 121), the
 # same bytes from either builder, the sorted one holding at most 32 bytes
-# an entry at its peak (the sorting one, 175), and
+# an entry at its peak (the sorting one, 160), and
 # every one of 2,000 random files found by a fresh process that maps the
 # index as the shim does; a version 2 index refused by name.  Also bench/scale.sh's index rows, at 1.28M and
 # 2M names.

@@ -117,37 +117,46 @@ static int add_file(struct ds_index_builder *b, const char *p, uint64_t k)
 
 static int name_cmp(const void *a, const void *b) { return strcmp(a, b); }
 
-/* Every name, each file's fields by its number k; sorted: class by class,
- * a class's names in path order (sorted as strings: the numbers have
- * different lengths). */
+/* Every name, each file's fields by its number k (class c's files are
+ * c * per ...); sorted: in path order, the classes and each class's names
+ * sorted as strings (their numbers have different lengths). */
 static int add_all(struct ds_index_builder *b, uint64_t n, uint32_t classes, int sorted)
 {
 	uint32_t per = (uint32_t)((n + classes - 1) / classes);
-	char(*nm)[24] = calloc(per, sizeof(*nm)); /* "<number>.JPEG" and j */
+	uint32_t nc = (uint32_t)((n + per - 1) / per); /* classes with files */
+	/* names with their number after the NUL: "<wnid>" or "<number>.JPEG" */
+	char(*cl)[24] = calloc(nc, sizeof(*cl)), (*nm)[24] = calloc(per, sizeof(*nm));
 	char p[PATH_MAX];
-	uint64_t k = 0;
 	int rc = 0;
-	for (uint32_t c = 0; c < classes && k < n && !rc; c++) {
+	for (uint32_t c = 0; c < nc; c++) {
+		int l = snprintf(cl[c], 16, "n%08u", 1440764u + 7919u * c);
+		memcpy(cl[c] + l + 1, &c, sizeof(c));
+	}
+	if (sorted)
+		qsort(cl, nc, sizeof(*cl), name_cmp);
+	for (uint32_t i = 0; i < nc && !rc; i++) {
+		uint32_t c;
+		memcpy(&c, cl[i] + strlen(cl[i]) + 1, sizeof(c));
+		uint64_t k = (uint64_t)c * per;
 		uint32_t m = n - k < per ? (uint32_t)(n - k) : per;
 		for (uint32_t j = 0; j < m && !sorted && !rc; j++) {
 			path_of(p, sizeof(p), c, j, per);
 			rc = add_file(b, p, k + j);
 		}
 		for (uint32_t j = 0; j < m && sorted; j++) {
-			int l = snprintf(nm[j], 18, "%u.JPEG", fileno_of(c, j, per));
+			int l = snprintf(nm[j], 16, "%u.JPEG", fileno_of(c, j, per));
 			memcpy(nm[j] + l + 1, &j, sizeof(j));
 		}
 		if (sorted)
 			qsort(nm, m, sizeof(*nm), name_cmp);
-		for (uint32_t i = 0; i < m && sorted && !rc; i++) {
+		for (uint32_t x = 0; x < m && sorted && !rc; x++) {
 			uint32_t j;
-			memcpy(&j, nm[i] + strlen(nm[i]) + 1, sizeof(j));
-			unsigned wn = 1440764u + 7919u * c;
-			snprintf(p, sizeof(p), "train/n%08u/n%08u_%s", wn, wn, nm[i]);
+			memcpy(&j, nm[x] + strlen(nm[x]) + 1, sizeof(j));
+			snprintf(p, sizeof(p), "train/%s/%s_%s", cl[i], cl[i], nm[x]);
 			rc = add_file(b, p, k + j);
 		}
-		k += m;
 	}
+	free(cl);
 	free(nm);
 	return rc;
 }
