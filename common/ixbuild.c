@@ -6,16 +6,17 @@
  * other byte) and makes each section as they come, holding what the index
  * holds and no path: an entry's row goes where it lies in the output (the
  * index file, or the output buffer after the header's room), its name is
- * front-coded onto the names section, a sample's id onto the samples; a
+ * front-coded onto the names section; a
  * directory gets its row of the directory table at once, and stays open (a
  * stack of the directories on the last entry's path) until its subtree
  * ends; a run of children is noted where it starts.  At the end the
- * sections after the rows are written behind them and the header in front,
- * with the CRC of the whole.  No sort, no second copy of the index.
+ * sections after the rows are written behind them (the samples read off
+ * the rows: the ids of the files outside --replicate) and the header in
+ * front, with the CRC of the whole.  No sort, no second copy of the index.
  *
  * Two ways in.  ds_index_builder_sorted is the core alone: a stage's node
- * leader feeds it the manifest as it streams by (about 15 bytes an entry
- * held: names, samples, directories; the 32-byte rows are in the file), so
+ * leader feeds it the manifest as it streams by (about 10 bytes an entry
+ * held: the names, the directories; the 32-byte rows are in the file), so
  * a leader holds what the index holds, not the manifest (issue 27).
  * ds_index_builder_new takes the entries in any order: it keeps each one
  * (a 64-byte record and its path in one arena), and at the build sorts
@@ -74,7 +75,7 @@ struct core {
 	int64_t newest;
 	uint64_t n;                         /* entries so far, the root's included */
 	uint32_t nwide, nsamples, part_end; /* part_end: largest file partition + 1 */
-	struct ds_buf names, blocks, samples, wide, strings, dirs, runs, run_dir;
+	struct ds_buf names, blocks, wide, strings, dirs, runs, run_dir;
 	/* the last entry's path and where its name starts; the open directories */
 	char prev[PATH_MAX];
 	size_t prevl, prev_base;
@@ -100,7 +101,6 @@ static void core_free(struct core *c)
 	free(c->out);
 	ds_buf_release(&c->names);
 	ds_buf_release(&c->blocks);
-	ds_buf_release(&c->samples);
 	ds_buf_release(&c->wide);
 	ds_buf_release(&c->strings);
 	ds_buf_release(&c->dirs);
@@ -273,11 +273,7 @@ static int put(struct core *c, const char *path, size_t len, size_t base, const 
 		dpoff = c->strings.len;
 		ds_buf_add(&c->strings, e->target, e->size + 1);
 	} else {
-		if (!(e->flags & DS_EF_REPLICATED)) {
-			uint32_t s = (uint32_t)id;
-			ds_buf_add(&c->samples, &s, sizeof(s));
-			c->nsamples++;
-		}
+		c->nsamples += !(e->flags & DS_EF_REPLICATED);
 		if (e->part >= c->part_end)
 			c->part_end = e->part + 1;
 	}
@@ -798,7 +794,7 @@ static int layout(const struct ds_index_builder *b, const struct core *c, struct
 	h->off_locs = off;
 	off = align8(off + (uint64_t)b->nlocs * sizeof(struct ds_loc));
 	h->off_samples = off;
-	off = align8(off + c->samples.len);
+	off = align8(off + (uint64_t)c->nsamples * 4);
 	h->off_strings = off;
 	off = align8(off + strings);
 	h->strings_size = strings;
@@ -825,6 +821,32 @@ static int layout(const struct ds_index_builder *b, const struct core *c, struct
 		if (b->locs[i].part >= b->nparts || b->locs[i].node >= b->nnodes)
 			return -DS_ECORRUPT;
 	return 0;
+}
+
+/* The samples: the ids of the files outside --replicate, read off the rows
+ * (in the output buffer, or back from the file: pages just written), not
+ * held beside them. */
+static void emit_samples(const struct core *c, struct sink *s)
+{
+	enum { PIECE = 4096 };
+	uint32_t ids[PIECE];
+	struct ds_row *back = c->fd >= 0 ? ds_xmalloc(PIECE * sizeof(*back)) : NULL;
+	for (uint64_t i0 = 1; i0 < c->n && !s->err; i0 += PIECE) {
+		uint32_t m = c->n - i0 < PIECE ? (uint32_t)(c->n - i0) : PIECE, k = 0;
+		const struct ds_row *r = back;
+		if (back)
+			s->err = ds_pread_full(c->fd, back, m * sizeof(*back),
+			                       (off_t)(OFF_ROWS + i0 * sizeof(*back)));
+		else
+			r = (const struct ds_row *)(s->buf + OFF_ROWS) + i0;
+		for (uint32_t j = 0; j < m; j++) {
+			unsigned kind = (r[j].mode >> 12) & 3u;
+			if ((kind == DS_RK_FILE || kind == DS_RK_WIDE) && !(r[j].mode & DS_RM_REPL))
+				ids[k++] = (uint32_t)(i0 + j);
+		}
+		sink_put(s, ids, (size_t)k * sizeof(*ids));
+	}
+	free(back);
 }
 
 /* The sections after the rows, in order, from h->off_dirs to the end. */
@@ -877,7 +899,7 @@ static void emit_tail(struct ds_index_builder *b, struct core *c, const struct d
 	free(P);
 	free(L);
 	sink_to(s, h->off_samples);
-	sink_put(s, c->samples.data, c->samples.len);
+	emit_samples(c, s);
 	sink_to(s, h->off_strings);
 	sink_put(s, c->strings.data, c->strings.len);
 	if (b->spill_root)
