@@ -403,8 +403,8 @@ struct ds_index_builder *ds_index_builder_new(void);
 /* A builder for entries added in path order (ds_path_cmp), each directory
  * before its subtree (a parent never added is added as a 0755 directory
  * when its first entry comes; the root may come first or never): it makes
- * the index as they come and holds about 15 bytes an entry (names, samples,
- * directories; common/ixbuild.c), not their paths.  With path, every
+ * the index as they come and holds about 10 bytes an entry (the names
+ * front-coded, the directories; common/ixbuild.c), not their paths.  With path, every
  * entry's row goes to path's temporary file as it is added and
  * ds_index_write(b, path) completes that file (ds_index_builder_free
  * before it removes it); without, the rows are the output buffer of one

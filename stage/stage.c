@@ -1036,7 +1036,7 @@ static void rankmap_release(struct rankmap *rm)
 
 /* Index of this node: the whole manifest plus the placement.  The entries
  * go to a builder in path order (the manifest's, which its readers check),
- * which writes each row to the file as it comes and holds ~15 B an entry
+ * which writes each row to the file as it comes and holds ~10 B an entry
  * (common/ixbuild.c): a streamed manifest's went in as they passed
  * (stage_entries: fed), a whole one's go in here, a file where its layout
  * puts it. */

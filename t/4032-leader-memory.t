@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Stage memory per entry of a node leader (issue 27): the leader builds its
 # node's index of the whole manifest as the entries stream by, and holds
-# about 15 bytes a name for it (the front-coded names, the samples, the
-# directory table): the 32-byte rows go to the index file as they come
+# about 10 bytes a name for it (the front-coded names, the directory
+# table): the 32-byte rows go to the index file as they come
 # (before: a 64-byte record and the path of every entry, then the whole
 # index once more in a buffer: ~160 B per name at the builder's peak).
 # Two simulated nodes (--node-per-rank), both ranks leaders handling half
