@@ -409,8 +409,10 @@ struct ds_index_builder *ds_index_builder_new(void);
  * ds_index_write(b, path) completes that file (ds_index_builder_free
  * before it removes it); without, the rows are the output buffer of one
  * ds_index_build.  An add out of order: -EINVAL; a path twice: -EEXIST;
- * under a non-directory: -ENOTDIR.  Both builders give the same index for
- * the same entries.  Returns 0 or -errno (the temporary file). */
+ * under a non-directory: -ENOTDIR (the entry refused, the builder whole);
+ * another failure (writing the file, more than 2^32 - 2 entries) is the
+ * builder's from then on.  Both builders give the same index for the same
+ * entries.  Returns 0 or -errno (the temporary file). */
 int ds_index_builder_sorted(const char *path, struct ds_index_builder **out);
 void ds_index_builder_free(struct ds_index_builder *b);
 /* Add an entry by relative path; parents must have been added (or are added

@@ -6,10 +6,10 @@
  * other byte) and makes each section as they come, holding what the index
  * holds and no path: an entry's row goes where it lies in the output (the
  * index file, or the output buffer after the header's room), its name is
- * front-coded onto the names section; a
- * directory gets its row of the directory table at once, and stays open (a
- * stack of the directories on the last entry's path) until its subtree
- * ends; a run of children is noted where it starts.  At the end the
+ * front-coded onto the names section; a directory gets its row of the
+ * directory table at once, and stays open (a stack of the directories on
+ * the last entry's path) until its subtree ends; a run of children is
+ * noted where it starts.  At the end the
  * sections after the rows are written behind them (the samples read off
  * the rows: the ids of the files outside --replicate) and the header in
  * front, with the CRC of the whole.  No sort, no second copy of the index.
@@ -357,9 +357,9 @@ static int core_add(struct core *c, const char *path, size_t len, const struct e
 			return c->err = rc;
 		have = k;
 	}
+	/* a failure from here on leaves the builder failed: the directories
+	 * closed above may have been the next entry's */
 	int rc = put(c, path, len, base, e);
-	if (rc == -EOVERFLOW || rc == -ENAMETOOLONG)
-		return rc; /* refused, nothing added */
 	return rc ? (c->err = rc) : 0;
 }
 

@@ -136,12 +136,16 @@ static int sorted_entries(struct ds_index_builder *b)
 	static const uint64_t sizes[2] = {100, 50};
 	int rc = ds_index_add_dir(b, "", 0755, 1, 4096);
 	rc = rc ? rc : ds_index_add_dir(b, "train", 0750, 3, 4096);
-	rc = rc ? rc : ds_index_add_file(b, "train/a.jpg", 0600, 5, 20, 1, 0, 20, DS_CODEC_NONE, 8, 0);
-	rc = rc ? rc : ds_index_add_file(b, "train/b.jpg", 0644, 5, 10, 0, 0, 10, DS_CODEC_NONE, 7, 0);
+	rc = rc ? rc
+	        : ds_index_add_file(b, "train/a.jpg", 0600, 5, 20, 1, 0, 20, DS_CODEC_NONE, 8, 0);
+	rc = rc ? rc
+	        : ds_index_add_file(b, "train/b.jpg", 0644, 5, 10, 0, 0, 10, DS_CODEC_NONE, 7, 0);
 	rc = rc ? rc : ds_index_add_symlink(b, "train/c.jpg", 6, "a.jpg");
 	rc = rc ? rc : ds_index_add_dir(b, "train.old", 0755, 3, 4096);
 	/* "val" never given: added as the builder that sorts adds it */
-	rc = rc ? rc : ds_index_add_file(b, "val/x", 0644, 5, 30, 0, 10, 30, DS_CODEC_NONE, 9, DS_EF_REPLICATED);
+	rc = rc ? rc
+	        : ds_index_add_file(b, "val/x", 0644, 5, 30, 0, 10, 30, DS_CODEC_NONE, 9,
+	                            DS_EF_REPLICATED);
 	ds_index_set_parts(b, 2, sizes);
 	ds_index_add_loc(b, 1, 1, 0);
 	ds_index_add_loc(b, 0, 0, 0);
@@ -195,8 +199,7 @@ static void test_sorted_builder(void)
 	is(ds_index_write(b, path), 0, "completed");
 	ds_index_builder_free(b);
 	struct ds_index ix;
-	ok(!ds_index_open(&ix, path, 1) && ix.map_len == any_len &&
-	           !memcmp(ix.h, any_ix, any_len),
+	ok(!ds_index_open(&ix, path, 1) && ix.map_len == any_len && !memcmp(ix.h, any_ix, any_len),
 	   "the file: the same bytes, passing the full check");
 	ds_index_close(&ix);
 	unlink(path);
@@ -208,7 +211,8 @@ static void test_sorted_builder(void)
 
 	ds_index_builder_sorted(NULL, &b);
 	ok(!ds_index_add_file(b, "b", 0644, 0, 1, 0, 0, 1, 0, 0, 0), "b");
-	is(ds_index_add_file(b, "a", 0644, 0, 1, 0, 0, 1, 0, 0, 0), -EINVAL, "a after b: out of order");
+	is(ds_index_add_file(b, "a", 0644, 0, 1, 0, 0, 1, 0, 0, 0), -EINVAL,
+	   "a after b: out of order");
 	is(ds_index_add_file(b, "b", 0644, 0, 1, 0, 0, 1, 0, 0, 0), -EEXIST, "b twice");
 	is(ds_index_add_dir(b, "", 0755, 0, 4096), -EINVAL, "the root after an entry");
 	ok(!ds_index_add_file(b, "c", 0644, 0, 1, 0, 0, 1, 0, 0, 0), "c");
