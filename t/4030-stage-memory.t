@@ -4,7 +4,7 @@
 # and the files of the partitions it handles, not the whole manifest
 # (before: its image, its rows, every entry and path, ~410 B per entry on
 # every rank).  Measured on the rank that holds no index builder (one node,
-# two ranks: rank 1; the builder is common/index.c's, measured apart) as
+# two ranks: rank 1; the builder is common/ixbuild.c's, t/4032) as
 # the growth of its peak RSS from a pack of 20000 names to one of 80000,
 # per name: the process's own base cancels out.  It handles half the
 # partitions: <= 100 B per name of the pack.
