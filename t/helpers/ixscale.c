@@ -173,8 +173,10 @@ static int build(uint64_t n, uint32_t classes, const char *out, const char *how)
 		fprintf(stderr, "%s: %s\n", out, ds_strerror(rc));
 		return 1;
 	}
-	if (add_all(b, n, classes, !any))
+	if (add_all(b, n, classes, !any)) {
+		ds_index_builder_free(b); /* its temporary file goes with it */
 		return 1;
+	}
 	uint64_t psize = 0, sizes[8];
 	for (uint64_t k = 0; k < n; k++)
 		psize += 100 + k % 4;
@@ -190,6 +192,7 @@ static int build(uint64_t n, uint32_t classes, const char *out, const char *how)
 	rc = file ? ds_index_write(b, out) : ds_index_build(b, &buf, &len);
 	if (rc) {
 		fprintf(stderr, "build: %s\n", ds_strerror(rc));
+		ds_index_builder_free(b);
 		return 1;
 	}
 	double t1 = now_ms();
