@@ -973,13 +973,17 @@ int ds_index_write(struct ds_index_builder *b, const char *path)
 	int rc = b->sorted ? 0 : to_core(b, path);
 	if (rc)
 		return rc;
-	if (b->core->fd >= 0)
-		return strcmp(path, b->core->path) ? -EINVAL : finish(b, b->core, NULL, NULL);
-	void *buf;
-	size_t len;
-	if ((rc = finish(b, b->core, &buf, &len)))
-		return rc;
-	rc = ds_write_file_atomic(path, buf, len, 0600);
-	free(buf);
+	if (b->core->fd >= 0) {
+		rc = strcmp(path, b->core->path) ? -EINVAL : finish(b, b->core, NULL, NULL);
+	} else {
+		void *buf;
+		size_t len;
+		if ((rc = finish(b, b->core, &buf, &len)))
+			return rc;
+		rc = ds_write_file_atomic(path, buf, len, 0600);
+		free(buf);
+	}
+	if (!rc)
+		ds_index_hugify(path); /* best effort: 4 KiB pages work */
 	return rc;
 }
