@@ -1417,8 +1417,9 @@ static int stage_entries(struct stage *S)
 	struct feed_inflated fi = {S->ib, NULL};
 	if (S->ib && S->o->inflate)
 		fi.pos = ds_xcalloc(S->m.nparts + 1, sizeof(*fi.pos));
-	rc = ds_mstream_run(S->ms, keep, !S->ib ? NULL : fi.pos ? feed_index_inflated : feed_index,
-	                    fi.pos ? (void *)&fi : S->ib, &S->mst);
+	int (*each)(void *, const struct ds_mentry *) = fi.pos ? feed_index_inflated : feed_index;
+	rc = ds_mstream_run(S->ms, keep, S->ib ? each : NULL, fi.pos ? (void *)&fi : S->ib,
+	                    &S->mst);
 	free(fi.pos);
 	free(keep);
 	if (!rc) {
