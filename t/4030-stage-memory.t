@@ -13,13 +13,6 @@
 
 [ -x /usr/bin/time ] || skip_all "no /usr/bin/time (GNU time) to read a rank's peak RSS"
 
-# peak RSS (KiB) of each rank of a stage of pack $1 into job $2: rss.$2.RANK
-stage_rss() {
-	mpirun_n 2 sh -c '/usr/bin/time -f %M -o "rss.$0.${PMI_RANK:-$OMPI_COMM_WORLD_RANK}" "$@"' \
-		"$2" "$DSTAGE" stage "$1" --to "$SHM" --job "$2" -q &&
-	test -s "rss.$2.0" && test -s "rss.$2.1"
-}
-
 test_expect_success 'setup: packs of 20000 and 80000 names, 4 partitions' '
 	hardlink_tree small 20000 && hardlink_tree big 80000 &&
 	"$DSTAGE" pack -q --no-fsync -p 4 --replicate .seed small psmall &&

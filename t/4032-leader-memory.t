@@ -15,26 +15,18 @@
 # out the same as the one built from the whole manifest (--inflate of a
 # pack without zlib: the same bytes, the manifest read whole).
 . "$(dirname "$0")/test-lib.sh"
+. "$SRCDIR/t/lib-tree.sh"
 
 [ -x /usr/bin/time ] || skip_all "no /usr/bin/time (GNU time) to read a rank's peak RSS"
 
-# peak RSS (KiB) of each rank of a stage of pack $1 into job $2 on two
-# simulated nodes: rss.$2.RANK
-stage_rss() {
-	mpirun_n 2 sh -c '/usr/bin/time -f %M -o "rss.$0.${PMI_RANK:-$OMPI_COMM_WORLD_RANK}" "$@"' \
-		"$2" "$DSTAGE" stage "$1" --to "$SHM" --job "$2" --node-per-rank -q &&
-	test -s "rss.$2.0" && test -s "rss.$2.1"
-}
-
-test_expect_success 'setup: packs of 50000 and 110000 names (bench/scale.py: hard links, classes of 1000), 4 partitions' '
-	"$PY" "$SRCDIR/bench/scale.py" make small 50000 50 &&
-	"$PY" "$SRCDIR/bench/scale.py" make big 110000 110 &&
+test_expect_success 'setup: packs of 50000 and 110000 names (hard links, classes of 1000), 4 partitions' '
+	hardlink_tree small 50000 && hardlink_tree big 110000 &&
 	"$DSTAGE" pack -q --no-fsync -p 4 --replicate .seed small psmall &&
 	"$DSTAGE" pack -q --no-fsync -p 4 --replicate .seed big pbig
 '
 
 test_expect_success 'both stage on two simulated nodes, every name held' '
-	stage_rss psmall s && stage_rss pbig b &&
+	stage_rss psmall s --node-per-rank && stage_rss pbig b --node-per-rank &&
 	"$T/storecheck" "$SHM/dstage.$(id -u).b" big >holders && test $(wc -l <holders) = 110004
 '
 
