@@ -448,19 +448,28 @@ int ds_write_full(int fd, const void *buf, size_t len)
  * reused.  Mode: as open(2) gives it (the callers ask 0600). */
 static _Atomic unsigned long tmp_ctr;
 
-int ds_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
+int ds_tmp_create(const char *path, char *tmp, size_t size, mode_t mode)
 {
-	char tmp[PATH_MAX];
 	int fd = -1;
 	for (int tries = 0; fd < 0; tries++) {
 		unsigned long n = atomic_fetch_add(&tmp_ctr, 1);
-		if (snprintf(tmp, sizeof(tmp), "%s" DS_TMP_SUFFIX ".%ld.%ld.%lu", path,
-		             (long)getpid(), (long)syscall(SYS_gettid), n) >= (int)sizeof(tmp))
+		int l = snprintf(tmp, size, "%s" DS_TMP_SUFFIX ".%ld.%ld.%lu", path, (long)getpid(),
+		                 (long)syscall(SYS_gettid), n);
+		if (l < 0 || (size_t)l >= size)
 			return -ENAMETOOLONG;
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 		if (fd < 0 && (errno != EEXIST || tries == 100))
 			return -errno;
 	}
+	return fd;
+}
+
+int ds_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	char tmp[PATH_MAX];
+	int fd = ds_tmp_create(path, tmp, sizeof(tmp), mode);
+	if (fd < 0)
+		return fd;
 	int rc = ds_write_full(fd, buf, len);
 	if (!rc && fsync(fd) < 0)
 		rc = -errno;

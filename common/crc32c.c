@@ -130,3 +130,46 @@ uint32_t ds_crc32c(uint32_t crc, const void *buf, size_t len)
 #endif
 	return ~crc_sw(crc, buf, len);
 }
+
+/* ds_crc32c_combine: multiply by the matrix of "one more zero bit" squared
+ * up to B's length, over GF(2) (zlib's crc32_combine, the Castagnoli
+ * polynomial). */
+static uint32_t gf2_times(const uint32_t *mat, uint32_t vec)
+{
+	uint32_t sum = 0;
+	for (; vec; vec >>= 1, mat++)
+		if (vec & 1)
+			sum ^= *mat;
+	return sum;
+}
+
+static void gf2_square(uint32_t *sq, const uint32_t *mat)
+{
+	for (int n = 0; n < 32; n++)
+		sq[n] = gf2_times(mat, mat[n]);
+}
+
+uint32_t ds_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+	uint32_t even[32], odd[32], row = 1;
+	if (!len_b)
+		return crc_a;
+	odd[0] = 0x82f63b78u; /* the reflected polynomial: one zero bit */
+	for (int n = 1; n < 32; n++, row <<= 1)
+		odd[n] = row;
+	gf2_square(even, odd); /* two zero bits */
+	gf2_square(odd, even); /* four */
+	do {
+		gf2_square(even, odd);
+		if (len_b & 1)
+			crc_a = gf2_times(even, crc_a);
+		len_b >>= 1;
+		if (!len_b)
+			break;
+		gf2_square(odd, even);
+		if (len_b & 1)
+			crc_a = gf2_times(odd, crc_a);
+		len_b >>= 1;
+	} while (len_b);
+	return crc_a ^ crc_b;
+}

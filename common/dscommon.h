@@ -85,6 +85,9 @@ int ds_sort_id_at(struct ds_id_at *a, size_t n);
 /* CRC-32C (Castagnoli), the checksum of every file in a pack.  Start with
  * crc = 0; feed pieces in order.  Uses SSE4.2 when the CPU has it. */
 uint32_t ds_crc32c(uint32_t crc, const void *buf, size_t len);
+/* The CRC-32C of A then B from crc_a, crc_b and B's length (zlib's
+ * crc32_combine): pieces checksummed out of order. */
+uint32_t ds_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 /* ---- names -------------------------------------------------------------- */
 /* Is this relative path safe to store: not empty, no leading '/', no "." or
@@ -121,6 +124,10 @@ int ds_write_full(int fd, const void *buf, size_t len);
 /* Write a whole file so readers see the old one or the new one, never a
  * part: PATH.tmp.<pid>, fsync, rename.  0 or -errno (the temporary removed). */
 int ds_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
+/* The temporary ds_write_file_atomic writes, made (O_RDWR, O_EXCL) for a
+ * caller that writes it in pieces and renames it itself: its name into tmp
+ * (size bytes); the descriptor or -errno. */
+int ds_tmp_create(const char *path, char *tmp, size_t size, mode_t mode);
 /* Open a file for reading that must be a regular file: a FIFO, device,
  * socket or directory in its place is refused (-DS_ENOTREG) without
  * blocking (opened O_NONBLOCK, checked with fstat on the descriptor, so no

@@ -458,7 +458,23 @@ uint64_t ds_hash_path(const char *p, size_t len);
 /* ---- building (stage, tests) -------------------------------------------- */
 struct ds_index_builder;
 
+/* A builder that takes entries in any order: it keeps each one (~100 bytes
+ * with its path) and sorts them when it builds. */
 struct ds_index_builder *ds_index_builder_new(void);
+/* A builder for entries added in path order (ds_path_cmp), each directory
+ * before its subtree (a parent never added is added as a 0755 directory
+ * when its first entry comes; the root may come first or never): it makes
+ * the index as they come and holds about 10 bytes an entry (the names
+ * front-coded, the directories; common/ixbuild.c), not their paths.  With path, every
+ * entry's row goes to path's temporary file as it is added and
+ * ds_index_write(b, path) completes that file (ds_index_builder_free
+ * before it removes it); without, the rows are the output buffer of one
+ * ds_index_build.  An add out of order: -EINVAL; a path twice: -EEXIST;
+ * under a non-directory: -ENOTDIR (the entry refused, the builder whole);
+ * another failure (writing the file, more than 2^32 - 2 entries) is the
+ * builder's from then on.  Both builders give the same index for the same
+ * entries.  Returns 0 or -errno (the temporary file). */
+int ds_index_builder_sorted(const char *path, struct ds_index_builder **out);
 void ds_index_builder_free(struct ds_index_builder *b);
 /* Add an entry by relative path; parents must have been added (or are added
  * implicitly as 0755 directories).  For files: size, part, poff, stored,
@@ -483,10 +499,13 @@ void ds_index_set_spill(struct ds_index_builder *b, uint64_t ram_size, const cha
 /* Node identity and job info recorded in the header. */
 void ds_index_set_node(struct ds_index_builder *b, uint32_t node, uint32_t nnodes,
                        uint64_t store_size, const char *job, uint64_t pack_id);
-/* Serialise (sorts, links directories, builds the hash and the sample list)
- * into a malloc'd buffer.  Returns 0 or -errno. */
+/* Serialise (sorts, adds missing parents, links directories, lists the
+ * samples) into a malloc'd buffer.  Once per builder (the entries are let
+ * go as they are built).  Returns 0 or -errno; -EINVAL for a sorted
+ * builder with a file, or one built already. */
 int ds_index_build(struct ds_index_builder *b, void **out, size_t *len);
-/* Build and write to path atomically (path.tmp, fsync, rename), mode 0600;
+/* Build and write to path atomically (path.tmp, fsync, rename), mode 0600,
+ * once (a sorted builder with a file: complete it; path must be its path);
  * then ds_index_hugify(path). */
 int ds_index_write(struct ds_index_builder *b, const char *path);
 /* Ask the kernel to keep the index file's page cache in 2 MiB pages

@@ -84,15 +84,30 @@ int ds_index_hugify(const char *path)
 		return rc;
 	size_t whole = ix.map_len & ~(HUGE_SZ - 1); /* the tail stays in 4 KiB pages */
 	rc = 0;
-	/* EAGAIN: some 2 MiB ranges were not collapsed this time (a page
-	 * locked, memory being compacted: seen at 14M names on a busy node,
-	 * 89% collapsed); the call goes on past them, and again over what is
-	 * huge already costs little: two more tries */
-	for (int tries = 0; whole && tries < 3; tries++) {
-		rc = madvise((void *)ix.h, whole, MADV_COLLAPSE) < 0 ? -errno : 0;
-		if (rc != -EAGAIN)
-			break;
+	/* 2 MiB at a time, each let go of once collapsed: the collapse maps
+	 * the folios it makes into this process, and the writer (a stage's
+	 * node leader, t/4032) would hold the whole index in its RSS.  EAGAIN:
+	 * this window not collapsed now (a page locked, memory being
+	 * compacted: 11% of an index at 14M names on a busy machine): two more
+	 * tries, then the next window; any other error (EINVAL: no collapse
+	 * here at all) ends it */
+	int failed = 0;
+	for (size_t at = 0; at < whole && !rc; at += HUGE_SZ) {
+		char *w = (char *)ix.h + at;
+		int r = 0;
+		for (int tries = 0; tries < 3; tries++) {
+			r = madvise(w, HUGE_SZ, MADV_COLLAPSE) < 0 ? -errno : 0;
+			if (r != -EAGAIN)
+				break;
+		}
+		(void)madvise(w, HUGE_SZ, MADV_DONTNEED); /* the page cache stays */
+		if (r == -EAGAIN)
+			failed = r;
+		else
+			rc = r;
 	}
+	if (!rc)
+		rc = failed;
 	if (rc) {
 		/* EINVAL: a kernel before 6.1, THP off, or a file system whose
 		 * page cache the call does not collapse (ext4: its own large

@@ -16,50 +16,6 @@
 
 #define MS_ROWS 16384u /* rows per chunk */
 
-/* CRC-32C of A then B from crc(A), crc(B) and B's length (zlib's
- * crc32_combine, over GF(2), with the Castagnoli polynomial): rank 0 reads
- * the tables in the order it needs them and checks the seal's CRC, which is
- * over the file's bytes in file order. */
-static uint32_t gf2_times(const uint32_t *mat, uint32_t vec)
-{
-	uint32_t sum = 0;
-	for (; vec; vec >>= 1, mat++)
-		if (vec & 1)
-			sum ^= *mat;
-	return sum;
-}
-
-static void gf2_square(uint32_t *sq, const uint32_t *mat)
-{
-	for (int n = 0; n < 32; n++)
-		sq[n] = gf2_times(mat, mat[n]);
-}
-
-static uint32_t crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
-{
-	uint32_t even[32], odd[32], row = 1;
-	if (!len2)
-		return crc1;
-	odd[0] = 0x82f63b78u; /* reflected Castagnoli polynomial */
-	for (int n = 1; n < 32; n++, row <<= 1)
-		odd[n] = row;
-	gf2_square(even, odd); /* two zero bits */
-	gf2_square(odd, even); /* four */
-	do {
-		gf2_square(even, odd);
-		if (len2 & 1)
-			crc1 = gf2_times(even, crc1);
-		len2 >>= 1;
-		if (!len2)
-			break;
-		gf2_square(odd, even);
-		if (len2 & 1)
-			crc1 = gf2_times(odd, crc1);
-		len2 >>= 1;
-	} while (len2);
-	return crc1 ^ crc2;
-}
-
 /* A region of index.h5 after the user block: a table, or the bytes between
  * (HDF5's own), with the CRC of what rank 0 has read of it. */
 struct mregion {
@@ -165,11 +121,11 @@ static int mstream_crc_ok(struct ds_mstream *s)
 		struct mregion gap = {pos, end - pos, 0, 0};
 		if ((rc = mregion_read_to(s, &gap, gap.len)))
 			return rc;
-		crc = crc32c_combine(crc, gap.crc, gap.len);
+		crc = ds_crc32c_combine(crc, gap.crc, gap.len);
 		if (k < nt) {
 			if ((rc = mregion_read_to(s, t[k], t[k]->len)))
 				return rc;
-			crc = crc32c_combine(crc, t[k]->crc, t[k]->len);
+			crc = ds_crc32c_combine(crc, t[k]->crc, t[k]->len);
 			pos = t[k]->off + t[k]->len;
 		}
 	}

@@ -1030,35 +1030,44 @@ static void rankmap_release(struct rankmap *rm)
 	ds_free(&rm->nranks);
 }
 
-/* Index of this node: the whole manifest plus the placement. */
+/* Index of this node: the whole manifest plus the placement.  The entries
+ * go to a builder in path order (the manifest's, which its readers check),
+ * which writes each row to the file as it comes and holds ~10 B an entry
+ * (common/ixbuild.c): a streamed manifest's went in as they passed
+ * (stage_entries: fed), a whole one's go in here, a file where its layout
+ * puts it. */
 static int write_index(const char *path, const struct ds_manifest *m, const struct layout *L,
                        const struct ds_placement *pl, uint32_t node, const char *job,
                        uint64_t pack_id, int inflate, const char *spill,
                        struct ds_index_builder *fed)
 {
-	/* fed: a streamed manifest's entries are in it already (stage_entries) */
-	struct ds_index_builder *b = fed ? fed : ds_index_builder_new();
-	int rc = 0;
+	struct ds_index_builder *b = fed;
+	int rc = fed ? 0 : ds_index_builder_sorted(path, &b);
+	uint32_t *at = NULL; /* a file's place in the layout, by manifest entry */
+	if (rc)
+		ds_error("'%s': %s", path, ds_strerror(rc));
+	if (!fed && !rc) {
+		at = ds_xmalloc((m->n + 1) * sizeof(*at));
+		for (uint32_t i = 0; i < L->first[L->nparts]; i++)
+			at[L->f[i].m] = i;
+	}
 	for (size_t i = 0; i < m->n && !rc && !fed; i++) {
 		const struct ds_mentry *e = &m->e[i];
-		if (S_ISDIR(e->mode))
+		if (S_ISDIR(e->mode)) {
 			rc = ds_index_add_dir(b, e->path, e->mode, e->mtime_ns, e->size);
-		else if (S_ISLNK(e->mode))
+		} else if (S_ISLNK(e->mode)) {
 			rc = ds_index_add_symlink(b, e->path, e->mtime_ns, e->target);
+		} else {
+			const struct pfile *f = &L->f[at[i]];
+			int raw = inflate || e->codec == DS_CODEC_NONE;
+			rc = ds_index_add_file(b, e->path, e->mode, e->mtime_ns, e->size, e->part,
+			                       f->dst_off, raw && inflate ? e->size : e->stored,
+			                       raw ? DS_CODEC_NONE : e->codec, e->crc, e->flags);
+		}
 		if (rc)
 			ds_error("'%s': %s", e->path, ds_strerror(rc));
 	}
-	for (uint32_t p = 0; p < L->nparts && !rc && !fed; p++)
-		for (uint32_t i = L->first[p]; i < L->first[p + 1] && !rc; i++) {
-			const struct pfile *f = &L->f[i];
-			const struct ds_mentry *e = &m->e[f->m];
-			int raw = inflate || e->codec == DS_CODEC_NONE;
-			rc = ds_index_add_file(b, e->path, e->mode, e->mtime_ns, e->size, p, f->dst_off,
-			                       raw && inflate ? e->size : e->stored,
-			                       raw ? DS_CODEC_NONE : e->codec, e->crc, e->flags);
-			if (rc)
-				ds_error("'%s': %s", e->path, ds_strerror(rc));
-		}
+	free(at);
 	if (!rc) {
 		ds_index_set_parts(b, L->nparts, L->node_size);
 		for (uint32_t p = 0; p < pl->nparts; p++)
@@ -1315,7 +1324,7 @@ static int stage_source(struct stage *S)
 	if (rc)
 		return 1;
 	/* in place: the source tree, where every reader opens its files (a
-	 * streamed manifest's once its entries are checked: stage_plan) */
+	 * streamed manifest's once its entries are checked: ds_stage_step) */
 	return ds_any_failed(world, S->m.root && !S->streamed ? ds_src_root_open(&S->m, &x->rootfd)
 	                                                      : 0) ||
 	       ds_any_failed(world, ds_fault("stage.after_bcast", rank));
@@ -1382,10 +1391,21 @@ static int layout_overlaps(const struct layout *L, const struct ds_manifest *m, 
 
 /* The entries of a streamed manifest pass by (ds_mstream_run): this rank
  * keeps the files of the partitions it handles (reads or receives), a node
- * leader feeds every entry to its index builder; then the layout of the
- * kept files.  Nonzero when the step fails (every rank; said). */
+ * leader feeds every entry to its index builder, which writes their rows
+ * into the partial store's index as they come (so it runs once the store
+ * is made); then the layout of the kept files.  Nonzero when the step
+ * fails (every rank; said). */
 static int stage_entries(struct stage *S)
 {
+	int rc = 0;
+	if (S->nd->local_rank == 0) {
+		char *ipath = path_join(S->partial, DS_INDEX_NAME);
+		if ((rc = ds_index_builder_sorted(ipath, &S->ib)))
+			ds_error("'%s': %s", ipath, ds_strerror(rc));
+		free(ipath);
+	}
+	if (ds_any_failed(S->world, rc))
+		return 1;
 	const struct ds_placement *pl = &S->pl;
 	uint8_t *keep = ds_xcalloc(S->m.nparts + 1, 1);
 	uint32_t *lpos = location_positions(pl);
@@ -1394,13 +1414,12 @@ static int stage_entries(struct stage *S)
 			if (pl->node[l] == S->nd->node && handler(&S->rm, pl, lpos, l) == S->rank)
 				keep[p] = 1;
 	free(lpos);
-	if (S->nd->local_rank == 0)
-		S->ib = ds_index_builder_new();
 	struct feed_inflated fi = {S->ib, NULL};
 	if (S->ib && S->o->inflate)
 		fi.pos = ds_xcalloc(S->m.nparts + 1, sizeof(*fi.pos));
-	int rc = ds_mstream_run(S->ms, keep, !S->ib ? NULL : fi.pos ? feed_index_inflated : feed_index,
-	                        fi.pos ? (void *)&fi : S->ib, &S->mst);
+	int (*each)(void *, const struct ds_mentry *) = fi.pos ? feed_index_inflated : feed_index;
+	rc = ds_mstream_run(S->ms, keep, S->ib ? each : NULL, fi.pos ? (void *)&fi : S->ib,
+	                    &S->mst);
 	free(fi.pos);
 	free(keep);
 	if (!rc) {
@@ -1445,10 +1464,6 @@ static int stage_plan(struct stage *S)
 		S->x.held = ds_xcalloc(m->n + 1, 1);
 	}
 	make_rankmap(S->world, nd, &S->rm);
-	if (S->streamed && stage_entries(S))
-		return 1;
-	if (S->streamed && S->m.root && ds_any_failed(S->world, ds_src_root_open(m, &S->x.rootfd)))
-		return 1;
 	S->jobdir = ds_store_jobdir(o->to, S->job);
 	S->nodedir = ds_store_nodedir(o->to, S->job, nd->node);
 	if (asprintf(&S->partial, "%s" DS_PARTIAL_SUFFIX, S->nodedir) < 0)
@@ -1846,7 +1861,10 @@ int ds_stage_step(MPI_Comm world, const struct ds_stage_opts *o, struct ds_node 
 	if (stage_source(&S) || stage_plan(&S))
 		goto fail;
 	if (ds_any_failed(world, stage_make_store(&S)) ||
-	    ds_any_failed(world, stage_open_store(&S)))
+	    ds_any_failed(world, stage_open_store(&S)) || (S.streamed && stage_entries(&S)))
+		goto fail;
+	/* a streamed in-place manifest names its source root as it passes */
+	if (S.streamed && S.m.root && ds_any_failed(world, ds_src_root_open(&S.m, &S.x.rootfd)))
 		goto fail;
 	if (ds_any_failed(world, stage_land(&S)) || ds_any_failed(world, stage_index(&S)) ||
 	    ds_any_failed(world, stage_commit(&S)))

@@ -4,7 +4,7 @@
 # and the files of the partitions it handles, not the whole manifest
 # (before: its image, its rows, every entry and path, ~410 B per entry on
 # every rank).  Measured on the rank that holds no index builder (one node,
-# two ranks: rank 1; the builder is common/index.c's, measured apart) as
+# two ranks: rank 1; the builder is common/ixbuild.c's, t/4032) as
 # the growth of its peak RSS from a pack of 20000 names to one of 80000,
 # per name: the process's own base cancels out.  It handles half the
 # partitions: <= 100 B per name of the pack.
@@ -12,13 +12,6 @@
 . "$SRCDIR/t/lib-tree.sh"
 
 [ -x /usr/bin/time ] || skip_all "no /usr/bin/time (GNU time) to read a rank's peak RSS"
-
-# peak RSS (KiB) of each rank of a stage of pack $1 into job $2: rss.$2.RANK
-stage_rss() {
-	mpirun_n 2 sh -c '/usr/bin/time -f %M -o "rss.$0.${PMI_RANK:-$OMPI_COMM_WORLD_RANK}" "$@"' \
-		"$2" "$DSTAGE" stage "$1" --to "$SHM" --job "$2" -q &&
-	test -s "rss.$2.0" && test -s "rss.$2.1"
-}
 
 test_expect_success 'setup: packs of 20000 and 80000 names, 4 partitions' '
 	hardlink_tree small 20000 && hardlink_tree big 80000 &&

@@ -20,14 +20,6 @@ test_require MPI
 # so that a partition's payload stays under one 4 MiB chunk of the stage's
 # buffers at both sizes (else the buffer's pages touched grow too)
 
-# stage_rss PACK JOB [OPTION...]: rss.JOB.RANK, peak RSS (KiB) of each rank
-stage_rss() {
-	_p=$1 _j=$2 && shift 2 &&
-	mpirun_n 2 sh -c '/usr/bin/time -f %M -o "rss.$0.${PMI_RANK:-$OMPI_COMM_WORLD_RANK}" "$@"' \
-		"$_j" "$DSTAGE" stage "$_p" --to "$SHM" --job "$_j" -q "$@" &&
-	test -s "rss.$_j.0" && test -s "rss.$_j.1"
-}
-
 # per_name SMALLJOB BIGJOB WHAT: rank 1's growth per name, <= 100 B
 per_name() {
 	s=$(tail -n 1 "rss.$1.1") && b=$(tail -n 1 "rss.$2.1") &&

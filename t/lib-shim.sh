@@ -54,7 +54,7 @@ make_tree() {
 }
 
 # The node store gives the mount point itself the newest mtime of the
-# dataset (a pack records none for its root: common/index.c): give the
+# dataset (a pack records none for its root: common/ixbuild.c): give the
 # source root the same, after every change to its entries.
 touch_root() {
 	_t=$(find "$1" -mindepth 1 -printf '%T@\n' | sort -n | tail -n 1) &&

@@ -79,7 +79,7 @@ static void reseal(void)
 	H->crc = ds_crc32c(0, img, len);
 }
 
-/* The names of entry id's block, decoded (as common/index.c encodes them),
+/* The names of entry id's block, decoded (as common/ixbuild.c encodes them),
  * into nm[DS_IX_BLOCK][NAME_MAX + 1] and nl; how many. */
 static unsigned block_names(uint32_t b, char nm[][NAME_MAX + 1], unsigned *nl)
 {

@@ -2,15 +2,22 @@
 /* ixscale: the node index at millions of names (issue 27), through the
  * public API only (so the same source measures any index version):
  *
- *   ixscale build N CLASSES OUT [SHAPE]
+ *   ixscale build N CLASSES OUT [SHAPE [BUILDER]]
  *       build the index of N ImageNet-21k-shaped file names in CLASSES
  *       class directories (train/<wnid>/<wnid>_<n>.JPEG) and write it to OUT;
  *       print "key value" lines: bytes per entry (total and, for version 3,
  *       per section), the builder's peak memory per entry (VmHWM over the
- *       RSS before the first name was added), build and full-check ms; then
- *       ds_index_hugify(OUT) as stage's ds_index_write does (its ms)
+ *       RSS before the first name was added, the index written), build and
+ *       full-check ms; then ds_index_hugify(OUT) as stage's ds_index_write
+ *       does (its ms)
  *       SHAPE: "sparse" (default: file numbers spread over 1..20000, as in
- *       ImageNet-21k) or "dense" (10000 + 7 j, bench/scale.py's names)
+ *       ImageNet-21k) or "dense" (10000 + 7 j, bench/scale.py's names).
+ *       BUILDER: "file" (default: the names in path order into
+ *       ds_index_builder_sorted(OUT), each row written as it comes: a
+ *       stage's node leader), "memory" (the same into ds_index_build's
+ *       buffer) or "any" (ds_index_builder_new, the names in number order,
+ *       which is not path order).  Every field of a file is a function of
+ *       its number k, so the three give the same bytes.
  *   ixscale lookup OUT N CLASSES K [SHAPE]
  *       in this (fresh) process: map OUT without the full check (as the
  *       shim does), then look up and stat K random files of the tree; print
@@ -100,27 +107,94 @@ static int path_of(char *p, size_t size, uint32_t c, uint32_t j, uint32_t per)
 	return snprintf(p, size, "train/n%08u/n%08u_%u.JPEG", wn, wn, fileno_of(c, j, per));
 }
 
-static int build(uint64_t n, uint32_t classes, const char *out)
+/* what file k (in number order) brings: everything but its name */
+static void file_of(uint64_t k, int64_t *mtime, uint64_t *size, uint32_t *part, uint64_t *poff)
+{
+	uint64_t r = k % 4;
+	*mtime = 1600000000123456789ll + (int64_t)k;
+	*size = 100 + r;
+	*part = (uint32_t)(k % 8);
+	*poff = 100 * k + 6 * (k / 4) + r * (r - 1) / 2; /* the sizes of files 0 .. k-1 */
+}
+
+static int add_file(struct ds_index_builder *b, const char *p, uint64_t k)
+{
+	int64_t mt;
+	uint64_t size, poff;
+	uint32_t part;
+	file_of(k, &mt, &size, &part, &poff);
+	int rc = ds_index_add_file(b, p, 0644, mt, size, part, poff, size, DS_CODEC_NONE,
+	                           (uint32_t)k, 0);
+	if (rc)
+		fprintf(stderr, "add %s: %s\n", p, ds_strerror(rc));
+	return rc;
+}
+
+static int name_cmp(const void *a, const void *b) { return strcmp(a, b); }
+
+/* Every name, each file's fields by its number k (class c's files are
+ * c * per ...); sorted: in path order, the classes and each class's names
+ * sorted as strings (their numbers have different lengths). */
+static int add_all(struct ds_index_builder *b, uint64_t n, uint32_t classes, int sorted)
+{
+	uint32_t per = (uint32_t)((n + classes - 1) / classes);
+	uint32_t nc = (uint32_t)((n + per - 1) / per); /* classes with files */
+	/* names with their number after the NUL: "<wnid>" or "<number>.JPEG" */
+	char(*cl)[24] = calloc(nc, sizeof(*cl)), (*nm)[24] = calloc(per, sizeof(*nm));
+	char p[PATH_MAX];
+	int rc = 0;
+	for (uint32_t c = 0; c < nc; c++) {
+		int l = snprintf(cl[c], 16, "n%08u", 1440764u + 7919u * c);
+		memcpy(cl[c] + l + 1, &c, sizeof(c));
+	}
+	if (sorted)
+		qsort(cl, nc, sizeof(*cl), name_cmp);
+	for (uint32_t i = 0; i < nc && !rc; i++) {
+		uint32_t c;
+		memcpy(&c, cl[i] + strlen(cl[i]) + 1, sizeof(c));
+		uint64_t k = (uint64_t)c * per;
+		uint32_t m = n - k < per ? (uint32_t)(n - k) : per;
+		for (uint32_t j = 0; j < m && !sorted && !rc; j++) {
+			path_of(p, sizeof(p), c, j, per);
+			rc = add_file(b, p, k + j);
+		}
+		for (uint32_t j = 0; j < m && sorted; j++) {
+			int l = snprintf(nm[j], 16, "%u.JPEG", fileno_of(c, j, per));
+			memcpy(nm[j] + l + 1, &j, sizeof(j));
+		}
+		if (sorted)
+			qsort(nm, m, sizeof(*nm), name_cmp);
+		for (uint32_t x = 0; x < m && sorted && !rc; x++) {
+			uint32_t j;
+			memcpy(&j, nm[x] + strlen(nm[x]) + 1, sizeof(j));
+			snprintf(p, sizeof(p), "train/%s/%s_%s", cl[i], cl[i], nm[x]);
+			rc = add_file(b, p, k + j);
+		}
+	}
+	free(cl);
+	free(nm);
+	return rc;
+}
+
+static int build(uint64_t n, uint32_t classes, const char *out, const char *how)
 {
 	long rss0 = status_kb("VmRSS");
 	double t0 = now_ms();
-	struct ds_index_builder *b = ds_index_builder_new();
-	uint32_t per = (uint32_t)((n + classes - 1) / classes);
-	uint64_t k = 0, psize = 0;
-	char p[PATH_MAX];
-	for (uint32_t c = 0; c < classes && k < n; c++)
-		for (uint32_t j = 0; j < per && k < n; j++, k++) {
-			path_of(p, sizeof(p), c, j, per);
-			int rc = ds_index_add_file(b, p, 0644, 1600000000123456789ll + (int64_t)k,
-			                           100 + k % 4, (uint32_t)(k % 8), psize,
-			                           100 + k % 4, DS_CODEC_NONE, (uint32_t)k, 0);
-			if (rc) {
-				fprintf(stderr, "add %s: %s\n", p, ds_strerror(rc));
-				return 1;
-			}
-			psize += 100 + k % 4;
-		}
-	uint64_t sizes[8];
+	int file = !strcmp(how, "file"), any = !strcmp(how, "any"), rc;
+	struct ds_index_builder *b = NULL;
+	if (any)
+		b = ds_index_builder_new();
+	else if ((rc = ds_index_builder_sorted(file ? out : NULL, &b))) {
+		fprintf(stderr, "%s: %s\n", out, ds_strerror(rc));
+		return 1;
+	}
+	if (add_all(b, n, classes, !any)) {
+		ds_index_builder_free(b); /* its temporary file goes with it */
+		return 1;
+	}
+	uint64_t psize = 0, sizes[8];
+	for (uint64_t k = 0; k < n; k++)
+		psize += 100 + k % 4;
 	for (int i = 0; i < 8; i++)
 		sizes[i] = psize;
 	ds_index_set_parts(b, 8, sizes);
@@ -128,11 +202,22 @@ static int build(uint64_t n, uint32_t classes, const char *out)
 		ds_index_add_loc(b, i, 0, (uint64_t)i * ((psize + 4095) / 4096 * 4096));
 	ds_index_set_node(b, 0, 1, 8 * ((psize + 4095) / 4096 * 4096), "ixscale", 1);
 	long held = status_kb("VmRSS") - rss0;
-	void *buf;
-	size_t len;
-	int rc = ds_index_build(b, &buf, &len);
+	void *buf = NULL;
+	size_t len = 0;
+	/* the collapse into 2 MiB pages that ds_index_write does is timed
+	 * apart, below, as for the other builders */
+	const char *huge = getenv("DSTAGE_INDEX_HUGE");
+	char *was = huge ? strdup(huge) : NULL;
+	setenv("DSTAGE_INDEX_HUGE", "0", 1);
+	rc = file ? ds_index_write(b, out) : ds_index_build(b, &buf, &len);
+	if (was)
+		setenv("DSTAGE_INDEX_HUGE", was, 1);
+	else
+		unsetenv("DSTAGE_INDEX_HUGE");
+	free(was);
 	if (rc) {
 		fprintf(stderr, "build: %s\n", ds_strerror(rc));
+		ds_index_builder_free(b);
 		return 1;
 	}
 	double t1 = now_ms();
@@ -140,13 +225,15 @@ static int build(uint64_t n, uint32_t classes, const char *out)
 	ds_index_builder_free(b);
 	struct ds_index ix;
 	double t2 = now_ms(), c2 = cpu_ms();
-	rc = ds_index_from_buf(&ix, buf, len, 1);
+	rc = file ? ds_index_open(&ix, out, 1) : ds_index_from_buf(&ix, buf, len, 1);
 	double t3 = now_ms(), c3 = cpu_ms();
 	if (rc) {
 		fprintf(stderr, "full check: %s\n", ds_strerror(rc));
 		return 1;
 	}
+	len = ix.h->total_size;
 	double ne = ix.h->nentries;
+	printf("builder %s\n", how);
 	printf("entries %u\n", ix.h->nentries);
 	printf("bytes_per_entry %.1f\n", len / ne);
 #if DS_INDEX_VERSION >= 3
@@ -164,11 +251,15 @@ static int build(uint64_t n, uint32_t classes, const char *out)
 	printf("build_ms %.0f\n", t1 - t0);
 	printf("full_check_ms %.0f\n", t3 - t2);
 	printf("full_check_cpu_ms %.0f\n", c3 - c2);
-	rc = ds_write_file_atomic(out, buf, len, 0600);
-	free(buf);
-	if (rc) {
-		fprintf(stderr, "%s: %s\n", out, ds_strerror(rc));
-		return 1;
+	if (file) {
+		ds_index_close(&ix);
+	} else {
+		rc = ds_write_file_atomic(out, buf, len, 0600);
+		free(buf);
+		if (rc) {
+			fprintf(stderr, "%s: %s\n", out, ds_strerror(rc));
+			return 1;
+		}
 	}
 #if DS_INDEX_VERSION >= 3
 	/* as ds_index_write does for stage (common/ixhuge.c) */
@@ -409,9 +500,13 @@ int main(int argc, char **argv)
 	if (argc == 3 && !strcmp(argv[1], "walk"))
 		return walk(argv[2]);
 	if (argc >= 5 && !strcmp(argv[1], "build")) {
+		const char *how = argc > 6 ? argv[6] : "file";
 		dense = argc > 5 && !strcmp(argv[5], "dense");
-		return build(strtoull(argv[2], NULL, 0), (uint32_t)strtoul(argv[3], NULL, 0),
-		             argv[4]);
+		if (strcmp(how, "file") && strcmp(how, "memory") && strcmp(how, "any"))
+			argc = 0; /* usage */
+		else
+			return build(strtoull(argv[2], NULL, 0),
+			             (uint32_t)strtoul(argv[3], NULL, 0), argv[4], how);
 	}
 	if (argc >= 6 && !strcmp(argv[1], "lookup")) {
 		dense = argc > 6 && !strcmp(argv[6], "dense");
@@ -435,8 +530,8 @@ int main(int argc, char **argv)
 		return v >= 0 && v <= bound ? 0 : 1;
 	}
 	fprintf(stderr,
-	        "usage: ixscale build N CLASSES OUT [sparse|dense] | lookup OUT N CLASSES K "
-	        "[sparse|dense] | bound B | store N CLASSES DIR [SIZE] | paths N CLASSES K [run] | "
-	        "probe-huge DIR\n");
+	        "usage: ixscale build N CLASSES OUT [sparse|dense [file|memory|any]] | lookup OUT N "
+	        "CLASSES K [sparse|dense] | bound B | store N CLASSES DIR [SIZE] | paths N CLASSES K "
+	        "[run] | probe-huge DIR\n");
 	return 2;
 }

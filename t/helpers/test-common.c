@@ -60,6 +60,10 @@ static void test_names(void)
 	is_str(q, "/", "'..' stops at the root");
 }
 
+/* test_index's index, built in any order: the sorted builder must match it */
+static void *any_ix;
+static size_t any_len;
+
 static void test_index(void)
 {
 	struct ds_index_builder *b = ds_index_builder_new();
@@ -80,6 +84,9 @@ static void test_index(void)
 	void *buf;
 	size_t len;
 	is(ds_index_build(b, &buf, &len), 0, "build");
+	any_len = len;
+	any_ix = malloc(len);
+	memcpy(any_ix, buf, len);
 	struct ds_index ix;
 	is(ds_index_from_buf(&ix, buf, len, 1), 0, "the built index passes the full check");
 	is(ix.h->nentries, 8, "root, train, train.old, val + 3 files + link");
@@ -121,6 +128,105 @@ static void test_index(void)
 	ds_index_set_parts(b, 1, sizes);
 	is(ds_index_build(b, &buf, &len), -EEXIST, "duplicate path refused");
 	ds_index_builder_free(b);
+}
+
+/* test_index's entries in path order; NULL path: in memory */
+static int sorted_entries(struct ds_index_builder *b)
+{
+	static const uint64_t sizes[2] = {100, 50};
+	int rc = ds_index_add_dir(b, "", 0755, 1, 4096);
+	rc = rc ? rc : ds_index_add_dir(b, "train", 0750, 3, 4096);
+	rc = rc ? rc
+	        : ds_index_add_file(b, "train/a.jpg", 0600, 5, 20, 1, 0, 20, DS_CODEC_NONE, 8, 0);
+	rc = rc ? rc
+	        : ds_index_add_file(b, "train/b.jpg", 0644, 5, 10, 0, 0, 10, DS_CODEC_NONE, 7, 0);
+	rc = rc ? rc : ds_index_add_symlink(b, "train/c.jpg", 6, "a.jpg");
+	rc = rc ? rc : ds_index_add_dir(b, "train.old", 0755, 3, 4096);
+	/* "val" never given: added as the builder that sorts adds it */
+	rc = rc ? rc
+	        : ds_index_add_file(b, "val/x", 0644, 5, 30, 0, 10, 30, DS_CODEC_NONE, 9,
+	                            DS_EF_REPLICATED);
+	ds_index_set_parts(b, 2, sizes);
+	ds_index_add_loc(b, 1, 1, 0);
+	ds_index_add_loc(b, 0, 0, 0);
+	ds_index_add_loc(b, 0, 1, 4096);
+	ds_index_set_node(b, 1, 2, 8192, "42", 99);
+	return rc;
+}
+
+static int files_in(const char *dir)
+{
+	int n = 0;
+	DIR *d = opendir(dir);
+	for (struct dirent *e; d && (e = readdir(d));)
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* The builder for entries in path order (the stage's node leader's): the
+ * same bytes as the one that sorts, in memory or written as they come; what
+ * it refuses, and that a refusal leaves it whole. */
+static void test_sorted_builder(void)
+{
+	uint32_t a = ds_crc32c(0, "12345", 5), b4 = ds_crc32c(0, "6789", 4);
+	is(ds_crc32c_combine(a, b4, 4), 0xe3069283u, "crc32c of two pieces combined");
+	struct ds_index_builder *b;
+	void *buf;
+	size_t len;
+	is(ds_index_builder_sorted(NULL, &b), 0, "a sorted builder in memory");
+	is(sorted_entries(b), 0, "its entries in path order");
+	is(ds_index_build(b, &buf, &len), 0, "built");
+	ok(len == any_len && !memcmp(buf, any_ix, len), "the bytes the sorting builder gives");
+	is(ds_index_build(b, &buf, &len), -EINVAL, "built once");
+	ds_index_builder_free(b);
+	free(buf);
+
+	const char *td = getenv("TMPDIR");
+	char dir[PATH_MAX], path[PATH_MAX + 8], other[PATH_MAX + 8];
+	snprintf(dir, sizeof(dir), "%s/dstage-test-sorted.XXXXXX", td && *td ? td : "/tmp");
+	if (!mkdtemp(dir)) {
+		skip(8, "no temporary directory");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/index", dir);
+	snprintf(other, sizeof(other), "%s/other", dir);
+	is(ds_index_builder_sorted(path, &b), 0, "a sorted builder into a file");
+	is(sorted_entries(b), 0, "its entries, each row written as it comes");
+	is(files_in(dir), 1, "one temporary file meanwhile");
+	is(ds_index_write(b, other), -EINVAL, "written only to its own path");
+	is(ds_index_write(b, path), 0, "completed");
+	ds_index_builder_free(b);
+	struct ds_index ix;
+	ok(!ds_index_open(&ix, path, 1) && ix.map_len == any_len && !memcmp(ix.h, any_ix, any_len),
+	   "the file: the same bytes, passing the full check");
+	ds_index_close(&ix);
+	unlink(path);
+	is(ds_index_builder_sorted(path, &b), 0, "another");
+	ds_index_add_file(b, "a", 0644, 0, 1, 0, 0, 1, 0, 0, 0);
+	ds_index_builder_free(b);
+	is(files_in(dir), 0, "freed unwritten: its temporary is gone");
+	rmdir(dir);
+
+	ds_index_builder_sorted(NULL, &b);
+	ok(!ds_index_add_file(b, "b", 0644, 0, 1, 0, 0, 1, 0, 0, 0), "b");
+	is(ds_index_add_file(b, "a", 0644, 0, 1, 0, 0, 1, 0, 0, 0), -EINVAL,
+	   "a after b: out of order");
+	is(ds_index_add_file(b, "b", 0644, 0, 1, 0, 0, 1, 0, 0, 0), -EEXIST, "b twice");
+	is(ds_index_add_dir(b, "", 0755, 0, 4096), -EINVAL, "the root after an entry");
+	ok(!ds_index_add_file(b, "c", 0644, 0, 1, 0, 0, 1, 0, 0, 0), "c");
+	is(ds_index_add_file(b, "c/d", 0644, 0, 1, 0, 0, 1, 0, 0, 0), -ENOTDIR, "under a file");
+	ok(!ds_index_add_file(b, "d/e/f", 0644, 0, 1, 0, 0, 1, 0, 0, 0), "d/e/f: d, d/e added");
+	is(ds_index_add_dir(b, "d/e", 0700, 0, 4096), -EINVAL, "d/e given after its file");
+	ds_index_set_parts(b, 1, (uint64_t[]){3});
+	is(ds_index_build(b, &buf, &len), 0, "what was taken builds");
+	ok(!ds_index_from_buf(&ix, buf, len, 1) && ix.h->nentries == 6 && ix.h->nsamples == 3 &&
+	           ds_index_lookup(&ix, "d/e/f", 5) == 5 && ds_ix_nlink(&ix, 0) == 3,
+	   "root, b, c, d, d/e, d/e/f: checked in full");
+	free(buf);
+	ds_index_builder_free(b);
+	free(any_ix);
 }
 
 static void test_place(void)
@@ -300,6 +406,7 @@ int main(void)
 	test_sizes();
 	test_names();
 	test_index();
+	test_sorted_builder();
 	test_write_atomic();
 	return done_testing();
 }
