@@ -1342,12 +1342,7 @@ static int get_blocks(struct ds__svc *s, struct xep *x, size_t g)
 		od[k] = (MPI_Aint)((unsigned char *)ds_cache_epoch_slot(x->ce, i, NULL, NULL) - base);
 		td[k] = x->disp[i] - x->disp[i0];
 	}
-	int rc = ds__get_blocks(s, base, (int)n, lens, od, x->tgt[i0], x->disp[i0], td);
-	if (rc == -EIO && !__atomic_exchange_n(&blocks_refused, 1, __ATOMIC_RELAXED))
-		ds_warn("node %u: the MPI library refused a get of %zu blocks (DSTAGE_LOG=debug says "
-		        "why): one get per run from now on",
-		        s->node, n);
-	return rc;
+	return ds__get_blocks(s, base, (int)n, lens, od, x->tgt[i0], x->disp[i0], td);
 }
 
 /* Issue x's gets from the shared cursor until end; their targets are
@@ -1359,9 +1354,9 @@ static int take_gets(struct ds__svc *s, struct xep *x, size_t *cursor, size_t en
 		if (g >= end)
 			return 0;
 		size_t r0 = x->gr[g], r1 = x->gr[g + 1];
-		int node = x->tgt[x->rs[r0]];
+		int node = x->tgt[x->rs[r0]], brc = 1;
 		if (r1 - r0 > 1 && !__atomic_load_n(&blocks_refused, __ATOMIC_RELAXED) &&
-		    !get_blocks(s, x, g)) {
+		    !(brc = get_blocks(s, x, g))) {
 			__atomic_fetch_add(&x->gets, 1, __ATOMIC_RELAXED);
 		} else {
 			for (size_t r = r0; r < r1; r++) {
@@ -1369,9 +1364,15 @@ static int take_gets(struct ds__svc *s, struct xep *x, size_t *cursor, size_t en
 				void *slot = ds_cache_epoch_slot(x->ce, i, NULL, NULL);
 				int rc = ds__get(s, slot, x->rbytes[r], x->tgt[i], x->disp[i]);
 				if (rc)
-					return rc;
+					return rc; /* the node, not the types: said by ds__get */
 				__atomic_fetch_add(&x->gets, 1, __ATOMIC_RELAXED);
 			}
+			/* the same bytes went as plain gets: the library refused
+			 * the types or their get */
+			if (brc == -EIO && !__atomic_exchange_n(&blocks_refused, 1, __ATOMIC_RELAXED))
+				ds_warn("node %u: the MPI library refused a get of %zu blocks (DSTAGE_LOG=debug "
+				        "says why): one get per run from now on",
+				        s->node, r1 - r0);
 		}
 		targets[node] = 1;
 	}

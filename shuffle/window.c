@@ -704,6 +704,12 @@ int ds__get_blocks(struct ds__svc *s, void *obase, int n, const int *lens, const
 		bl_dt = d;
 		capbl_dt = cap;
 	}
+	/* tests: a library that refuses these types or their get */
+	if (ds_fault("serve.getblocks", (int)s->node)) {
+		ds_debug("node %u: a get of %d blocks from node %d: injected failure (DSTAGE_FAULT)",
+		         s->node, n, node);
+		return -EIO;
+	}
 	MPI_Datatype ot = MPI_DATATYPE_NULL, tt = MPI_DATATYPE_NULL;
 	const char *what = "MPI_Type_create_hindexed";
 	int rc = MPI_Type_create_hindexed(n, lens, odisp, MPI_BYTE, &ot);

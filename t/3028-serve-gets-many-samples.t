@@ -11,7 +11,9 @@
 # source's, none read remotely, in epoch 0 and in epoch 1 (fetched while
 # the readers are in 0), with the gets completed by testing requests and
 # with DSTAGE_SERVE_RGET=0 (flushes); DSTAGE_SERVE_GET_BLOCKS=1 gives back
-# one get per run, with the same bytes.
+# one get per run, with the same bytes; and where the library refuses such a
+# get (DSTAGE_FAULT=serve.getblocks on one node) that node says so once and
+# fetches a get per run, the others as before, every byte right.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-serve.sh"
 
@@ -109,6 +111,29 @@ test_expect_success 'DSTAGE_SERVE_GET_BLOCKS=1: a get per run (over half the sam
 		echo "node $k: $f samples fetched with $g gets" &&
 		test "$f" -ge 50 && test $((2 * g)) -gt "$f" && test "$g" -le "$f" &&
 		read_list $k 0 || return 1
+	done
+'
+serve_stop
+test_expect_success 'stopped cleanly' 'test "$(cat serve.rc)" = 0'
+
+# a library that refuses the types or their get, on node 1 (DSTAGE_FAULT)
+DSTAGE_FAULT=serve.getblocks:rank=1
+export DSTAGE_FAULT
+serve_start 4 --seed 3
+unset DSTAGE_FAULT
+test_expect_success 'gets of many blocks refused on node 1: said once, a get per run there, the same bytes' '
+	serve_up 4 &&
+	wait_until 60 all_have_epoch 1 &&
+	f=$(epoch_val 1 0 fetched) && g=$(epoch_val 1 0 gets) &&
+	echo "node 1: $f samples fetched with $g gets" &&
+	test $((2 * g)) -gt "$f" &&
+	test "$(grep -c "node 1: the MPI library refused a get of" serve.log)" = 1 &&
+	! grep "node [023]: the MPI library refused" serve.log &&
+	for k in 0 2 3; do
+		gets_per $k 0 1 8 || return 1
+	done &&
+	for k in 0 1 2 3; do
+		read_list $k 0 && read_list $k 1 || return 1
 	done
 '
 serve_stop
