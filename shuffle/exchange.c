@@ -7,9 +7,10 @@
  * the epoch cache of e (common/cache.c) while the readers are still in
  * e - 1: by the time they open e's list, every sample is local (store) or
  * cached.  They are fetched in the order they lie in their holders' stores
- * (prep_main): a run of samples adjacent there is one block, and one get
- * fetches up to GET_BLOCKS small blocks of one holder (an MPI_Get of
- * hindexed types, window.c), a large run alone: at n nodes a run averages
+ * (prep_main): a run of samples adjacent there is one block, and, where
+ * gets need their target's progress (MPICH), one get fetches up to
+ * GET_BLOCKS small blocks of one holder (an MPI_Get of hindexed types,
+ * window.c), a large run alone: at n nodes a run averages
  * n/(n-1) samples, so one get per run was still about one per sample at 64
  * nodes (DSTAGE_SERVE_GET_BLOCKS=1 gives that back, DSTAGE_SERVE_COALESCE=0
  * one get per sample in read order).
@@ -744,30 +745,35 @@ static int coalesce_on(void)
  * GET_BLOCKS blocks and GET_BLOCKS_BYTES bytes at most: a get's samples
  * become READY together.  In the service (2M samples of 48-96 B, 4
  * simulated nodes, an epoch's fetch, medians of 36): 64 blocks 0.59 s, 256
- * 0.44-0.52 s, 1024 0.22-0.44 s, 4096 0.41 s.  DSTAGE_SERVE_GET_BLOCKS=N
- * (1..GET_BLOCKS_MAX; 1: one get per run) for measurements. */
+ * 0.44-0.52 s, 1024 0.22-0.44 s, 4096 0.41 s.  Where gets complete
+ * without their target (s->onesided, window.c's probe: Open MPI's
+ * osc/rdma), the requester copies every block itself inside MPI_Get, a
+ * get of 1024 blocks held main there ~11 ms, a batch ~0.7 s, and an
+ * epoch's fetch took 3.4 s instead of 2.2 s with a get per run (a 2 s
+ * --timeout tripped once in 3 runs): there a get per run stays.
+ * DSTAGE_SERVE_GET_BLOCKS=N (1..GET_BLOCKS_MAX; 1: one get per run) for
+ * measurements and tests: it applies wherever it is set. */
 #define GET_BLOCKS 1024
 #define GET_BLOCKS_MAX 4096
 #define GET_BLOCK_SMALL 2048u
 #define GET_BLOCKS_BYTES (256u << 10)
 
-static int get_blocks_max(void)
+static int get_blocks_max(const struct ds__svc *s)
 {
-	static int v = -1;
+	static int v = -1; /* 0: not set */
 	int n = __atomic_load_n(&v, __ATOMIC_RELAXED);
 	if (n < 0) {
 		const char *e = getenv("DSTAGE_SERVE_GET_BLOCKS");
 		char *end = NULL;
-		long l = e && *e ? strtol(e, &end, 10) : GET_BLOCKS;
+		long l = e && *e ? strtol(e, &end, 10) : 0;
 		if (e && *e && (*end || l < 1 || l > GET_BLOCKS_MAX)) {
-			ds_warn("DSTAGE_SERVE_GET_BLOCKS='%s': not 1..%d (%d taken)", e, GET_BLOCKS_MAX,
-			        GET_BLOCKS);
-			l = GET_BLOCKS;
+			ds_warn("DSTAGE_SERVE_GET_BLOCKS='%s': not 1..%d (ignored)", e, GET_BLOCKS_MAX);
+			l = 0;
 		}
 		n = (int)l;
 		__atomic_store_n(&v, n, __ATOMIC_RELAXED);
 	}
-	return n;
+	return n ? n : s->onesided ? 1 : GET_BLOCKS;
 }
 
 /* The blocks of one batch at most: a batch completes as one (its samples
@@ -970,7 +976,7 @@ static void *prep_main(void *arg)
 	}
 	if (!rc)
 		rc = make_runs(x, m, coalesce_on() && !__atomic_load_n(&blocks_refused, __ATOMIC_RELAXED)
-		                             ? get_blocks_max()
+		                             ? get_blocks_max(s)
 		                             : 1);
 	ds_debug("node %u: epoch %llu: its cache of %zu entries prepared in %.3f s: %zu runs in %zu "
 	         "gets",
