@@ -348,6 +348,56 @@ size_t ds_ix_path_len(const struct ds_index *ix, uint32_t id);
  * ds_index_entry_ok).  Returns its length, or -ENAMETOOLONG (buf then holds
  * ""), -DS_ECORRUPT for a damaged chain of parents. */
 int ds_ix_path(const struct ds_index *ix, uint32_t id, char *buf, size_t size);
+/* Many names and paths at a low cost per entry (an epoch list, readdir, a
+ * walk).  A name is front-coded against the one before it in its block of
+ * DS_IX_BLOCK: decoding one alone costs a decode from the block's start;
+ * a path adds each ancestor's name.  These keep what they decoded last.
+ *
+ * ds_ix_names: a name decoder that keeps its place in a block, so that the
+ * next id of the same block (the next child of a readdir) costs one step.
+ * Zero it (or ds_ix_names_init) before its first use; it may be used with
+ * one index only, and it stays valid as long as that index is mapped. */
+struct ds_ix_names {
+	uint64_t pos, end; /* the block's bytes not decoded yet */
+	uint32_t id;       /* the entry whose name `name` holds + 1; 0: none */
+	unsigned len;      /* strlen(name) */
+	char name[NAME_MAX + 1];
+};
+static inline void ds_ix_names_init(struct ds_ix_names *n) { n->id = 0; }
+/* Entry id's base name into n->name (NUL-terminated): its length, or -1
+ * when id is not an entry or its name block is damaged.  Any id order;
+ * increasing ids of one block cost one step each. */
+int ds_ix_names_get(const struct ds_index *ix, struct ds_ix_names *n, uint32_t id);
+/* Child k of directory entry dir, its name decoded through n (n->name,
+ * n->len): the child's id, or -1 when dir is not a usable directory, k is
+ * past its children or the child is damaged.  What ds_ix_child,
+ * ds_index_entry_ok, ds_ix_parent (== dir) and ds_ix_base check and give
+ * together, with one step of the front coding when k follows the child
+ * decoded last (a readdir). */
+int64_t ds_ix_child_named(const struct ds_index *ix, struct ds_ix_names *n, uint32_t dir,
+                          uint32_t k);
+/* ds_ix_paths: a cursor that builds paths, keeping the path of the
+ * directory it was in last (and its ancestors') and its place in a name
+ * block: ids in increasing order (a list sorted by id, a walk) cost one
+ * step of the front coding and a copy each, not a decode from the start of
+ * the block and of every ancestor's name.  Any order works (a jump
+ * restarts a block; a directory outside the kept chain is added,
+ * O(depth)).  About 30 KB: allocate one per list (NULL: no memory). */
+struct ds_ix_paths;
+struct ds_ix_paths *ds_ix_paths_new(const struct ds_index *ix);
+void ds_ix_paths_free(struct ds_ix_paths *c);
+/* Entry id's relative path ("" for the root), NUL-terminated, in *path
+ * (valid until the next call on the cursor): its length, or -DS_ECORRUPT
+ * when id is not an entry that passes ds_index_entry_ok or its chain of
+ * parents is damaged; then *path is "".  Any id may be asked (no check
+ * needed before): for one that passes, the bytes ds_ix_path writes. */
+int ds_ix_paths_get(struct ds_ix_paths *c, uint32_t id, const char **path);
+/* The paths of samples ids[0..n) (any order, repeats allowed), one a line
+ * in the list's order, in a malloc'd buffer (*data, *len bytes; a NUL after
+ * them): built in id order through a ds_ix_paths cursor (~0.2 us an entry
+ * at millions of names).  0, -ENOMEM, or -EIO when an id is not a sample
+ * (a regular file that passes ds_index_entry_ok); needs no check before. */
+int ds_ix_list(const struct ds_index *ix, const uint32_t *ids, size_t n, char **data, size_t *len);
 /* The spill root the header names (stage --spill DIR), or NULL: none. */
 static inline const char *ds_index_spill_root(const struct ds_index *ix)
 {
@@ -361,6 +411,17 @@ uint64_t ds_index_entry_bytes(uint64_t n, uint64_t names);
 static inline void ds_ix_prefetch(const struct ds_index *ix, uint32_t id)
 {
 	__builtin_prefetch(&ix->rows[id]);
+}
+/* Hint that entry id's name (ds_ix_paths_get, ds_ix_names_get) is read
+ * soon: a loop over ids in increasing order calls it a few ids ahead with
+ * far = 1 (where its block starts), then nearer with far = 0 (the block's
+ * first bytes: reads the offset, bounded). */
+static inline void ds_ix_prefetch_name(const struct ds_index *ix, uint32_t id, int far)
+{
+	if (far)
+		__builtin_prefetch(&ix->blocks[id / DS_IX_BLOCK]);
+	else if (id < ix->h->nentries)
+		__builtin_prefetch(ix->names + ix->blocks[id / DS_IX_BLOCK]);
 }
 /* sample j (0 <= j < nsamples) of the sample table: an entry id */
 static inline uint32_t ds_ix_sample(const struct ds_index *ix, uint64_t j)
@@ -425,8 +486,18 @@ void ds_index_set_node(struct ds_index_builder *b, uint32_t node, uint32_t nnode
 /* Serialise (sorts, links directories, builds the hash and the sample list)
  * into a malloc'd buffer.  Returns 0 or -errno. */
 int ds_index_build(struct ds_index_builder *b, void **out, size_t *len);
-/* Build and write to path atomically (path.tmp, fsync, rename), mode 0600. */
+/* Build and write to path atomically (path.tmp, fsync, rename), mode 0600;
+ * then ds_index_hugify(path). */
 int ds_index_write(struct ds_index_builder *b, const char *path);
+/* Ask the kernel to keep the index file's page cache in 2 MiB pages
+ * (MADV_COLLAPSE; common/ixhuge.c), once per node, so that readers, which
+ * map it 2 MiB-aligned, fault once per 2 MiB of it instead of once per
+ * 64 KiB.  Off with DSTAGE_INDEX_HUGE=0.  0, or -errno when the kernel
+ * would not (the index then works in 4 KiB pages, as it would anyway). */
+int ds_index_hugify(const char *path);
+/* mmap(PROT_READ, MAP_SHARED) of fd's first len bytes at a 2 MiB-aligned
+ * address when len >= 2 MiB (ds_index_open; ixhuge.c). */
+void *ds__map_ro_aligned(int fd, size_t len);
 
 /* ---- store paths -------------------------------------------------------- */
 /* DIR/dstage.<uid>.<job> and DIR/dstage.<uid>.<job>/<node>; returns a

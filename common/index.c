@@ -42,11 +42,7 @@ static unsigned row_kind(const struct ds_row *r) { return (r->mode >> 12) & 3u; 
  * the bytes shared with the name before it in the block, low nibble the
  * bytes that follow; 0xF_: two bytes, shared then following, come next),
  * then the following bytes. */
-struct nstream {
-	uint64_t pos, end;
-	unsigned len;
-	char name[NAME_MAX + 1];
-};
+#define nstream ds_ix_names /* the decoder's state (dsindex.h: pos, end, len, name) */
 
 /* Start decoding block b: 0, or -1 when its offsets are outside the names. */
 static int ns_block(const struct ds_index *ix, uint64_t b, struct nstream *s)
@@ -134,6 +130,16 @@ static int dir_ok(const struct ds_index *ix, uint64_t x)
 
 static _Atomic uint32_t parent_hint;
 
+/* Is directory row x the parent of entry id (not a directory: a
+ * directory's parent is in its own row), by the directory table alone: id
+ * inside x's subtree with no directory row between them? */
+static int parent_fits(const struct ds_index *ix, uint32_t x, uint32_t id)
+{
+	const struct ds_index_header *h = ix->h;
+	return x < h->ndirs && ix->dirs[x].id < id && id < ix->dirs[x].end &&
+	       (x + 1 >= h->ndirs || ix->dirs[x + 1].id > id) && (x ? ix->dirs[x].pdir < x : 1);
+}
+
 /* The directory row of id's parent, or UINT32_MAX (damaged). */
 static uint32_t parent_dir(const struct ds_index *ix, uint32_t id)
 {
@@ -150,8 +156,7 @@ static uint32_t parent_dir(const struct ds_index *ix, uint32_t id)
 	 * one after the other); a hint shared by every index and thread,
 	 * checked before use */
 	uint32_t x = atomic_load_explicit(&parent_hint, memory_order_relaxed);
-	if (x < h->ndirs && ix->dirs[x].id < id && id < ix->dirs[x].end &&
-	    (x + 1 >= h->ndirs || ix->dirs[x + 1].id > id) && (x ? ix->dirs[x].pdir < x : 1))
+	if (parent_fits(ix, x, id))
 		return x;
 	/* the last directory before id, then up its parents until one's
 	 * subtree holds id; a parent row is always below its child's, so the
@@ -612,7 +617,9 @@ int ds_index_open(struct ds_index *ix, const char *path, int full)
 		close(fd);
 		return -DS_EFORMAT;
 	}
-	void *m = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	/* 2 MiB-aligned: where its page cache is in 2 MiB pages (ds_index_hugify),
+	 * a fresh reader faults once per 2 MiB, not per 64 KiB (docs/shim.md) */
+	void *m = ds__map_ro_aligned(fd, st.st_size);
 	close(fd);
 	if (m == MAP_FAILED)
 		return -errno;
@@ -650,25 +657,30 @@ static int name_cmp(const char *a, size_t al, const char *b, size_t bl)
 	return c ? c : (al > bl) - (al < bl);
 }
 
-/* ds_index_entry_ok of child c of directory row x, its name (name, nl)
- * decoded already: the same checks, the parent search skipped when x is
- * the last directory before c and c inside its subtree (then parent_dir
- * finds x) */
-static int child_ok(const struct ds_index *ix, uint32_t x, uint32_t c, const char *name, int nl)
+/* The parent directory row of child c of directory row x (x < ndirs):
+ * parent_dir's answer, the search skipped when x is the last directory
+ * before c and c inside its subtree (then parent_dir finds x). */
+static uint32_t child_parent(const struct ds_index *ix, uint32_t x, uint32_t c)
 {
 	const struct ds_index_header *h = ix->h;
 	const struct ds_dir *d = &ix->dirs[x];
-	if (nl <= 0 || !component_ok(name, (size_t)nl))
-		return 0;
-	uint32_t p;
 	if (row_kind(&ix->rows[c]) != DS_RK_DIR && d->id < c && c < d->end &&
 	    (x + 1 >= h->ndirs || ix->dirs[x + 1].id > c)) {
-		p = x; /* as parent_dir's hint would find it: make it the hint */
-		atomic_store_explicit(&parent_hint, x, memory_order_relaxed);
-	} else {
-		p = parent_dir(ix, c);
+		/* as parent_dir's hint would find it: make it the hint */
+		if (atomic_load_explicit(&parent_hint, memory_order_relaxed) != x)
+			atomic_store_explicit(&parent_hint, x, memory_order_relaxed);
+		return x;
 	}
-	return row_ok(ix, c, p, nl);
+	return parent_dir(ix, c);
+}
+
+/* ds_index_entry_ok of child c of directory row x, its name (name, nl)
+ * decoded already: the same checks */
+static int child_ok(const struct ds_index *ix, uint32_t x, uint32_t c, const char *name, int nl)
+{
+	if (nl <= 0 || !component_ok(name, (size_t)nl))
+		return 0;
+	return row_ok(ix, c, child_parent(ix, x, c), nl);
 }
 
 int64_t ds_index_child(const struct ds_index *ix, uint32_t dir, const char *name, size_t nlen)
@@ -786,6 +798,277 @@ int ds_ix_path(const struct ds_index *ix, uint32_t id, char *buf, size_t size)
 	}
 	buf[n] = 0;
 	return (int)n;
+}
+
+/* ---- many names and paths (dsindex.h: ds_ix_names, ds_ix_paths) -------------
+ * What ds_ix_base, ds_index_entry_ok and ds_ix_path compute, at the cost of
+ * what changed since the entry asked before: the next name of a block is
+ * one step of the front coding, and the path of the directory last asked
+ * (with its ancestors') is kept.  The checks are the same ones, each on
+ * bytes of the mapping it bounds first (the shim maps the index without
+ * the full check). */
+int ds_ix_names_get(const struct ds_index *ix, struct ds_ix_names *n, uint32_t id)
+{
+	if (id >= ix->h->nentries)
+		return -1;
+	unsigned j = 0;
+	if (n->id && n->id - 1 == id)
+		return (int)n->len;
+	/* on from the name decoded last (its block's bounds checked again:
+	 * a decoder kept by a caller must never read past this mapping) */
+	if (n->id && n->id - 1 < id && (n->id - 1) / DS_IX_BLOCK == id / DS_IX_BLOCK &&
+	    n->pos <= n->end && n->end <= ix->h->names_size) {
+		j = (n->id - 1) % DS_IX_BLOCK + 1;
+	} else if (ns_block(ix, id / DS_IX_BLOCK, n)) {
+		n->id = 0;
+		return -1;
+	}
+	for (; j <= id % DS_IX_BLOCK; j++)
+		if (ns_next(ix, n, j == 0) < 0) {
+			n->id = 0;
+			return -1;
+		}
+	n->id = id + 1;
+	return (int)n->len;
+}
+
+int64_t ds_ix_child_named(const struct ds_index *ix, struct ds_ix_names *n, uint32_t dir,
+                          uint32_t k)
+{
+	const struct ds_index_header *h = ix->h;
+	if (dir >= h->nentries || row_kind(&ix->rows[dir]) != DS_RK_DIR)
+		return -1;
+	uint64_t x = row_poff(&ix->rows[dir]);
+	if (!dir_ok(ix, x) || ix->dirs[x].id != dir)
+		return -1;
+	uint32_t c = ds_ix_child(ix, dir, k); /* < nentries, or UINT32_MAX */
+	int nl = c == UINT32_MAX ? -1 : ds_ix_names_get(ix, n, c);
+	if (nl <= 0 || !component_ok(n->name, (size_t)nl))
+		return -1;
+	/* ds_index_entry_ok (child_ok) and ds_ix_parent == dir */
+	uint32_t p = child_parent(ix, (uint32_t)x, c);
+	if (p >= h->ndirs || ix->dirs[p].id != dir || !row_ok(ix, c, p, nl))
+		return -1;
+	return c;
+}
+
+/* A directory's path is at least one byte longer than its parent's plus
+ * '/': at most this many directories on a chain under PATH_MAX. */
+#define CHAIN_MAX (PATH_MAX / 2 + 2)
+
+struct ds_ix_paths {
+	const struct ds_index *ix;
+	struct ds_ix_names ns;
+	/* The chain: directory rows row[0..depth), each the parent (parent_dir
+	 * of its entry) of the next; row[0]'s entry is 0 (the root: the paths
+	 * under it have no prefix), every other one's a usable component whose
+	 * path, len[i] bytes, is its row's plen, checked as ds_ix_path checks
+	 * it, and is buf[0..len[i]). */
+	uint32_t depth;
+	uint32_t row[CHAIN_MAX], len[CHAIN_MAX], todo[CHAIN_MAX];
+	char buf[PATH_MAX + NAME_MAX + 2];
+};
+
+struct ds_ix_paths *ds_ix_paths_new(const struct ds_index *ix)
+{
+	struct ds_ix_paths *c = malloc(sizeof(*c));
+	if (c) {
+		c->ix = ix;
+		c->depth = 0;
+		ds_ix_names_init(&c->ns);
+	}
+	return c;
+}
+
+void ds_ix_paths_free(struct ds_ix_paths *c) { free(c); }
+
+/* The chain's level holding directory row y (not the root's), or -1: the
+ * lengths grow along the chain, and y's would be its plen. */
+static int chain_find(const struct ds_ix_paths *c, uint32_t y)
+{
+	uint32_t want = c->ix->dirs[y].plen, lo = 1, hi = c->depth;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (c->len[mid] < want)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < c->depth && c->row[lo] == y ? (int)lo : -1;
+}
+
+/* Make directory row x (whose entry is not 0) the top of the chain: keep
+ * the levels up to its nearest ancestor on the chain, then add the rest,
+ * each checked as ds_ix_path checks a parent: its entry's name a
+ * component, its plen its parent's plus '/' plus the name (the root's
+ * children: the name alone), under PATH_MAX.  0, or -1 (the chain is then
+ * empty). */
+static int chain_to(struct ds_ix_paths *c, uint32_t x)
+{
+	const struct ds_index *ix = c->ix;
+	const struct ds_index_header *h = ix->h;
+	uint32_t n = 0, y = x;
+	int at;
+	for (;;) { /* up from x to a row on the chain, or a root's */
+		if (y >= h->ndirs || ix->dirs[y].id >= h->nentries || n == CHAIN_MAX)
+			goto fail;
+		if (ix->dirs[y].id == 0) {
+			c->row[0] = y;
+			c->len[0] = 0;
+			at = 0;
+			break;
+		}
+		if ((at = chain_find(c, y)) > 0)
+			break;
+		c->todo[n++] = y;
+		y = parent_dir(ix, ix->dirs[y].id);
+	}
+	c->depth = (uint32_t)at + 1;
+	while (n) {
+		uint32_t z = c->todo[--n], top = c->depth - 1;
+		char name[DS_IX_NAME_BUF];
+		int nl = name_of(ix, ix->dirs[z].id, name);
+		if (nl <= 0 || !component_ok(name, (size_t)nl) || c->depth == CHAIN_MAX)
+			goto fail;
+		uint64_t pl = top ? (uint64_t)c->len[top] + 1 + (uint64_t)nl : (uint64_t)nl;
+		if (ix->dirs[z].plen != pl || pl >= PATH_MAX)
+			goto fail;
+		char *o = c->buf + pl - (uint64_t)nl;
+		if (top)
+			o[-1] = '/';
+		memcpy(o, name, (size_t)nl);
+		c->row[c->depth] = z;
+		c->len[c->depth++] = (uint32_t)pl;
+	}
+	return 0;
+fail:
+	c->depth = 0;
+	return -1;
+}
+
+int ds_ix_paths_get(struct ds_ix_paths *c, uint32_t id, const char **path)
+{
+	const struct ds_index *ix = c->ix;
+	const struct ds_index_header *h = ix->h;
+	*path = "";
+	int nl = id < h->nentries ? ds_ix_names_get(ix, &c->ns, id) : -1;
+	if (nl < 0 || (id == 0) != (nl == 0))
+		return -DS_ECORRUPT;
+	if (id == 0) /* the root: ds_ix_path's "" */
+		return ds_index_entry_ok(ix, 0) && ds_ix_path_len(ix, 0) == 0 ? 0 : -DS_ECORRUPT;
+	/* ds_index_entry_ok, the parent found from the chain's top when it
+	 * is that (the entries of one directory one after the other) */
+	uint32_t x = c->depth ? c->row[c->depth - 1] : UINT32_MAX;
+	if (row_kind(&ix->rows[id]) == DS_RK_DIR || !parent_fits(ix, x, id))
+		x = parent_dir(ix, id);
+	if (!component_ok(c->ns.name, (size_t)nl) || !row_ok(ix, id, x, nl))
+		return -DS_ECORRUPT;
+	/* then the path ds_ix_path writes: row_ok checked that it is shorter
+	 * than PATH_MAX; under the root's row just the name, else the
+	 * directory's path (the chain's top), '/' and the name */
+	const struct ds_dir *d = &ix->dirs[x];
+	char *o = c->buf;
+	if (d->id == 0) {
+		if (d->plen)
+			return -DS_ECORRUPT;
+		c->row[0] = x; /* the name overwrites the chain above the root */
+		c->len[0] = 0;
+		c->depth = 1;
+	} else {
+		if (!(c->depth && c->row[c->depth - 1] == x) && chain_to(c, x))
+			return -DS_ECORRUPT;
+		o += d->plen;
+		*o++ = '/';
+	}
+	memcpy(o, c->ns.name, (size_t)nl);
+	o[nl] = 0;
+	*path = c->buf;
+	return (int)(o - c->buf) + nl;
+}
+
+#define PATH_AHEAD 8 /* entries asked for ahead of the one built */
+
+/* The paths are built in id order, where neighbours share their directory
+ * and their block of names, by a cursor that keeps both (one step of the
+ * front coding and a copy per entry), into a buffer in that order; then
+ * each is copied to its place in list order.  Built in list order, every
+ * path was a random walk of the index; with ds_ix_path_len and ds_ix_path,
+ * each name was decoded twice from the start of its block, and each
+ * ancestor's too (~1.1 us per entry at 14M names; issue 27,
+ * docs/performance.md). */
+int ds_ix_list(const struct ds_index *ix, const uint32_t *ids, size_t n, char **data, size_t *len)
+{
+	struct ds_id_at *ia = malloc((n + 1) * sizeof(*ia));
+	uint64_t *off = malloc((n + 1) * sizeof(*off));
+	struct ds_ix_paths *cur = ds_ix_paths_new(ix);
+	char *tmp = NULL, *buf = NULL;
+	size_t used = 0, cap = 0;
+	int rc = -ENOMEM;
+	if (!ia || !off || !cur)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		ia[i] = (struct ds_id_at){ids[i], (uint32_t)i};
+	if (ds_sort_id_at(ia, n))
+		goto out;
+	for (size_t k = 0; k < n; k++) {
+		/* the entries a few ahead asked for: an id of a reader's share
+		 * is ~16 after the one before (a row and a name block of its
+		 * own), the hardware's prefetcher does not see that stride */
+		if (k + 2 * PATH_AHEAD < n)
+			ds_ix_prefetch_name(ix, ia[k + 2 * PATH_AHEAD].id, 1);
+		if (k + PATH_AHEAD < n) {
+			ds_ix_prefetch(ix, ia[k + PATH_AHEAD].id);
+			ds_ix_prefetch_name(ix, ia[k + PATH_AHEAD].id, 0);
+		}
+		/* each id must be a sample the index can follow (the cursor
+		 * checks what ds_index_entry_ok checks) */
+		const char *p;
+		int w = ds_ix_paths_get(cur, ia[k].id, &p);
+		if (w < 0 || !S_ISREG(ds_ix_mode(ix, ia[k].id))) {
+			rc = -EIO;
+			goto out;
+		}
+		if (cap - used < (size_t)w) {
+			size_t ncap = cap ? 2 * cap : (size_t)64 * n + PATH_MAX;
+			char *t = realloc(tmp, ncap);
+			if (!t)
+				goto out;
+			tmp = t;
+			cap = ncap;
+		}
+		memcpy(tmp + used, p, (size_t)w);
+		used += (size_t)w;
+		off[ia[k].at] = (uint64_t)w + 1; /* its length + its newline */
+	}
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t l = off[i];
+		off[i] = total;
+		total += l;
+	}
+	off[n] = total;
+	buf = malloc(total + 1);
+	if (!buf)
+		goto out;
+	used = 0;
+	for (size_t k = 0; k < n; k++) {
+		size_t at = ia[k].at, l = off[at + 1] - off[at] - 1;
+		memcpy(buf + off[at], tmp + used, l);
+		buf[off[at] + l] = '\n';
+		used += l;
+	}
+	buf[total] = 0;
+	*data = buf;
+	*len = total;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	free(tmp);
+	ds_ix_paths_free(cur);
+	free(off);
+	free(ia);
+	return rc;
 }
 
 uint64_t ds_index_entry_bytes(uint64_t n, uint64_t names)
@@ -1490,6 +1773,8 @@ int ds_index_write(struct ds_index_builder *b, const char *path)
 		return rc;
 	rc = ds_write_file_atomic(path, buf, len, 0600);
 	free(buf);
+	if (!rc)
+		ds_index_hugify(path); /* best effort: 4 KiB pages work */
 	return rc;
 }
 

@@ -43,6 +43,8 @@ struct ds_mpart {
 	uint64_t size;     /* payload bytes */
 	uint32_t nfiles;
 	uint8_t replicated;/* holds only --replicate files: staged to every node */
+	uint64_t inflated; /* its files inflated (stored when raw): set when the
+	                      manifest's parts_inflated is (ds_mstream_open) */
 };
 
 struct ds_manifest {
@@ -63,6 +65,8 @@ struct ds_manifest {
 	                            yet; the stage takes them as it reads */
 	void *blocks;            /* streamed (ds_mstream_run): the blocks that
 	                            hold the kept entries' paths */
+	uint8_t parts_inflated;  /* parts[].inflated holds every partition's
+	                            size inflated (DS_MSTREAM_INFLATED) */
 };
 
 /* Read and fully validate OUT/index.h5 (or an in-memory image of it, e.g.
@@ -82,22 +86,31 @@ void ds_manifest_release(struct ds_manifest *m);
  * whole file, combined from the pieces it read) and keeps only the files of
  * the partitions it asks for; the others pass by (each(): a node leader
  * feeds its index builder).  A rank holds about a chunk plus its share, not
- * the manifest.  An in-place index.h5, or a caller that needs every entry
- * (whole: --inflate), gets the manifest whole, as before.
+ * the manifest.  An in-place index.h5's sources table streams with the
+ * rows (m->root set at open, each kept file's src).  The manifest is read
+ * whole, as before, when the caller asks (DS_MSTREAM_WHOLE) or the seal's
+ * tables overlap (a crafted file: the whole reader says what is wrong).
  *
- * Open (collective): rank 0 opens packdir/index.h5, or takes img (rank 0
- * only, s3: the bytes of the GET, malloc'd: ds_mstream_close frees it,
- * whatever the result; NULL elsewhere); m gets the partitions
- * table, pack_id and nothing else, or the whole manifest (whole mode).
- * *nread (rank 0) grows by the bytes read.  0 or a negative code, the same
- * on every rank, said. */
+ * Open (collective): rank 0 opens packdir/index.h5, or with s3 (rank 0's
+ * client; NULL elsewhere) reads s3://bucket/prefix/index.h5 by ranged GETs
+ * as the stream asks for its pieces; m gets the partitions table, pack_id
+ * (in place: root) and nothing else, or the whole manifest (whole mode).
+ * DS_MSTREAM_INFLATED (--inflate): rank 0 first sums each partition's
+ * files inflated from the rows alone (m->parts[].inflated, checked again
+ * by the run), or reads the manifest whole when a partition's rows are not
+ * in payload order.  *nread (rank 0) grows by the bytes read.  0 or a
+ * negative code, the same on every rank, said. */
 struct ds_mstream;
 struct ds_mstream_stats {
 	uint64_t n, files, dirs; /* entries of the pack */
 	uint64_t names;          /* bytes of every path and target, with a NUL each */
 };
-int ds_mstream_open(MPI_Comm world, const char *packdir, void *img, size_t imglen, int whole,
-                    struct ds_manifest *m, struct ds_mstream **out, uint64_t *nread);
+#define DS_MSTREAM_WHOLE 1u
+#define DS_MSTREAM_INFLATED 2u
+struct ds_s3;
+int ds_mstream_open(MPI_Comm world, const char *packdir, struct ds_s3 *s3, const char *bucket,
+                    const char *prefix, unsigned flags, struct ds_manifest *m,
+                    struct ds_mstream **out, uint64_t *nread);
 /* Is m the whole manifest (no ds_mstream_run needed)? */
 int ds_mstream_whole(const struct ds_mstream *s);
 /* Before run: an upper bound of the stats' names (the string pool and a NUL

@@ -422,6 +422,61 @@ static int read_partitions(const struct ds__src *src, const struct ds__seal *s, 
 	return 0;
 }
 
+void ds__srows_decode(const unsigned char *raw, uint64_t n, struct ds__srow *v)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		const unsigned char *r = raw + i * DS__SROW_BYTES;
+		v[i].off = v[i].str = 0;
+		v[i].len = 0;
+		for (int k = 7; k >= 0; k--) {
+			v[i].off = v[i].off << 8 | r[k];
+			v[i].str = v[i].str << 8 | r[8 + k];
+		}
+		for (int k = 3; k >= 0; k--)
+			v[i].len = v[i].len << 8 | r[16 + k];
+	}
+}
+
+int ds__sroot_check(const char *what, const struct ds__table *t, const struct ds__srow *r0)
+{
+	const char *pool = t->pool;
+	if (!in_pool(t, r0->str, r0->len) || r0->len < 2 || r0->len >= PATH_MAX ||
+	    pool[r0->str] != '/' || memchr(pool + r0->str, '\0', r0->len)) {
+		ds_error("'%s': in-place pack without a valid source root", what);
+		return -DS_ECORRUPT;
+	}
+	return 0;
+}
+
+int ds__srow_check(const char *what, const struct ds__table *t, uint64_t i, struct ds_mentry *e,
+                   const struct ds__srow *r, const char **src)
+{
+	struct check c = {.what = what, .t = t};
+	const char *why;
+	size_t plen = strlen(e->path);
+	e->src = e->path;
+	e->src_off = r->off;
+	*src = NULL;
+	if (!S_ISREG(e->mode))
+		return r->off || r->len ? bad_entry(&c, i, e->path, plen, "a source on a non-file")
+		                        : 0;
+	if (e->codec != DS_CODEC_NONE)
+		return bad_entry(&c, i, e->path, plen, "compressed in an in-place pack");
+	if (r->off > UINT64_MAX - e->size || r->off > INT64_MAX - e->size)
+		return bad_entry(&c, i, e->path, plen, "source range overflows");
+	if (!r->len && r->off)
+		return bad_entry(&c, i, e->path, plen, "offset into its own file");
+	if (!r->len)
+		return 0;
+	if (!in_pool(t, r->str, r->len))
+		return bad_entry(&c, i, e->path, plen, "source outside the string pool");
+	if (ds_name_check(t->pool + r->str, r->len, &why) ||
+	    ds_name_reserved(t->pool + r->str, r->len, &why))
+		return bad_entry(&c, i, e->path, plen, why);
+	*src = t->pool + r->str;
+	return 0;
+}
+
 /* An in-place index: the sources table (pack_int.h, DS__SROW_BYTES rows:
  * the root, then one per entry).  Sets m->root (one block that also holds
  * every src string) and each entry's src and src_off; a file without its
@@ -436,30 +491,16 @@ static int read_sources(const struct ds__src *src, const struct ds__seal *s,
 		return rc;
 	}
 	uint64_t nrows = s->payload_len / DS__SROW_BYTES, strbytes = 0;
-	struct srow {
-		uint64_t off, str;
-		uint32_t len;
-	} *v = ds_xmalloc(nrows * sizeof(*v) + 1);
-	for (uint64_t i = 0; i < nrows; i++) {
-		const unsigned char *r = raw + i * DS__SROW_BYTES;
-		v[i].off = v[i].str = 0;
-		v[i].len = 0;
-		for (int k = 7; k >= 0; k--) {
-			v[i].off = v[i].off << 8 | r[k];
-			v[i].str = v[i].str << 8 | r[8 + k];
-		}
-		for (int k = 3; k >= 0; k--)
-			v[i].len = v[i].len << 8 | r[16 + k];
+	struct ds__srow *v = ds_xmalloc(nrows * sizeof(*v) + 1);
+	ds__srows_decode(raw, nrows, v);
+	for (uint64_t i = 0; i < nrows; i++)
 		strbytes += (uint64_t)v[i].len + 1;
-	}
 	free(raw);
-	struct check c = {.what = what, .t = t, .m = m};
 	rc = 0;
-	const char *pool = t->pool, *why;
-	if (!nrows || !in_pool(t, v[0].str, v[0].len) || v[0].len < 2 || v[0].len >= PATH_MAX ||
-	    pool[v[0].str] != '/' || memchr(pool + v[0].str, '\0', v[0].len)) {
+	if (!nrows) {
 		ds_error("'%s': in-place pack without a valid source root", what);
 		rc = -DS_ECORRUPT;
+	} else if ((rc = ds__sroot_check(what, t, &v[0]))) {
 	} else if (strbytes > t->pool_len + nrows) {
 		ds_error("'%s': string pool reused across sources", what);
 		rc = -DS_ECORRUPT;
@@ -467,39 +508,19 @@ static int read_sources(const struct ds__src *src, const struct ds__seal *s,
 	char *arena = rc ? NULL : ds_xmalloc(strbytes + 1);
 	if (arena) {
 		m->root = arena;
-		memcpy(arena, pool + v[0].str, v[0].len);
+		memcpy(arena, t->pool + v[0].str, v[0].len);
 		arena[v[0].len] = '\0';
 		arena += v[0].len + 1;
 	}
 	for (uint64_t i = 0; !rc && i < m->n; i++) {
 		struct ds_mentry *e = &m->e[i];
-		const struct srow *r = &v[i + 1];
-		e->src = e->path;
-		e->src_off = r->off;
-		if (!S_ISREG(e->mode)) {
-			if (r->off || r->len)
-				rc = bad_entry(&c, i, e->path, strlen(e->path), "a source on a non-file");
-			continue;
-		}
-		if (e->codec != DS_CODEC_NONE)
-			rc = bad_entry(&c, i, e->path, strlen(e->path), "compressed in an in-place pack");
-		else if (r->off > UINT64_MAX - e->size || r->off > INT64_MAX - e->size)
-			rc = bad_entry(&c, i, e->path, strlen(e->path), "source range overflows");
-		else if (!r->len && r->off)
-			rc = bad_entry(&c, i, e->path, strlen(e->path), "offset into its own file");
-		if (rc || !r->len)
-			continue;
-		if (!in_pool(t, r->str, r->len))
-			rc = bad_entry(&c, i, e->path, strlen(e->path), "source outside the string pool");
-		else if (ds_name_check(pool + r->str, r->len, &why) ||
-		         ds_name_reserved(pool + r->str, r->len, &why))
-			rc = bad_entry(&c, i, e->path, strlen(e->path), why);
-		if (rc)
+		const char *own;
+		if ((rc = ds__srow_check(what, t, i, e, &v[i + 1], &own)) || !own)
 			continue;
 		e->src = arena;
-		memcpy(arena, pool + r->str, r->len);
-		arena[r->len] = '\0';
-		arena += r->len + 1;
+		memcpy(arena, own, v[i + 1].len);
+		arena[v[i + 1].len] = '\0';
+		arena += v[i + 1].len + 1;
 	}
 	free(v);
 	return rc;

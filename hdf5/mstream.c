@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* mstream.c: the manifest streamed to every rank of a stage (issue 27,
  * dspack.h: ds_mstream_open, ds_mstream_run).  Rank 0 reads index.h5's
- * tables in chunks of rows with the strings they name and broadcasts each;
- * every rank checks every row with manifest.c's checks and keeps what it
- * asked for.  Everything read is untrusted, as in manifest.c. */
+ * tables (from a file, or by ranged GETs from a bucket) in chunks of rows
+ * with the strings they name (in place: and their sources rows) and
+ * broadcasts each; every rank checks every row with manifest.c's checks and
+ * keeps what it asked for.  --inflate: a first pass over the rows alone sums
+ * each partition inflated.  Everything read is untrusted, as in manifest.c. */
 #include "pack_int.h"
 #include "dsmpi.h"
+#include "dss3.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -64,22 +67,50 @@ struct mregion {
 	uint32_t crc;
 };
 
-enum { R_PARTS, R_STRINGS, R_ENTRIES, R_NTABLES };
+enum { R_PARTS, R_STRINGS, R_ENTRIES, R_SOURCES, R_NTABLES };
 
 struct ds_mstream {
 	MPI_Comm world;
 	int rank, whole;
+	int inplace;   /* the sources table streams with the rows */
+	int inflated;  /* m->parts[].inflated: summed at open, checked at run */
 	struct ds_manifest *m;
 	char *what; /* "PACK/index.h5", for messages */
 	uint64_t nentries, pool_len;
+	uint64_t *isum, *ilast; /* run: each partition's inflated sum, last offset */
+	uint64_t srcbytes;      /* run: the sources' string bytes, a NUL each */
 	/* rank 0 */
 	int fd;
 	struct ds__src src;
+	struct ds_s3 *s3; /* s3://: ranged GETs of key, an object of size bytes */
+	const char *bucket;
+	char *key;
+	uint64_t size;
 	struct ds__seal seal;
-	uint64_t *nread, img_read;
-	void *img; /* s3: the object, read from until the close */
+	uint64_t *nread;
 	struct mregion reg[R_NTABLES];
 };
+
+/* Rank 0: len bytes at off of index.h5 into a new buffer: a pread, or a
+ * ranged GET of the object (the client names the key when it fails). */
+static int ms_read(struct ds_mstream *s, uint64_t off, uint64_t len, void **out)
+{
+	if (!s->s3 || !len)
+		return ds__src_read(&s->src, off, len, out);
+	char *buf = NULL;
+	uint64_t got = 0, total = 0;
+	int rc = ds_s3_get_range(s->s3, s->bucket, s->key, off, len, &buf, &got, &total);
+	if (rc)
+		return rc;
+	if (got != len || total != s->size) {
+		free(buf);
+		ds_error("'%s': changed while it was read (%llu bytes, were %llu)", s->what,
+		         (unsigned long long)total, (unsigned long long)s->size);
+		return -DS_ECORRUPT;
+	}
+	*out = buf;
+	return 0;
+}
 
 /* Rank 0: CRC [r->off + r->done, r->off + upto) of region r, reading it
  * (a piece the chunks did not bring: HDF5's bytes, a gap in the pool). */
@@ -92,7 +123,7 @@ static int mregion_read_to(struct ds_mstream *s, struct mregion *r, uint64_t upt
 		uint64_t n = upto - r->done < PIECE ? upto - r->done : PIECE;
 		free(buf);
 		buf = NULL;
-		if (!(rc = ds__src_read(&s->src, r->off + r->done, n, (void **)&buf))) {
+		if (!(rc = ms_read(s, r->off + r->done, n, (void **)&buf))) {
 			r->crc = ds_crc32c(r->crc, buf, (size_t)n);
 			r->done += n;
 			*s->nread += n;
@@ -150,40 +181,87 @@ static int mstream_crc_ok(struct ds_mstream *s)
 	return 0;
 }
 
-/* Rank 0: can the tables be streamed?  Not an in-place index (its sources
- * table goes with the whole manifest), and tables that do not overlap (a
- * crafted seal; the whole reader refuses what is wrong in it). */
+/* Rank 0: can the tables be streamed?  When they do not overlap (a
+ * crafted seal; the whole reader refuses what is wrong in it); an in-place
+ * index's sources table is one of them. */
 static int mstream_can(const struct ds__seal *sl)
 {
-	if (sl->flags & DS__SEAL_INPLACE)
-		return 0;
-	uint64_t o[3][2] = {{sl->parts_off, sl->nparts_rows * DS__PROW_BYTES},
+	int inplace = (sl->flags & DS__SEAL_INPLACE) != 0;
+	uint64_t o[4][2] = {{sl->parts_off, sl->nparts_rows * DS__PROW_BYTES},
 	                    {sl->strings_off, sl->strings_len},
-	                    {sl->entries_off, sl->nentries * DS__ROW_BYTES}};
-	for (int a = 0; a < 3; a++)
-		for (int b = a + 1; b < 3; b++)
+	                    {sl->entries_off, sl->nentries * DS__ROW_BYTES},
+	                    {inplace ? sl->payload_off : 0, inplace ? sl->payload_len : 0}};
+	for (int a = 0; a < 4; a++)
+		for (int b = a + 1; b < 4; b++)
 			if (o[a][1] && o[b][1] && o[a][0] < o[b][0] + o[b][1] &&
 			    o[b][0] < o[a][0] + o[a][1])
 				return 0;
 	return 1;
 }
 
+/* Rank 0, --inflate: a first pass over the entries table's rows alone (no
+ * strings, nothing checked: the second pass checks every row and that it
+ * sums the same) for what each partition holds inflated, which places the
+ * partitions.  A file lands after the partition's earlier files in payload
+ * order, so a node leader can place each file as it streams by when the
+ * rows of every partition come in payload order (what pack writes: path
+ * order); *ordered 0 when they do not (then the manifest is read whole). */
+static int mstream_inflated0(struct ds_mstream *s, uint64_t *sum, int *ordered)
+{
+	const struct ds__seal *sl = &s->seal;
+	uint64_t *last = ds_xcalloc((size_t)sl->nparts + 1, sizeof(*last));
+	struct ds__row *rows = ds_xmalloc(MS_ROWS * sizeof(*rows));
+	int rc = 0;
+	*ordered = 1;
+	for (uint64_t i0 = 0; !rc && i0 < sl->nentries; i0 += MS_ROWS) {
+		uint64_t n = sl->nentries - i0 < MS_ROWS ? sl->nentries - i0 : MS_ROWS;
+		unsigned char *raw = NULL;
+		if ((rc = ms_read(s, sl->entries_off + i0 * DS__ROW_BYTES, n * DS__ROW_BYTES,
+		                  (void **)&raw))) {
+			ds_error("'%s': cannot read the entries table: %s", s->what, ds_strerror(rc));
+			break;
+		}
+		*s->nread += n * DS__ROW_BYTES;
+		ds__rows_decode(raw, n, rows);
+		free(raw);
+		for (uint64_t j = 0; j < n; j++) {
+			const struct ds__row *r = &rows[j];
+			if (!S_ISREG(r->mode) || r->part >= sl->nparts)
+				continue;
+			sum[r->part] += r->codec != DS_CODEC_NONE ? r->size : r->stored;
+			if (r->offset < last[r->part])
+				*ordered = 0;
+			last[r->part] = r->offset;
+		}
+	}
+	free(rows);
+	free(last);
+	return rc;
+}
+
 /* Rank 0: open the source and check the seal's header.  *whole set when
- * the manifest must be read whole; then img holds it. */
-static int mstream_open0(struct ds_mstream *s, const void *img, size_t imglen, int *whole,
-                         struct ds_buf *mine)
+ * the manifest must be read whole; then mine holds it.  inflated
+ * (--inflate): *isum gets each partition's inflated size (malloc'd). */
+static int mstream_open0(struct ds_mstream *s, int *whole, struct ds_buf *mine, int inflated,
+                         uint64_t **isum)
 {
 	unsigned char h[DS__SEAL_USED];
-	uint64_t size;
 	int rc;
-	if (img) {
-		s->src = (struct ds__src){-1, img, imglen};
-		size = imglen;
-		if (imglen < DS__SEAL_SIZE) {
-			ds_error("'%s': truncated (%zu bytes)", s->what, imglen);
+	if (s->s3) {
+		char *buf = NULL;
+		uint64_t got = 0;
+		/* the seal's header, and the object's size */
+		if ((rc = ds_s3_get_range(s->s3, s->bucket, s->key, 0, DS__SEAL_USED, &buf, &got,
+		                          &s->size)))
+			return rc;
+		*s->nread += got;
+		if (got < DS__SEAL_USED || s->size < DS__SEAL_SIZE) {
+			free(buf);
+			ds_error("'%s': truncated (%llu bytes)", s->what, (unsigned long long)s->size);
 			return -DS_ECORRUPT;
 		}
-		memcpy(h, img, sizeof(h));
+		memcpy(h, buf, sizeof(h));
+		free(buf);
 	} else {
 		struct stat st;
 		if ((rc = ds_open_regular(s->what, &s->fd))) {
@@ -196,72 +274,144 @@ static int mstream_open0(struct ds_mstream *s, const void *img, size_t imglen, i
 			ds_error("'%s': %s", s->what, ds_strerror(rc));
 			return rc;
 		}
-		size = (uint64_t)st.st_size;
-		if (size < DS__SEAL_SIZE) {
-			ds_error("'%s': truncated (%llu bytes)", s->what, (unsigned long long)size);
+		s->size = (uint64_t)st.st_size;
+		if (s->size < DS__SEAL_SIZE) {
+			ds_error("'%s': truncated (%llu bytes)", s->what, (unsigned long long)s->size);
 			return -DS_ECORRUPT;
 		}
 		if ((rc = ds_pread_full(s->fd, h, sizeof(h), 0))) {
 			ds_error("'%s': %s", s->what, ds_strerror(rc));
 			return rc;
 		}
+		*s->nread += sizeof(h);
 	}
-	if ((rc = ds__seal_check_head(h, size, s->what, DS__SEAL_PACK_MAGIC, &s->seal)))
+	if ((rc = ds__seal_check_head(h, s->size, s->what, DS__SEAL_PACK_MAGIC, &s->seal)))
 		return rc;
 	*whole = *whole || !mstream_can(&s->seal);
-	if (*whole && !img) {
-		/* the whole file, as before streaming */
-		ds_buf_reserve(mine, size);
-		if ((rc = ds_pread_full(s->fd, mine->data, size, 0))) {
-			ds_error("'%s': %s", s->what, ds_strerror(rc));
+	if (!*whole && inflated) {
+		int ordered;
+		*isum = ds_xcalloc((size_t)s->seal.nparts + 1, sizeof(**isum));
+		if ((rc = mstream_inflated0(s, *isum, &ordered)))
 			return rc;
+		*whole = !ordered;
+	}
+	if (*whole) {
+		/* the whole file, as before streaming: ds_manifest_read_image's checks */
+		if (s->s3) {
+			char *buf = NULL;
+			uint64_t got = 0;
+			if ((rc = ds_s3_get_range(s->s3, s->bucket, s->key, 0, DS_S3_WHOLE, &buf, &got,
+			                          NULL)))
+				return rc;
+			ds_buf_release(mine);
+			mine->data = buf;
+			mine->len = mine->cap = (size_t)got;
+		} else {
+			ds_buf_reserve(mine, s->size);
+			if ((rc = ds_pread_full(s->fd, mine->data, s->size, 0))) {
+				ds_error("'%s': %s", s->what, ds_strerror(rc));
+				return rc;
+			}
+			mine->len = s->size;
 		}
-		mine->len = size;
-		*s->nread += size;
+		*s->nread += mine->len;
 		return 0;
 	}
-	if (*whole)
-		return 0; /* img is the whole file, counted by the caller */
-	*s->nread += sizeof(h);
 	const struct ds__seal *sl = &s->seal;
 	s->reg[R_PARTS] = (struct mregion){sl->parts_off, sl->nparts_rows * DS__PROW_BYTES, 0, 0};
 	s->reg[R_STRINGS] = (struct mregion){sl->strings_off, sl->strings_len, 0, 0};
 	s->reg[R_ENTRIES] = (struct mregion){sl->entries_off, sl->nentries * DS__ROW_BYTES, 0, 0};
+	if (sl->flags & DS__SEAL_INPLACE)
+		s->reg[R_SOURCES] = (struct mregion){sl->payload_off, sl->payload_len, 0, 0};
 	return 0;
 }
 
-int ds_mstream_open(MPI_Comm world, const char *packdir, void *img, size_t imglen, int whole,
-                    struct ds_manifest *m, struct ds_mstream **out, uint64_t *nread)
+/* Rank 0, in place: the sources table's row 0, the root (its checks are
+ * the whole reader's), into a new string. */
+static int mstream_root0(struct ds_mstream *s, char **root)
+{
+	struct mregion *r = &s->reg[R_SOURCES];
+	unsigned char *raw = NULL;
+	struct ds__srow r0;
+	int rc = ms_read(s, r->off, DS__SROW_BYTES, (void **)&raw);
+	if (rc) {
+		ds_error("'%s': cannot read the sources table: %s", s->what, ds_strerror(rc));
+		return rc;
+	}
+	*s->nread += DS__SROW_BYTES;
+	mregion_saw(r, 0, (char *)raw, DS__SROW_BYTES);
+	ds__srows_decode(raw, 1, &r0);
+	free(raw);
+	struct ds__table t = {0};
+	uint64_t len = r0.len;
+	/* only the root's bytes of the pool (ds__sroot_check looks at no other) */
+	if (r0.str <= s->pool_len && len <= s->pool_len - r0.str && len && len < PATH_MAX) {
+		if ((rc = ms_read(s, s->reg[R_STRINGS].off + r0.str, len, (void **)&t.pool))) {
+			ds_error("'%s': cannot read the sources table: %s", s->what,
+			         ds_strerror(rc));
+			return rc;
+		}
+		*s->nread += len;
+		t.pool_len = len;
+		r0.str = 0;
+	} else {
+		t.pool_len = s->pool_len; /* outside it, or too long: refused */
+	}
+	if (!(rc = ds__sroot_check(s->what, &t, &r0)))
+		*root = strndup(t.pool, len);
+	free(t.pool);
+	if (!rc && !*root) {
+		ds_error("out of memory");
+		exit(1);
+	}
+	return rc;
+}
+
+int ds_mstream_open(MPI_Comm world, const char *packdir, struct ds_s3 *s3, const char *bucket,
+                    const char *prefix, unsigned flags, struct ds_manifest *m,
+                    struct ds_mstream **out, uint64_t *nread)
 {
 	struct ds_mstream *s = ds_xcalloc(1, sizeof(*s));
 	struct ds_buf mine = {0};
-	int rc = 0;
+	int rc = 0, whole = (flags & DS_MSTREAM_WHOLE) != 0;
+	uint64_t *isum = NULL;
 	s->world = world;
 	MPI_Comm_rank(world, &s->rank);
 	s->m = m;
 	s->fd = -1;
-	/* img: the caller counted the whole object it fetched; it is ours */
-	s->nread = img ? &s->img_read : nread;
-	s->img = img;
+	s->nread = nread;
+	s->s3 = s3;
+	s->bucket = bucket;
+	s->key = s3 && s->rank == 0 ? ds_s3_pack_key(prefix, DS__INDEX_NAME) : NULL;
 	s->what = ds__join(packdir, DS__INDEX_NAME);
 	memset(m, 0, sizeof(*m));
 	*out = s;
 	/* rank 0 says: status, whole, entries, pool bytes, partitions, pack_id,
-	 * and (whole) the image's length */
-	uint64_t hdr[7] = {0};
+	 * (whole) the image's length, in place, the root's length, inflated */
+	uint64_t hdr[10] = {0};
+	char *root = NULL;
 	if (s->rank == 0) {
-		rc = mstream_open0(s, img, imglen, &whole, &mine);
+		rc = mstream_open0(s, &whole, &mine, (flags & DS_MSTREAM_INFLATED) != 0, &isum);
+		if (whole)
+			ds_free(&isum); /* the layout sums the entries */
+		s->pool_len = s->seal.strings_len;
+		if (!rc && !whole && (s->seal.flags & DS__SEAL_INPLACE))
+			rc = mstream_root0(s, &root);
 		hdr[0] = (uint64_t)(int64_t)rc;
 		hdr[1] = (uint64_t)whole;
 		hdr[2] = s->seal.nentries;
 		hdr[3] = s->seal.strings_len;
 		hdr[4] = s->seal.nparts;
 		hdr[5] = s->seal.pack_id;
-		hdr[6] = img ? imglen : mine.len;
+		hdr[6] = mine.len;
+		hdr[7] = (s->seal.flags & DS__SEAL_INPLACE) != 0;
+		hdr[8] = root ? strlen(root) : 0;
+		hdr[9] = isum != NULL;
 	}
 	ds_mpi_bcast(world, hdr, sizeof(hdr), 0);
 	if ((int64_t)hdr[0] < 0) {
 		ds_buf_release(&mine);
+		free(isum);
 		return (int)(int64_t)hdr[0];
 	}
 	s->whole = (int)hdr[1];
@@ -269,16 +419,20 @@ int ds_mstream_open(MPI_Comm world, const char *packdir, void *img, size_t imgle
 	s->pool_len = hdr[3];
 	if (s->whole) {
 		/* every rank parses the same image; each one says what is wrong */
-		const void *buf = img ? img : mine.data;
-		if (s->rank != 0) {
+		if (s->rank != 0)
 			ds_buf_reserve(&mine, hdr[6]);
-			buf = mine.data;
-		}
-		ds_mpi_bcast(world, (void *)buf, hdr[6], 0);
-		rc = ds_manifest_read_image(buf, hdr[6], s->what, m);
+		ds_mpi_bcast(world, mine.data, hdr[6], 0);
+		rc = ds_manifest_read_image(mine.data, hdr[6], s->what, m);
 		ds_buf_release(&mine);
-		ds_free(&s->img);
+		free(isum);
 		return ds_any_failed(world, rc) ? (rc ? rc : -DS_ECORRUPT) : 0;
+	}
+	s->inplace = (int)hdr[7];
+	if (s->inplace) {
+		if (s->rank != 0)
+			root = ds_xmalloc(hdr[8] + 1);
+		ds_mpi_bcast(world, root, hdr[8] + 1, 0);
+		m->root = root;
 	}
 	/* streamed: the partitions table now (rank 0 reads it whole: 13 bytes
 	 * a partition), the entries at ds_mstream_run */
@@ -287,7 +441,7 @@ int ds_mstream_open(MPI_Comm world, const char *packdir, void *img, size_t imgle
 	int64_t st = 0;
 	if (s->rank == 0) {
 		struct mregion *r = &s->reg[R_PARTS];
-		if ((rc = ds__src_read(&s->src, r->off, r->len, (void **)&raw))) {
+		if ((rc = ms_read(s, r->off, r->len, (void **)&raw))) {
 			ds_error("'%s': cannot read the partitions table: %s", s->what,
 			         ds_strerror(rc));
 			st = rc;
@@ -299,6 +453,7 @@ int ds_mstream_open(MPI_Comm world, const char *packdir, void *img, size_t imgle
 	ds_mpi_bcast(world, &st, sizeof(st), 0);
 	if (st < 0) {
 		free(raw);
+		free(isum);
 		return (int)st;
 	}
 	if (s->rank != 0)
@@ -314,6 +469,17 @@ int ds_mstream_open(MPI_Comm world, const char *packdir, void *img, size_t imgle
 		m->parts[i].replicated = rows[i].replicated != 0;
 	}
 	m->pack_id = hdr[5];
+	if (hdr[9]) {
+		/* --inflate: what each partition holds inflated (rank 0's first pass) */
+		if (s->rank != 0)
+			isum = ds_xcalloc((size_t)np + 1, sizeof(*isum));
+		ds_mpi_bcast(world, isum, (uint64_t)np * sizeof(*isum), 0);
+		for (uint32_t i = 0; i < np; i++)
+			m->parts[i].inflated = isum[i];
+		m->parts_inflated = 1;
+		s->inflated = 1;
+	}
+	free(isum);
 	free(rows);
 	free(raw);
 	return 0;
@@ -339,6 +505,9 @@ struct mcheck {
 	char *prev, *top; /* last path; deepest open directory */
 	size_t prev_cap, top_cap;
 	size_t *dlen, dcap, depth;
+	struct ds_mentry *dent; /* the open directories' entries (path: top's) */
+	uint8_t *dkept;         /* ... kept in m (the source of a kept file) */
+	int resort;             /* m->e has such a directory after its files */
 	uint64_t strbytes, pool_len;
 	char *scratch; /* the entry being looked at, its strings */
 	size_t scratch_cap;
@@ -397,7 +566,11 @@ static int mcheck_row(struct mcheck *k, uint64_t i, const struct ds__row *r, str
 		if (k->depth == k->dcap) {
 			k->dcap = k->dcap ? 2 * k->dcap : 64;
 			k->dlen = ds_xrealloc(k->dlen, k->dcap * sizeof(*k->dlen));
+			k->dent = ds_xrealloc(k->dent, k->dcap * sizeof(*k->dent));
+			k->dkept = ds_xrealloc(k->dkept, k->dcap);
 		}
+		k->dent[k->depth] = *e;
+		k->dkept[k->depth] = 0;
 		k->dlen[k->depth++] = len;
 	}
 	if (S_ISREG(e->mode)) {
@@ -420,14 +593,25 @@ static uint64_t rebase(uint64_t off, uint64_t len, uint64_t pool_len, uint64_t l
 	return off >= lo && off + len <= hi ? off - lo : UINT64_MAX;
 }
 
-/* Rank 0: the next chunk, rows [i0, i0 + n): its rows' bytes, and the
- * strings they name, [lo, hi) of the pool. */
+/* A string [off, off + len) of the pool as a bound of the range [*L, *H) a
+ * chunk reads, when it lies in the pool (else the checks refuse it). */
+static void span(uint64_t off, uint64_t len, uint64_t pool_len, uint64_t *L, uint64_t *H)
+{
+	if (len && off <= pool_len && len <= pool_len - off) {
+		*L = off < *L ? off : *L;
+		*H = off + len > *H ? off + len : *H;
+	}
+}
+
+/* Rank 0: the next chunk, rows [i0, i0 + n): its rows' bytes (in place:
+ * and their sources rows'), and the strings they name, [lo, hi) of the
+ * pool. */
 static int mstream_chunk0(struct ds_mstream *s, uint64_t i0, uint64_t n, unsigned char **raw,
-                          struct ds__row *rows, char **pool, uint64_t *lo, uint64_t *hi)
+                          unsigned char **sraw, struct ds__row *rows, struct ds__srow *srows,
+                          char **pool, uint64_t *lo, uint64_t *hi)
 {
 	struct mregion *re = &s->reg[R_ENTRIES], *rs = &s->reg[R_STRINGS];
-	int rc = ds__src_read(&s->src, re->off + i0 * DS__ROW_BYTES, n * DS__ROW_BYTES,
-	                      (void **)raw);
+	int rc = ms_read(s, re->off + i0 * DS__ROW_BYTES, n * DS__ROW_BYTES, (void **)raw);
 	if (rc) {
 		ds_error("'%s': cannot read the entries table: %s", s->what, ds_strerror(rc));
 		return rc;
@@ -435,18 +619,27 @@ static int mstream_chunk0(struct ds_mstream *s, uint64_t i0, uint64_t n, unsigne
 	*s->nread += n * DS__ROW_BYTES;
 	mregion_saw(re, i0 * DS__ROW_BYTES, (char *)*raw, n * DS__ROW_BYTES);
 	ds__rows_decode(*raw, n, rows);
+	if (s->inplace) {
+		/* sources row i + 1 is entry i's */
+		struct mregion *rq = &s->reg[R_SOURCES];
+		uint64_t at = (i0 + 1) * DS__SROW_BYTES;
+		if ((rc = ms_read(s, rq->off + at, n * DS__SROW_BYTES, (void **)sraw))) {
+			ds_error("'%s': cannot read the sources table: %s", s->what,
+			         ds_strerror(rc));
+			return rc;
+		}
+		*s->nread += n * DS__SROW_BYTES;
+		mregion_saw(rq, at, (char *)*sraw, n * DS__SROW_BYTES);
+		ds__srows_decode(*sraw, n, srows);
+	}
 	uint64_t L = UINT64_MAX, H = 0, P = s->pool_len;
 	for (uint64_t j = 0; j < n; j++) {
 		const struct ds__row *r = &rows[j];
-		if (r->path_len && r->path_off <= P && r->path_len <= P - r->path_off) {
-			L = r->path_off < L ? r->path_off : L;
-			H = r->path_off + r->path_len > H ? r->path_off + r->path_len : H;
-		}
-		if (S_ISLNK(r->mode) && r->target_len && r->target_off <= P &&
-		    r->target_len <= P - r->target_off) {
-			L = r->target_off < L ? r->target_off : L;
-			H = r->target_off + r->target_len > H ? r->target_off + r->target_len : H;
-		}
+		span(r->path_off, r->path_len, P, &L, &H);
+		if (S_ISLNK(r->mode))
+			span(r->target_off, r->target_len, P, &L, &H);
+		if (s->inplace)
+			span(srows[j].str, srows[j].len, P, &L, &H);
 	}
 	*lo = *hi = 0;
 	if (H <= L)
@@ -456,7 +649,7 @@ static int mstream_chunk0(struct ds_mstream *s, uint64_t i0, uint64_t n, unsigne
 		ds_error("'%s': cannot read the entries table: %s", s->what, ds_strerror(rc));
 		return rc;
 	}
-	if ((rc = ds__src_read(&s->src, rs->off + L, H - L, (void **)pool))) {
+	if ((rc = ms_read(s, rs->off + L, H - L, (void **)pool))) {
 		ds_error("'%s': cannot read the entries table: %s", s->what, ds_strerror(rc));
 		return rc;
 	}
@@ -467,9 +660,71 @@ static int mstream_chunk0(struct ds_mstream *s, uint64_t i0, uint64_t n, unsigne
 	return 0;
 }
 
+/* Entry e (i, checked): its source (in place: the sources row's checks,
+ * the whole reader's; *src its own source name in t's pool, or NULL) and
+ * its share of the partition's inflated size (--inflate). */
+static int mstream_entry(struct ds_mstream *s, struct ds__table *t, uint64_t i,
+                         struct ds_mentry *e, struct ds__srow *sr, const char **src)
+{
+	int rc;
+	*src = NULL;
+	if (s->inplace) {
+		if ((s->srcbytes += (uint64_t)sr->len + 1) > s->pool_len + s->nentries + 1) {
+			ds_error("'%s': string pool reused across sources", s->what);
+			return -DS_ECORRUPT;
+		}
+		if ((rc = ds__srow_check(s->what, t, i, e, sr, src)))
+			return rc;
+	}
+	if (s->inflated && S_ISREG(e->mode)) {
+		/* what rank 0's first pass summed, and in payload order (the leader
+		 * places each file as it goes by) */
+		if (e->offset < s->ilast[e->part]) {
+			ds_error("'%s': changed while it was read (entry %llu out of payload order)",
+			         s->what, (unsigned long long)i);
+			return -DS_ECORRUPT;
+		}
+		s->ilast[e->part] = e->offset;
+		s->isum[e->part] += e->codec != DS_CODEC_NONE ? e->size : e->stored;
+	}
+	return 0;
+}
+
+/* In place: a kept file whose source is another entry (a member of a tar
+ * shown as a directory: the tar, its ancestor) is checked at open against
+ * that entry's size and times (ds_src_open finds it in m): the directory
+ * is kept too, once (m is sorted at the end of the run). */
+static void keep_owner(struct mcheck *k, const char *src, size_t len, uint64_t *cap)
+{
+	struct ds_manifest *m = k->m;
+	for (size_t d = 0; d < k->depth; d++) {
+		if (k->dlen[d] != len || memcmp(k->top, src, len))
+			continue;
+		if (k->dkept[d])
+			return;
+		if (m->n == *cap) {
+			*cap = 2 * *cap + 16;
+			m->e = ds_xrealloc(m->e, *cap * sizeof(*m->e));
+		}
+		struct ds_mentry *x = &m->e[m->n++];
+		*x = k->dent[d];
+		x->path = x->src = ds__mblock_copy(m, k->top, len);
+		x->target = NULL;
+		k->dkept[d] = 1;
+		k->resort = 1;
+		return;
+	}
+}
+
+static int mentry_cmp(const void *a, const void *b)
+{
+	return ds_path_cmp(((const struct ds_mentry *)a)->path, ((const struct ds_mentry *)b)->path);
+}
+
 /* Every rank: the chunk's entries, checked, kept or passed by. */
 static int mstream_take(struct ds_mstream *s, struct mcheck *k, uint64_t i0, struct ds__table *t,
-                        uint64_t lo, uint64_t hi, const uint8_t *keep_part, uint64_t *cap,
+                        struct ds__srow *srows, uint64_t lo, uint64_t hi,
+                        const uint8_t *keep_part, uint64_t *cap,
                         int (*each)(void *, const struct ds_mentry *), void *ctx, int *erc,
                         struct ds_mstream_stats *st)
 {
@@ -478,10 +733,15 @@ static int mstream_take(struct ds_mstream *s, struct mcheck *k, uint64_t i0, str
 		struct ds__row *r = &t->rows[j];
 		r->path_off = rebase(r->path_off, r->path_len, s->pool_len, lo, hi);
 		r->target_off = rebase(r->target_off, r->target_len, s->pool_len, lo, hi);
+		if (s->inplace)
+			srows[j].str = rebase(srows[j].str, srows[j].len, s->pool_len, lo, hi);
 	}
 	for (uint64_t j = 0; j < t->n; j++) {
 		struct ds_mentry e;
+		const char *src;
 		int rc = mcheck_row(k, i0 + j, &t->rows[j], &e);
+		if (!rc)
+			rc = mstream_entry(s, t, i0 + j, &e, &srows[j], &src);
 		if (rc)
 			return rc;
 		st->n++;
@@ -499,6 +759,10 @@ static int mstream_take(struct ds_mstream *s, struct mcheck *k, uint64_t i0, str
 		struct ds_mentry *x = &m->e[m->n++];
 		*x = e;
 		x->path = x->src = ds__mblock_copy(m, e.path, t->rows[j].path_len);
+		if (src) {
+			x->src = ds__mblock_copy(m, src, srows[j].len);
+			keep_owner(k, x->src, srows[j].len, cap);
+		}
 	}
 	return 0;
 }
@@ -534,19 +798,26 @@ int ds_mstream_run(struct ds_mstream *s, const uint8_t *keep_part,
 	k.nfiles = ds_xcalloc((size_t)m->nparts + 1, sizeof(*k.nfiles));
 	k.pool_len = s->pool_len;
 	t.rows = ds_xmalloc(MS_ROWS * sizeof(*t.rows));
+	struct ds__srow *srows = ds_xmalloc(MS_ROWS * sizeof(*srows));
+	s->srcbytes = s->inplace ? strlen(m->root) + 1 : 0; /* row 0's */
+	if (s->inflated) {
+		s->isum = ds_xcalloc((size_t)m->nparts + 1, sizeof(*s->isum));
+		s->ilast = ds_xcalloc((size_t)m->nparts + 1, sizeof(*s->ilast));
+	}
 	int rc = 0, erc = 0, refused = 0;
 	uint64_t i0 = 0;
 	for (;;) {
 		/* rank 0 says: status (< 0: its read failed; 1: stop, the rows
 		 * were refused on every rank), rows, the strings' range */
 		int64_t h[4] = {0, 0, 0, 0};
-		unsigned char *raw = NULL;
+		unsigned char *raw = NULL, *sraw = NULL;
 		char *pool = NULL;
 		uint64_t n = s->nentries - i0 < MS_ROWS ? s->nentries - i0 : MS_ROWS;
 		if (s->rank == 0) {
 			uint64_t lo = 0, hi = 0;
-			int r0 = rc  ? 0
-			         : n ? mstream_chunk0(s, i0, n, &raw, t.rows, &pool, &lo, &hi)
+			int r0 = rc ? 0
+			         : n ? mstream_chunk0(s, i0, n, &raw, &sraw, t.rows, srows, &pool, &lo,
+			                              &hi)
 			             : mstream_crc_ok(s);
 			h[0] = rc ? 1 : r0;
 			h[1] = (int64_t)n;
@@ -556,6 +827,7 @@ int ds_mstream_run(struct ds_mstream *s, const uint8_t *keep_part,
 		ds_mpi_bcast(s->world, h, sizeof(h), 0);
 		if (h[0] || !n) {
 			free(raw);
+			free(sraw);
 			free(pool);
 			if (!rc && h[0] < 0)
 				rc = (int)h[0];
@@ -564,20 +836,26 @@ int ds_mstream_run(struct ds_mstream *s, const uint8_t *keep_part,
 		uint64_t lo = (uint64_t)h[2], hi = (uint64_t)h[3];
 		if (s->rank != 0) {
 			raw = ds_xmalloc(n * DS__ROW_BYTES + 1);
+			sraw = s->inplace ? ds_xmalloc(n * DS__SROW_BYTES + 1) : NULL;
 			pool = ds_xmalloc(hi - lo + 1);
 		}
 		ds_mpi_bcast(s->world, raw, n * DS__ROW_BYTES, 0);
+		if (s->inplace)
+			ds_mpi_bcast(s->world, sraw, n * DS__SROW_BYTES, 0);
 		ds_mpi_bcast(s->world, pool, hi - lo, 0);
 		if (!rc) {
 			ds__rows_decode(raw, n, t.rows);
+			if (s->inplace)
+				ds__srows_decode(sraw, n, srows);
 			t.n = n;
 			t.pool = pool;
 			t.pool_len = hi - lo;
-			rc = mstream_take(s, &k, i0, &t, lo, hi, keep_part, &cap, each, ctx, &erc,
-			                  st);
+			rc = mstream_take(s, &k, i0, &t, srows, lo, hi, keep_part, &cap, each, ctx,
+			                  &erc, st);
 			refused = rc != 0;
 		}
 		free(raw);
+		free(sraw);
 		free(pool);
 		t.pool = NULL;
 		i0 += n;
@@ -592,14 +870,25 @@ int ds_mstream_run(struct ds_mstream *s, const uint8_t *keep_part,
 			         s->what, p, m->parts[p].nfiles, k.nfiles[p]);
 			rc = -DS_ECORRUPT;
 		}
+	for (uint32_t p = 0; !rc && s->inflated && p < m->nparts; p++)
+		if (s->isum[p] != m->parts[p].inflated) {
+			ds_error("'%s': changed while it was read (partition %u inflated)", s->what,
+			         p);
+			rc = -DS_ECORRUPT;
+		}
 	free(t.rows);
+	free(srows);
 	free(k.nfiles);
 	free(k.prev);
 	free(k.top);
+	if (k.resort)
+		qsort(m->e, m->n, sizeof(*m->e), mentry_cmp);
 	free(k.dlen);
+	free(k.dent);
+	free(k.dkept);
 	free(k.scratch);
-	ds_free(&s->img); /* read to the end (s3: the object, on rank 0) */
-	s->src.buf = NULL;
+	ds_free(&s->isum);
+	ds_free(&s->ilast);
 	rc = rc ? rc : erc;
 	return ds_any_failed(s->world, rc) ? (rc ? rc : -DS_ECORRUPT) : 0;
 }
@@ -610,7 +899,9 @@ void ds_mstream_close(struct ds_mstream *s)
 		return;
 	if (s->fd >= 0)
 		close(s->fd);
-	free(s->img);
+	free(s->key);
 	free(s->what);
+	free(s->isum);
+	free(s->ilast);
 	free(s);
 }

@@ -278,6 +278,19 @@ void ds__row_entry(struct ds_mentry *e, const struct ds__row *r, const struct ds
                    char **arena);
 int ds__entry_bad(const char *what, uint64_t i, const char *path, size_t len, const char *why);
 int ds__src_read(const struct ds__src *src, uint64_t off, uint64_t len, void **out);
+/* An in-place index's sources rows (DS__SROW_BYTES each), decoded; row 0
+ * (the root) checked; entry i's row checked against e (its path set, its
+ * strings in t's pool) as the whole reader does, e->src_off set, *src the
+ * source's name in t's pool (r->len bytes) or NULL (the entry's own path).
+ * The checks say why (-DS_ECORRUPT). */
+struct ds__srow {
+	uint64_t off, str;
+	uint32_t len;
+};
+void ds__srows_decode(const unsigned char *raw, uint64_t n, struct ds__srow *v);
+int ds__sroot_check(const char *what, const struct ds__table *t, const struct ds__srow *r0);
+int ds__srow_check(const char *what, const struct ds__table *t, uint64_t i, struct ds_mentry *e,
+                   const struct ds__srow *r, const char **src);
 /* mode string of ls -l ("drwxr-xr-x") into buf[11]. */
 void ds__mode_string(uint32_t mode, char buf[11]);
 

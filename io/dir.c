@@ -26,6 +26,7 @@ struct ds__dir {
 	int fd;              /* the stream's staged descriptor (owned) */
 	pthread_mutex_t lock;
 	long pos;            /* 0 ".", 1 "..", 2 + i: child i */
+	struct ds_ix_names names; /* the children's names, decoded in turn */
 	struct dirent64 ent; /* what readdir returns (per stream, like glibc) */
 	struct ds__dir *next; /* free list */
 };
@@ -89,8 +90,8 @@ static unsigned char dtype(mode_t m)
 	return S_ISDIR(m) ? DT_DIR : S_ISLNK(m) ? DT_LNK : S_ISREG(m) ? DT_REG : DT_UNKNOWN;
 }
 
-int ds__dir_child(const struct ds__file *f, size_t i, const char **name, size_t *nlen,
-                  uint64_t *ino, unsigned char *type, char *tmp, size_t tmplen)
+int ds__dir_child(const struct ds__file *f, size_t i, struct ds_ix_names *nm, const char **name,
+                  size_t *nlen, uint64_t *ino, unsigned char *type, char *tmp, size_t tmplen)
 {
 	if (f->kind == DS__F_VDIR) {
 		struct ds__vent c;
@@ -112,18 +113,14 @@ int ds__dir_child(const struct ds__file *f, size_t i, const char **name, size_t 
 	if (i >= nc)
 		return -ENOENT;
 	/* ids read from the index are checked before use (the shim maps it
-	 * without the full check): a damaged child is an error, not a read out
-	 * of bounds; its name must be one component */
-	uint32_t c = ds_ix_child(&ds__g.ix, (uint32_t)f->id, (uint32_t)i);
-	if (!ds_index_entry_ok(&ds__g.ix, c) || ds_ix_parent(&ds__g.ix, c) != f->id)
+	 * without the full check): a damaged child (not an entry that passes
+	 * ds_index_entry_ok, not this directory's, its name not one
+	 * component) is an error, not a read out of bounds */
+	int64_t c = ds_ix_child_named(&ds__g.ix, nm, (uint32_t)f->id, (uint32_t)i);
+	if (c < 0)
 		return -EIO;
-	if (tmplen < DS_IX_NAME_BUF)
-		return -ENAMETOOLONG;
-	*name = ds_ix_base(&ds__g.ix, c, tmp); /* front-coded: decoded into tmp */
-	*nlen = strlen(tmp);
-	if (*nlen == 0 || memchr(*name, '/', *nlen) || (**name == '.' && (*nlen == 1 ||
-	    (*nlen == 2 && (*name)[1] == '.'))))
-		return -EIO;
+	*name = nm->name; /* front-coded: decoded into nm */
+	*nlen = nm->len;
 	*ino = DS_INO(c);
 	*type = dtype(ds_ix_mode(&ds__g.ix, c));
 	return 0;
@@ -183,7 +180,8 @@ static int dir_next(struct ds__dir *d, struct ds__file *f, struct dirent64 *ent)
 		nlen = pos + 1;
 		type = DT_DIR;
 	} else {
-		int rc = ds__dir_child(f, pos - 2, &name, &nlen, &ino, &type, tmp, sizeof(tmp));
+		int rc = ds__dir_child(f, pos - 2, &d->names, &name, &nlen, &ino, &type, tmp,
+		                       sizeof(tmp));
 		if (rc)
 			return rc == -ENOENT ? 0 : rc;
 	}
@@ -223,6 +221,7 @@ static DIR *stream_on(int fd)
 	}
 	d->fd = fd;
 	d->pos = 0;
+	ds_ix_names_init(&d->names);
 	pthread_mutex_init(&d->lock, NULL);
 	d->magic = DIR_MAGIC;
 	return (DIR *)d;

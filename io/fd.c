@@ -415,14 +415,23 @@ static int readable(const struct ds__file *f)
 
 /* k bytes at offset off of f's bytes d into buf: bytes copied (fewer only
  * when the caller's buffer ends early: EFAULT after some) or -errno.  Large
- * reads of this node's store take pread (sread.c). */
-static ssize_t copy_data(const struct ds__file *f, const char *d, void *buf, size_t k, uint64_t off)
+ * reads of this node's store, and the small ones of a file read in shuffled
+ * order, take pread (sread.c). */
+static ssize_t copy_data(struct ds__file *f, const char *d, void *buf, size_t k, uint64_t off)
 {
 	uintptr_t so = (uintptr_t)d - (uintptr_t)ds__g.store;
-	if (k >= DS__STORE_READ_MIN && so < ds__g.store_len && !f->remote) {
-		ssize_t got = ds__store_read(buf, k, so + off);
-		if (got)
-			return got;
+	if (so < ds__g.store_len && !f->remote) {
+		int small = atomic_load_explicit(&f->sread, memory_order_relaxed);
+		if (off == 0 && ds__owner()) { /* a vfork child changes nothing */
+			small = ds__store_small(so, f->size);
+			atomic_store_explicit(&f->sread, small, memory_order_relaxed);
+		}
+		ds__store_note(so + off + k);
+		if (k >= DS__STORE_READ_MIN || small) {
+			ssize_t got = ds__store_read(buf, k, so + off, small);
+			if (got)
+				return got;
+		}
 	}
 	memcpy(buf, d + off, k);
 	return (ssize_t)k;

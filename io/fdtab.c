@@ -267,6 +267,7 @@ struct ds__file *ds__file_new(void)
 	f->offp = &f->off;
 	f->cell = -1;
 	f->forkgen = 0;
+	atomic_store(&f->sread, 0);
 	f->size = 0;
 	atomic_store(&f->data, NULL);
 	f->own = NULL;

@@ -154,8 +154,8 @@ static int walk_link(struct walk *w, int64_t nx)
 	size_t tl = ds_ix_size(&ds__g.ix, (uint32_t)nx), rl = strlen(w->p);
 	/* stage only stores targets that stay in the tree; one that
 	 * leaves it comes from a damaged index: never follow it out */
-	if (ds_ix_path(&ds__g.ix, (uint32_t)nx, w->tmp, PATH_MAX) < 0 ||
-	    ds_target_check(w->tmp, ds_ix_path_len(&ds__g.ix, (uint32_t)nx), target, tl, NULL))
+	int ll = ds_ix_path(&ds__g.ix, (uint32_t)nx, w->tmp, PATH_MAX);
+	if (ll < 0 || ds_target_check(w->tmp, (size_t)ll, target, tl, NULL))
 		return -EIO;
 	if (tl + rl + 1 >= PATH_MAX)
 		return -ENAMETOOLONG;

@@ -36,14 +36,14 @@ DS__EXPORT int ds_py_active(void)
 /* The mount prefix the shim serves (normalised, no trailing '/'), or NULL. */
 DS__EXPORT const char *ds_py_mount(void) { return ds_py_active() ? ds__g.mount : NULL; }
 
-/* Does entry i's path start with p/ (plen bytes of p)?  -1: a damaged entry. */
-static int under(uint32_t i, const char *p, size_t plen)
+/* Does entry i's path start with p/ (plen bytes of p)?  -1: a damaged
+ * entry.  The paths through a cursor (ds_ix_paths: it checks the entry as
+ * ds_index_entry_ok does): a binary search's probes converge on one
+ * directory, whose path it keeps. */
+static int under(struct ds_ix_paths *cur, uint32_t i, const char *p, size_t plen)
 {
-	const struct ds_index *ix = &ds__g.ix;
-	if (!ds_index_entry_ok(ix, i))
-		return -1;
-	char path[PATH_MAX];
-	int n = ds_ix_path(ix, i, path, sizeof(path));
+	const char *path;
+	int n = ds_ix_paths_get(cur, i, &path);
 	if (n < 0)
 		return -1;
 	return (size_t)n > plen && path[plen] == '/' && !memcmp(path, p, plen);
@@ -66,14 +66,14 @@ static uint64_t sample_lb(uint64_t id)
 
 /* The first entry after directory id's subtree (its path p, plen bytes):
  * the entries after it that start with p/ are one run.  -1: damaged. */
-static int64_t subtree_end(uint32_t id, const char *p, size_t plen)
+static int64_t subtree_end(struct ds_ix_paths *cur, uint32_t id, const char *p, size_t plen)
 {
 	uint64_t lo = (uint64_t)id + 1, hi = ds__g.ix.h->nentries;
 	if (!id)
 		return hi; /* the root's subtree is every entry */
 	while (lo < hi) {
 		uint64_t mid = (lo + hi) >> 1;
-		int u = under((uint32_t)mid, p, plen);
+		int u = under(cur, (uint32_t)mid, p, plen);
 		if (u < 0)
 			return -1;
 		if (u)
@@ -128,7 +128,11 @@ DS__EXPORT int ds_py_dir(const char *rel, size_t len, uint64_t *out)
 	if (!S_ISDIR(mode))
 		return -ENOTDIR;
 	out[3] = ds_ix_nchildren(ix, (uint32_t)id);
-	int64_t end = subtree_end((uint32_t)id, rel, len), run[3];
+	struct ds_ix_paths *cur = ds_ix_paths_new(ix);
+	if (!cur)
+		return -ENOMEM;
+	int64_t end = subtree_end(cur, (uint32_t)id, rel, len), run[3];
+	ds_ix_paths_free(cur);
 	if (end < 0 || dir_run((uint32_t)id, (uint64_t)end, run))
 		return -DS_ECORRUPT;
 	out[2] = (uint64_t)run[2];
@@ -153,15 +157,19 @@ DS__EXPORT int ds_py_dir(const char *rel, size_t len, uint64_t *out)
  * bytes: lowercase ASCII, each NUL-terminated), as Python's
  * name.lower().endswith(exts) says?  A name with a byte above ASCII is
  * not decided here (str.lower() of some of those is ASCII): 0, walk it. */
-static int run_exts(uint32_t a, uint32_t b, const char *exts, size_t elen)
+static int run_exts(struct ds_ix_paths *cur, uint32_t a, uint32_t b, const char *exts, size_t elen)
 {
-	const struct ds_index *ix = &ds__g.ix;
 	for (uint32_t i = a; i < b; i++) {
-		if (!ds_index_entry_ok(ix, i))
+		/* checked as ds_index_entry_ok checks it, the name the path's
+		 * last component: consecutive ids, one step of the front
+		 * coding each (ds_ix_paths) */
+		const char *path;
+		int pl = ds_ix_paths_get(cur, i, &path);
+		if (pl <= 0)
 			return 0;
-		char nbuf[DS_IX_NAME_BUF];
-		const unsigned char *nm = (const unsigned char *)ds_ix_base(ix, i, nbuf);
-		size_t nl = strlen(nbuf), k;
+		const char *slash = memrchr(path, '/', (size_t)pl);
+		const unsigned char *nm = (const unsigned char *)(slash ? slash + 1 : path);
+		size_t nl = (size_t)pl - (size_t)((const char *)nm - path), k;
 		for (k = 0; k < nl && nm[k] < 0x80; k++)
 			;
 		if (k < nl)
@@ -206,35 +214,45 @@ DS__EXPORT int64_t ds_py_children(const char *rel, size_t len, int64_t *rows, si
 	uint32_t nc = ds_ix_nchildren(ix, (uint32_t)id);
 	if (nc > nrows)
 		return -ENOSPC;
-	int64_t end = subtree_end((uint32_t)id, rel, len);
+	struct ds_ix_paths *cur = ds_ix_paths_new(ix);
+	if (!cur)
+		return -ENOMEM;
+	int64_t end = subtree_end(cur, (uint32_t)id, rel, len), rc = -DS_ECORRUPT;
 	if (end < 0)
-		return -DS_ECORRUPT;
+		goto out;
 	uint64_t used = 0;
+	struct ds_ix_names nm;
+	ds_ix_names_init(&nm);
 	for (uint32_t k = 0; k < nc; k++) {
-		uint32_t c = ds_ix_child(ix, (uint32_t)id, k);
+		/* checked as ds_index_entry_ok checks it, this directory's
+		 * child, its name decoded once */
+		int64_t ci = ds_ix_child_named(ix, &nm, (uint32_t)id, k);
+		uint32_t c = (uint32_t)ci;
 		uint32_t next = k + 1 < nc ? ds_ix_child(ix, (uint32_t)id, k + 1) : (uint32_t)end;
-		if (!ds_index_entry_ok(ix, c) || c <= (uint32_t)id || next <= c ||
-		    next > (uint64_t)end || ds_ix_parent(ix, c) != (uint32_t)id)
-			return -DS_ECORRUPT;
+		if (ci < 0 || c <= (uint32_t)id || next <= c || next > (uint64_t)end)
+			goto out;
 		int64_t *r = rows + 6 * k;
-		char nbuf[DS_IX_NAME_BUF];
-		size_t nl = strlen(ds_ix_base(ix, c, nbuf));
+		const char *nbuf = nm.name;
+		size_t nl = nm.len;
 		uint32_t cmode = ds_ix_mode(ix, c);
 		r[0] = cmode;
 		r[1] = (int64_t)used;
 		r[2] = (int64_t)nl;
 		r[3] = r[4] = r[5] = 0;
 		if (S_ISDIR(cmode) && dir_run(c, next, r + 3))
-			return -DS_ECORRUPT;
-		if (r[5] && (!runs || (exts && !run_exts(c + 1, next, exts, elen))))
-			r[5] = 0;
+			goto out;
 		if (used + nl + 1 <= cap) {
 			memcpy(names + used, nbuf, nl);
 			names[used + nl] = 0;
 		}
 		used += nl + 1;
+		if (r[5] && (!runs || (exts && !run_exts(cur, c + 1, next, exts, elen))))
+			r[5] = 0;
 	}
-	return (int64_t)used;
+	rc = (int64_t)used;
+out:
+	ds_ix_paths_free(cur);
+	return rc;
 }
 
 /* Entry id's mount-relative path, NUL-terminated, into buf (size bytes;
@@ -269,7 +287,7 @@ DS__EXPORT int ds_py_list(uint64_t epoch, uint32_t l, uint32_t nr, uint32_t **id
 		return -ENODEV;
 	if (nr && l >= nr)
 		return -EINVAL;
-	int rc = ds__epoch_ids(epoch, l, nr, 0, ids, count);
+	int rc = ds__epoch_ids(epoch, l, nr, ids, count);
 	if (rc == 0)
 		ds__remote_epoch(epoch);
 	return rc;

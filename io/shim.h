@@ -246,6 +246,8 @@ struct ds__file {
 	                        * across fork and exec (offset.c) */
 	int32_t cell;          /* that cell, or -1 */
 	uint32_t forkgen;      /* offset.c: cell counted in this fork */
+	_Atomic int sread;     /* small reads take pread (sread.c), decided at
+	                        * the read from the file's start */
 	uint64_t size;         /* st_size */
 	const char *_Atomic data; /* the file's bytes once available */
 	void *own;             /* malloc'd bytes to free at the last close */
@@ -406,10 +408,16 @@ int ds__close(int fd);
 /* Reads shorter than this never take pread. */
 #define DS__STORE_READ_MIN 4096
 /* Copy k bytes at offset so of the mapped store into buf with pread when k
- * is large enough and the store's descriptor is sound: k (fewer only when
- * buf ends early: the kernel's EFAULT after some bytes), -EFAULT, or 0:
- * nothing done, copy from the mapping. */
-ssize_t ds__store_read(void *buf, size_t k, uint64_t so);
+ * is large enough or small says so (ds__store_small), and the store's
+ * descriptor is sound: k (fewer only when buf ends early: the kernel's
+ * EFAULT after some bytes), -EFAULT, or 0: nothing done, copy from the
+ * mapping. */
+ssize_t ds__store_read(void *buf, size_t k, uint64_t so, int small);
+/* Should the small reads of a file of size bytes at store offset so, read
+ * from its start now, take pread (1) or copy out of the mapping (0)?  Then
+ * ds__store_note(end) after every read of the store, end its end. */
+int ds__store_small(uint64_t so, uint64_t size);
+void ds__store_note(uint64_t end);
 
 /* ---- metadata (stat.c) ---------------------------------------------------- */
 /* stat of an entry (real or virtual). */
@@ -420,9 +428,11 @@ int ds__perm(const struct stat *st, int mask);
 
 /* ---- directory listing (dir.c) ------------------------------------------- */
 /* Name, d_ino and d_type of the i-th entry of directory f listed after "."
- * and ".."; -ENOENT past the last. */
-int ds__dir_child(const struct ds__file *f, size_t i, const char **name, size_t *nlen,
-                  uint64_t *ino, unsigned char *type, char *tmp, size_t tmplen);
+ * and ".."; -ENOENT past the last.  A staged child's name is decoded
+ * through nm (the stream's: the next child costs one step of the front
+ * coding), a virtual one's written into tmp. */
+int ds__dir_child(const struct ds__file *f, size_t i, struct ds_ix_names *nm, const char **name,
+                  size_t *nlen, uint64_t *ino, unsigned char *type, char *tmp, size_t tmplen);
 void ds__dir_atfork_child(void);
 
 /* ---- stdio (stdio.c) ------------------------------------------------------ */
@@ -453,11 +463,10 @@ void ds__remote_atfork_child(void);
 int ds__virt_lookup(const char *rest, size_t len, struct ds__vent *v, size_t *used);
 /* Epoch `epoch`'s list of local reader l of nr on this node (nr = 0: the
  * node's whole share) as entry ids, malloc'd: the published share sliced
- * when it is ours, else computed.  With check (or computed), each is a
- * sample the index can follow; without, a published id is the service's
- * word only, for a caller that checks what it follows. */
-int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, int check, uint32_t **out,
-                  size_t *count);
+ * when it is ours, else computed.  A computed id is a sample the index can
+ * follow; a published one is the service's word only: the caller checks
+ * what it follows. */
+int ds__epoch_ids(uint64_t epoch, uint32_t l, uint32_t nr, uint32_t **out, size_t *count);
 /* The content of a list (malloc'd), its length. */
 int ds__virt_content(const struct ds__vent *v, char **data, size_t *len);
 uint64_t ds__virt_ino(const struct ds__vent *v);

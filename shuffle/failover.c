@@ -122,8 +122,10 @@ int ds__failover_start(struct ds__svc *s)
 	MPI_Comm_rank(s->comm, &rank);
 	f->nstaged = s->ix.h->nnodes;
 	/* the highest epoch any survivor's readers were in */
-	unsigned long long mine[2] = {f->old_epoch, (unsigned long long)f->old_readers}, all[2];
-	if (MPI_Allreduce(mine, all, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, s->comm) != MPI_SUCCESS)
+	/* signed: MPI_MAX of unsigned types is wrong in some MPI libraries
+	 * (docs/mpi.md); an epoch number is far below 2^63 */
+	long long mine[2] = {(long long)f->old_epoch, f->old_readers}, all[2];
+	if (MPI_Allreduce(mine, all, 2, MPI_LONG_LONG, MPI_MAX, s->comm) != MPI_SUCCESS)
 		return -EIO;
 	struct ds_nodes_hist h;
 	rc = ds_nodes_load(s->jobdir, &h);
@@ -147,7 +149,7 @@ int ds__failover_start(struct ds__svc *s)
 	}
 	int partial = !ds_nodeset_is_all(&cur, f->nstaged);
 	if (h.n || partial || s->o.failover) {
-		uint64_t from = all[1] ? all[0] + 1 : 0;
+		uint64_t from = all[1] ? (uint64_t)all[0] + 1 : 0;
 		/* never deal an epoch again that an earlier set started: the
 		 * readers' epoch is known only once they announced one */
 		if (h.n && from < h.h[h.n - 1].from)

@@ -62,13 +62,24 @@ static int parse_lofn(const char *s, uint32_t *l, uint32_t *n)
 	return 0;
 }
 
-static void print_list(const struct ds_index *ix, const uint32_t *ids, size_t n)
+/* The paths of ids, one a line (ds_ix_list: built in id order).  The exit
+ * status. */
+static int print_list(const struct ds_index *ix, const char *path, const uint32_t *ids, size_t n)
 {
-	char name[PATH_MAX];
-	for (size_t i = 0; i < n; i++) {
-		ds_ix_path(ix, ids[i], name, sizeof(name));
-		printf("%s\n", name);
+	char *text;
+	size_t len;
+	int rc = ds_ix_list(ix, ids, n, &text, &len);
+	if (rc) {
+		ds_error("'%s': the list's paths: %s", path, ds_strerror(rc));
+		return 1;
 	}
+	errno = 0;
+	if (fwrite(text, 1, len, stdout) != len || fflush(stdout)) {
+		ds_error("standard output: %s", strerror(errno ? errno : EIO));
+		rc = 1;
+	}
+	free(text);
+	return rc ? 1 : 0;
 }
 
 /* ---- the state file: one flat JSON object ----------------------------- */
@@ -390,8 +401,7 @@ static int epoch_print_list(struct epoch_run *E, const struct eopts *o)
 		                       : ds_strerror(rc));
 		return 1;
 	}
-	print_list(&E->ix, E->ids, E->n);
-	return fflush(stdout) ? 1 : 0;
+	return print_list(&E->ix, E->path, E->ids, E->n);
 }
 
 int ds_cmd_epoch(int argc, char **argv)

@@ -194,29 +194,20 @@ int ds_stage_check_opts(const struct ds_stage_opts *o)
 }
 
 /* ---- metadata ------------------------------------------------------------ */
-/* The manifest of a pack: rank 0 reads it (a bucket: one GET) and streams
- * it to every rank in chunks (ds_mstream_open, hdf5/manifest.c); here every
- * rank gets the partitions table, the entries come in stage_plan, once
- * the placement says which files this rank handles.  With --inflate (every
- * file's inflated size places the partitions) or an in-place pack, every
- * rank gets the whole manifest as before. */
+/* The manifest of a pack: rank 0 reads it (a bucket: by ranged GETs) and
+ * streams it to every rank in chunks (ds_mstream_open, hdf5/mstream.c);
+ * here every rank gets the partitions table (in place: the source root),
+ * the entries come in stage_plan, once the placement says which files this
+ * rank handles.  With --inflate, rank 0 first sums each partition's files
+ * inflated: that is what places the partitions. */
 static int open_manifest(MPI_Comm world, const char *pack, struct ds_manifest *m, uint64_t *nread,
-                         int whole, struct ds_mstream **ms, struct ds_s3 *s3, const char *bucket,
+                         int inflate, struct ds_mstream **ms, struct ds_s3 *s3, const char *bucket,
                          const char *prefix)
 {
-	int rank, rc = 0;
+	int rank;
 	MPI_Comm_rank(world, &rank);
-	struct ds_buf img = {0};
-	/* s3://: one GET (the client names the key when it fails) */
-	if (rank == 0 && s3 && !(rc = ds_s3_manifest_get(s3, bucket, prefix, &img)))
-		*nread += img.len;
-	if (s3 && ds_any_failed(world, rc)) {
-		ds_buf_release(&img);
-		return -EIO;
-	}
-	/* the stream reads rank 0's image until it is closed, and frees it */
-	return ds_mstream_open(world, pack, s3 && rank == 0 ? img.data : NULL, img.len, whole, m,
-	                       ms, nread);
+	return ds_mstream_open(world, pack, rank == 0 ? s3 : NULL, bucket, prefix,
+	                       inflate ? DS_MSTREAM_INFLATED : 0, m, ms, nread);
 }
 
 /* ---- layout ------------------------------------------------------------- */
@@ -231,13 +222,14 @@ struct layout {
 };
 
 /* By the offset of the stored bytes in the payload stream (the entry's;
- * a pfile is 16 bytes: a rank keeps one per file it handles). */
+ * a pfile is 16 bytes: a rank keeps one per file it handles), then in
+ * entry order (empty files: where a streamed --inflate places them). */
 static int pfile_cmp(const void *x, const void *y, void *ctx)
 {
 	const struct ds_manifest *m = ctx;
-	uint64_t a = m->e[((const struct pfile *)x)->m].offset;
-	uint64_t b = m->e[((const struct pfile *)y)->m].offset;
-	return a < b ? -1 : a > b;
+	size_t i = ((const struct pfile *)x)->m, j = ((const struct pfile *)y)->m;
+	uint64_t a = m->e[i].offset, b = m->e[j].offset;
+	return a < b ? -1 : a > b ? 1 : (i > j) - (i < j);
 }
 
 static void layout_build(struct layout *L, const struct ds_manifest *m, int inflate)
@@ -282,7 +274,11 @@ static void layout_build(struct layout *L, const struct ds_manifest *m, int infl
 				f[i].dst_off = e->offset;
 			}
 		}
-		L->node_size[p] = inflate ? pos : m->parts[p].size;
+		/* streamed, --inflate: this rank holds some partitions' files,
+		 * the stream summed every partition's (and checked kept = summed) */
+		L->node_size[p] = !inflate ? m->parts[p].size
+		                  : m->parts_inflated ? m->parts[p].inflated
+		                                      : pos;
 		L->replicated[p] = m->parts[p].replicated;
 	}
 }
@@ -1318,13 +1314,15 @@ static int stage_source(struct stage *S)
 	}
 	if (rc)
 		return 1;
-	/* in place: the source tree, where every reader opens its files */
-	return ds_any_failed(world, S->m.root ? ds_src_root_open(&S->m, &x->rootfd) : 0) ||
+	/* in place: the source tree, where every reader opens its files (a
+	 * streamed manifest's once its entries are checked: stage_plan) */
+	return ds_any_failed(world, S->m.root && !S->streamed ? ds_src_root_open(&S->m, &x->rootfd)
+	                                                      : 0) ||
 	       ds_any_failed(world, ds_fault("stage.after_bcast", rank));
 }
 
 /* A streamed manifest's entry going by a node leader: into the index
- * builder (what write_index adds from a whole manifest; no --inflate here:
+ * builder (what write_index adds from a whole manifest; without --inflate
  * a file lands where it lies in its partition's payload). */
 static int feed_index(void *ctx, const struct ds_mentry *e)
 {
@@ -1337,6 +1335,28 @@ static int feed_index(void *ctx, const struct ds_mentry *e)
 	else
 		rc = ds_index_add_file(b, e->path, e->mode, e->mtime_ns, e->size, e->part,
 		                       e->offset, e->stored, e->codec, e->crc, e->flags);
+	if (rc)
+		ds_error("'%s': %s", e->path, ds_strerror(rc));
+	return rc;
+}
+
+/* --inflate, streamed: a node leader places each file as it goes by, after
+ * the partition's earlier files inflated (the stream checked that they come
+ * in payload order: layout_build's order), as write_index does. */
+struct feed_inflated {
+	struct ds_index_builder *b;
+	uint64_t *pos; /* per partition */
+};
+
+static int feed_index_inflated(void *ctx, const struct ds_mentry *e)
+{
+	struct feed_inflated *f = ctx;
+	if (!S_ISREG(e->mode))
+		return feed_index(f->b, e);
+	uint64_t at = f->pos[e->part];
+	f->pos[e->part] += e->codec != DS_CODEC_NONE ? e->size : e->stored;
+	int rc = ds_index_add_file(f->b, e->path, e->mode, e->mtime_ns, e->size, e->part, at,
+	                           e->size, DS_CODEC_NONE, e->crc, e->flags);
 	if (rc)
 		ds_error("'%s': %s", e->path, ds_strerror(rc));
 	return rc;
@@ -1376,7 +1396,12 @@ static int stage_entries(struct stage *S)
 	free(lpos);
 	if (S->nd->local_rank == 0)
 		S->ib = ds_index_builder_new();
-	int rc = ds_mstream_run(S->ms, keep, S->ib ? feed_index : NULL, S->ib, &S->mst);
+	struct feed_inflated fi = {S->ib, NULL};
+	if (S->ib && S->o->inflate)
+		fi.pos = ds_xcalloc(S->m.nparts + 1, sizeof(*fi.pos));
+	int rc = ds_mstream_run(S->ms, keep, !S->ib ? NULL : fi.pos ? feed_index_inflated : feed_index,
+	                        fi.pos ? (void *)&fi : S->ib, &S->mst);
+	free(fi.pos);
 	free(keep);
 	if (!rc) {
 		layout_release(&S->L);
@@ -1421,6 +1446,8 @@ static int stage_plan(struct stage *S)
 	}
 	make_rankmap(S->world, nd, &S->rm);
 	if (S->streamed && stage_entries(S))
+		return 1;
+	if (S->streamed && S->m.root && ds_any_failed(S->world, ds_src_root_open(m, &S->x.rootfd)))
 		return 1;
 	S->jobdir = ds_store_jobdir(o->to, S->job);
 	S->nodedir = ds_store_nodedir(o->to, S->job, nd->node);
@@ -1687,11 +1714,13 @@ static void stage_summary(struct stage *S)
 	                    s3st.requests,  s3st.bytes,   s3st.retries, x->src_opens};
 	uint64_t sum[8];
 	MPI_Reduce(mine, sum, 8, MPI_UINT64_T, MPI_SUM, 0, S->world);
-	uint64_t node_bytes = nd->local_rank == 0 ? pl->store_size[nd->node] : 0;
-	uint64_t nb[2] = {nd->local_rank == 0 ? node_bytes : 0,
-	                  nd->local_rank == 0 ? UINT64_MAX - node_bytes : 0};
-	uint64_t mx[2];
-	MPI_Reduce(nb, mx, 2, MPI_UINT64_T, MPI_MAX, 0, S->world);
+	/* the smallest and largest store: one MPI_MAX of signed values (MPICH
+	 * 4.0.2 and Open MPI 4.1.2-4.1.4 order unsigned ones as signed in
+	 * MPI_MIN/MPI_MAX: docs/mpi.md); a store is far below 2^63 bytes */
+	int64_t node_bytes = nd->local_rank == 0 ? (int64_t)pl->store_size[nd->node] : 0;
+	int64_t nb[2] = {node_bytes, nd->local_rank == 0 ? INT64_MAX - node_bytes : 0};
+	int64_t mx[2];
+	MPI_Reduce(nb, mx, 2, MPI_INT64_T, MPI_MAX, 0, S->world);
 	double dt = ds_now() - S->t0;
 	if (S->rank != 0 || o->quiet)
 		return;
@@ -1707,7 +1736,8 @@ static void stage_summary(struct stage *S)
 	printf("staged %zu files, %zu directories on %u node(s), R=%u\n", files, dirs, nd->nnodes,
 	       S->r);
 	printf("per node: min %s, max %s; landed %s in %.2f s (%s/s)\n",
-	       ds_fmt_size(UINT64_MAX - mx[1], a, sizeof(a)), ds_fmt_size(mx[0], b, sizeof(b)),
+	       ds_fmt_size((uint64_t)(INT64_MAX - mx[1]), a, sizeof(a)),
+	       ds_fmt_size((uint64_t)mx[0], b, sizeof(b)),
 	       ds_fmt_size(landed, c, sizeof(c)), dt,
 	       ds_fmt_size(dt > 0 ? (uint64_t)(landed / dt) : 0, d, sizeof(d)));
 	if (x->s3)

@@ -44,6 +44,19 @@ doc_sources() {
 		grep -v "/t/0000-lint\.t$"
 }
 
+# MPICH 4.0.2 (Debian 12's) and Open MPI 4.1.2-4.1.4 order unsigned types
+# as signed in MPI_MIN and MPI_MAX (docs/mpi.md): reduce signed values
+test_expect_success 'no MPI_MIN or MPI_MAX reduction of an unsigned type' '
+	find "$SRCDIR" \( -path "$SRCDIR/build*" -o -path "$SRCDIR/.git" \) -prune -o \
+		-type f -name "*.c" -print >csrc &&
+	test -s csrc &&
+	xargs perl -0777 -ne "while (/(MPI_I?(?:All)?[Rr]educe\w*|MPI_I?(?:Ex)?[Ss]can)\s*\(([^;]*)\)\s*[;!=]/g) {
+		my (\$f, \$a) = (\$1, \$2);
+		print \"\$ARGV: \$f(\$a)\n\" if \$a =~ /MPI_(?:MIN|MAX)\b/ && \$a =~ /MPI_(?:UNSIGNED|UINT)/;
+	}" <csrc >unsigned_minmax &&
+	test_cmp /dev/null unsigned_minmax
+'
+
 test_expect_success 'every docs/*.md a comment cites exists' '
 	doc_sources | xargs grep -HnoE "docs/[A-Za-z0-9_.-]+\.md" >cites &&
 	test -s cites &&

@@ -9,16 +9,10 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-serve.sh"
 
-test_expect_success 'two nodes staged' '
-	make_samples src 2 &&
-	pack_stage src 2
-'
-DR="$TRASH/drain"
 DSTAGE_FAULT=drain.write:rank=1
 export DSTAGE_FAULT
-serve_start 2 --outputs out --drain-to "$DR" --drain-rate 0
+outputs_up 2 --drain-rate 0
 unset DSTAGE_FAULT
-test_expect_success 'served' 'serve_up 2'
 
 test_expect_success 'an output on node 1 cannot be drained: drain --wait exits 1' '
 	shim_on 0 sh -c "echo fine >$MOUNT/out/fine.txt" &&

@@ -11,16 +11,10 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-serve.sh"
 
-test_expect_success 'two nodes staged' '
-	make_samples src 2 &&
-	pack_stage src 2
-'
-DR="$TRASH/drain"
 DSTAGE_FAULT=outputs.sum:rank=0:action=sleep:secs=4
 export DSTAGE_FAULT
-serve_start 2 --outputs out --drain-to "$DR" --drain-rate 0
+outputs_up 2 --drain-rate 0
 unset DSTAGE_FAULT
-test_expect_success 'served' 'serve_up 2'
 
 test_expect_success 'the close does not wait for the sum' '
 	head -c 1048576 /dev/urandom >ck &&

@@ -10,13 +10,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-serve.sh"
 
-test_expect_success 'two nodes staged' '
-	make_samples src 4 &&
-	pack_stage src 2
-'
-DR="$TRASH/drain"
-serve_start 2 --outputs out --drain-to "$DR" --drain-rate 0
-test_expect_success 'served with outputs' 'serve_up 2'
+outputs_up 4 --drain-rate 0
 
 cat >reopen.py <<'EOF2'
 import os, sys, errno

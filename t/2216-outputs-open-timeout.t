@@ -11,13 +11,7 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-serve.sh"
 
-test_expect_success 'two nodes staged' '
-	make_samples src 2 &&
-	pack_stage src 2
-'
-DR="$TRASH/drain"
-serve_start 2 --outputs out --drain-to "$DR"
-test_expect_success 'served' 'serve_up 2'
+outputs_up 2
 
 cat >openw.py <<'PY'
 import errno, sys

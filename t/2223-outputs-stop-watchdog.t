@@ -12,16 +12,10 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-serve.sh"
 
-test_expect_success 'two nodes staged' '
-	make_samples src 2 &&
-	pack_stage src 2
-'
-DR="$TRASH/drain"
 DSTAGE_FAULT=outputs.ns_commit:rank=1:action=sleep:secs=5
 export DSTAGE_FAULT
-serve_start 2 --outputs out --drain-to "$DR" --timeout 2
+outputs_up 2 --timeout 2
 unset DSTAGE_FAULT
-test_expect_success 'served' 'serve_up 2'
 test_expect_success 'an output of node 1, drained' '
 	head -c 65536 /dev/urandom >c &&
 	shim_on 1 cp c "$MOUNT/out/c.tmp" &&

@@ -10,16 +10,10 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-serve.sh"
 
-test_expect_success 'two nodes staged' '
-	make_samples src 2 &&
-	pack_stage src 2
-'
-DR="$TRASH/drain"
 DSTAGE_FAULT=outputs.sum:rank=0:action=sleep:secs=3
 export DSTAGE_FAULT
-serve_start 2 --outputs out --drain-to "$DR" --drain-timeout 1
+outputs_up 2 --drain-timeout 1
 unset DSTAGE_FAULT
-test_expect_success 'served' 'serve_up 2'
 sums() { grep -c "fault injected at .outputs.sum" serve.log; }
 in_second() { test "$(sums)" -ge 2; }
 test_expect_success 'an output of three chunks closed on node 0, summed into its second' '

@@ -33,6 +33,10 @@ test_expect_success 'the service publishes the shares of the epochs it plans (0 
 test_expect_success 'the lists from the published shares are dstage epoch'"'"'s' '
 	same_lists 0 0 && same_lists 0 1 && same_lists 1 0 && same_lists 1 1
 '
+test_expect_success 'dstage epoch into a full device: exit 1, said' '
+	test_status --show err 1 ep --node 0 0 >/dev/full 2>err &&
+	test_grep "standard output: No space left on device" err
+'
 test_expect_success 'the shim takes the published share (one rewritten in reverse, CRC fixed)' '
 	f="$JOBDIR/0/epochs/share.1" && cp "$f" saved &&
 	"$PY" - "$f" <<-\EOF &&
@@ -55,6 +59,30 @@ test_expect_success 'the shim takes the published share (one rewritten in revers
 	ep --node 0 1 | tac >want &&
 	shim_on 0 cat "$MOUNT/.dstage/epochs/1/all" >got && cmp want got &&
 	cp saved "$f" && same_lists 1 0
+'
+test_expect_success 'a published id that is not a usable sample fails the list (EIO), not a read' '
+	f="$JOBDIR/0/epochs/share.1" && cp "$f" saved &&
+	# the root (a directory), an id past the index, the largest id
+	for bad in 0 1000000 4294967295; do
+		"$PY" - "$f" $bad <<-\EOF || exit 1
+		import struct, sys
+		def crc32c(b):
+		    c = 0xFFFFFFFF
+		    for x in b:
+		        c ^= x
+		        for _ in range(8):
+		            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+		    return c ^ 0xFFFFFFFF
+		d = bytearray(open(sys.argv[1], "rb").read())
+		n = struct.unpack_from("<Q", d, 64)[0]
+		struct.pack_into("<I", d, 80 + 4 * (n // 2), int(sys.argv[2]))
+		struct.pack_into("<I", d, 72, crc32c(bytes(d[80:])))
+		open(sys.argv[1], "wb").write(bytes(d))
+		EOF
+		test_status 1 shim_on 0 cat "$MOUNT/.dstage/epochs/1/all" >out 2>err &&
+		test_grep "Input/output error" err && cp saved "$f" || exit 1
+	done &&
+	same_lists 1 0
 '
 # (readers are in epoch 1 now: the service keeps 1 and 2, dropped 0)
 test_expect_success 'a damaged share file is not taken (CRC, size)' '

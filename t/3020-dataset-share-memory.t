@@ -9,29 +9,12 @@
 # the tree, and the list's ids are mapped to indices without its text.
 . "$(dirname "$0")/test-lib.sh"
 . "$SRCDIR/t/lib-serve.sh"
+. "$SRCDIR/t/lib-tree.sh"
 
 test_require PYTHON
 
-# tree DIR N: N files (hard links to 4) in classes of 600
-tree() {
-	"$PY" - "$1" "$2" <<-\EOF
-	import os, sys
-	root, n = sys.argv[1], int(sys.argv[2])
-	os.makedirs(root + "/.seed")
-	seeds = []
-	for i in range(4):
-	    p = "%s/.seed/s%d" % (root, i)
-	    open(p, "wb").write(bytes([i]) * (40 + i))
-	    seeds.append(p)
-	for k in range(n):
-	    d = "%s/train/n%08d" % (root, k // 600)
-	    if k % 600 == 0:
-	        os.makedirs(d)
-	    os.link(seeds[k % 4], "%s/n%08d_%d.JPEG" % (d, k // 600, 10000 + k))
-	EOF
-}
 test_expect_success 'two datasets, 2400 and 9600 files, each packed and staged' '
-	tree small 2400 && tree big 9600 &&
+	hardlink_tree small 2400 600 && hardlink_tree big 9600 600 &&
 	"$DSTAGE" pack -q --no-fsync -p 2 --replicate .seed small psmall &&
 	"$DSTAGE" pack -q --no-fsync -p 2 --replicate .seed big pbig &&
 	mpirun_n 1 "$DSTAGE" stage psmall --to "$SHM" --job "${JOB}s" -q &&

@@ -81,6 +81,29 @@ test_expect_success 'two ranks per node share the work of one node' '
 	test ! -e "$SHM/dstage.$uid.shared/1"
 '
 
+# fmt_size N: as dstage prints a size (common.c's ds_fmt_size)
+fmt_size() {
+	awk -v n="$1" 'BEGIN { split("B KiB MiB GiB TiB PiB", u, " "); i = 1; v = n
+		while (v >= 1024 && i < 6) { v /= 1024; i++ }
+		if (i == 1) printf "%d B\n", n; else printf "%.1f %s\n", v, u[i] }'
+}
+# summary_sizes JOBDIR: the "per node: min A, max B" dstage should print
+summary_sizes() {
+	stat -c %s "$1"/[0-9]*/store | sort -n >sizes &&
+	echo "per node: min $(fmt_size "$(head -n 1 sizes)"), max $(fmt_size "$(tail -n 1 sizes)");"
+}
+
+# (MPICH 4.0.2 orders unsigned 64-bit values as signed in MPI_MAX: the
+# summary's min once came out as 16384.0 PiB on one node)
+test_expect_success 'the summary names the smallest and the largest node store' '
+	summary_sizes "$SHM/dstage.$uid.r1" >want &&
+	grep -o "^per node: min [^,]*, max [^;]*;" out >got && test_cmp want got &&
+	mpirun_n 2 "$DSTAGE" stage pack --to "$SHM" --job sum1 >out1 &&
+	summary_sizes "$SHM/dstage.$uid.sum1" >want &&
+	grep -o "^per node: min [^,]*, max [^;]*;" out1 >got && test_cmp want got &&
+	"$DSTAGE" clean --to "$SHM" --job sum1
+'
+
 test_expect_success 'zlib pack: kept compressed, or inflated with --inflate' '
 	"$DSTAGE" pack -q -p 3 -z zlib --replicate val src zpack &&
 	mpirun_n 2 "$DSTAGE" stage zpack --to "$SHM" --job z1 --node-per-rank -q &&

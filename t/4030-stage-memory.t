@@ -9,27 +9,9 @@
 # per name: the process's own base cancels out.  It handles half the
 # partitions: <= 100 B per name of the pack.
 . "$(dirname "$0")/test-lib.sh"
+. "$SRCDIR/t/lib-tree.sh"
 
 [ -x /usr/bin/time ] || skip_all "no /usr/bin/time (GNU time) to read a rank's peak RSS"
-
-# tree DIR N: N files (hard links to 4) in classes of 1000, ImageNet-shaped names
-tree() {
-	"$PY" - "$1" "$2" <<-\EOF
-	import os, sys
-	root, n = sys.argv[1], int(sys.argv[2])
-	os.makedirs(root + "/.seed")
-	seeds = []
-	for i in range(4):
-	    p = "%s/.seed/s%d" % (root, i)
-	    open(p, "wb").write(bytes([i]) * (40 + i))
-	    seeds.append(p)
-	for k in range(n):
-	    d = "%s/train/n%08d" % (root, k // 1000)
-	    if k % 1000 == 0:
-	        os.makedirs(d)
-	    os.link(seeds[k % 4], "%s/n%08d_%d.JPEG" % (d, k // 1000, 10000 + k))
-	EOF
-}
 
 # peak RSS (KiB) of each rank of a stage of pack $1 into job $2: rss.$2.RANK
 stage_rss() {
@@ -39,7 +21,7 @@ stage_rss() {
 }
 
 test_expect_success 'setup: packs of 20000 and 80000 names, 4 partitions' '
-	tree small 20000 && tree big 80000 &&
+	hardlink_tree small 20000 && hardlink_tree big 80000 &&
 	"$DSTAGE" pack -q --no-fsync -p 4 --replicate .seed small psmall &&
 	"$DSTAGE" pack -q --no-fsync -p 4 --replicate .seed big pbig
 '

@@ -8,30 +8,12 @@
 # its peak RSS from a tree of 40000 names to one of 160000, per name (the
 # process's own base cancels out): <= 150 B, issue 27's goal.
 . "$(dirname "$0")/test-lib.sh"
+. "$SRCDIR/t/lib-tree.sh"
 
 [ -x /usr/bin/time ] || skip_all "no /usr/bin/time (GNU time) to read pack's peak RSS"
 
-# tree DIR N: N files (hard links to 4) in classes of 1000, ImageNet-shaped names
-tree() {
-	"$PY" - "$1" "$2" <<-\EOF
-	import os, sys
-	root, n = sys.argv[1], int(sys.argv[2])
-	os.makedirs(root + "/.seed")
-	seeds = []
-	for i in range(4):
-	    p = "%s/.seed/s%d" % (root, i)
-	    open(p, "wb").write(bytes([i]) * (40 + i))
-	    seeds.append(p)
-	for k in range(n):
-	    d = "%s/train/n%08d" % (root, k // 1000)
-	    if k % 1000 == 0:
-	        os.makedirs(d)
-	    os.link(seeds[k % 4], "%s/n%08d_%d.JPEG" % (d, k // 1000, 10000 + k))
-	EOF
-}
-
 test_expect_success 'setup: trees of 40000 and 160000 names' '
-	tree small 40000 && tree big 160000
+	hardlink_tree small 40000 && hardlink_tree big 160000
 '
 
 test_expect_success 'both packed, peak RSS measured' '

@@ -87,9 +87,10 @@ test_expect_success 'a store that answers 503 forever: bounded retries, exit 1, 
 '
 s3_proxy_stop
 
-# The server is stopped once the index is broadcast (the fault point says
-# so, and sleeps 2 s), before any partition is read, and stays stopped
-# until the step has ended: no guess of how long MPI takes to start.
+# The server is stopped once the index's header and partitions table are
+# broadcast (the fault point says so, and sleeps 2 s), before its entries
+# stream (ranged GETs of index.h5) and any partition is read, and stays
+# stopped until the step has ended: no guess of how long MPI takes to start.
 test_expect_success 'the server stopped mid-stage: exit 1 on every rank, no store left' '
 	DSTAGE_FAULT=stage.after_bcast:action=sleep:secs=2 DSTAGE_S3_RETRY_SECS=2 \
 		mpirun_n 2 "$DSTAGE" stage s3://data/pk --to "$SHM" --node-per-rank --job cut -R 2 \
@@ -99,7 +100,7 @@ test_expect_success 'the server stopped mid-stage: exit 1 on every rank, no stor
 		sleep 0.1 && k=$((k + 1)) || exit 1
 	done &&
 	kill -STOP '"$S3_PID"' && rc=0 && { wait $pid || rc=$?; } && kill -CONT '"$S3_PID"' && cat err &&
-	test_grep "s3://data/pk/part-0000[0-9].h5.: .*gave up after" err &&
+	test_grep "s3://data/pk/\(index\|part-0000[0-9]\).h5.: .*gave up after" err &&
 	nostore cut && test $rc = 1
 '
 

@@ -12,6 +12,11 @@
 #                        dstage serve in the background on N simulated nodes,
 #                        log in serve.log
 #   serve_up N           (in a test) wait until every node serves
+#   outputs_up FILES_PER_CLASS [serve options]
+#                        (top level) the outputs tests' start: make_samples
+#                        src FILES_PER_CLASS staged on 2 nodes, dstage serve
+#                        with --outputs out --drain-to $DR ($TRASH/drain),
+#                        and a test that both serve
 #   serve_stop           (top level) dstage stop, then wait: exit statuses
 #                        in stop.rc and serve.rc
 #   serve_wait           (top level) wait for the service (at most
@@ -103,6 +108,18 @@ serve_up() {
 
 # serve_stop: at the top level: dstage stop, then the service's exit status
 # in serve.rc (stop's own in stop.rc)
+outputs_up() {
+	outputs_per=$1
+	shift
+	test_expect_success 'two nodes staged' '
+		make_samples src $outputs_per &&
+		pack_stage src 2
+	'
+	DR="$TRASH/drain"
+	serve_start 2 --outputs out --drain-to "$DR" "$@"
+	test_expect_success 'served with outputs' 'serve_up 2'
+}
+
 serve_stop() {
 	"$DSTAGE" stop --to "$SHM" --job "$JOB" >stop.log 2>&1
 	echo $? >stop.rc

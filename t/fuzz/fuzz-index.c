@@ -3,7 +3,9 @@
  * it: mapped with ds_index_from_buf(full = 0), then used only through what
  * the shim relies on (ds_index_entry_ok before following any id read from
  * the index; lookups; partition locations; the shuffle check before the
- * epoch share), and through the full check the service runs.
+ * epoch share; the cursors of epoch lists and readdir, ds_ix_paths and
+ * ds_ix_child_named, which check what they follow themselves), and through
+ * the full check the service runs.
  *
  * Inputs are images of NODEDIR/index.  As in fuzz-manifest, the CRC is made
  * to match first (the shim does not check it; the full check does, and a
@@ -22,6 +24,59 @@
 #include <sys/stat.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* A path the cursor gives (ds_ix_paths_get: n bytes) is what a reader may
+ * hold: shorter than PATH_MAX, components that are names ("" the root's
+ * alone: no empty one, no "." or "..", no NUL). */
+static void path_safe(const char *p, int n)
+{
+	if (n < 0) {
+		if (*p)
+			__builtin_trap();
+		return;
+	}
+	if (n >= PATH_MAX || strlen(p) != (size_t)n)
+		__builtin_trap();
+	for (const char *c = p; n && c <= p + n;) {
+		const char *e = memchr(c, '/', (size_t)(p + n - c));
+		size_t l = e ? (size_t)(e - c) : (size_t)(p + n - c);
+		if (!l || (c[0] == '.' && (l == 1 || (l == 2 && c[1] == '.'))))
+			__builtin_trap();
+		c += l + 1;
+	}
+}
+
+/* The cursors over ids in increasing order, then in an order made of the
+ * input's bytes: only safe paths, and children that pass the checks */
+static void cursors(const struct ds_index *ix, const uint8_t *data, size_t size, uint32_t n)
+{
+	struct ds_ix_paths *c = ds_ix_paths_new(ix);
+	const char *p;
+	for (uint32_t i = 0; i < n; i++) {
+		int l = ds_ix_paths_get(c, i, &p);
+		path_safe(p, l);
+	}
+	for (size_t off = 0; off + 4 <= size && off < 4096; off += 4) {
+		uint32_t id;
+		memcpy(&id, data + off, 4);
+		int l = ds_ix_paths_get(c, id % (ix->h->nentries + 2), &p);
+		path_safe(p, l);
+	}
+	ds_ix_paths_free(c);
+	struct ds_ix_names nm;
+	ds_ix_names_init(&nm);
+	for (uint32_t d = 0; d < n; d++) {
+		if (!ds_index_entry_ok(ix, d) || !S_ISDIR(ds_ix_mode(ix, d)))
+			continue;
+		for (uint32_t k = 0; k < ds_ix_nchildren(ix, d) && k < 64; k++) {
+			int64_t ch = ds_ix_child_named(ix, &nm, d, k);
+			if (ch >= 0 && (!ds_index_entry_ok(ix, (uint64_t)ch) ||
+			                ds_ix_parent(ix, (uint32_t)ch) != d || !nm.len ||
+			                nm.len != strlen(nm.name) || memchr(nm.name, '/', nm.len)))
+				__builtin_trap();
+		}
+	}
+}
 
 static void touch_entry(const struct ds_index *ix, uint32_t id)
 {
@@ -86,6 +141,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				if (f >= 0 && !ds_index_entry_ok(&ix, (uint64_t)f))
 					__builtin_trap();
 			}
+		cursors(&ix, data, size, n);
 		/* names made of the input's bytes */
 		for (size_t off = 0; off + 8 <= size && off < 512; off += 8)
 			(void)ds_index_lookup(&ix, (const char *)data + off, 8 + data[off] % 24 > size - off
@@ -105,10 +161,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	struct ds_index full;
 	if (ds_index_from_buf(&full, buf, size, 1) == 0) {
-		/* the full check passed: then every entry passes the O(1) one */
-		for (uint32_t i = 0; i < full.h->nentries; i++)
+		/* the full check passed: then every entry passes the O(1) one,
+		 * and the cursor gives each the path ds_ix_path gives */
+		struct ds_ix_paths *c = ds_ix_paths_new(&full);
+		for (uint32_t i = 0; i < full.h->nentries; i++) {
 			if (!ds_index_entry_ok(&full, i))
 				__builtin_trap();
+			char want[PATH_MAX];
+			const char *got;
+			int w = ds_ix_path(&full, i, want, sizeof(want));
+			if (ds_ix_paths_get(c, i, &got) != w || (w >= 0 && strcmp(got, want)))
+				__builtin_trap();
+		}
+		ds_ix_paths_free(c);
 	}
 	free(buf);
 	return 0;

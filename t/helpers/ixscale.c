@@ -7,13 +7,23 @@
  *       class directories (train/<wnid>/<wnid>_<n>.JPEG) and write it to OUT;
  *       print "key value" lines: bytes per entry (total and, for version 3,
  *       per section), the builder's peak memory per entry (VmHWM over the
- *       RSS before the first name was added), build and full-check ms.
+ *       RSS before the first name was added), build and full-check ms; then
+ *       ds_index_hugify(OUT) as stage's ds_index_write does (its ms)
  *       SHAPE: "sparse" (default: file numbers spread over 1..20000, as in
  *       ImageNet-21k) or "dense" (10000 + 7 j, bench/scale.py's names)
  *   ixscale lookup OUT N CLASSES K [SHAPE]
  *       in this (fresh) process: map OUT without the full check (as the
  *       shim does), then look up and stat K random files of the tree; print
- *       minor faults and microseconds per file
+ *       minor faults and microseconds per file, and how much of the index
+ *       the kernel maps in 2 MiB pages (kB)
+ *   ixscale store N CLASSES DIR [SIZE]
+ *       a node store of those names (node 0 of 1, job "0") under DIR, for the
+ *       shim (t/2110), files of SIZE bytes (8); prints its job directory
+ *   ixscale paths N CLASSES K [run]
+ *       K (<= 3000) random files of it, or a run of K in store order,
+ *       "path k" (file k holds "%07x\n" of k, then zeros)
+ *   ixscale probe-huge DIR
+ *       exit 0 when the kernel collapses a file of DIR into 2 MiB pages
  *   ixscale bound N
  *       exit 0 when `build`'s index takes at most N bytes per entry (the
  *       last build's figure, read from stdin: "bytes_per_entry X")
@@ -22,12 +32,17 @@
 #include "dscommon.h"
 #include "dsindex.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static int dense;
 
@@ -155,7 +170,35 @@ static int build(uint64_t n, uint32_t classes, const char *out)
 		fprintf(stderr, "%s: %s\n", out, ds_strerror(rc));
 		return 1;
 	}
+#if DS_INDEX_VERSION >= 3
+	/* as ds_index_write does for stage (common/ixhuge.c) */
+	double t4 = now_ms(), c4 = cpu_ms();
+	rc = ds_index_hugify(out);
+	printf("hugify_ms %.0f\n", now_ms() - t4);
+	printf("hugify_cpu_ms %.0f\n", cpu_ms() - c4);
+	printf("hugify %s\n", rc ? ds_strerror(rc) : "ok");
+#endif
 	return 0;
+}
+
+/* kB of the mapping at addr that the kernel maps with 2 MiB entries */
+static long pmd_mapped_kb(const void *addr)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	int in = 0;
+	long kb = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+			in = lo == (unsigned long)(uintptr_t)addr;
+		else if (in && (!strncmp(line, "ShmemPmdMapped:", 15) ||
+		                !strncmp(line, "FilePmdMapped:", 14)))
+			kb += strtol(strchr(line, ':') + 1, NULL, 10);
+	}
+	if (f)
+		fclose(f);
+	return kb;
 }
 
 static int lookup(const char *path, uint64_t n, uint32_t classes, uint32_t k)
@@ -194,13 +237,136 @@ static int lookup(const char *path, uint64_t n, uint32_t classes, uint32_t k)
 		fprintf(stderr, "found %llu of %u\n", (unsigned long long)found, k);
 		return 1;
 	}
-	printf("lookup_faults_per_file %.2f\n", (double)(u1.ru_minflt - u0.ru_minflt) / k);
+	printf("lookup_faults_per_file %.3f\n", (double)(u1.ru_minflt - u0.ru_minflt) / k);
 	printf("lookup_us_per_file %.2f\n", (t1 - t0) * 1e3 / k);
 	printf("lookup_cpu_us_per_file %.2f\n", (c1 - c0) * 1e3 / k);
+	printf("lookup_pmd_mapped_kB %ld\n", pmd_mapped_kb(ix.h));
 	ds_index_close(&ix);
 	free(paths);
 	free(lens);
 	return sum == 0;
+}
+
+/* File i of the random choice (lookup's, paths'): class c, file j */
+static void pick(uint32_t i, uint32_t per, uint32_t full, uint32_t *c, uint32_t *j)
+{
+	uint64_t r = mix(i + 12345);
+	*c = (uint32_t)(r % full);
+	*j = (uint32_t)(r >> 32) % per;
+}
+
+#define PICKS 3000u /* the files paths chooses, at most (written by store) */
+
+/* A node store (node 0 of 1, job "0") of the same names under DIR, as
+ * mkstore would write it from a tree of them, without the tree: one
+ * partition, file k SIZE bytes (default 8), "%07x\n" of k then zeros, real
+ * CRCs; the index written by ds_index_write, as stage writes it.  With a
+ * SIZE over 8 only the files paths can name are written (PICKS random ones
+ * and the run of PICKS from n / 3 in store order): the rest are holes of
+ * zeros, so that a store of 300k files of 4 KiB takes ~25 MB of memory. */
+static int store(uint64_t n, uint32_t classes, const char *dir, uint32_t fsize)
+{
+	uint32_t per = (uint32_t)((n + classes - 1) / classes), full = (uint32_t)(n / per);
+	char *jobdir = ds_store_jobdir(dir, "0"), *nd = ds_store_nodedir(dir, "0", 0);
+	char path[PATH_MAX], p[PATH_MAX], head[9];
+	if (!jobdir || !nd || ds_mkdir_p(nd, 0700) || chmod(jobdir, 0700) < 0 || fsize < 8)
+		return 1;
+	uint64_t size = n * fsize, psize = size;
+	uint64_t ssize = (size + DS_STORE_ALIGN - 1) / DS_STORE_ALIGN * DS_STORE_ALIGN;
+	unsigned char *chosen = calloc(n / 8 + 1, 1), *zeros = calloc(fsize, 1);
+	for (uint32_t i = 0; i < PICKS; i++) {
+		uint32_t c, j;
+		pick(i, per, full, &c, &j);
+		uint64_t k = (uint64_t)c * per + j;
+		chosen[k / 8] |= (unsigned char)(1u << (k % 8));
+	}
+	snprintf(path, sizeof(path), "%s/" DS_STORE_NAME, nd);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || ftruncate(fd, (off_t)ssize) < 0) {
+		perror(path);
+		return 1;
+	}
+	uint32_t hole = ds_crc32c(ds_crc32c(0, zeros, 8), zeros, fsize - 8); /* a file not written */
+	struct ds_index_builder *b = ds_index_builder_new();
+	uint64_t k = 0;
+	for (uint32_t c = 0; c < classes && k < n; c++)
+		for (uint32_t j = 0; j < per && k < n; j++, k++) {
+			path_of(p, sizeof(p), c, j, per);
+			snprintf(head, sizeof(head), "%07x\n", (unsigned)k);
+			int w = fsize == 8 || (chosen[k / 8] >> (k % 8) & 1) ||
+			        (k >= n / 3 && k < n / 3 + PICKS);
+			uint32_t crc = w ? ds_crc32c(ds_crc32c(0, head, 8), zeros, fsize - 8) : hole;
+			int rc = w ? ds_pwrite_full(fd, head, 8, k * fsize) : 0;
+			if (!rc)
+				rc = ds_index_add_file(b, p, 0644, 1600000000123456789ll + (int64_t)k,
+				                       fsize, 0, k * fsize, fsize, DS_CODEC_NONE, crc,
+				                       DS_EF_SAMPLE);
+			if (rc) {
+				fprintf(stderr, "add %s: %s\n", p, ds_strerror(rc));
+				return 1;
+			}
+		}
+	close(fd);
+	ds_index_set_parts(b, 1, &psize);
+	ds_index_add_loc(b, 0, 0, 0);
+	ds_index_set_node(b, 0, 1, ssize, "0", 1);
+	snprintf(path, sizeof(path), "%s/" DS_INDEX_NAME, nd);
+	int rc = ds_index_write(b, path);
+	if (rc) {
+		fprintf(stderr, "%s: %s\n", path, ds_strerror(rc));
+		return 1;
+	}
+	ds_index_builder_free(b);
+	free(chosen);
+	free(zeros);
+	printf("%s\n", jobdir);
+	return 0;
+}
+
+/* K (<= PICKS) random files of the store (lookup's choice), or with run
+ * the K files from n / 3 on in store order: "path k" lines */
+static int paths(uint64_t n, uint32_t classes, uint32_t k, int run)
+{
+	uint32_t per = (uint32_t)((n + classes - 1) / classes);
+	uint32_t full = (uint32_t)(n / per);
+	char p[PATH_MAX];
+	for (uint32_t i = 0; i < k && i < PICKS; i++) {
+		uint32_t c, j;
+		if (run) {
+			uint64_t q = n / 3 + i;
+			c = (uint32_t)(q / per);
+			j = (uint32_t)(q % per);
+		} else {
+			pick(i, per, full, &c, &j);
+		}
+		path_of(p, sizeof(p), c, j, per);
+		printf("%s %llx\n", p, (unsigned long long)c * per + j);
+	}
+	return 0;
+}
+
+/* Can the kernel keep a file of DIR in 2 MiB pages (MADV_COLLAPSE of a
+ * 2 MiB-aligned shared mapping)?  Asked here with no help from the library,
+ * so that a test's prerequisite does not depend on the code it tests. */
+static int probe(const char *dir)
+{
+	char path[PATH_MAX];
+	size_t len = (size_t)4 << 20, huge = (size_t)2 << 20;
+	snprintf(path, sizeof(path), "%s/probe-huge.%ld", dir, (long)getpid());
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	char *buf = calloc(1, len);
+	memset(buf, 1, len);
+	int ok = fd >= 0 && write(fd, buf, len) == (ssize_t)len;
+	char *r = ok ? mmap(NULL, len + huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+	             : MAP_FAILED;
+	char *a = (char *)(((uintptr_t)r + huge - 1) & ~(uintptr_t)(huge - 1));
+	ok = r != MAP_FAILED && mmap(a, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED;
+	int e = ok && madvise(a, len, 25 /* MADV_COLLAPSE */) < 0 ? errno : 0;
+	free(buf);
+	if (fd >= 0)
+		unlink(path);
+	printf("%s\n", !ok ? "cannot map a file there" : e ? strerror(e) : "ok");
+	return !ok || e;
 }
 
 /* What readdir of every directory costs the shim (io/dir.c): each child
@@ -253,6 +419,14 @@ int main(int argc, char **argv)
 		              (uint32_t)strtoul(argv[4], NULL, 0),
 		              (uint32_t)strtoul(argv[5], NULL, 0));
 	}
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "store"))
+		return store(strtoull(argv[2], NULL, 0), (uint32_t)strtoul(argv[3], NULL, 0), argv[4],
+		             argc == 6 ? (uint32_t)strtoul(argv[5], NULL, 0) : 8);
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "paths"))
+		return paths(strtoull(argv[2], NULL, 0), (uint32_t)strtoul(argv[3], NULL, 0),
+		             (uint32_t)strtoul(argv[4], NULL, 0), argc == 6 && !strcmp(argv[5], "run"));
+	if (argc == 3 && !strcmp(argv[1], "probe-huge"))
+		return probe(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "bound")) {
 		char line[256];
 		double v = -1, bound = strtod(argv[2], NULL);
@@ -262,6 +436,7 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr,
 	        "usage: ixscale build N CLASSES OUT [sparse|dense] | lookup OUT N CLASSES K "
-	        "[sparse|dense] | bound B\n");
+	        "[sparse|dense] | bound B | store N CLASSES DIR [SIZE] | paths N CLASSES K [run] | "
+	        "probe-huge DIR\n");
 	return 2;
 }

@@ -11,7 +11,12 @@
  * front-coded past a lead byte's nibbles (15+ shared bytes, 16+ more), a
  * directory whose children are cut into runs.  Version 3's limits (24-bit
  * partitions, 40-bit directory sizes) are refused at add, version 2 at open.
- * (issue 27: the compact layout must keep all of this.) */
+ * (issue 27: the compact layout must keep all of this.)  The cursors
+ * (ds_ix_paths, ds_ix_names, ds_ix_child_named) give, id by id, what
+ * ds_ix_path, ds_ix_base and ds_index_entry_ok give: every id in increasing
+ * and decreasing order, random subsets (1 in 2, 16, 50), random jumps,
+ * across every block boundary, each directory's children; on the index and
+ * on damaged copies (a path length, a parent, bytes of the names). */
 #include "dscommon.h"
 #include "dsindex.h"
 #include "tap.h"
@@ -233,6 +238,183 @@ static int64_t find_want(const char *path)
 			diag(__VA_ARGS__);                                                         \
 	} while (0)
 
+/* ---- many paths and names at once (ds_ix_paths, ds_ix_names,
+ * ds_ix_child_named): what ds_ix_path, ds_ix_base and the per-entry
+ * checks give, id by id, whatever order the ids come in ---------------- */
+static uint64_t rnd_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+/* ids[0..n) through one cursor (and one name decoder): each path the same
+ * as ds_ix_path's (both failing alike), each name ds_ix_base's; how many
+ * differ (the first few named) */
+static int paths_agree(const struct ds_index *ix, const uint32_t *ids, size_t n, const char *what)
+{
+	struct ds_ix_paths *c = ds_ix_paths_new(ix);
+	struct ds_ix_names nm;
+	ds_ix_names_init(&nm);
+	int bad = 0;
+	char want[PATH_MAX], nb[DS_IX_NAME_BUF];
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = ids[i];
+		const char *got;
+		int g = ds_ix_paths_get(c, id, &got);
+		int w = id < ix->h->nentries && ds_index_entry_ok(ix, id)
+		                ? ds_ix_path(ix, id, want, sizeof(want))
+		                : -DS_ECORRUPT;
+		if (w < 0)
+			w = -DS_ECORRUPT, want[0] = 0;
+		CHECK(g == w && !strcmp(got, want) && strlen(got) == (size_t)(g < 0 ? 0 : g),
+		      "%s: entry %u (#%zu): cursor %d '%.60s', ds_ix_path %d '%.60s'", what, id, i,
+		      g, got, w, want);
+		if (id < ix->h->nentries) {
+			int l = ds_ix_names_get(ix, &nm, id);
+			ds_ix_base(ix, id, nb);
+			/* a damaged name may hold a NUL: its bytes, not strlen */
+			CHECK(l < 0 ? nb[0] == 0 && ds_ix_base_len(ix, id) == 0
+			            : (size_t)l == ds_ix_base_len(ix, id) &&
+			                      !memcmp(nm.name, nb, (size_t)l + 1),
+			      "%s: entry %u (#%zu): name %d '%.60s', ds_ix_base '%.60s'", what, id,
+			      i, l, l < 0 ? "" : nm.name, nb);
+		}
+	}
+	ds_ix_paths_free(c);
+	return bad;
+}
+
+/* ds_ix_list of ids[0..n): each line ds_ix_path's of the id at its place
+ * in the list, or -EIO when an id is not a sample the index can follow;
+ * how many differ */
+static int list_agrees(const struct ds_index *ix, const uint32_t *ids, size_t n, const char *what)
+{
+	int bad = 0, samples = 1;
+	char want[PATH_MAX], *text = NULL;
+	size_t len = 0;
+	for (size_t i = 0; i < n && samples; i++)
+		samples = ids[i] < ix->h->nentries && ds_index_entry_ok(ix, ids[i]) &&
+		          S_ISREG(ds_ix_mode(ix, ids[i])) &&
+		          ds_ix_path(ix, ids[i], want, sizeof(want)) >= 0;
+	int rc = ds_ix_list(ix, ids, n, &text, &len);
+	CHECK(rc == (samples ? 0 : -EIO), "%s: ds_ix_list %d, want %d", what, rc,
+	      samples ? 0 : -EIO);
+	if (!rc && samples) {
+		const char *p = text, *end = text + len;
+		CHECK(text[len] == 0, "%s: the list is not NUL-terminated", what);
+		for (size_t i = 0; i < n; i++) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			ds_ix_path(ix, ids[i], want, sizeof(want));
+			CHECK(nl && (size_t)(nl - p) == strlen(want) &&
+			              !memcmp(p, want, strlen(want)),
+			      "%s: line %zu: '%.60s', want '%.60s' (entry %u)", what, i,
+			      nl ? p : "", want, ids[i]);
+			if (!nl)
+				break;
+			p = nl + 1;
+		}
+		CHECK(p == end, "%s: %zu bytes after the last line", what, (size_t)(end - p));
+	}
+	free(text);
+	return bad;
+}
+
+static void cursor_tests(const struct ds_index *ix, const char *what)
+{
+	uint32_t n = ix->h->nentries, *ids = calloc(2 * (size_t)n + 64, sizeof(uint32_t));
+	if (!ids)
+		BAIL("no memory");
+	size_t m = 0;
+	char t[128];
+	/* every id in order (a walk), then backwards */
+	for (uint32_t i = 0; i < n; i++)
+		ids[m++] = i;
+	snprintf(t, sizeof(t), "%s: every id in increasing order", what);
+	ok(!paths_agree(ix, ids, m, t), "%s", t);
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = n - 1 - i;
+	snprintf(t, sizeof(t), "%s: every id in decreasing order", what);
+	ok(!paths_agree(ix, ids, n, t), "%s", t);
+	/* random subsets in increasing order (an epoch list's share, 1 in 2,
+	 * 16 and 50: one id a block and fewer), with repeats */
+	int bad = 0;
+	static const unsigned every[] = {2, 16, 50};
+	for (size_t e = 0; e < 3; e++) {
+		m = 0;
+		for (uint32_t i = 0; i < n; i++)
+			if (rnd() % every[e] == 0) {
+				ids[m++] = i;
+				if (rnd() % 64 == 0)
+					ids[m++] = i;
+			}
+		snprintf(t, sizeof(t), "%s: 1 in %u ids, increasing", what, every[e]);
+		bad += paths_agree(ix, ids, m, t);
+	}
+	ok(!bad, "%s: random subsets in increasing order", what);
+	/* random jumps: any id after any, and ids past the last entry */
+	m = 0;
+	for (uint32_t i = 0; i < 2 * n; i++)
+		ids[m++] = (uint32_t)(rnd() % (n + 3));
+	ids[m++] = UINT32_MAX;
+	ids[m++] = 0;
+	snprintf(t, sizeof(t), "%s: random jumps", what);
+	ok(!paths_agree(ix, ids, m, t), "%s", t);
+	/* each block's boundaries: its last id, the next block's first, back */
+	m = 0;
+	for (uint32_t b = DS_IX_BLOCK; b < n && m + 4 <= 2 * (size_t)n; b += DS_IX_BLOCK) {
+		ids[m++] = b - 1;
+		ids[m++] = b;
+		ids[m++] = b - 1;
+		ids[m++] = b + 1 < n ? b + 1 : b;
+	}
+	snprintf(t, sizeof(t), "%s: across block boundaries", what);
+	ok(!paths_agree(ix, ids, m, t), "%s", t);
+	/* ds_ix_list: the samples in a random order with repeats (a list is
+	 * built in id order and laid out in its own), then with one entry that
+	 * is not a sample (a directory: the root) */
+	m = 0;
+	for (uint32_t i = 0; i < 3 * n; i++) {
+		uint32_t id = (uint32_t)(rnd() % n);
+		if (S_ISREG(ds_ix_mode(ix, id)) && ds_index_entry_ok(ix, id))
+			ids[m++] = id;
+		if (m == 2 * (size_t)n)
+			break;
+	}
+	snprintf(t, sizeof(t), "%s: ds_ix_list of samples in a random order, in that order", what);
+	ok(m > 0 && !list_agrees(ix, ids, m, t), "%s", t);
+	ids[m / 2] = 0;
+	snprintf(t, sizeof(t), "%s: ds_ix_list with the root among the samples: EIO", what);
+	ok(!list_agrees(ix, ids, m, t), "%s", t);
+	/* every directory's children through ds_ix_child_named, one decoder
+	 * for the whole walk: ds_ix_child's id, checked as readdir checks it,
+	 * with ds_ix_base's name */
+	bad = 0;
+	struct ds_ix_names nm;
+	ds_ix_names_init(&nm);
+	char nb[DS_IX_NAME_BUF];
+	for (uint32_t d = 0; d < n; d++) {
+		if (!ds_index_entry_ok(ix, d) || !S_ISDIR(ds_ix_mode(ix, d)))
+			continue;
+		uint32_t nc = ds_ix_nchildren(ix, d);
+		for (uint32_t k = 0; k <= nc; k++) {
+			uint32_t c = k < nc ? ds_ix_child(ix, d, k) : UINT32_MAX;
+			int64_t want =
+				k < nc && ds_index_entry_ok(ix, c) && ds_ix_parent(ix, c) == d
+					? (int64_t)c
+					: -1;
+			int64_t got = ds_ix_child_named(ix, &nm, d, k);
+			CHECK(got == want && (got < 0 || !strcmp(nm.name, ds_ix_base(ix, c, nb))),
+			      "%s: dir %u child %u: %lld, want %lld", what, d, k, (long long)got,
+			      (long long)want);
+		}
+	}
+	ok(!bad, "%s: every directory's children through ds_ix_child_named", what);
+	free(ids);
+}
+
 int main(void)
 {
 	struct ds_index_builder *b = ds_index_builder_new();
@@ -345,6 +527,50 @@ int main(void)
 		CHECK(ds_ix_nlink(&ix, id) == 2 + subdirs, "dir %u: nlink", id);
 	}
 	ok(!bad, "every directory lists its children in name order");
+
+	/* the cursors give what the per-entry calls give, on this index and
+	 * on damaged copies of it (mapped without the full check, as the shim
+	 * maps one): a path under a wrong length, a parent that is not the
+	 * directory's, names made of other bytes */
+	cursor_tests(&ix, "the tree");
+	for (int k = 0; k < 11; k++) {
+		char *cp = malloc(len);
+		memcpy(cp, buf, len);
+		struct ds_index dix;
+		is(ds_index_from_buf(&dix, cp, len, 0), 0, "a damaged copy (%d) maps", k);
+		struct ds_dir *D =
+			(struct ds_dir *)(cp + ((const char *)ix.dirs - (const char *)buf));
+		char dp[PATH_MAX];
+		size_t dl = (size_t)snprintf(dp, sizeof(dp), "deep");
+		for (int lv = 0; lv < 2 + k % 3; lv++) {
+			dp[dl++] = '/';
+			memset(dp + dl, 'a' + lv, 250);
+			dl += 250;
+		}
+		dp[dl] = 0;
+		int64_t did = ds_index_lookup(&ix, dp, dl);
+		int64_t tid = ds_index_lookup(&ix, "train/n01440764", 15);
+		int64_t sid = ds_index_lookup(&ix, "deep", 4);
+		if (did <= 0 || tid <= 0 || sid <= 0)
+			BAIL("the deep and train directories");
+		struct ds_dir *dd = &D[ds__ix40(ix.rows[did].poff_lo, ix.rows[did].poff_hi)];
+		struct ds_dir *td = &D[ds__ix40(ix.rows[tid].poff_lo, ix.rows[tid].poff_hi)];
+		if (k == 0)
+			dd->plen++; /* a deep directory's path length */
+		else if (k == 1)
+			dd->pdir = 0; /* its parent the root */
+		else if (k == 2)      /* a class directory's parent another directory */
+			td->pdir = (uint32_t)ds__ix40(ix.rows[sid].poff_lo, ix.rows[sid].poff_hi);
+		else /* a byte of the names: a lead, a length, a '/', a NUL */
+			for (int j = 0; j < 1 + k % 3; j++)
+				((unsigned char *)cp + ix.h->off_names)[rnd() % ix.h->names_size] =
+					"\x00/\xf0\x11"
+					"a"[rnd() % 5];
+		char what[48];
+		snprintf(what, sizeof(what), "damaged copy %d", k);
+		cursor_tests(&dix, what);
+		free(cp);
+	}
 
 	/* the samples: the files that are not replicated, in increasing order */
 	is(ds_index_check_shuffle(&ix), 0,
