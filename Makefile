@@ -239,7 +239,7 @@ PROVE_FLAGS ?= --comments --failures --timer -j$(TEST_JOBS)
 OPENMPI_TESTS := t/0006-*.t t/1002-*.t t/1010-*.t t/2070-*.t \
                  t/2200-*.t t/2204-*.t t/2205-*.t t/2206-*.t t/2207-*.t t/2220-*.t \
                  t/3002-*.t t/3003-*.t t/3004-*.t t/3005-*.t t/3006-*.t t/3008-*.t t/3013-*.t \
-                 t/3023-*.t t/3026-*.t \
+                 t/3023-*.t t/3026-*.t t/3028-*.t \
                  t/3200-*.t t/3202-*.t t/3204-*.t t/3230-*.t \
                  t/4000-*.t t/4001-*.t t/4003-*.t t/4010-*.t t/8010-*.t t/9008-*.t
 TESTS := $(if $(filter openmpi,$(MPI)),$(wildcard $(OPENMPI_TESTS)),t/)

@@ -7,8 +7,13 @@
  * the epoch cache of e (common/cache.c) while the readers are still in
  * e - 1: by the time they open e's list, every sample is local (store) or
  * cached.  They are fetched in the order they lie in their holders' stores
- * (prep_main), one get per run of samples adjacent there: on 2 nodes half
- * the gets of one per sample in read order (DSTAGE_SERVE_COALESCE=0).
+ * (prep_main): a run of samples adjacent there is one block, and, where
+ * gets need their target's progress (MPICH), one get fetches up to
+ * GET_BLOCKS small blocks of one holder (an MPI_Get of hindexed types,
+ * window.c), a large run alone: at n nodes a run averages
+ * n/(n-1) samples, so one get per run was still about one per sample at 64
+ * nodes (DSTAGE_SERVE_GET_BLOCKS=1 gives that back, DSTAGE_SERVE_COALESCE=0
+ * one get per sample in read order).
  *
  * Following the readers: they announce the epoch they start (DS_OP_EPOCH,
  * from the shim when a list is opened).  With readers in R, the service
@@ -85,14 +90,19 @@ struct xep {
 	struct ds_cache_epoch *ce;
 	int *tgt;      /* per cache slot: the node fetched from */
 	MPI_Aint *disp;
-	/* the gets: run r fills the slots rs[r] .. rs[r + 1] - 1 (adjacent in
-	 * the holder's store and in the cache), rbytes[r] bytes, in one get */
+	/* the blocks: run r fills the slots rs[r] .. rs[r + 1] - 1 (adjacent
+	 * in the holder's store and in the cache), rbytes[r] bytes; the gets:
+	 * get g fetches the runs gr[g] .. gr[g + 1] - 1 (one holder's), gbytes[g]
+	 * bytes, as one MPI_Get (one run: contiguous; more: hindexed types) */
 	size_t *rs;
 	uint64_t *rbytes;
 	size_t nruns;
-	/* next, inflight_from: runs; done, failed: slots */
+	size_t *gr;
+	uint64_t *gbytes;
+	size_t ngets;
+	/* next, inflight_from: gets; done, failed: slots */
 	size_t next, done, failed, inflight_from;
-	size_t gets; /* gets issued (runs) */
+	size_t gets; /* MPI gets made (atomic: main and the copier add) */
 	uint64_t bytes, bytes_done;
 	double t0, t1;
 	size_t batches;
@@ -195,6 +205,8 @@ static void xep_free(struct ds__svc *s, struct xep *x)
 	free(x->disp);
 	free(x->rs);
 	free(x->rbytes);
+	free(x->gr);
+	free(x->gbytes);
 	free(x);
 }
 
@@ -698,6 +710,8 @@ static void report(struct ds__svc *s, struct xep *x)
 	h->disp = NULL;
 	h->rs = NULL;
 	h->rbytes = NULL;
+	h->gr = NULL;
+	h->gbytes = NULL;
 	h->ce = NULL;
 	X->nhist++;
 	x->reported = 1;
@@ -719,6 +733,57 @@ static int coalesce_on(void)
 /* The largest run fetched as one get: a run's samples become READY
  * together, when its get completes */
 #define RUN_MAX_BYTES (4u << 20)
+
+/* Gets of many blocks (docs/mpi.md "Gets of many samples").  One get per
+ * run cost MPICH's ch4:ucx 5.4-7 us per 72-byte sample on one host and 18
+ * us over TCP, its completion the cost; one MPI_Get of 256-1024 such blocks
+ * 0.12-0.4 us per sample (both), flushed as one.  The target packs a
+ * non-contiguous get (active messages): from 2-4 KiB a block that copy
+ * costs more than the get it saves (4 KiB blocks: 15 -> 18-24 us per sample
+ * on one host), so only runs under GET_BLOCK_SMALL join others; Open MPI's
+ * osc/rdma costs the same per block either way (~2.7 us, a CMA read each).
+ * GET_BLOCKS blocks and GET_BLOCKS_BYTES bytes at most: a get's samples
+ * become READY together.  In the service (2M samples of 48-96 B, 4
+ * simulated nodes, an epoch's fetch, medians of 36): 64 blocks 0.59 s, 256
+ * 0.44-0.52 s, 1024 0.22-0.44 s, 4096 0.41 s.  Where gets complete
+ * without their target (s->onesided, window.c's probe: Open MPI's
+ * osc/rdma), the requester copies every block itself inside MPI_Get, a
+ * get of 1024 blocks held main there ~11 ms, a batch ~0.7 s, and an
+ * epoch's fetch took 3.4 s instead of 2.2 s with a get per run (a 2 s
+ * --timeout tripped once in 3 runs): there a get per run stays.
+ * DSTAGE_SERVE_GET_BLOCKS=N (1..GET_BLOCKS_MAX; 1: one get per run) for
+ * measurements and tests: it applies wherever it is set. */
+#define GET_BLOCKS 1024
+#define GET_BLOCKS_MAX 4096
+#define GET_BLOCK_SMALL 2048u
+#define GET_BLOCKS_BYTES (256u << 10)
+
+static int get_blocks_max(const struct ds__svc *s)
+{
+	static int v = -1; /* 0: not set */
+	int n = __atomic_load_n(&v, __ATOMIC_RELAXED);
+	if (n < 0) {
+		const char *e = getenv("DSTAGE_SERVE_GET_BLOCKS");
+		char *end = NULL;
+		long l = e && *e ? strtol(e, &end, 10) : 0;
+		if (e && *e && (*end || l < 1 || l > GET_BLOCKS_MAX)) {
+			ds_warn("DSTAGE_SERVE_GET_BLOCKS='%s': not 1..%d (ignored)", e, GET_BLOCKS_MAX);
+			l = 0;
+		}
+		n = (int)l;
+		__atomic_store_n(&v, n, __ATOMIC_RELAXED);
+	}
+	return n ? n : s->onesided ? 1 : GET_BLOCKS;
+}
+
+/* The blocks of one batch at most: a batch completes as one (its samples
+ * READY together, a remote read waits behind it), and a block costs its
+ * target a copy (MPICH) or a CMA read (Open MPI) whatever the get */
+#define BATCH_BLOCKS 65536
+
+/* The MPI library refused a get of many blocks (window.c, said once): one
+ * get per run from then on, in this step */
+static int blocks_refused;
 
 /* Sort the plan's n samples (no repeats) by (holder, displacement there):
  * an LSD radix sort of a permutation, 16 bits a pass over the displacement
@@ -820,12 +885,17 @@ static int find_holders(struct ds__svc *s, struct xep *x)
 
 /* The runs of the cache's slots: a slot joins the run before it when it
  * comes from the same node, right after the slot before there, and lies
- * right after it in the cache; a run ends at RUN_MAX_BYTES. */
-static int make_runs(struct xep *x, size_t m)
+ * right after it in the cache; a run ends at RUN_MAX_BYTES.  Then the gets:
+ * a run joins the get before it when both are of the same node and all
+ * their runs are small (< GET_BLOCK_SMALL), up to maxb runs and
+ * GET_BLOCKS_BYTES; else it starts a get of its own. */
+static int make_runs(struct xep *x, size_t m, int maxb)
 {
 	x->rs = malloc((m + 1) * sizeof(size_t));
 	x->rbytes = malloc((m + 1) * sizeof(uint64_t));
-	if (!x->rs || !x->rbytes)
+	x->gr = malloc((m + 1) * sizeof(size_t));
+	x->gbytes = malloc((m + 1) * sizeof(uint64_t));
+	if (!x->rs || !x->rbytes || !x->gr || !x->gbytes)
 		return -ENOMEM;
 	size_t r = 0;
 	unsigned char *prev_end = NULL;
@@ -846,6 +916,21 @@ static int make_runs(struct xep *x, size_t m)
 	}
 	x->rs[r] = m;
 	x->nruns = r;
+	size_t g = 0;
+	int small = 0; /* every run of get g - 1 is small */
+	for (size_t k = 0; k < r; k++) {
+		int sm = x->rbytes[k] < GET_BLOCK_SMALL;
+		if (g && sm && small && x->tgt[x->rs[k]] == x->tgt[x->rs[k - 1]] &&
+		    k - x->gr[g - 1] < (size_t)maxb && x->gbytes[g - 1] + x->rbytes[k] <= GET_BLOCKS_BYTES) {
+			x->gbytes[g - 1] += x->rbytes[k];
+			continue;
+		}
+		x->gr[g] = k;
+		x->gbytes[g++] = x->rbytes[k];
+		small = sm;
+	}
+	x->gr[g] = r;
+	x->ngets = g;
 	return 0;
 }
 
@@ -890,9 +975,12 @@ static void *prep_main(void *arg)
 			rc = -DS_ECORRUPT;
 	}
 	if (!rc)
-		rc = make_runs(x, m);
-	ds_debug("node %u: epoch %llu: its cache of %zu entries prepared in %.3f s: %zu gets",
-	         s->node, (unsigned long long)x->epoch, m, ds_now() - t0, x->nruns);
+		rc = make_runs(x, m, coalesce_on() && !__atomic_load_n(&blocks_refused, __ATOMIC_RELAXED)
+		                             ? get_blocks_max(s)
+		                             : 1);
+	ds_debug("node %u: epoch %llu: its cache of %zu entries prepared in %.3f s: %zu runs in %zu "
+	         "gets",
+	         s->node, (unsigned long long)x->epoch, m, ds_now() - t0, x->nruns, x->ngets);
 	x->prep_rc = rc;
 	x->prep_s = ds_now() - t0;
 	__atomic_store_n(&x->prep_done, 1, __ATOMIC_RELEASE);
@@ -1244,20 +1332,55 @@ static int fetch_threads(struct ds__svc *s)
 	return n;
 }
 
-/* Issue the gets of x's runs from the shared cursor until end; their
- * targets are marked.  0 or the first failure (the rest is left). */
+/* Get g of x as one MPI_Get of its runs as blocks; 0, or -errno where it
+ * was not made (the caller makes a get per run). */
+static int get_blocks(struct ds__svc *s, struct xep *x, size_t g)
+{
+	int lens[GET_BLOCKS_MAX];
+	MPI_Aint od[GET_BLOCKS_MAX], td[GET_BLOCKS_MAX];
+	size_t r0 = x->gr[g], n = x->gr[g + 1] - r0, i0 = x->rs[r0];
+	unsigned char *base = ds_cache_epoch_slot(x->ce, i0, NULL, NULL);
+	if (n > GET_BLOCKS_MAX)
+		return -EINVAL;
+	for (size_t k = 0; k < n; k++) {
+		size_t i = x->rs[r0 + k];
+		lens[k] = (int)x->rbytes[r0 + k]; /* < GET_BLOCK_SMALL */
+		od[k] = (MPI_Aint)((unsigned char *)ds_cache_epoch_slot(x->ce, i, NULL, NULL) - base);
+		td[k] = x->disp[i] - x->disp[i0];
+	}
+	return ds__get_blocks(s, base, (int)n, lens, od, x->tgt[i0], x->disp[i0], td);
+}
+
+/* Issue x's gets from the shared cursor until end; their targets are
+ * marked.  0 or the first failure (the rest is left). */
 static int take_gets(struct ds__svc *s, struct xep *x, size_t *cursor, size_t end, uint8_t *targets)
 {
 	for (;;) {
-		size_t r = __atomic_fetch_add(cursor, 1, __ATOMIC_RELAXED);
-		if (r >= end)
+		size_t g = __atomic_fetch_add(cursor, 1, __ATOMIC_RELAXED);
+		if (g >= end)
 			return 0;
-		size_t i = x->rs[r]; /* the run's first slot */
-		void *slot = ds_cache_epoch_slot(x->ce, i, NULL, NULL);
-		int rc = ds__get(s, slot, x->rbytes[r], x->tgt[i], x->disp[i]);
-		if (rc)
-			return rc;
-		targets[x->tgt[i]] = 1;
+		size_t r0 = x->gr[g], r1 = x->gr[g + 1];
+		int node = x->tgt[x->rs[r0]], brc = 1;
+		if (r1 - r0 > 1 && !__atomic_load_n(&blocks_refused, __ATOMIC_RELAXED) &&
+		    !(brc = get_blocks(s, x, g))) {
+			__atomic_fetch_add(&x->gets, 1, __ATOMIC_RELAXED);
+		} else {
+			for (size_t r = r0; r < r1; r++) {
+				size_t i = x->rs[r]; /* the run's first slot */
+				void *slot = ds_cache_epoch_slot(x->ce, i, NULL, NULL);
+				int rc = ds__get(s, slot, x->rbytes[r], x->tgt[i], x->disp[i]);
+				if (rc)
+					return rc; /* the node, not the types: said by ds__get */
+				__atomic_fetch_add(&x->gets, 1, __ATOMIC_RELAXED);
+			}
+			/* the same bytes went as plain gets: the library refused
+			 * the types or their get */
+			if (brc == -EIO && !__atomic_exchange_n(&blocks_refused, 1, __ATOMIC_RELAXED))
+				ds_warn("node %u: the MPI library refused a get of %zu blocks (DSTAGE_LOG=debug "
+				        "says why): one get per run from now on",
+				        s->node, r1 - r0);
+		}
+		targets[node] = 1;
 	}
 }
 
@@ -1357,18 +1480,19 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 	}
 	if (!x || x->st != X_FETCHING || !max_ops)
 		return 0;
-	/* One MPI_Get per run: samples adjacent in their holder's store, laid
-	 * adjacent in the cache (prep_main), go as one contiguous get.
-	 * Derived datatypes (one hindexed get per node per batch) were
-	 * measured 10x slower on MPICH's shared-memory path here; single gets
-	 * with many in flight before the flush are not. */
-	size_t m = x->nruns, ops = 0, end = x->next;
+	/* One MPI_Get per get of the plan (make_runs): a run of samples
+	 * adjacent in their holder's store, laid adjacent in the cache
+	 * (prep_main), or many small runs of one holder as one get of
+	 * hindexed blocks (GET_BLOCKS). */
+	size_t m = x->ngets, ops = 0, end = x->next, blocks = 0;
 	uint64_t bytes = 0;
 	x->inflight_from = x->next;
 	double t0 = ds_now();
 	/* the batch: runs [next, end) */
-	while (end < m && ops < max_ops && (bytes < max_bytes || ops == 0)) {
-		bytes += x->rbytes[end];
+	while (end < m && ops < max_ops &&
+	       ((bytes < max_bytes && blocks < BATCH_BLOCKS) || ops == 0)) {
+		bytes += x->gbytes[end];
+		blocks += x->gr[end + 1] - x->gr[end];
 		ops++;
 		end++;
 	}
@@ -1382,8 +1506,8 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 	size_t own = x->next, *cursor = &own;
 	if (X->nthreads > 1 && ops >= 2 && !copier_post(s, x, x->next, end)) {
 		cursor = &X->cp.cursor;
-		for (size_t r = x->next; r < end; r++)
-			targets[x->tgt[x->rs[r]]] = 1; /* they poll for the copier's gets too */
+		for (size_t g = x->next; g < end; g++)
+			targets[x->tgt[x->rs[x->gr[g]]]] = 1; /* they poll for the copier's gets too */
 	}
 	X->batch_failed = 0;
 	if ((err = take_gets(s, x, cursor, end, targets))) {
@@ -1392,7 +1516,6 @@ size_t ds__exchange_issue(struct ds__svc *s, uint8_t *targets, size_t max_ops, u
 		__atomic_store_n(cursor, end, __ATOMIC_RELAXED);
 	}
 	x->next = end;
-	x->gets += ops;
 	x->issue_s += ds_now() - t0;
 	X->inflight = x;
 	return ops;
@@ -1416,7 +1539,7 @@ void ds__exchange_complete(struct ds__svc *s, int ok, double flush_s)
 	x->batches++;
 	x->flush_s += flush_s;
 	uint64_t bytes = 0;
-	for (size_t i = x->rs[x->inflight_from]; i < x->rs[x->next]; i++) {
+	for (size_t i = x->rs[x->gr[x->inflight_from]]; i < x->rs[x->gr[x->next]]; i++) {
 		uint64_t len;
 		ds_cache_epoch_slot(x->ce, i, NULL, &len);
 		ds_cache_epoch_mark(x->ce, i, ok);

@@ -117,12 +117,20 @@ int ds__holder(const struct ds__svc *s, uint32_t id, MPI_Aint *disp);
  * window into buf; complete it with ds__flush.  0 or -EIO, logged naming
  * the node. */
 int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp);
+/* Start one get of n blocks from node's window (docs/mpi.md "Gets of many
+ * samples"): block k is lens[k] bytes at tbase + tdisp[k] there, into
+ * obase + odisp[k]; complete it with ds__flush.  0, -ENOMEM, or -EIO where
+ * the library refused the types or the get (said at debug level: the caller
+ * falls back to a get per block, which says what fails). */
+int ds__get_blocks(struct ds__svc *s, void *obase, int n, const int *lens, const MPI_Aint *odisp,
+                   int node, MPI_Aint tbase, const MPI_Aint *tdisp);
 /* A thread that made gets and is about to end: free its request list. */
 void ds__get_release(void);
 /* Complete every get this thread started (window.c: MPI_Testall over its
- * MPI_Rget requests, yielding the core after a short spin; with
- * DSTAGE_SERVE_RGET=0, MPI_Win_flush to the nodes marked in `targets`);
- * `targets` is cleared. */
+ * MPI_Rget requests, yielding the core after a short spin, then
+ * MPI_Win_flush to the targets of its gets of many blocks; with
+ * DSTAGE_SERVE_RGET=0, MPI_Win_flush to the nodes marked in `targets` and
+ * those); `targets` is cleared. */
 int ds__flush(struct ds__svc *s, uint8_t *targets);
 /* Let MPI make progress for the peers' gets (they need us on shared memory,
  * unless s->onesided). */

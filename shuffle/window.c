@@ -584,6 +584,15 @@ static __thread size_t nrq, caprq;
 
 static int rget_on(void) { return ds_env_switch("DSTAGE_SERVE_RGET", &rget_mode); }
 
+/* The gets of many blocks (ds__get_blocks) this thread started and has not
+ * completed: their datatypes, freed once they are complete, and their
+ * targets, flushed by ds__flush (bl_seen: per node, is it in bl_tgt). */
+static __thread MPI_Datatype *bl_dt;
+static __thread size_t nbl_dt, capbl_dt;
+static __thread int *bl_tgt;
+static __thread uint8_t *bl_seen;
+static __thread size_t nbl_tgt;
+
 void ds__get_release(void)
 {
 	free(rq);
@@ -591,6 +600,13 @@ void ds__get_release(void)
 	rq = NULL;
 	rst = NULL;
 	nrq = caprq = 0;
+	free(bl_dt);
+	free(bl_tgt);
+	free(bl_seen);
+	bl_dt = NULL;
+	bl_tgt = NULL;
+	bl_seen = NULL;
+	nbl_dt = capbl_dt = nbl_tgt = 0;
 }
 
 /* The largest get issued as one call.  MPI-4 (MPICH 4) has the large-count
@@ -656,6 +672,103 @@ int ds__get(struct ds__svc *s, void *buf, uint64_t len, int node, MPI_Aint disp)
 	return 0;
 }
 
+/* A get of n blocks from node's window into one buffer: block k is lens[k]
+ * bytes at tbase + tdisp[k] there, going to obase + odisp[k] here.  One
+ * MPI_Get whose origin and target types are hindexed MPI_BYTE blocks
+ * (docs/mpi.md "Gets of many samples").  A plain MPI_Get completed by
+ * MPI_Win_flush, never MPI_Rget: MPICH 4.0's ch4:ucx completes the request
+ * of an MPI_Rget with a non-contiguous type before its data is in (the
+ * active-message fallback without a request, pmodels/mpich#7896): measured
+ * here, most bytes wrong after MPI_Testall said done, on shared memory and
+ * over TCP; MPI_Get + MPI_Win_flush gave every byte.  The types are freed
+ * once ds__flush has completed the get. */
+int ds__get_blocks(struct ds__svc *s, void *obase, int n, const int *lens, const MPI_Aint *odisp,
+                   int node, MPI_Aint tbase, const MPI_Aint *tdisp)
+{
+	if (!bl_seen) {
+		bl_seen = calloc(s->nnodes, 1);
+		bl_tgt = malloc(s->nnodes * sizeof(*bl_tgt));
+		if (!bl_seen || !bl_tgt) {
+			free(bl_seen);
+			free(bl_tgt);
+			bl_seen = NULL;
+			bl_tgt = NULL;
+			return -ENOMEM;
+		}
+	}
+	if (nbl_dt + 2 > capbl_dt) {
+		size_t cap = capbl_dt ? 2 * capbl_dt : 256;
+		MPI_Datatype *d = realloc(bl_dt, cap * sizeof(*d));
+		if (!d)
+			return -ENOMEM;
+		bl_dt = d;
+		capbl_dt = cap;
+	}
+	/* tests: a library that refuses these types or their get */
+	if (ds_fault("serve.getblocks", (int)s->node)) {
+		ds_debug("node %u: a get of %d blocks from node %d: injected failure (DSTAGE_FAULT)",
+		         s->node, n, node);
+		return -EIO;
+	}
+	MPI_Datatype ot = MPI_DATATYPE_NULL, tt = MPI_DATATYPE_NULL;
+	const char *what = "MPI_Type_create_hindexed";
+	int rc = MPI_Type_create_hindexed(n, lens, odisp, MPI_BYTE, &ot);
+	if (rc == MPI_SUCCESS)
+		rc = MPI_Type_create_hindexed(n, lens, tdisp, MPI_BYTE, &tt);
+	if (rc == MPI_SUCCESS && (what = "MPI_Type_commit", 1))
+		rc = MPI_Type_commit(&ot);
+	if (rc == MPI_SUCCESS)
+		rc = MPI_Type_commit(&tt);
+	if (rc == MPI_SUCCESS && (what = "MPI_Get", 1))
+		rc = MPI_Get(obase, 1, ot, node, tbase, 1, tt, s->win);
+	if (rc != MPI_SUCCESS) {
+		char m[MPI_MAX_ERROR_STRING];
+		ds_debug("node %u: %s of %d blocks from node %d: %s", s->node, what, n, node,
+		         ds_mpi_strerror(rc, m, (int)sizeof(m)));
+		if (ot != MPI_DATATYPE_NULL)
+			MPI_Type_free(&ot);
+		if (tt != MPI_DATATYPE_NULL)
+			MPI_Type_free(&tt);
+		return -EIO;
+	}
+	bl_dt[nbl_dt++] = ot;
+	bl_dt[nbl_dt++] = tt;
+	if (!bl_seen[node]) {
+		bl_seen[node] = 1;
+		bl_tgt[nbl_tgt++] = node;
+	}
+	return 0;
+}
+
+/* The types of this thread's gets of many blocks, once they are complete */
+static void free_block_types(void)
+{
+	for (size_t i = 0; i < nbl_dt; i++)
+		MPI_Type_free(&bl_dt[i]);
+	nbl_dt = 0;
+}
+
+/* Complete this thread's gets of many blocks: flush their targets, free
+ * their types.  0 or -EIO. */
+static int flush_blocks(struct ds__svc *s)
+{
+	int err = 0;
+	for (size_t i = 0; i < nbl_tgt; i++) {
+		int t = bl_tgt[i];
+		bl_seen[t] = 0;
+		int rc = MPI_Win_flush(t, s->win);
+		if (rc != MPI_SUCCESS) {
+			char m[MPI_MAX_ERROR_STRING];
+			ds_error("node %u: MPI_Win_flush to node %d: %s", s->node, t,
+			         ds_mpi_strerror(rc, m, (int)sizeof(m)));
+			err = -EIO;
+		}
+	}
+	nbl_tgt = 0;
+	free_block_types();
+	return err;
+}
+
 int ds__flush(struct ds__svc *s, uint8_t *targets)
 {
 	int err = 0;
@@ -677,8 +790,16 @@ int ds__flush(struct ds__svc *s, uint8_t *targets)
 				sched_yield(); /* the target may need this core */
 		}
 		nrq = 0;
-		return err;
+		/* the gets of many blocks after the others: by now theirs
+		 * have had the same time to come in */
+		int brc = flush_blocks(s);
+		return err ? err : brc;
 	}
+	for (size_t i = 0; i < nbl_tgt; i++) {
+		targets[bl_tgt[i]] = 1; /* flushed below with the others */
+		bl_seen[bl_tgt[i]] = 0;
+	}
+	nbl_tgt = 0;
 	for (uint32_t t = 0; t < s->nnodes; t++) {
 		if (!targets[t])
 			continue;
@@ -691,6 +812,7 @@ int ds__flush(struct ds__svc *s, uint8_t *targets)
 			err = -EIO;
 		}
 	}
+	free_block_types();
 	return err;
 }
 
