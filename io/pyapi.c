@@ -5,7 +5,7 @@
  * A dataset that walked the tree held every file of the DATASET in every
  * reader and DataLoader worker (issue 27: ~47 B and ~1.8 us per file even
  * compact).  The index already holds what ImageFolder computes: entries in
- * path order with '/' ranking first (common/index.c, ds_path_cmp), so a
+ * path order with '/' ranking first (ds_path_cmp, common/common.c), so a
  * directory's subtree is one run of entries after it, and the sample table,
  * the ids of every training sample in increasing order.  A class directory
  * whose subtree is its own files only, every one a sample, is therefore the
