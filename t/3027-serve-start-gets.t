@@ -26,23 +26,6 @@ test_expect_success 'two nodes staged (400 samples of 1-9 KiB)' '
 	pack_stage src 2
 '
 
-# epoch_val K E KEY: a figure of epoch E's line in node K's serve.status
-epoch_val() { sed -n "s/^epoch\.$2=.* $3=\([0-9]*\).*/\1/p" "$JOBDIR/$1/serve.status"; }
-have_epoch() { grep -qs "^epoch\.$2=" "$JOBDIR/$1/serve.status"; }
-
-# read_list K E: node K's reader reads its list of epoch E through the shim:
-# the bytes are the source's, the remote samples came from the cache
-read_list() {
-	shim_on $1 cat "$MOUNT/.dstage/epochs/$2/all" >list.$1 &&
-	r0=$(stat_val $1 remote_reads) && c0=$(stat_val $1 cache_reads) &&
-	sed "s|^|$MOUNT/|" list.$1 | shim_on $1 xargs -d "\n" cat >got.$1 &&
-	sed "s|^|src/|" list.$1 | xargs -d "\n" cat >want.$1 &&
-	cmp got.$1 want.$1 &&
-	r1=$(stat_val $1 remote_reads) && c1=$(stat_val $1 cache_reads) &&
-	echo "node $1: remote reads $r0 -> $r1, from the cache $c0 -> $c1" &&
-	test "$r1" = "$r0" && test $((c1 - c0)) -ge "$(epoch_val $1 $2 fetched)"
-}
-
 serve_start 2 --seed 5
 test_expect_success 'served' 'serve_up 2'
 

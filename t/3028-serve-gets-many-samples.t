@@ -39,23 +39,7 @@ test_expect_success 'four nodes staged, twice replicated (600 samples of 16-1000
 	pack_stage src 4 -R 2
 '
 
-# epoch_val K E KEY: a figure of epoch E's line in node K's serve.status
-epoch_val() { sed -n "s/^epoch\.$2=.* $3=\([0-9]*\).*/\1/p" "$JOBDIR/$1/serve.status"; }
-have_epoch() { grep -qs "^epoch\.$2=" "$JOBDIR/$1/serve.status"; }
 all_have_epoch() { for k in 0 1 2 3; do have_epoch $k $1 || return 1; done; }
-
-# read_list K E: node K's reader reads its list of epoch E through the shim:
-# the bytes are the source's, the remote samples came from the cache
-read_list() {
-	shim_on $1 cat "$MOUNT/.dstage/epochs/$2/all" >list.$1 &&
-	r0=$(stat_val $1 remote_reads) && c0=$(stat_val $1 cache_reads) &&
-	sed "s|^|$MOUNT/|" list.$1 | shim_on $1 xargs -d "\n" cat >got.$1 &&
-	sed "s|^|src/|" list.$1 | xargs -d "\n" cat >want.$1 &&
-	cmp got.$1 want.$1 &&
-	r1=$(stat_val $1 remote_reads) && c1=$(stat_val $1 cache_reads) &&
-	echo "node $1, epoch $2: remote reads $r0 -> $r1, from the cache $c0 -> $c1" &&
-	test "$r1" = "$r0" && test $((c1 - c0)) -ge "$(epoch_val $1 $2 fetched)"
-}
 
 # gets_per K E MAX_NUM MAX_DEN: node K fetched epoch E's remote samples
 # with at most MAX_NUM/MAX_DEN of a get per sample

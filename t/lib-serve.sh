@@ -31,6 +31,11 @@
 #                        with R = 2 and the pack removed; holders (the
 #                        index's file -> nodes), pair23 (the files held by
 #                        nodes 2 and 3 alone, not empty), every (all files)
+#   epoch_val K E KEY    a figure of epoch E's line in node K's serve.status
+#   have_epoch K E       node K's serve.status has epoch E's line (prefetched)
+#   read_list K E        (in a test) node K reads its list of epoch E through
+#                        the shim: the bytes are src/'s, none read remotely,
+#                        at least the epoch's fetched samples from the cache
 #   epoch_reads_right E K...
 #                        (in a test) on every node K, epoch E's list read
 #                        through the shim in its order gives src/'s bytes
@@ -203,4 +208,18 @@ epoch_reads_right() {
 		sed "s|^|$MOUNT/|" e$e.$k | shim_on $k xargs -d "\n" cat >got &&
 		sed "s|^|src/|" e$e.$k | xargs -d "\n" cat | cmp - got || return 1
 	done
+}
+
+epoch_val() { sed -n "s/^epoch\.$2=.* $3=\([0-9]*\).*/\1/p" "$JOBDIR/$1/serve.status"; }
+have_epoch() { grep -qs "^epoch\.$2=" "$JOBDIR/$1/serve.status"; }
+
+read_list() {
+	shim_on $1 cat "$MOUNT/.dstage/epochs/$2/all" >list.$1 &&
+	r0=$(stat_val $1 remote_reads) && c0=$(stat_val $1 cache_reads) &&
+	sed "s|^|$MOUNT/|" list.$1 | shim_on $1 xargs -d "\n" cat >got.$1 &&
+	sed "s|^|src/|" list.$1 | xargs -d "\n" cat >want.$1 &&
+	cmp got.$1 want.$1 &&
+	r1=$(stat_val $1 remote_reads) && c1=$(stat_val $1 cache_reads) &&
+	echo "node $1, epoch $2: remote reads $r0 -> $r1, from the cache $c0 -> $c1" &&
+	test "$r1" = "$r0" && test $((c1 - c0)) -ge "$(epoch_val $1 $2 fetched)"
 }
