@@ -37,25 +37,33 @@ test_expect_success 'dstage epoch into a full device: exit 1, said' '
 	test_status --show err 1 ep --node 0 0 >/dev/full 2>err &&
 	test_grep "standard output: No space left on device" err
 '
+# share_edit FILE reverse | set ID: a published share file (header 80
+# bytes: the count at 64, the ids' CRC-32C at 72) with its ids reversed, or
+# its middle id set to ID, the CRC made right again
+cat >share_edit.py <<'EOF'
+import struct, sys
+def crc32c(b):
+    c = 0xFFFFFFFF
+    for x in b:
+        c ^= x
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+    return c ^ 0xFFFFFFFF
+d = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack_from("<Q", d, 64)[0]
+if sys.argv[2] == "reverse":
+    ids = list(struct.unpack_from("<%dI" % n, d, 80))[::-1]
+    d[80:] = struct.pack("<%dI" % n, *ids)
+else:
+    struct.pack_into("<I", d, 80 + 4 * (n // 2), int(sys.argv[3]))
+struct.pack_into("<I", d, 72, crc32c(bytes(d[80:])))
+open(sys.argv[1], "wb").write(bytes(d))
+EOF
+share_edit() { "$PY" share_edit.py "$@"; }
+
 test_expect_success 'the shim takes the published share (one rewritten in reverse, CRC fixed)' '
 	f="$JOBDIR/0/epochs/share.1" && cp "$f" saved &&
-	"$PY" - "$f" <<-\EOF &&
-	import struct, sys
-	def crc32c(b):
-	    c = 0xFFFFFFFF
-	    for x in b:
-	        c ^= x
-	        for _ in range(8):
-	            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-	    return c ^ 0xFFFFFFFF
-	d = bytearray(open(sys.argv[1], "rb").read())
-	n = struct.unpack_from("<Q", d, 64)[0]
-	ids = list(struct.unpack_from("<%dI" % n, d, 80))[::-1]
-	body = struct.pack("<%dI" % n, *ids)
-	d[80:] = body
-	struct.pack_into("<I", d, 72, crc32c(body))
-	open(sys.argv[1], "wb").write(bytes(d))
-	EOF
+	share_edit "$f" reverse &&
 	ep --node 0 1 | tac >want &&
 	shim_on 0 cat "$MOUNT/.dstage/epochs/1/all" >got && cmp want got &&
 	cp saved "$f" && same_lists 1 0
@@ -64,21 +72,7 @@ test_expect_success 'a published id that is not a usable sample fails the list (
 	f="$JOBDIR/0/epochs/share.1" && cp "$f" saved &&
 	# the root (a directory), an id past the index, the largest id
 	for bad in 0 1000000 4294967295; do
-		"$PY" - "$f" $bad <<-\EOF || exit 1
-		import struct, sys
-		def crc32c(b):
-		    c = 0xFFFFFFFF
-		    for x in b:
-		        c ^= x
-		        for _ in range(8):
-		            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-		    return c ^ 0xFFFFFFFF
-		d = bytearray(open(sys.argv[1], "rb").read())
-		n = struct.unpack_from("<Q", d, 64)[0]
-		struct.pack_into("<I", d, 80 + 4 * (n // 2), int(sys.argv[2]))
-		struct.pack_into("<I", d, 72, crc32c(bytes(d[80:])))
-		open(sys.argv[1], "wb").write(bytes(d))
-		EOF
+		share_edit "$f" set $bad || exit 1
 		test_status 1 shim_on 0 cat "$MOUNT/.dstage/epochs/1/all" >out 2>err &&
 		test_grep "Input/output error" err && cp saved "$f" || exit 1
 	done &&
