@@ -204,7 +204,7 @@ DEB_BUILD := mpich libmpich-dev libhdf5-mpich-dev hdf5-tools zlib1g-dev pkg-conf
 # MPI=openmpi (and srun --mpi=pmix: libpmix2 comes with libopenmpi3)
 DEB_OPENMPI := openmpi-bin libopenmpi-dev libhdf5-openmpi-dev
 DEB_TEST  := python3-h5py python3-pil python3-numpy python3-torch python3-torchvision \
-             clang clang-format libclang-rt-14-dev procps psmisc \
+             clang clang-format libclang-rt-14-dev procps psmisc strace \
              nodejs python3-yaml rsync perl mawk cmake fio \
              man-db groff-base bsdextrautils lmod
 DEB_BENCH := squashfuse squashfs-tools fuse3 gnuplot-nox awscli s3fs

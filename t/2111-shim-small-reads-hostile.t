@@ -12,7 +12,7 @@
 . "$SRCDIR/t/lib-serve.sh"
 
 test_lazy_prereq STRACE 'strace -f -qq -o /dev/null true' 'strace -f works here (ptrace allowed)'
-test_require PYTHON STRACE
+test_require PYTHON
 test_expect_success 'staged' 'make_samples src 400 2000 && pack_stage src 1 && (cd src && find . -type f | sed "s|^\./||" | sort -r) >paths && test $(wc -l <paths) -gt 100'
 cat >h.py <<'PY'
 import os, sys, subprocess, multiprocessing as mp, hashlib
@@ -107,7 +107,7 @@ test_expect_success 'prog < staged file, each a fresh process' '
 	for p in $(head -n 20 paths); do shim_on 0 sh -c "cat <$MOUNT/$p" | cmp - "src/$p" || exit 1; done &&
 	for p in $(head -n 20 paths); do shim_on 0 sh -c "wc -c <$MOUNT/$p" >n && test "$(cat n)" = "$(wc -c <src/$p)" || exit 1; done
 '
-test_expect_success 'small files read out of store order took pread of the store (the rule is exercised)' '
+test_expect_success STRACE 'small files read out of store order took pread of the store (the rule is exercised)' '
 	shim_on 0 strace -f -qq -e trace=pread64 -o st.log $PY h.py $MOUNT $TRASH/src closefrom &&
 	# preads under 4 KiB on the private descriptor of the shim (parked high): before
 	# the rule, only reads of 4 KiB and more took pread
